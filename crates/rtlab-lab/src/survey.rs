@@ -1,0 +1,166 @@
+//! `rtlab survey`: short stages of every experiment, one verdict.
+//!
+//! Stages so far: wakeup idle, then wakeup under `cpu` + `mmap` load. Series are prefixed
+//! with their stage (`wakeup-idle/thread0`). The verdict rows go into `verdict.survey` of the
+//! result document so any writer can render them from the JSON alone.
+
+use crate::harness::{run_experiment, CommonConfig, Observer, RunRecord};
+use crate::wakeup::{Placement, Wakeup, WakeupConfig};
+use crate::LabError;
+use rtlab_load::LoadSpec;
+use rtlab_stats::result::Series;
+use rtlab_stats::Nanos;
+use rtlab_sys::affinity::CpuList;
+use rtlab_sys::sched::Policy;
+use serde_json::{json, Value};
+
+/// The loads of the survey's loaded stage.
+pub const LOADED_STAGE_LOADS: &[&str] = &["cpu", "mmap"];
+
+/// Survey settings.
+#[derive(Debug, Clone)]
+pub struct SurveyConfig {
+    /// Duration of each stage.
+    pub stage_duration: Nanos,
+    /// CPUs to measure on.
+    pub cpus: CpuList,
+    /// Lock memory.
+    pub mlock: bool,
+    /// Hold /dev/cpu_dma_latency.
+    pub dma_latency: bool,
+}
+
+/// All stages' records, merged.
+#[derive(Debug)]
+pub struct SurveyRecord {
+    /// The merged record (series of all stages, warnings deduplicated).
+    pub record: RunRecord,
+    /// `verdict.survey`: one object per area.
+    pub verdict_rows: Vec<Value>,
+}
+
+struct Stage {
+    name: &'static str,
+    loads: Vec<LoadSpec>,
+}
+
+fn worst(series: &[Series], prefix: &str, pick: fn(&Series) -> Option<f64>) -> Option<u64> {
+    series
+        .iter()
+        .filter(|s| s.name.starts_with(prefix))
+        .filter_map(pick)
+        .map(|v| v as u64)
+        .max()
+}
+
+/// A one-line reading of idle vs loaded worst cases for a periodic task with `interval`.
+pub fn wakeup_reading(idle_max: u64, loaded_max: u64, interval: Nanos) -> String {
+    let ratio = loaded_max as f64 / idle_max.max(1) as f64;
+    let fit = if loaded_max < 100_000 {
+        "fit for sub-100 us deadlines".to_string()
+    } else if loaded_max < interval.get() {
+        format!("every wakeup stayed inside its {} period", interval)
+    } else {
+        format!("a {} periodic task misses deadlines here", interval)
+    };
+    let spread = if ratio < 2.0 {
+        "load barely moves the worst case".to_string()
+    } else {
+        format!(
+            "load makes the worst case {ratio:.1}x worse: isolate the RT CPUs and move IRQs away"
+        )
+    };
+    format!("{fit}; {spread}")
+}
+
+/// Runs every stage in turn.
+pub fn run_survey(
+    config: &SurveyConfig,
+    observer: &mut dyn Observer,
+) -> Result<SurveyRecord, LabError> {
+    let interval = Nanos::from_millis(1);
+    let loaded: Vec<LoadSpec> = LOADED_STAGE_LOADS
+        .iter()
+        .map(|s| s.parse().expect("built-in load specs parse"))
+        .collect();
+    let stages = [
+        Stage {
+            name: "wakeup-idle",
+            loads: vec![],
+        },
+        Stage {
+            name: "wakeup-loaded",
+            loads: loaded,
+        },
+    ];
+    let mut merged: Option<RunRecord> = None;
+    for (i, stage) in stages.iter().enumerate() {
+        if rtlab_sys::signal::interrupted() {
+            break;
+        }
+        observer.stage(stage.name, i, stages.len());
+        let wakeup = Wakeup::new(WakeupConfig {
+            placement: Placement::PerCpu(config.cpus.clone()),
+            interval,
+            policy: Policy::Fifo,
+            prio: 95,
+        })?
+        .with_series_prefix(&format!("{}/", stage.name));
+        let common = CommonConfig {
+            duration: config.stage_duration,
+            loads: stage.loads.clone(),
+            mlock: config.mlock,
+            dma_latency: config.dma_latency,
+        };
+        let record = run_experiment(&wakeup, &common, observer)?;
+        merged = Some(match merged {
+            None => record,
+            Some(mut m) => {
+                m.duration = Nanos(m.duration.get() + record.duration.get());
+                for w in record.warnings {
+                    if !m.warnings.contains(&w) {
+                        m.warnings.push(w);
+                    }
+                }
+                m.series.extend(record.series);
+                m.load.extend(record.load);
+                m.load_reports.extend(record.load_reports);
+                m.interrupted |= record.interrupted;
+                m
+            }
+        });
+    }
+    let record = merged
+        .ok_or_else(|| LabError::Thread("survey interrupted before its first stage".into()))?;
+    let mut verdict_rows = Vec::new();
+    let idle_max = worst(&record.series, "wakeup-idle/", |s| s.max);
+    let loaded_max = worst(&record.series, "wakeup-loaded/", |s| s.max);
+    if let (Some(idle_max), Some(loaded_max)) = (idle_max, loaded_max) {
+        verdict_rows.push(json!({
+            "area": "wakeup",
+            "idle_p99_ns": worst(&record.series, "wakeup-idle/", |s| s.p99),
+            "idle_max_ns": idle_max,
+            "loaded_p99_ns": worst(&record.series, "wakeup-loaded/", |s| s.p99),
+            "loaded_max_ns": loaded_max,
+            "loaded_over_idle": (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
+            "reading": wakeup_reading(idle_max, loaded_max, interval),
+        }));
+    }
+    Ok(SurveyRecord {
+        record,
+        verdict_rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_name_fit_and_spread() {
+        let r = wakeup_reading(20_000, 30_000, Nanos::from_millis(1));
+        assert!(r.contains("sub-100 us") && r.contains("barely"), "{r}");
+        let r = wakeup_reading(200_000, 5_000_000, Nanos::from_millis(1));
+        assert!(r.contains("misses deadlines") && r.contains("25.0x"), "{r}");
+    }
+}

@@ -1,0 +1,334 @@
+//! `rtlab wakeup`: timed-wakeup latency (seed 000's benchmark, cyclictest's method).
+//!
+//! Each measuring thread sleeps until absolute deadlines on `CLOCK_MONOTONIC`
+//! (`next += interval`) and records `latency = wake time - scheduled time`. A wakeup so late
+//! that later deadlines had already passed records those periods as missed (coordinated
+//! omission correction) and skips to the next future deadline.
+
+use crate::harness::{CommonConfig, LiveSeries, Observer};
+use crate::{Experiment, LabError, Outcome};
+use rtlab_stats::result::Series;
+use rtlab_stats::{LatencyHistogram, LiveHistogram, Nanos};
+use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
+use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Series names this experiment emits (for help text).
+pub const SERIES_HELP: &str =
+    "thread0, thread1, ... (metric wakeup_latency, one per measuring thread)";
+
+const WORKER_STACK: usize = 256 * 1024;
+const PREFAULT_STACK: usize = 64 * 1024;
+const TICK_NS: u64 = 250_000_000;
+
+/// Where each measuring thread runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// One thread pinned to each listed CPU.
+    PerCpu(CpuList),
+    /// `n` threads, pinned round-robin over the CPUs if given, else free to migrate.
+    Threads(usize, Option<CpuList>),
+}
+
+impl Placement {
+    fn cpus(&self) -> Vec<Option<usize>> {
+        match self {
+            Placement::PerCpu(list) => list.as_slice().iter().map(|&c| Some(c)).collect(),
+            Placement::Threads(n, None) => vec![None; *n],
+            Placement::Threads(n, Some(list)) => (0..*n)
+                .map(|i| Some(list.as_slice()[i % list.len()]))
+                .collect(),
+        }
+    }
+}
+
+/// Configuration of a wakeup run.
+#[derive(Debug, Clone)]
+pub struct WakeupConfig {
+    /// Measuring threads and their CPUs.
+    pub placement: Placement,
+    /// Period between deadlines.
+    pub interval: Nanos,
+    /// Scheduling policy of the measuring threads.
+    pub policy: Policy,
+    /// Priority (0 for `other`).
+    pub prio: u32,
+}
+
+/// The wakeup experiment.
+#[derive(Debug, Clone)]
+pub struct Wakeup {
+    config: WakeupConfig,
+    /// Prefix for series names (`idle/` in the survey), empty otherwise.
+    prefix: String,
+}
+
+impl Wakeup {
+    /// Validates `config`.
+    pub fn new(config: WakeupConfig) -> Result<Self, LabError> {
+        if config.interval.get() < 10_000 {
+            return Err(LabError::Config("--interval must be at least 10us".into()));
+        }
+        if config.placement.cpus().is_empty() {
+            return Err(LabError::Config(
+                "no measuring thread: give --cpus or --threads".into(),
+            ));
+        }
+        let (lo, hi) = config.policy.priority_range();
+        if config.prio < lo || config.prio > hi {
+            return Err(LabError::Config(format!(
+                "--prio {} is outside {lo}-{hi} for policy {}",
+                config.prio, config.policy
+            )));
+        }
+        Ok(Wakeup {
+            config,
+            prefix: String::new(),
+        })
+    }
+
+    /// Prefixes every series name (used by the survey to keep stages apart).
+    pub fn with_series_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
+    }
+}
+
+/// Lets the coordinator release all measuring threads at once after their set-up, or abort.
+#[derive(Debug, Default)]
+struct StartGate {
+    ready: AtomicUsize,
+    go: AtomicBool,
+    abort: AtomicBool,
+}
+
+impl StartGate {
+    /// Worker side: announce set-up done, wait for go. Returns false when aborted.
+    /// Release/Acquire on `go` orders the coordinator's writes before the workers' start.
+    fn arrive_and_wait(&self) -> bool {
+        self.ready.fetch_add(1, Ordering::AcqRel);
+        while !self.go.load(Ordering::Acquire) {
+            if self.aborted() {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+
+    fn open_when_ready(&self, workers: usize) {
+        while self.ready.load(Ordering::Acquire) < workers && !self.aborted() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.go.store(true, Ordering::Release);
+    }
+
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed) || rtlab_sys::signal::interrupted()
+    }
+}
+
+struct WorkerResult {
+    hist: LatencyHistogram,
+    timer_slack_ns: Option<u64>,
+    setup_error: Option<String>,
+}
+
+fn measure(
+    cpu: Option<usize>,
+    policy: Policy,
+    prio: u32,
+    interval: u64,
+    duration: u64,
+    gate: &StartGate,
+    live: &LiveHistogram,
+) -> WorkerResult {
+    let mut hist = LatencyHistogram::new();
+    let mut setup_error = None;
+    if let Some(cpu) = cpu {
+        if let Err(e) = set_current_thread_affinity(&CpuList::from(vec![cpu])) {
+            setup_error = Some(format!("cannot pin to CPU {cpu}: {e}"));
+        }
+    }
+    if let Err(e) = set_current_thread_scheduler(policy, prio) {
+        setup_error.get_or_insert(format!("cannot set {policy} {prio}: {e}"));
+    }
+    let timer_slack_ns = rtlab_sys::slack::current_timer_slack_ns().ok();
+    rtlab_sys::mem::prefault_stack(PREFAULT_STACK);
+    if setup_error.is_some() {
+        gate.abort.store(true, Ordering::Relaxed);
+    }
+    if !gate.arrive_and_wait() {
+        return WorkerResult {
+            hist,
+            timer_slack_ns,
+            setup_error,
+        };
+    }
+    // Deadlines sit on a common grid so all threads' periods line up (as cyclictest's do).
+    let mut next = (monotonic_now_ns() / interval + 2) * interval;
+    let end = next + duration;
+    let step = Nanos(interval);
+    // The measuring loop: sleep, read the clock, record. No allocation, no lock, no syscall
+    // but the sleep and the vDSO clock read.
+    while !gate.aborted() {
+        if sleep_until_monotonic_ns(next).is_err() {
+            gate.abort.store(true, Ordering::Relaxed);
+            break;
+        }
+        let latency = Nanos(monotonic_now_ns().saturating_sub(next));
+        let missed = hist.record_periodic(latency, step);
+        live.record(latency);
+        next += (1 + missed) * interval;
+        if next >= end {
+            break;
+        }
+    }
+    WorkerResult {
+        hist,
+        timer_slack_ns,
+        setup_error,
+    }
+}
+
+impl Experiment for Wakeup {
+    fn command(&self) -> &'static str {
+        "wakeup"
+    }
+
+    fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
+        let cfg = &self.config;
+        let mut outcome = Outcome::default();
+        let (mut policy, mut prio) = (cfg.policy, cfg.prio);
+        if policy.is_realtime() && !rtlab_sys::probe::can_use_fifo(prio) {
+            let msg = format!(
+                "cannot use SCHED_{} {prio} (no CAP_SYS_NICE or RLIMIT_RTPRIO): measuring under \
+                 SCHED_OTHER, so latencies include time-sharing delays; run as root for real-time numbers",
+                policy.as_str().to_uppercase()
+            );
+            observer.warn(&msg);
+            outcome.warnings.push(msg);
+            (policy, prio) = (Policy::Other, 0);
+        }
+
+        let cpus = cfg.placement.cpus();
+        let gate = Arc::new(StartGate::default());
+        let live: Vec<LiveSeries> = (0..cpus.len())
+            .map(|i| LiveSeries {
+                name: format!("{}thread{i}", self.prefix),
+                hist: Arc::new(LiveHistogram::new()),
+            })
+            .collect();
+        let (interval, duration) = (cfg.interval.get(), common.duration.get());
+        let mut handles = Vec::new();
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let (worker_gate, hist) = (gate.clone(), live[i].hist.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("rtlab-wakeup{i}"))
+                .stack_size(WORKER_STACK)
+                .spawn(move || measure(cpu, policy, prio, interval, duration, &worker_gate, &hist));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    gate.abort.store(true, Ordering::Relaxed);
+                    return Err(LabError::Thread(e.to_string()));
+                }
+            }
+        }
+        gate.open_when_ready(cpus.len());
+        let began = monotonic_now_ns();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_nanos(TICK_NS));
+            observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &live);
+        }
+        for (i, handle) in handles.into_iter().enumerate() {
+            let result = handle
+                .join()
+                .map_err(|_| LabError::Thread(format!("thread{i} panicked")))?;
+            if let Some(e) = result.setup_error {
+                return Err(LabError::Config(format!("thread{i}: {e}")));
+            }
+            let mut series = Series::distribution(&live[i].name, "wakeup_latency", &result.hist)?
+                .with_config("cpu", cpus[i])
+                .with_config("interval_ns", interval)
+                .with_config("policy", policy.as_str())
+                .with_config("prio", prio)
+                .with_config("mlock", common.mlock);
+            if let Some(slack) = result.timer_slack_ns {
+                series = series.with_config("timer_slack_ns", slack);
+            }
+            outcome.series.push(series);
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::NullObserver;
+
+    fn common(ms: u64) -> CommonConfig {
+        CommonConfig {
+            duration: Nanos::from_millis(ms),
+            loads: vec![],
+            mlock: false,
+            dma_latency: false,
+        }
+    }
+
+    #[test]
+    fn measures_every_period_of_the_duration() {
+        let wakeup = Wakeup::new(WakeupConfig {
+            placement: Placement::Threads(2, None),
+            interval: Nanos::from_millis(1),
+            policy: Policy::Other,
+            prio: 0,
+        })
+        .unwrap();
+        let out = wakeup.run(&common(300), &mut NullObserver).unwrap();
+        assert_eq!(out.series.len(), 2);
+        for s in &out.series {
+            // Every deadline in 300 ms at 1 ms is either measured or counted as missed.
+            assert_eq!(s.count, Some(300), "{s:?}");
+            assert_eq!(s.count.unwrap(), s.raw_count.unwrap() + s.missed.unwrap());
+            assert!(s.min.unwrap() <= s.p50.unwrap() && s.p50.unwrap() <= s.max.unwrap());
+            assert_eq!(s.metric, "wakeup_latency");
+            assert_eq!(s.config["policy"], "other");
+        }
+        assert_eq!(out.series[1].name, "thread1");
+    }
+
+    #[test]
+    fn invalid_configs_are_rejected() {
+        let base = WakeupConfig {
+            placement: Placement::PerCpu(CpuList::from(vec![0])),
+            interval: Nanos::from_millis(1),
+            policy: Policy::Fifo,
+            prio: 95,
+        };
+        assert!(Wakeup::new(WakeupConfig {
+            interval: Nanos(10),
+            ..base.clone()
+        })
+        .is_err());
+        assert!(Wakeup::new(WakeupConfig {
+            prio: 0,
+            ..base.clone()
+        })
+        .is_err());
+        assert!(Wakeup::new(WakeupConfig {
+            placement: Placement::Threads(0, None),
+            ..base
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn placement_spreads_threads_over_cpus() {
+        let p = Placement::Threads(3, Some(CpuList::from(vec![0, 1])));
+        assert_eq!(p.cpus(), vec![Some(0), Some(1), Some(0)]);
+    }
+}

@@ -1,0 +1,285 @@
+//! The `--load SPEC` grammar.
+
+use rtlab_stats::{parse_duration, parse_size, Nanos};
+use std::fmt;
+use std::str::FromStr;
+
+/// Help text for `rtlab load --help` and `--load`: one paragraph per kind.
+pub const LOAD_HELP: &str = "\
+LOAD SPECS (repeat --load to combine several):
+  cpu[:N]                 N spinning SCHED_OTHER threads (default: one per usable CPU)
+  mmap[:SIZE][:mlock]     a non-RT thread that maps, touches and unmaps SIZE in a loop
+                          (default 100MiB); ':mlock' also mlocks each mapping. This is the
+                          seed experiment where a non-RT mmap delayed an RT thread's futex.
+                          Note: while the process holds mlockall(MCL_FUTURE) (rtlab's default
+                          --mlock) every mapping is locked anyway; use --no-mlock to compare.
+  alloc[:RATE]            allocation churn with ever-growing strings (a garbage-collected
+                          heap growing and shrinking); RATE in bytes per second, e.g. 200MiB
+                          (default: as fast as one thread can)
+  fork[:N]                N threads forking and reaping trivial children (default 1)
+  net[:N]                 N bulk TCP streams over loopback (default 1)
+  io                      write + fsync of a temporary file (removed afterwards)
+  hog:PRIO:RUN/PERIOD[:CPU]
+                          a SCHED_FIFO thread named 'rtlab-hog' at PRIO (1-99) that spins
+                          RUN every PERIOD, optionally pinned to CPU: a known, controllable
+                          interference, e.g. hog:99:3ms/200ms:0
+
+Examples:
+  rtlab load cpu mmap:200MiB --duration 30s
+  rtlab wakeup --load cpu:2 --load hog:99:1ms/100ms:0 --duration 10s";
+
+/// What a load does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadKind {
+    /// Spinning threads (`None`: one per usable CPU).
+    Cpu {
+        /// Thread count.
+        threads: Option<usize>,
+    },
+    /// Map, touch, unmap in a loop.
+    Mmap {
+        /// Bytes per mapping.
+        size: u64,
+        /// mlock each mapping.
+        mlock: bool,
+    },
+    /// Allocation churn.
+    Alloc {
+        /// Bytes per second, `None` for unthrottled.
+        rate: Option<u64>,
+    },
+    /// Fork and reap.
+    Fork {
+        /// Thread count.
+        threads: usize,
+    },
+    /// Bulk loopback TCP.
+    Net {
+        /// Stream count.
+        streams: usize,
+    },
+    /// Write + fsync.
+    Io,
+    /// A periodic SCHED_FIFO spinner.
+    Hog {
+        /// FIFO priority.
+        prio: u32,
+        /// Spin time per period.
+        run: Nanos,
+        /// Period.
+        period: Nanos,
+        /// Pin to this CPU.
+        cpu: Option<usize>,
+    },
+}
+
+/// A parsed `--load` argument, keeping the text as given (it goes into the result document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadSpec {
+    /// As written on the command line.
+    pub text: String,
+    /// What it means.
+    pub kind: LoadKind,
+}
+
+impl fmt::Display for LoadSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn count(arg: &str, what: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{what} must be a number from 1 to 1024, got '{arg}'"
+        )),
+    }
+}
+
+fn no_extra(kind: &str, rest: &[&str]) -> Result<(), String> {
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unexpected ':{}' after '{kind}'", rest.join(":")))
+    }
+}
+
+impl FromStr for LoadSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = text.trim().split(':').collect();
+        let (name, args) = (parts[0].to_ascii_lowercase(), &parts[1..]);
+        let kind = match name.as_str() {
+            "cpu" => {
+                no_extra("cpu:N", args.get(1..).unwrap_or(&[]))?;
+                LoadKind::Cpu {
+                    threads: args.first().map(|a| count(a, "cpu:N")).transpose()?,
+                }
+            }
+            "mmap" => {
+                let mut size = 100 << 20;
+                let mut mlock = false;
+                for arg in args {
+                    if arg.eq_ignore_ascii_case("mlock") {
+                        mlock = true;
+                    } else {
+                        size = parse_size(arg).map_err(|e| format!("mmap: {e}"))?;
+                        if size == 0 {
+                            return Err("mmap: SIZE must be above 0".into());
+                        }
+                    }
+                }
+                LoadKind::Mmap { size, mlock }
+            }
+            "alloc" => {
+                no_extra("alloc:RATE", args.get(1..).unwrap_or(&[]))?;
+                let rate = args
+                    .first()
+                    .map(|a| {
+                        parse_size(a.trim_end_matches("/s")).map_err(|e| format!("alloc: {e}"))
+                    })
+                    .transpose()?;
+                LoadKind::Alloc {
+                    rate: rate.filter(|&r| r > 0),
+                }
+            }
+            "fork" => {
+                no_extra("fork:N", args.get(1..).unwrap_or(&[]))?;
+                LoadKind::Fork {
+                    threads: args.first().map_or(Ok(1), |a| count(a, "fork:N"))?,
+                }
+            }
+            "net" => {
+                no_extra("net:N", args.get(1..).unwrap_or(&[]))?;
+                LoadKind::Net {
+                    streams: args.first().map_or(Ok(1), |a| count(a, "net:N"))?,
+                }
+            }
+            "io" => {
+                no_extra("io", args)?;
+                LoadKind::Io
+            }
+            "hog" => parse_hog(args)?,
+            other => {
+                return Err(format!(
+                    "unknown load kind '{other}' (expected cpu, mmap, alloc, fork, net, io or hog; \
+                     see 'rtlab load --help')"
+                ))
+            }
+        };
+        Ok(LoadSpec {
+            text: text.trim().to_string(),
+            kind,
+        })
+    }
+}
+
+fn parse_hog(args: &[&str]) -> Result<LoadKind, String> {
+    const FORM: &str = "hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0";
+    if args.len() < 2 || args.len() > 3 {
+        return Err(format!("hog needs {FORM}"));
+    }
+    let prio = match args[0].parse::<u32>() {
+        Ok(p) if (1..=99).contains(&p) => p,
+        _ => return Err(format!("hog: PRIO must be 1-99, got '{}'", args[0])),
+    };
+    let (run, period) = args[1]
+        .split_once('/')
+        .ok_or_else(|| format!("hog: expected RUN/PERIOD, got '{}' ({FORM})", args[1]))?;
+    let run = parse_duration(run).map_err(|e| format!("hog RUN: {e}"))?;
+    let period = parse_duration(period).map_err(|e| format!("hog PERIOD: {e}"))?;
+    if run.get() == 0 || run >= period {
+        return Err(format!(
+            "hog: RUN must be above 0 and below PERIOD ({FORM})"
+        ));
+    }
+    let cpu = args
+        .get(2)
+        .map(|c| {
+            c.parse::<usize>()
+                .map_err(|_| format!("hog: CPU must be a number, got '{c}'"))
+        })
+        .transpose()?;
+    Ok(LoadKind::Hog {
+        prio,
+        run,
+        period,
+        cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(text: &str) -> LoadKind {
+        text.parse::<LoadSpec>().unwrap().kind
+    }
+
+    #[test]
+    fn parses_every_kind() {
+        assert_eq!(kind("cpu"), LoadKind::Cpu { threads: None });
+        assert_eq!(kind("cpu:2"), LoadKind::Cpu { threads: Some(2) });
+        assert_eq!(
+            kind("mmap"),
+            LoadKind::Mmap {
+                size: 100 << 20,
+                mlock: false
+            }
+        );
+        assert_eq!(
+            kind("mmap:100MiB:mlock"),
+            LoadKind::Mmap {
+                size: 100 << 20,
+                mlock: true
+            }
+        );
+        assert_eq!(
+            kind("mmap:1GiB"),
+            LoadKind::Mmap {
+                size: 1 << 30,
+                mlock: false
+            }
+        );
+        assert_eq!(kind("alloc"), LoadKind::Alloc { rate: None });
+        assert_eq!(
+            kind("alloc:200MiB/s"),
+            LoadKind::Alloc {
+                rate: Some(200 << 20)
+            }
+        );
+        assert_eq!(kind("fork:3"), LoadKind::Fork { threads: 3 });
+        assert_eq!(kind("net"), LoadKind::Net { streams: 1 });
+        assert_eq!(kind("io"), LoadKind::Io);
+        assert_eq!(
+            kind("hog:99:3ms/200ms:0"),
+            LoadKind::Hog {
+                prio: 99,
+                run: Nanos::from_millis(3),
+                period: Nanos::from_millis(200),
+                cpu: Some(0)
+            }
+        );
+        assert_eq!("cpu:2".parse::<LoadSpec>().unwrap().to_string(), "cpu:2");
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_reasons() {
+        for (bad, needle) in [
+            ("warpdrive", "unknown load kind 'warpdrive'"),
+            ("cpu:0", "1 to 1024"),
+            ("cpu:2:3", "unexpected"),
+            ("mmap:lots", "mmap"),
+            ("hog:100:1ms/2ms", "PRIO must be 1-99"),
+            ("hog:50:3ms/2ms", "below PERIOD"),
+            ("hog:50:3ms", "RUN/PERIOD"),
+            ("hog:50", "hog needs"),
+            ("io:5", "unexpected"),
+        ] {
+            let err = bad.parse::<LoadSpec>().unwrap_err();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
+}

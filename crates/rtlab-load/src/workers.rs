@@ -1,0 +1,503 @@
+//! The load threads.
+
+use crate::spec::{LoadKind, LoadSpec};
+use rtlab_stats::Nanos;
+use rtlab_sys::affinity::{set_current_thread_affinity, usable_cpus, CpuList};
+use rtlab_sys::mem::AnonMapping;
+use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Load threads need little stack; small stacks keep RSS low under mlockall(MCL_FUTURE).
+const LOAD_STACK: usize = 256 * 1024;
+
+/// A load that could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Starting `spec` failed.
+    #[error("load '{spec}': {reason}")]
+    Start {
+        /// The load as written.
+        spec: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What one load did while it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// The load as written.
+    pub spec: String,
+    /// Units of work done.
+    pub work: u64,
+    /// What a unit of work is (`spin rounds`, `mmap cycles`, `bytes` ...).
+    pub unit: &'static str,
+}
+
+/// Shared by one load's threads.
+#[derive(Clone)]
+struct Ctx {
+    stop: Arc<AtomicBool>,
+    deadline_ns: u64,
+    work: Arc<AtomicU64>,
+}
+
+impl Ctx {
+    /// Relaxed: the stop flag carries no data; seeing it a little late only delays the stop.
+    fn running(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && monotonic_now_ns() < self.deadline_ns
+    }
+
+    fn add(&self, n: u64) {
+        self.work.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Loads that are running. Stopping (or dropping) sets the stop flag and joins every thread.
+#[derive(Debug)]
+pub struct RunningLoads {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    counters: Vec<(String, &'static str, Arc<AtomicU64>)>,
+    warnings: Vec<String>,
+}
+
+impl RunningLoads {
+    /// Degradations noticed while starting (e.g. a hog that could not get SCHED_FIFO).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Work done so far, per load.
+    pub fn progress(&self) -> Vec<LoadReport> {
+        self.counters
+            .iter()
+            .map(|(spec, unit, work)| LoadReport {
+                spec: spec.clone(),
+                work: work.load(Ordering::Relaxed),
+                unit,
+            })
+            .collect()
+    }
+
+    /// Stops every load, waits for its threads, and reports the work done.
+    pub fn stop(mut self) -> Vec<LoadReport> {
+        self.shutdown();
+        self.progress()
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            // A panicking load thread already printed its panic; the others still stop.
+            let _ = t.join();
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        ctx: &Ctx,
+        body: impl FnOnce(Ctx) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let ctx = ctx.clone();
+        let handle = std::thread::Builder::new()
+            .name(name.to_string())
+            .stack_size(LOAD_STACK)
+            .spawn(move || {
+                // Loads are ordinary time-sharing work unless they say otherwise (hog).
+                let _ = set_current_thread_scheduler(Policy::Other, 0);
+                body(ctx)
+            })?;
+        self.threads.push(handle);
+        Ok(())
+    }
+}
+
+impl Drop for RunningLoads {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Starts every load. Each stops by itself after `hard_limit` at the latest.
+/// On error, loads already started are stopped again before returning.
+pub fn start(specs: &[LoadSpec], hard_limit: Nanos) -> Result<RunningLoads, LoadError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline_ns = monotonic_now_ns().saturating_add(hard_limit.get());
+    let mut loads = RunningLoads {
+        stop: stop.clone(),
+        threads: vec![],
+        counters: vec![],
+        warnings: vec![],
+    };
+    for spec in specs {
+        let ctx = Ctx {
+            stop: stop.clone(),
+            deadline_ns,
+            work: Arc::new(AtomicU64::new(0)),
+        };
+        let err = |reason: String| LoadError::Start {
+            spec: spec.text.clone(),
+            reason,
+        };
+        let unit = start_one(&mut loads, &spec.kind, &ctx).map_err(err)?;
+        loads
+            .counters
+            .push((spec.text.clone(), unit, ctx.work.clone()));
+    }
+    Ok(loads)
+}
+
+fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'static str, String> {
+    let io = |e: std::io::Error| e.to_string();
+    match *kind {
+        LoadKind::Cpu { threads } => {
+            for _ in 0..threads.unwrap_or_else(|| usable_cpus().len()) {
+                loads.spawn("rtlab-load-cpu", ctx, spin).map_err(io)?;
+            }
+            Ok("spin rounds")
+        }
+        LoadKind::Mmap { size, mlock } => {
+            let size = usize::try_from(size).map_err(|_| "SIZE too large".to_string())?;
+            loads
+                .spawn("rtlab-load-mmap", ctx, move |c| mmap_cycles(c, size, mlock))
+                .map_err(io)?;
+            Ok("mmap cycles")
+        }
+        LoadKind::Alloc { rate } => {
+            loads
+                .spawn("rtlab-load-alloc", ctx, move |c| alloc_churn(c, rate))
+                .map_err(io)?;
+            Ok("bytes allocated")
+        }
+        LoadKind::Fork { threads } => {
+            for _ in 0..threads {
+                loads.spawn("rtlab-load-fork", ctx, forks).map_err(io)?;
+            }
+            Ok("forks")
+        }
+        LoadKind::Net { streams } => {
+            let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
+            let addr = listener.local_addr().map_err(io)?;
+            for _ in 0..streams {
+                let client = TcpStream::connect(addr).map_err(io)?;
+                let (server, _) = listener.accept().map_err(io)?;
+                loads
+                    .spawn("rtlab-load-net", ctx, move |c| net_send(c, client))
+                    .map_err(io)?;
+                loads
+                    .spawn("rtlab-load-net", ctx, move |c| net_receive(c, server))
+                    .map_err(io)?;
+            }
+            Ok("bytes sent")
+        }
+        LoadKind::Io => {
+            let path = std::env::temp_dir().join(format!(
+                "rtlab-io-{}-{}.tmp",
+                std::process::id(),
+                loads.threads.len()
+            ));
+            loads
+                .spawn("rtlab-load-io", ctx, move |c| io_fsync(c, path))
+                .map_err(io)?;
+            Ok("fsyncs")
+        }
+        LoadKind::Hog {
+            prio,
+            run,
+            period,
+            cpu,
+        } => {
+            if let Some(cpu) = cpu {
+                CpuList::from(vec![cpu]).check_within(&usable_cpus())?;
+            }
+            let (tx, rx) = mpsc::channel();
+            let ctx = ctx.clone();
+            let handle = std::thread::Builder::new()
+                .name("rtlab-hog".into())
+                .stack_size(LOAD_STACK)
+                .spawn(move || hog(ctx, prio, run, period, cpu, tx))
+                .map_err(io)?;
+            loads.threads.push(handle);
+            match rx.recv() {
+                Ok(Some(warning)) => loads.warnings.push(warning),
+                Ok(None) => {}
+                Err(_) => return Err("the hog thread died while starting".into()),
+            }
+            Ok("periods")
+        }
+    }
+}
+
+fn spin(ctx: Ctx) {
+    let mut x = 0u64;
+    while ctx.running() {
+        for i in 0..20_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+        }
+        ctx.add(1);
+    }
+}
+
+fn mmap_cycles(ctx: Ctx, size: usize, mlock: bool) {
+    while ctx.running() {
+        let Ok(mut mapping) = AnonMapping::new(size) else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if mlock {
+            // Without privilege the mapping is still touched, just not locked.
+            let _ = mapping.lock();
+        }
+        mapping.touch_pages();
+        drop(mapping);
+        ctx.add(1);
+    }
+}
+
+fn alloc_churn(ctx: Ctx, rate: Option<u64>) {
+    const LIVE: usize = 32;
+    const MAX_LEN: usize = 16 << 20;
+    let started = monotonic_now_ns();
+    let mut live: Vec<String> = Vec::with_capacity(LIVE);
+    let mut target = 64usize;
+    let mut allocated = 0u64;
+    let mut slot = 0;
+    while ctx.running() {
+        // Grow one string by pushing, as a program building text does: every reallocation is
+        // a new, larger block (and past the mmap threshold, a fresh mapping).
+        let mut s = String::new();
+        while s.len() < target {
+            s.push_str("rtlab-garbage-");
+        }
+        allocated += s.capacity() as u64;
+        if live.len() < LIVE {
+            live.push(s);
+        } else {
+            live[slot] = s;
+            slot = (slot + 1) % LIVE;
+        }
+        target = if target >= MAX_LEN { 64 } else { target * 2 };
+        ctx.add(allocated);
+        allocated = 0;
+        if let Some(rate) = rate {
+            let done = ctx.work.load(Ordering::Relaxed) as f64;
+            let due_ns = (done / rate as f64 * 1e9) as u64;
+            let now = monotonic_now_ns() - started;
+            if due_ns > now {
+                let _ = sleep_until_monotonic_ns(started + due_ns.min(now + 100_000_000));
+            }
+        }
+    }
+}
+
+fn forks(ctx: Ctx) {
+    while ctx.running() {
+        if rtlab_sys::process::fork_and_reap_trivial_child().is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ctx.add(1);
+    }
+}
+
+fn net_send(ctx: Ctx, mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let buf = vec![0x5au8; 64 * 1024];
+    while ctx.running() {
+        match stream.write(&buf) {
+            Ok(n) => ctx.add(n as u64),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+fn net_receive(ctx: Ctx, mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = vec![0u8; 64 * 1024];
+    while ctx.running() {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Removes the temporary file however the thread ends.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn io_fsync(ctx: Ctx, path: PathBuf) {
+    const BLOCK: usize = 1 << 20;
+    const WRAP: u64 = 64 << 20;
+    let guard = TempFile(path);
+    let Ok(mut file) = std::fs::File::create(&guard.0) else {
+        return;
+    };
+    let block = vec![0xa5u8; BLOCK];
+    let mut written = 0u64;
+    while ctx.running() {
+        if file.write_all(&block).is_err() || file.sync_all().is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        written += BLOCK as u64;
+        if written >= WRAP {
+            let _ = file.set_len(0);
+            let _ = std::io::Seek::rewind(&mut file);
+            written = 0;
+        }
+        ctx.add(1);
+    }
+}
+
+fn hog(
+    ctx: Ctx,
+    prio: u32,
+    run: Nanos,
+    period: Nanos,
+    cpu: Option<usize>,
+    ready: mpsc::Sender<Option<String>>,
+) {
+    let mut warning = None;
+    if let Some(cpu) = cpu {
+        if let Err(e) = set_current_thread_affinity(&CpuList::from(vec![cpu])) {
+            warning = Some(format!(
+                "hog: cannot pin to CPU {cpu} ({e}); it runs unpinned"
+            ));
+        }
+    }
+    if let Err(e) = set_current_thread_scheduler(Policy::Fifo, prio) {
+        warning = Some(format!(
+            "hog: cannot use SCHED_FIFO {prio} ({e}); it runs as SCHED_OTHER"
+        ));
+    }
+    let _ = ready.send(warning);
+    let mut next = monotonic_now_ns();
+    while ctx.running() {
+        let spin_until = next + run.get();
+        while monotonic_now_ns() < spin_until {
+            std::hint::spin_loop();
+        }
+        ctx.add(1);
+        next += period.get();
+        // Stop promptly even with a long period.
+        while ctx.running() && monotonic_now_ns() < next {
+            let _ = sleep_until_monotonic_ns(next.min(monotonic_now_ns() + 50_000_000));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_for(spec: &str, ms: u64) -> (Vec<LoadReport>, Vec<String>) {
+        let specs = [spec.parse::<LoadSpec>().unwrap()];
+        let loads = start(&specs, Nanos::from_secs(60)).unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        let warnings = loads.warnings().to_vec();
+        (loads.stop(), warnings)
+    }
+
+    #[test]
+    fn every_kind_does_work_and_stops() {
+        for spec in [
+            "cpu:1",
+            "mmap:4MiB",
+            "mmap:4MiB:mlock",
+            "alloc",
+            "fork",
+            "net",
+            "io",
+            "hog:10:1ms/5ms",
+        ] {
+            let started = std::time::Instant::now();
+            let (reports, _) = run_for(spec, 300);
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{spec} did not stop promptly"
+            );
+            assert_eq!(reports.len(), 1);
+            assert!(reports[0].work > 0, "{spec} did no work: {reports:?}");
+        }
+    }
+
+    #[test]
+    fn threads_are_named_for_attribution() {
+        let loads = start(&["hog:10:1ms/5ms".parse().unwrap()], Nanos::from_secs(60)).unwrap();
+        let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+            .map(|s| s.trim().to_string())
+            .collect();
+        drop(loads);
+        assert!(names.iter().any(|n| n == "rtlab-hog"), "{names:?}");
+    }
+
+    #[test]
+    fn io_load_removes_its_temp_file() {
+        let pattern = format!("rtlab-io-{}-", std::process::id());
+        run_for("io", 200);
+        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&pattern))
+            .collect();
+        assert!(left.is_empty(), "temp files left: {left:?}");
+    }
+
+    #[test]
+    fn loads_stop_by_themselves_at_the_hard_limit() {
+        let loads = start(&["cpu:1".parse().unwrap()], Nanos::from_millis(100)).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let before = loads.progress()[0].work;
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            loads.progress()[0].work,
+            before,
+            "load still working past its limit"
+        );
+    }
+
+    #[test]
+    fn alloc_rate_is_respected() {
+        let (reports, _) = run_for("alloc:10MiB", 500);
+        // 10 MiB/s for 0.5 s is 5 MiB; allow one 16 MiB string of burst plus slack.
+        assert!(reports[0].work < 30 << 20, "{reports:?}");
+    }
+
+    #[test]
+    fn hog_on_a_missing_cpu_is_refused() {
+        let err = start(
+            &["hog:10:1ms/5ms:4096".parse().unwrap()],
+            Nanos::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("CPU 4096"), "{err}");
+    }
+}

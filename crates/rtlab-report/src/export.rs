@@ -1,0 +1,192 @@
+//! Result files, written atomically: a temp file in the same directory, fsync, rename.
+//! A crash leaves either the old file or the complete new one, never half of one.
+
+use rtlab_stats::result::ResultDoc;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A result file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// Writing `path` failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A histogram in the document could not be decoded.
+    #[error("series '{series}': {reason}")]
+    BadSeries {
+        /// Series name.
+        series: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` atomically (temp file beside it, fsync, rename).
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(io_err(path))
+}
+
+/// Fails unless a file can be created at `path` (checked before a long run, not after it).
+pub fn check_writable_file(path: &Path) -> Result<(), ReportError> {
+    if path.is_dir() {
+        return Err(ReportError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
+        });
+    }
+    let probe = PathBuf::from(format!(
+        "{}.rtlab-probe-{}",
+        path.display(),
+        std::process::id()
+    ));
+    File::create(&probe).map_err(io_err(path))?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Creates `dir` if needed and fails unless files can be written in it.
+pub fn check_writable_dir(dir: &Path) -> Result<(), ReportError> {
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    check_writable_file(&dir.join(".rtlab-write-check"))
+}
+
+/// One output format.
+pub trait Exporter {
+    /// Writes `doc` in this format.
+    fn export(&self, doc: &ResultDoc) -> Result<(), ReportError>;
+}
+
+/// `--json PATH` (or `-` for stdout).
+#[derive(Debug, Clone)]
+pub struct JsonExporter {
+    /// Destination; `-` is stdout.
+    pub path: PathBuf,
+}
+
+impl Exporter for JsonExporter {
+    fn export(&self, doc: &ResultDoc) -> Result<(), ReportError> {
+        let mut text = serde_json::to_vec_pretty(doc).expect("result documents always serialise");
+        text.push(b'\n');
+        if self.path.as_os_str() == "-" {
+            let mut out = std::io::stdout().lock();
+            return out
+                .write_all(&text)
+                .and_then(|_| out.flush())
+                .map_err(io_err(Path::new("<stdout>")));
+        }
+        atomic_write(&self.path, &text)
+    }
+}
+
+/// `--hgrm DIR`: one percentile-distribution file per distribution series.
+#[derive(Debug, Clone)]
+pub struct HgrmExporter {
+    /// Destination directory (created if missing).
+    pub dir: PathBuf,
+}
+
+/// The `.hgrm` file name of a series: `/` (stage or implementation separators) become `_`.
+pub fn hgrm_file_name(series: &str) -> String {
+    let safe: String = series
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.@".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.hgrm")
+}
+
+impl Exporter for HgrmExporter {
+    fn export(&self, doc: &ResultDoc) -> Result<(), ReportError> {
+        fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        for series in doc.series.iter().filter(|s| s.histogram.is_some()) {
+            let hist = series
+                .decode_histogram()
+                .expect("filtered on histogram")
+                .map_err(|e| ReportError::BadSeries {
+                    series: series.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            let mut text = Vec::new();
+            hist.write_hgrm(&mut text)
+                .expect("writing to a Vec cannot fail");
+            atomic_write(&self.dir.join(hgrm_file_name(&series.name)), &text)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_file_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        atomic_write(&path, b"first").unwrap();
+        atomic_write(&path, b"second").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"second");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn unwritable_destinations_are_detected_up_front() {
+        assert!(check_writable_file(Path::new("/nonexistent-dir/x.json")).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            check_writable_file(dir.path()).is_err(),
+            "a directory is not a file"
+        );
+        assert!(check_writable_file(&dir.path().join("ok.json")).is_ok());
+        assert!(
+            !dir.path().join("ok.json").exists(),
+            "the check leaves nothing behind"
+        );
+        assert!(check_writable_dir(&dir.path().join("sub/dir")).is_ok());
+    }
+
+    #[test]
+    fn hgrm_names_are_file_safe() {
+        assert_eq!(hgrm_file_name("thread0"), "thread0.hgrm");
+        assert_eq!(hgrm_file_name("idle/thread1"), "idle_thread1.hgrm");
+        assert_eq!(hgrm_file_name("120KiB@50ms/rtt"), "120KiB@50ms_rtt.hgrm");
+    }
+}

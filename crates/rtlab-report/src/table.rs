@@ -1,0 +1,196 @@
+//! Terminal tables and status lines. Latencies are shown through `Nanos`' Display only.
+
+use rtlab_stats::result::{ResultDoc, Series, Unit};
+use rtlab_stats::{LiveHistogram, Nanos};
+use std::fmt::Write;
+
+/// A plain aligned text table: first column left-aligned, the rest right-aligned.
+#[derive(Debug, Default)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with a header row.
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            rows: vec![header.iter().map(|s| s.to_string()).collect()],
+        }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Renders with two spaces between columns.
+    pub fn render(&self) -> String {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..cols)
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c > 0 {
+                    line.push_str("  ");
+                }
+                if c == 0 {
+                    let _ = write!(line, "{cell:<w$}", w = widths[c]);
+                } else {
+                    let _ = write!(line, "{cell:>w$}", w = widths[c]);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn ns(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| Nanos(v.round() as u64).to_string())
+}
+
+/// One row per distribution series: count, missed, min, p50, p90, p99, p99.9, p99.99, max.
+pub fn distribution_table(series: &[Series]) -> String {
+    let mut t = Table::new(&[
+        "series", "count", "missed", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+    ]);
+    for s in series.iter().filter(|s| s.is_distribution()) {
+        t.row(vec![
+            s.name.clone(),
+            s.count.unwrap_or(0).to_string(),
+            s.missed.unwrap_or(0).to_string(),
+            ns(s.min),
+            ns(s.p50),
+            ns(s.p90),
+            ns(s.p99),
+            ns(s.p999),
+            ns(s.p9999),
+            ns(s.max),
+        ]);
+    }
+    t.render()
+}
+
+fn format_value(value: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Ns if value < 1_000.0 => format!("{value:.1} ns"),
+        Unit::Ns => Nanos(value.round() as u64).to_string(),
+        Unit::OpsPerSec => format!("{value:.0} ops/s"),
+        Unit::BytesPerSec => format!("{:.1} MiB/s", value / (1 << 20) as f64),
+        Unit::Count => format!("{value:.0}"),
+        Unit::Ratio => format!("{value:.3}"),
+    }
+}
+
+/// One row per value series.
+pub fn value_table(series: &[Series]) -> String {
+    let mut t = Table::new(&["series", "metric", "value"]);
+    for s in series.iter().filter(|s| !s.is_distribution()) {
+        t.row(vec![
+            s.name.clone(),
+            s.metric.clone(),
+            s.value.map_or("-".into(), |v| format_value(v, s.unit)),
+        ]);
+    }
+    t.render()
+}
+
+/// The final text of a run: the tables, then a line on how it ended.
+pub fn summary(doc: &ResultDoc) -> String {
+    let mut out = String::new();
+    if doc.series.iter().any(Series::is_distribution) {
+        out.push_str(&distribution_table(&doc.series));
+    }
+    if doc.series.iter().any(|s| !s.is_distribution()) {
+        out.push_str(&value_table(&doc.series));
+    }
+    if doc.verdict.interrupted {
+        let _ = writeln!(
+            out,
+            "interrupted after {:.1} s: the figures cover the measured part only",
+            doc.duration_s
+        );
+    }
+    if doc.series.iter().any(|s| s.missed.unwrap_or(0) > 0) {
+        out.push_str("missed: periods that could not start on time because an earlier one overran; each is also a sample\n");
+    }
+    out
+}
+
+/// One status line per live series, for redrawing on a terminal.
+pub fn live_status(elapsed: Nanos, total: Nanos, live: &[(&str, &LiveHistogram)]) -> Vec<String> {
+    let head = format!(
+        "[{:>6.1}s / {:.1}s]",
+        elapsed.as_secs_f64(),
+        total.as_secs_f64()
+    );
+    live.iter()
+        .map(|(name, h)| {
+            let q = |p| h.approx_quantile(p).map_or_else(|| "-".into(), |v: Nanos| format!("~{v}"));
+            let (min, max) = h.min_max().map_or(("-".into(), "-".into()), |(a, b)| (a.to_string(), b.to_string()));
+            format!(
+                "{head} {name:<10} samples {:>9}  min {min:>9}  p50 {:>10}  p99 {:>10}  max {max:>9}",
+                h.count(),
+                q(0.5),
+                q(0.99)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_stats::LatencyHistogram;
+
+    #[test]
+    fn distribution_table_shows_human_units() {
+        let mut h = LatencyHistogram::new();
+        for v in [12_300u64, 45_000, 2_700_000] {
+            h.record(Nanos(v));
+        }
+        let s = Series::distribution("thread0", "wakeup_latency", &h).unwrap();
+        let text = distribution_table(&[s]);
+        let mut lines = text.lines();
+        assert!(lines.next().unwrap().starts_with("series   count  missed"));
+        let row = lines.next().unwrap();
+        assert!(
+            row.starts_with("thread0") && row.contains("12.3 us") && row.ends_with("2.70 ms"),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn value_table_formats_by_unit() {
+        let s = Series::value("pi_mutex/uncontended", "lock_unlock", Unit::Ns, 9.14);
+        assert!(value_table(&[s]).contains("9.1 ns"));
+    }
+
+    #[test]
+    fn live_status_has_one_line_per_series() {
+        let h = LiveHistogram::new();
+        h.record(Nanos(50_000));
+        let lines = live_status(
+            Nanos::from_secs(1),
+            Nanos::from_secs(10),
+            &[("thread0", &h), ("thread1", &h)],
+        );
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].contains("thread0") && lines[0].contains("samples         1"),
+            "{}",
+            lines[0]
+        );
+    }
+}

@@ -1,0 +1,574 @@
+//! Latency histograms.
+//!
+//! [`LatencyHistogram`] is the record of truth: HdrHistogram with 3 significant digits and a
+//! range from 1 ns to 1 hour, so a 30 s stall is recorded as 30 s, never dropped as an
+//! overflow, plus exact min, max and sum kept beside it. [`LiveHistogram`] is a coarse
+//! lock-free copy for the live status line, readable while the measuring thread writes.
+
+use crate::Nanos;
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Values above this (1 hour) are recorded as 1 hour in the buckets; the exact max is kept.
+pub const HIGHEST_TRACKABLE_NS: u64 = 3_600_000_000_000;
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Errors of histogram (de)serialisation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistogramError {
+    /// The V2+deflate encoder failed.
+    #[error("cannot encode histogram: {0}")]
+    Encode(String),
+    /// The data is not a base64 V2 (deflate) histogram.
+    #[error("cannot decode histogram: {0}")]
+    Decode(String),
+}
+
+/// The summary of a distribution, as the result document and the tables show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    /// Samples in the distribution, the coordinated-omission corrections included.
+    pub count: u64,
+    /// Samples synthesised for periods that never started (`count - raw_count`).
+    pub missed: u64,
+    /// Samples actually measured.
+    pub raw_count: u64,
+    /// Exact minimum.
+    pub min: u64,
+    /// Exact mean.
+    pub mean: f64,
+    /// Standard deviation (from the buckets).
+    pub stddev: f64,
+    /// Percentiles (bucket upper bounds, 0.1 % precision, clamped to the exact min/max).
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// 99.99th percentile.
+    pub p9999: u64,
+    /// Exact maximum.
+    pub max: u64,
+}
+
+/// A latency distribution in nanoseconds. Recording never allocates.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+    min: u64,
+    max: u64,
+    sum: u128,
+    missed: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram covering 1 ns .. 1 h at 3 significant digits (about 256 KiB).
+    pub fn new() -> Self {
+        let hist = Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+            .expect("constant bounds are valid");
+        LatencyHistogram {
+            hist,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            missed: 0,
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.min(HIGHEST_TRACKABLE_NS));
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+        self.sum += ns as u128;
+    }
+
+    /// Records one measured sample.
+    #[inline]
+    pub fn record(&mut self, latency: Nanos) {
+        self.add(latency.get());
+    }
+
+    /// Records one measured sample of a periodic activity that was `latency` late, and one
+    /// synthetic sample for every later period whose scheduled time had already passed when
+    /// this one finally ran (HdrHistogram's "expected interval" correction for coordinated
+    /// omission). The later periods were missed: their latency is `latency - k * interval`.
+    /// Returns how many periods were missed, so the caller can skip them.
+    #[inline]
+    pub fn record_periodic(&mut self, latency: Nanos, interval: Nanos) -> u64 {
+        self.add(latency.get());
+        if interval.get() == 0 || latency.get() < interval.get() {
+            return 0;
+        }
+        let mut missed = 0;
+        let mut late = latency.get();
+        while late >= interval.get() {
+            late -= interval.get();
+            self.add(late);
+            missed += 1;
+        }
+        self.missed += missed;
+        missed
+    }
+
+    /// Adds every sample of `other`.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        self.hist
+            .add(&other.hist)
+            .expect("histograms share their bounds");
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+        self.missed += other.missed;
+    }
+
+    /// Samples recorded, corrections included.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// True before the first sample.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Synthetic samples recorded by [`record_periodic`](Self::record_periodic).
+    pub fn missed(&self) -> u64 {
+        self.missed
+    }
+
+    /// Exact maximum (0 when empty).
+    pub fn max(&self) -> Nanos {
+        Nanos(self.max)
+    }
+
+    /// The value at `quantile` (0..=1), clamped to the exact min and max.
+    pub fn value_at_quantile(&self, quantile: f64) -> Nanos {
+        if self.is_empty() {
+            return Nanos::ZERO;
+        }
+        if quantile >= 1.0 {
+            return Nanos(self.max);
+        }
+        let v = self.hist.value_at_quantile(quantile);
+        Nanos(v.clamp(self.min, self.max))
+    }
+
+    /// Count, missed, exact min/mean/max and the standard percentiles.
+    pub fn summary(&self) -> Summary {
+        let count = self.len();
+        let q = |p: f64| self.value_at_quantile(p).get();
+        Summary {
+            count,
+            missed: self.missed,
+            raw_count: count - self.missed,
+            min: if count == 0 { 0 } else { self.min },
+            mean: if count == 0 {
+                0.0
+            } else {
+                self.sum as f64 / count as f64
+            },
+            stddev: if count == 0 { 0.0 } else { self.hist.stdev() },
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p999: q(0.999),
+            p9999: q(0.9999),
+            max: self.max,
+        }
+    }
+
+    /// The histogram in HdrHistogram's V2 + deflate format, base64 (the `histogram.data` of a
+    /// series; `HistogramLogProcessor` and the HdrHistogram libraries read it).
+    pub fn encode_base64(&self) -> Result<String, HistogramError> {
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.hist, &mut bytes)
+            .map_err(|e| HistogramError::Encode(format!("{e:?}")))?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    /// Reads what [`encode_base64`](Self::encode_base64) wrote. Min and max come from the
+    /// buckets (0.1 % precision), the sum from bucket midpoints; nothing is marked missed.
+    pub fn decode_base64(data: &str) -> Result<Self, HistogramError> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| HistogramError::Decode(e.to_string()))?;
+        let decoded: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut &bytes[..])
+            .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
+        let mut out = LatencyHistogram::new();
+        for v in decoded.iter_recorded() {
+            let value = v.value_iterated_to();
+            let n = v.count_at_value();
+            out.hist
+                .saturating_record_n(value.min(HIGHEST_TRACKABLE_NS), n);
+            out.min = out.min.min(decoded.lowest_equivalent(value));
+            out.max = out.max.max(value);
+            out.sum += value as u128 * n as u128;
+        }
+        Ok(out)
+    }
+
+    /// Writes the HdrHistogram percentile distribution (`.hgrm`), values in microseconds, the
+    /// format HdrHistogram's plotter reads.
+    pub fn write_hgrm(&self, out: &mut dyn Write) -> io::Result<()> {
+        const SCALE: f64 = 1_000.0;
+        writeln!(
+            out,
+            "{:>12} {:>14} {:>10} {:>14}\n",
+            "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+        )?;
+        let mut total = 0u64;
+        if !self.is_empty() {
+            for v in self.hist.iter_quantiles(5) {
+                total += v.count_since_last_iteration();
+                let value = v.value_iterated_to().clamp(self.min, self.max) as f64 / SCALE;
+                let p = v.quantile_iterated_to();
+                if p < 1.0 {
+                    writeln!(
+                        out,
+                        "{value:12.3} {p:14.12} {total:10} {:14.2}",
+                        1.0 / (1.0 - p)
+                    )?;
+                } else {
+                    writeln!(out, "{value:12.3} {p:14.12} {total:10}")?;
+                }
+            }
+        }
+        let s = self.summary();
+        writeln!(
+            out,
+            "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+            s.mean / SCALE,
+            s.stddev / SCALE
+        )?;
+        writeln!(
+            out,
+            "#[Max     = {:12.3}, Total count    = {:12}]",
+            s.max as f64 / SCALE,
+            s.count
+        )?;
+        writeln!(
+            out,
+            "#[Buckets = {:12}, SubBuckets     = {:12}]",
+            self.hist.buckets(),
+            self.hist.distinct_values()
+        )?;
+        Ok(())
+    }
+}
+
+const LIVE_SUB_BITS: u32 = 3;
+const LIVE_SUB: usize = 1 << LIVE_SUB_BITS;
+const LIVE_BUCKETS: usize = (64 - LIVE_SUB_BITS as usize + 1) * LIVE_SUB;
+
+/// A coarse (12.5 % precision) histogram of atomics: the measuring thread adds with one
+/// relaxed increment per sample, another thread reads percentiles for the live status line.
+/// Relaxed ordering throughout: each counter is independent and a status line that is a few
+/// samples stale is fine. It never allocates after construction.
+#[derive(Debug)]
+pub struct LiveHistogram {
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    min: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for LiveHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LiveHistogram {
+    /// An empty live histogram (4 KiB).
+    pub fn new() -> Self {
+        LiveHistogram {
+            buckets: (0..LIVE_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+
+    fn index(ns: u64) -> usize {
+        if ns < LIVE_SUB as u64 {
+            return ns as usize;
+        }
+        let exp = 63 - ns.leading_zeros();
+        let mantissa = (ns >> (exp - LIVE_SUB_BITS)) as usize & (LIVE_SUB - 1);
+        (exp - LIVE_SUB_BITS + 1) as usize * LIVE_SUB + mantissa
+    }
+
+    fn upper_bound(index: usize) -> u64 {
+        if index < LIVE_SUB {
+            return index as u64;
+        }
+        let exp = (index / LIVE_SUB) as u32 + LIVE_SUB_BITS - 1;
+        let mantissa = (index % LIVE_SUB) as u64;
+        let width = 1u64 << (exp - LIVE_SUB_BITS);
+        ((LIVE_SUB as u64 + mantissa) << (exp - LIVE_SUB_BITS)).saturating_add(width - 1)
+    }
+
+    /// Adds one sample (single writer; any number of readers).
+    #[inline]
+    pub fn record(&self, latency: Nanos) {
+        let ns = latency.get();
+        self.buckets[Self::index(ns)].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if ns < self.min.load(Ordering::Relaxed) {
+            self.min.store(ns, Ordering::Relaxed);
+        }
+        if ns > self.max.load(Ordering::Relaxed) {
+            self.max.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Samples so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Exact min and max so far (`None` before the first sample).
+    pub fn min_max(&self) -> Option<(Nanos, Nanos)> {
+        let max = self.max.load(Ordering::Relaxed);
+        let min = self.min.load(Ordering::Relaxed);
+        (min != u64::MAX).then_some((Nanos(min), Nanos(max)))
+    }
+
+    /// Approximate value at `quantile`: the upper bound of its bucket, clamped to the max.
+    pub fn approx_quantile(&self, quantile: f64) -> Option<Nanos> {
+        let total: u64 = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((quantile * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Ordering::Relaxed);
+            if seen >= rank {
+                let max = self.max.load(Ordering::Relaxed);
+                return Some(Nanos(Self::upper_bound(i).min(max)));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift64*: deterministic pseudo-random samples without a dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+    }
+
+    /// Nearest-rank percentile of a sorted slice: the reference the histogram must match.
+    fn reference(sorted: &[u64], q: f64) -> u64 {
+        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1]
+    }
+
+    fn assert_close(got: u64, want: u64, what: &str) {
+        let tolerance = (want as f64 * 0.001).max(1.0);
+        assert!(
+            (got as f64 - want as f64).abs() <= tolerance,
+            "{what}: histogram {got} vs reference {want}"
+        );
+    }
+
+    #[test]
+    fn percentiles_match_sorted_reference_on_random_data() {
+        for (seed, spread) in [
+            (1u64, 1_000u64),
+            (7, 100_000),
+            (42, 50_000_000),
+            (99, 10_000_000_000),
+        ] {
+            let mut rng = Rng(seed);
+            let mut h = LatencyHistogram::new();
+            // Long-tailed data: mostly small, a few huge, like real wakeup latencies.
+            let mut samples: Vec<u64> = (0..100_000)
+                .map(|i| {
+                    let base = rng.next() % spread;
+                    if i % 997 == 0 {
+                        base * 50
+                    } else {
+                        base
+                    }
+                })
+                .collect();
+            for &s in &samples {
+                h.record(Nanos(s));
+            }
+            samples.sort_unstable();
+            let s = h.summary();
+            assert_eq!(s.count, samples.len() as u64);
+            assert_eq!(s.min, samples[0]);
+            assert_eq!(s.max, *samples.last().unwrap());
+            let mean = samples.iter().map(|&v| v as f64).sum::<f64>() / samples.len() as f64;
+            assert!((s.mean - mean).abs() < 1e-6 * mean.max(1.0));
+            for (q, got) in [
+                (0.5, s.p50),
+                (0.9, s.p90),
+                (0.99, s.p99),
+                (0.999, s.p999),
+                (0.9999, s.p9999),
+            ] {
+                assert_close(got, reference(&samples, q), &format!("seed {seed} q {q}"));
+            }
+        }
+    }
+
+    #[test]
+    fn empty_histogram_summary_is_all_zero() {
+        let s = LatencyHistogram::new().summary();
+        assert_eq!(
+            (s.count, s.min, s.p50, s.p99, s.max, s.missed),
+            (0, 0, 0, 0, 0, 0)
+        );
+        assert_eq!(s.mean, 0.0);
+    }
+
+    #[test]
+    fn single_sample_is_every_percentile() {
+        let mut h = LatencyHistogram::new();
+        h.record(Nanos(12_345));
+        let s = h.summary();
+        assert_eq!(
+            (s.count, s.min, s.p50, s.p9999, s.max),
+            (1, 12_345, 12_345, 12_345, 12_345)
+        );
+    }
+
+    #[test]
+    fn identical_samples_are_exact() {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..10_000 {
+            h.record(Nanos(777_777));
+        }
+        let s = h.summary();
+        assert_eq!(
+            (s.min, s.p50, s.p99, s.max),
+            (777_777, 777_777, 777_777, 777_777)
+        );
+        assert_eq!(s.stddev, 0.0);
+    }
+
+    #[test]
+    fn thirty_second_stall_is_recorded_not_dropped() {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..999 {
+            h.record(Nanos(20_000));
+        }
+        h.record(Nanos::from_secs(30));
+        let s = h.summary();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.max, 30_000_000_000);
+        assert_close(
+            h.value_at_quantile(0.9995).get(),
+            30_000_000_000,
+            "stall percentile",
+        );
+        // Past the 1-hour range the buckets saturate but the exact max survives.
+        h.record(Nanos::from_secs(7_200));
+        assert_eq!(h.summary().max, 7_200_000_000_000);
+        assert_eq!(h.len(), 1001);
+    }
+
+    #[test]
+    fn periodic_overrun_records_the_missed_periods() {
+        let mut h = LatencyHistogram::new();
+        // 3.5 intervals late: periods +1, +2, +3 had already passed.
+        let missed = h.record_periodic(Nanos(3_500), Nanos(1_000));
+        assert_eq!(missed, 3);
+        let s = h.summary();
+        assert_eq!((s.count, s.missed, s.raw_count), (4, 3, 1));
+        assert_eq!((s.min, s.max), (500, 3_500));
+        // On time: nothing synthesised.
+        assert_eq!(h.record_periodic(Nanos(999), Nanos(1_000)), 0);
+        assert_eq!(h.summary().raw_count, 2);
+    }
+
+    #[test]
+    fn base64_round_trip_keeps_the_distribution() {
+        let mut h = LatencyHistogram::new();
+        let mut rng = Rng(5);
+        for _ in 0..10_000 {
+            h.record(Nanos(rng.next() % 5_000_000));
+        }
+        let back = LatencyHistogram::decode_base64(&h.encode_base64().unwrap()).unwrap();
+        assert_eq!(back.len(), h.len());
+        for q in [0.5, 0.99, 0.9999] {
+            assert_close(
+                back.value_at_quantile(q).get(),
+                h.value_at_quantile(q).get(),
+                "decoded",
+            );
+        }
+        assert!(LatencyHistogram::decode_base64("not base64!").is_err());
+    }
+
+    #[test]
+    fn hgrm_has_header_rows_and_footer() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=1000 {
+            h.record(Nanos(v * 1000));
+        }
+        let mut out = Vec::new();
+        h.write_hgrm(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)"));
+        assert!(
+            text.contains("#[Max     =     1000.000, Total count    =         1000]"),
+            "{text}"
+        );
+        let last_row = text
+            .lines()
+            .rfind(|l| !l.starts_with('#') && !l.is_empty())
+            .unwrap();
+        assert!(last_row.contains("1.000000000000"), "{last_row}");
+    }
+
+    #[test]
+    fn live_histogram_tracks_quantiles_coarsely() {
+        let live = LiveHistogram::new();
+        assert_eq!(live.approx_quantile(0.5), None);
+        for v in 1..=10_000u64 {
+            live.record(Nanos(v * 100));
+        }
+        assert_eq!(live.count(), 10_000);
+        assert_eq!(live.min_max(), Some((Nanos(100), Nanos(1_000_000))));
+        let p50 = live.approx_quantile(0.5).unwrap().get() as f64;
+        assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.13, "{p50}");
+        assert_eq!(live.approx_quantile(1.0), Some(Nanos(1_000_000)));
+        // Every bucket's upper bound maps back into the same bucket.
+        for i in 0..LIVE_BUCKETS - 1 {
+            assert_eq!(
+                LiveHistogram::index(LiveHistogram::upper_bound(i)),
+                i,
+                "bucket {i}"
+            );
+        }
+    }
+}

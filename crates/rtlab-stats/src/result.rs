@@ -1,0 +1,372 @@
+//! The result document every `--json` writes (`schema/result.schema.json`, schema_version 1).
+
+use crate::{HistogramError, LatencyHistogram};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The schema version this crate writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run's complete result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResultDoc {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Which program wrote it.
+    pub tool: Tool,
+    /// The subcommand (`wakeup`, `survey`, ...).
+    pub command: String,
+    /// The command line as given.
+    pub argv: Vec<String>,
+    /// RFC 3339 UTC time the measurement started.
+    pub started_at: String,
+    /// How long the measurement ran, in seconds.
+    pub duration_s: f64,
+    /// Facts about the machine.
+    pub system: SystemInfo,
+    /// The disturbance loads that ran.
+    pub load: Vec<LoadEntry>,
+    /// Everything that degraded the run (missing privileges, skipped parts).
+    pub warnings: Vec<String>,
+    /// The measured series.
+    pub series: Vec<Series>,
+    /// Explained outliers (filled by `--explain`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outliers: Vec<Outlier>,
+    /// Run outcome.
+    #[serde(default)]
+    pub verdict: Verdict,
+}
+
+/// `tool` of a result document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Tool {
+    /// Always `rtlab`.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+/// `system` of a result document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SystemInfo {
+    /// Kernel release.
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Preemption model, e.g. `dynamic(none)`.
+    pub preempt_model: String,
+    /// Current clocksource.
+    pub clocksource: String,
+    /// Running under a hypervisor.
+    pub virtualized: bool,
+    /// What the run was allowed to do.
+    pub privileges: PrivilegeInfo,
+}
+
+/// `system.privileges` of a result document.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PrivilegeInfo {
+    /// SCHED_FIFO/RR could be used.
+    pub rt_sched: bool,
+    /// Memory could be locked.
+    pub mlock: bool,
+    /// tracefs is usable.
+    pub tracefs: bool,
+}
+
+/// One entry of `load`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LoadEntry {
+    /// The load as written on the command line.
+    pub spec: String,
+}
+
+/// The unit of a series.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum Unit {
+    /// Nanoseconds.
+    #[default]
+    #[serde(rename = "ns")]
+    Ns,
+    /// Operations per second.
+    #[serde(rename = "ops/s")]
+    OpsPerSec,
+    /// Bytes per second.
+    #[serde(rename = "bytes/s")]
+    BytesPerSec,
+    /// A plain count.
+    #[serde(rename = "count")]
+    Count,
+    /// A dimensionless ratio.
+    #[serde(rename = "ratio")]
+    Ratio,
+}
+
+/// The encoded buckets of a distribution series.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HistogramData {
+    /// Always `hdr-v2-deflate-base64`.
+    pub encoding: String,
+    /// Base64 of the V2+deflate bytes.
+    pub data: String,
+}
+
+/// A series: a distribution (count, percentiles, histogram) or a single value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Series {
+    /// Stable identifier that scripts select on (`thread0`, `pi_mutex/uncontended`).
+    pub name: String,
+    /// What is measured (`wakeup_latency`, `lock_unlock`).
+    pub metric: String,
+    /// Unit of the numbers.
+    pub unit: Unit,
+    /// A single value (value series only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Samples, coordinated-omission corrections included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Samples measured (without corrections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_count: Option<u64>,
+    /// Expected samples that never happened (overruns), each recorded as a correction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed: Option<u64>,
+    /// Minimum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Mean.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    /// Standard deviation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stddev: Option<f64>,
+    /// Median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99: Option<f64>,
+    /// 99.9th percentile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p999: Option<f64>,
+    /// 99.99th percentile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p9999: Option<f64>,
+    /// Maximum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// The buckets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<HistogramData>,
+    /// How the series was measured (cpu, interval, policy, prio ...).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub config: Map<String, Value>,
+    /// Free-form labels.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub tags: Map<String, Value>,
+}
+
+impl Series {
+    /// A distribution series in ns from a histogram, with its encoded buckets.
+    pub fn distribution(
+        name: impl Into<String>,
+        metric: impl Into<String>,
+        hist: &LatencyHistogram,
+    ) -> Result<Series, HistogramError> {
+        let s = hist.summary();
+        Ok(Series {
+            name: name.into(),
+            metric: metric.into(),
+            unit: Unit::Ns,
+            count: Some(s.count),
+            raw_count: Some(s.raw_count),
+            missed: Some(s.missed),
+            min: Some(s.min as f64),
+            mean: Some(s.mean),
+            stddev: Some(s.stddev),
+            p50: Some(s.p50 as f64),
+            p90: Some(s.p90 as f64),
+            p99: Some(s.p99 as f64),
+            p999: Some(s.p999 as f64),
+            p9999: Some(s.p9999 as f64),
+            max: Some(s.max as f64),
+            histogram: Some(HistogramData {
+                encoding: "hdr-v2-deflate-base64".into(),
+                data: hist.encode_base64()?,
+            }),
+            ..Series::default()
+        })
+    }
+
+    /// A single-value series.
+    pub fn value(
+        name: impl Into<String>,
+        metric: impl Into<String>,
+        unit: Unit,
+        value: f64,
+    ) -> Series {
+        Series {
+            name: name.into(),
+            metric: metric.into(),
+            unit,
+            value: Some(value),
+            ..Series::default()
+        }
+    }
+
+    /// Adds one `config` entry (builder style).
+    pub fn with_config(mut self, key: &str, value: impl Into<Value>) -> Series {
+        self.config.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// True for a distribution series.
+    pub fn is_distribution(&self) -> bool {
+        self.count.is_some()
+    }
+
+    /// Decodes the buckets, if the series carries them.
+    pub fn decode_histogram(&self) -> Option<Result<LatencyHistogram, HistogramError>> {
+        self.histogram
+            .as_ref()
+            .map(|h| LatencyHistogram::decode_base64(&h.data))
+    }
+}
+
+/// The kind of an outlier's cause.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum CauseKind {
+    Irq,
+    Softirq,
+    Nmi,
+    Preemption,
+    Blocking,
+    IdleExit,
+    Migration,
+    HypervisorGap,
+    PageFault,
+    Syscall,
+    Unexplained,
+}
+
+/// One cause of an outlier.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Cause {
+    /// What kind of interference.
+    pub kind: CauseKind,
+    /// How much of the lateness it accounts for.
+    pub duration_ns: u64,
+    /// The interfering task, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Its pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i64>,
+    /// Its priority.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prio: Option<i64>,
+    /// Free text (IRQ name, vector ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// An explained outlier.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Outlier {
+    /// The series it belongs to.
+    pub series: String,
+    /// When it happened, ns since the run started.
+    pub at_ns: u64,
+    /// How late it was.
+    pub latency_ns: u64,
+    /// The CPU it ran on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+    /// Its causes, largest first.
+    pub causes: Vec<Cause>,
+}
+
+/// `verdict` of a result document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Verdict {
+    /// The run was ended early by Ctrl-C (the series hold what was measured until then).
+    pub interrupted: bool,
+    /// Set when `--fail-above` was given: whether any latency exceeded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail_above_exceeded: Option<bool>,
+    /// Anything else a command concludes (e.g. the survey's readings).
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+}
+
+/// Formats ns since the Unix epoch as RFC 3339 UTC with second precision
+/// (`2026-11-22T10:00:00Z`).
+pub fn rfc3339_utc(epoch_ns: u64) -> String {
+    let secs = epoch_ns / 1_000_000_000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Nanos;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400_000_000_000), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            rfc3339_utc(1_795_341_600_000_000_000),
+            "2026-11-22T10:00:00Z"
+        );
+    }
+
+    #[test]
+    fn distribution_series_serialises_percentiles_and_buckets() {
+        let mut h = LatencyHistogram::new();
+        h.record(Nanos(100));
+        h.record(Nanos(300));
+        let s = Series::distribution("thread0", "wakeup_latency", &h)
+            .unwrap()
+            .with_config("cpu", 0);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["unit"], "ns");
+        assert_eq!(v["count"], 2);
+        assert_eq!(v["max"], 300.0);
+        assert_eq!(v["histogram"]["encoding"], "hdr-v2-deflate-base64");
+        assert_eq!(v["config"]["cpu"], 0);
+        assert!(v.get("value").is_none());
+        let back: Series = serde_json::from_value(v).unwrap();
+        assert_eq!(back.decode_histogram().unwrap().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn value_series_has_no_distribution_fields() {
+        let v = serde_json::to_value(Series::value("x", "lock_unlock", Unit::Ns, 9.1)).unwrap();
+        assert_eq!(v["value"], 9.1);
+        assert!(v.get("count").is_none() && v.get("config").is_none());
+    }
+}

@@ -1,0 +1,179 @@
+//! CPU lists (`0`, `0,1`, `0-3`) and thread affinity.
+
+use crate::SysError;
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+use std::fmt;
+
+/// An ordered set of CPU numbers, as written on the command line (`0-3,6`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuList(Vec<usize>);
+
+impl CpuList {
+    /// Parses the kernel's list syntax: comma-separated numbers and inclusive ranges.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut cpus = Vec::new();
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("empty CPU list".into());
+        }
+        for part in text.split(',') {
+            let part = part.trim();
+            let parse_one = |s: &str| {
+                s.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("'{s}' is not a CPU number (expected e.g. 0, 0,1 or 0-3)"))
+            };
+            match part.split_once('-') {
+                Some((lo, hi)) => {
+                    let (lo, hi) = (parse_one(lo)?, parse_one(hi)?);
+                    if lo > hi {
+                        return Err(format!("range '{part}' runs backwards"));
+                    }
+                    if hi - lo > 65_536 {
+                        return Err(format!("range '{part}' is too large"));
+                    }
+                    cpus.extend(lo..=hi);
+                }
+                None => cpus.push(parse_one(part)?),
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuList(cpus))
+    }
+
+    /// The CPUs in ascending order.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// Number of CPUs in the list.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when the list names no CPU.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Fails with a message naming the first CPU that is not in `available`.
+    pub fn check_within(&self, available: &CpuList) -> Result<(), String> {
+        match self.0.iter().find(|c| !available.0.contains(c)) {
+            Some(cpu) => Err(format!(
+                "CPU {cpu} is not available (usable CPUs on this machine: {available})"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl From<Vec<usize>> for CpuList {
+    fn from(mut cpus: Vec<usize>) -> Self {
+        cpus.sort_unstable();
+        cpus.dedup();
+        CpuList(cpus)
+    }
+}
+
+impl fmt::Display for CpuList {
+    /// Writes the compact form: consecutive CPUs are folded into ranges (`0-3,6`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut i = 0;
+        let mut first = true;
+        while i < self.0.len() {
+            let start = self.0[i];
+            let mut end = start;
+            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
+                i += 1;
+                end += 1;
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask, which already excludes offline CPUs).
+pub fn usable_cpus() -> CpuList {
+    match sched_getaffinity(None) {
+        Ok(set) => CpuList((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()),
+        Err(_) => {
+            CpuList((0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect())
+        }
+    }
+}
+
+/// Pins the calling thread to `cpus`.
+///
+/// C: `sched_setaffinity(0, sizeof(cpu_set_t), &set)`; pid 0 is the calling thread.
+pub fn set_current_thread_affinity(cpus: &CpuList) -> Result<(), SysError> {
+    let mut set = CpuSet::new();
+    for &cpu in cpus.as_slice() {
+        if cpu >= CpuSet::MAX_CPU {
+            return Err(SysError::Invalid {
+                what: format!("sched_setaffinity(CPU {cpu})"),
+            });
+        }
+        set.set(cpu);
+    }
+    sched_setaffinity(None, &set)
+        .map_err(|e| SysError::from_errno(format!("sched_setaffinity({cpus})"), e))
+}
+
+/// The CPU the calling thread is running on right now.
+pub fn current_cpu() -> usize {
+    rustix::thread::sched_getcpu()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_and_ranges() {
+        assert_eq!(CpuList::parse("0").unwrap().as_slice(), &[0]);
+        assert_eq!(CpuList::parse("0,1").unwrap().as_slice(), &[0, 1]);
+        assert_eq!(
+            CpuList::parse("0-3,6").unwrap().as_slice(),
+            &[0, 1, 2, 3, 6]
+        );
+        assert_eq!(CpuList::parse("3,1,1").unwrap().as_slice(), &[1, 3]);
+        assert_eq!(CpuList::parse("0-3,6").unwrap().to_string(), "0-3,6");
+        for bad in ["", "a", "3-1", "-1", "1,,2", "0-999999999"] {
+            assert!(CpuList::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn check_within_names_the_missing_cpu() {
+        let avail = CpuList::parse("0-1").unwrap();
+        let err = CpuList::parse("4096")
+            .unwrap()
+            .check_within(&avail)
+            .unwrap_err();
+        assert!(err.contains("CPU 4096") && err.contains("0-1"), "{err}");
+        assert!(CpuList::parse("1").unwrap().check_within(&avail).is_ok());
+    }
+
+    #[test]
+    fn pinning_moves_the_thread() {
+        let cpus = usable_cpus();
+        let last = *cpus.as_slice().last().unwrap();
+        std::thread::spawn(move || {
+            set_current_thread_affinity(&CpuList::from(vec![last])).unwrap();
+            assert_eq!(current_cpu(), last);
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,25 @@
+//! The only place where rtlab talks to the kernel directly.
+//!
+//! Every other crate reaches scheduling policy, affinity, memory locking, absolute sleeps,
+//! timer slack, `/dev/cpu_dma_latency`, signals and capability probes through this crate.
+//! Wrappers retry `EINTR` themselves where that is the right thing to do and return typed
+//! errors ([`SysError`]) otherwise.
+#![deny(unsafe_code)]
+
+pub mod affinity;
+pub mod dma;
+mod error;
+#[allow(unsafe_code)]
+pub mod mem;
+pub mod probe;
+#[allow(unsafe_code)]
+pub mod process;
+#[allow(unsafe_code)]
+pub mod sched;
+#[allow(unsafe_code)]
+pub mod signal;
+pub mod slack;
+pub mod sysinfo;
+pub mod time;
+
+pub use error::SysError;

@@ -1,0 +1,125 @@
+//! Memory locking and stack prefaulting, so a measuring thread never takes a page fault.
+
+use crate::SysError;
+use rustix::mm::{mlockall, munlockall, MlockAllFlags};
+
+/// Locks all current and future mappings of the process into RAM.
+///
+/// C: `mlockall(MCL_CURRENT | MCL_FUTURE)`. Needs `CAP_IPC_LOCK` or a large enough
+/// `RLIMIT_MEMLOCK`. With `MCL_FUTURE` every later mapping (thread stacks, `mmap` by a load
+/// generator, `malloc` arenas) is populated and locked when it is created.
+pub fn lock_all_memory() -> Result<(), SysError> {
+    mlockall(MlockAllFlags::CURRENT | MlockAllFlags::FUTURE)
+        .map_err(|e| SysError::from_errno("mlockall(MCL_CURRENT|MCL_FUTURE)", e))
+}
+
+/// Undoes [`lock_all_memory`]. C: `munlockall()`.
+pub fn unlock_all_memory() -> Result<(), SysError> {
+    munlockall().map_err(|e| SysError::from_errno("munlockall()", e))
+}
+
+/// Touches `bytes` of the calling thread's stack so those pages are resident before the
+/// measurement starts (cyclictest does the same).
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    fn touch(remaining: usize) {
+        const CHUNK: usize = 4096;
+        let mut page = [0u8; CHUNK];
+        std::hint::black_box(&mut page);
+        if remaining > CHUNK {
+            touch(remaining - CHUNK);
+        }
+        std::hint::black_box(&page);
+    }
+    touch(bytes);
+}
+
+/// An anonymous private read-write mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct AnonMapping {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned exclusively by this value; moving it to another thread moves
+// that ownership. No aliasing pointer is handed out except through &mut self.
+unsafe impl Send for AnonMapping {}
+
+impl AnonMapping {
+    /// C: `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`.
+    pub fn new(len: usize) -> Result<Self, SysError> {
+        use rustix::mm::{mmap_anonymous, MapFlags, ProtFlags};
+        if len == 0 {
+            return Err(SysError::Invalid {
+                what: "mmap(len 0)".into(),
+            });
+        }
+        // SAFETY: a fresh anonymous mapping at an address the kernel picks aliases nothing.
+        let ptr = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .map_err(|e| SysError::from_errno(format!("mmap({len} bytes)"), e))?;
+        let ptr = std::ptr::NonNull::new(ptr.cast::<u8>()).ok_or_else(|| SysError::Invalid {
+            what: "mmap returned NULL".into(),
+        })?;
+        Ok(AnonMapping { ptr, len })
+    }
+
+    /// Writes one byte per 4 KiB page so every page is faulted in. Returns pages touched.
+    pub fn touch_pages(&mut self) -> usize {
+        const PAGE: usize = 4096;
+        let mut pages = 0;
+        let mut offset = 0;
+        while offset < self.len {
+            // SAFETY: offset < len, inside the mapping we own; volatile so it is not elided.
+            unsafe { self.ptr.as_ptr().add(offset).write_volatile(1) };
+            offset += PAGE;
+            pages += 1;
+        }
+        pages
+    }
+
+    /// C: `mlock(addr, len)`. Needs `CAP_IPC_LOCK` or enough `RLIMIT_MEMLOCK`.
+    pub fn lock(&mut self) -> Result<(), SysError> {
+        // SAFETY: the range is exactly our own live mapping.
+        unsafe { rustix::mm::mlock(self.ptr.as_ptr().cast(), self.len) }
+            .map_err(|e| SysError::from_errno(format!("mlock({} bytes)", self.len), e))
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false (a zero-length mapping cannot be made).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AnonMapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping made by `new` and not yet unmapped; nothing
+        // borrows it any more because we are being dropped.
+        let result = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        debug_assert!(result.is_ok(), "munmap failed: {result:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_is_touched_and_unmapped() {
+        let mut m = AnonMapping::new(1 << 20).unwrap();
+        assert_eq!(m.touch_pages(), 256);
+        assert_eq!(m.len(), 1 << 20);
+        assert!(AnonMapping::new(0).is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! Scheduling policy and priority of the calling thread.
+
+use crate::SysError;
+use std::fmt;
+use std::str::FromStr;
+
+/// A Linux scheduling policy that rtlab uses for measuring threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// `SCHED_FIFO`: real-time, runs until it blocks or a higher priority preempts it.
+    Fifo,
+    /// `SCHED_RR`: real-time, round-robin among equal priorities.
+    Rr,
+    /// `SCHED_OTHER`: the default time-sharing policy (priority is always 0).
+    Other,
+}
+
+impl Policy {
+    /// Lowest and highest static priority the kernel accepts for this policy.
+    pub fn priority_range(self) -> (u32, u32) {
+        match self {
+            Policy::Fifo | Policy::Rr => (1, 99),
+            Policy::Other => (0, 0),
+        }
+    }
+
+    /// True for the real-time policies.
+    pub fn is_realtime(self) -> bool {
+        !matches!(self, Policy::Other)
+    }
+
+    fn raw(self) -> libc::c_int {
+        match self {
+            Policy::Fifo => libc::SCHED_FIFO,
+            Policy::Rr => libc::SCHED_RR,
+            Policy::Other => libc::SCHED_OTHER,
+        }
+    }
+
+    /// The name used on the command line and in result documents (`fifo`, `rr`, `other`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Rr => "rr",
+            Policy::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "fifo" => Ok(Policy::Fifo),
+            "rr" => Ok(Policy::Rr),
+            "other" | "normal" => Ok(Policy::Other),
+            _ => Err(format!("unknown policy '{s}' (expected fifo, rr or other)")),
+        }
+    }
+}
+
+/// Sets the policy and static priority of the calling thread.
+///
+/// C: `sched_setscheduler(0, policy, &(struct sched_param){prio})`; with pid 0 Linux applies it
+/// to the calling thread only. Fails with [`SysError::PermissionDenied`] without
+/// `CAP_SYS_NICE` or a sufficient `RLIMIT_RTPRIO`.
+pub fn set_current_thread_scheduler(policy: Policy, prio: u32) -> Result<(), SysError> {
+    let what = || {
+        format!(
+            "sched_setscheduler({}, {prio})",
+            policy.as_str().to_uppercase()
+        )
+    };
+    let (lo, hi) = policy.priority_range();
+    if prio < lo || prio > hi {
+        return Err(SysError::Invalid { what: what() });
+    }
+    let param = libc::sched_param {
+        sched_priority: prio as libc::c_int,
+    };
+    // SAFETY: `param` is a valid, initialised sched_param that outlives the call; pid 0 names
+    // the calling thread, so no other thread's state is touched.
+    let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(SysError::from_io(what(), std::io::Error::last_os_error()))
+    }
+}
+
+/// Policy and priority of the calling thread, as the kernel reports them.
+pub fn current_thread_scheduler() -> (Option<Policy>, u32) {
+    // SAFETY: pid 0 is the calling thread; sched_getscheduler has no pointer arguments.
+    let raw = unsafe { libc::sched_getscheduler(0) };
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, writable sched_param for the duration of the call.
+    let rc = unsafe { libc::sched_getparam(0, &mut param) };
+    let prio = if rc == 0 {
+        param.sched_priority.max(0) as u32
+    } else {
+        0
+    };
+    // SCHED_RESET_ON_FORK may be or-ed into the returned policy.
+    let policy = match raw & !libc::SCHED_RESET_ON_FORK {
+        libc::SCHED_FIFO => Some(Policy::Fifo),
+        libc::SCHED_RR => Some(Policy::Rr),
+        libc::SCHED_OTHER => Some(Policy::Other),
+        _ => None,
+    };
+    (policy, prio)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_policies() {
+        assert_eq!("FIFO".parse::<Policy>(), Ok(Policy::Fifo));
+        assert_eq!("rr".parse::<Policy>(), Ok(Policy::Rr));
+        assert_eq!("other".parse::<Policy>(), Ok(Policy::Other));
+        assert!("deadline".parse::<Policy>().is_err());
+    }
+
+    #[test]
+    fn out_of_range_priority_is_rejected_before_the_syscall() {
+        let err = set_current_thread_scheduler(Policy::Fifo, 100).unwrap_err();
+        assert!(matches!(err, SysError::Invalid { .. }), "{err}");
+        let err = set_current_thread_scheduler(Policy::Other, 5).unwrap_err();
+        assert!(matches!(err, SysError::Invalid { .. }), "{err}");
+    }
+
+    #[test]
+    fn other_policy_round_trips() {
+        // Runs on a fresh thread so the test harness thread keeps its own policy.
+        std::thread::spawn(|| {
+            set_current_thread_scheduler(Policy::Other, 0).unwrap();
+            assert_eq!(current_thread_scheduler(), (Some(Policy::Other), 0));
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,161 @@
+//! Facts about the machine that a result document records.
+
+use std::io::Read;
+
+/// What `system` in a result document says about the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemFacts {
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPUs online.
+    pub cpus: usize,
+    /// `none`, `voluntary`, `full`, `lazy`, `rt`, `dynamic(<current>)` or `unknown`.
+    pub preempt_model: String,
+    /// The current clocksource (`tsc`, `kvm-clock`, ...).
+    pub clocksource: String,
+    /// True when the CPU reports the `hypervisor` flag.
+    pub virtualized: bool,
+}
+
+/// Reads all facts. Never fails: what cannot be read is `unknown`.
+pub fn system_facts() -> SystemFacts {
+    let uname = rustix::system::uname();
+    let kernel = uname.release().to_string_lossy().into_owned();
+    let version = uname.version().to_string_lossy().into_owned();
+    SystemFacts {
+        kernel,
+        cpus: online_cpus(),
+        preempt_model: preempt_model(&version),
+        clocksource: read_trimmed(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .unwrap_or_else(|| "unknown".into()),
+        virtualized: std::fs::read_to_string("/proc/cpuinfo")
+            .map(|s| {
+                s.lines()
+                    .filter(|l| l.starts_with("flags"))
+                    .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+            })
+            .unwrap_or(false),
+    }
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn online_cpus() -> usize {
+    read_trimmed("/sys/devices/system/cpu/online")
+        .and_then(|s| crate::affinity::CpuList::parse(&s).ok())
+        .map(|l| l.len())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Picks the parenthesised entry of `/sys/kernel/debug/sched/preempt`, e.g. `none (full) lazy`.
+fn parse_debugfs_preempt(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('(').and_then(|w| w.strip_suffix(')')))
+        .map(str::to_string)
+}
+
+fn kernel_config() -> Option<String> {
+    let release = rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned();
+    if let Ok(text) = std::fs::read_to_string(format!("/boot/config-{release}")) {
+        return Some(text);
+    }
+    let gz = std::fs::read("/proc/config.gz").ok()?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// The boot-time default model from the kernel config (`CONFIG_PREEMPT_NONE=y` etc.).
+fn config_default_model(config: &str) -> Option<&'static str> {
+    [
+        ("CONFIG_PREEMPT_RT=y", "rt"),
+        ("CONFIG_PREEMPT_LAZY=y", "lazy"),
+        ("CONFIG_PREEMPT=y", "full"),
+        ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
+        ("CONFIG_PREEMPT_NONE=y", "none"),
+    ]
+    .into_iter()
+    .find(|(line, _)| config.lines().any(|l| l.trim() == *line))
+    .map(|(_, m)| m)
+}
+
+fn preempt_model(uname_version: &str) -> String {
+    let dynamic = uname_version.contains("PREEMPT_DYNAMIC");
+    if let Some(current) = std::fs::read_to_string("/sys/kernel/debug/sched/preempt")
+        .ok()
+        .and_then(|t| parse_debugfs_preempt(&t))
+    {
+        return if dynamic {
+            format!("dynamic({current})")
+        } else {
+            current
+        };
+    }
+    if uname_version.contains("PREEMPT_RT") {
+        return "rt".into();
+    }
+    if dynamic {
+        let from_cmdline = std::fs::read_to_string("/proc/cmdline").ok().and_then(|c| {
+            c.split_whitespace()
+                .find_map(|w| w.strip_prefix("preempt=").map(str::to_string))
+        });
+        let current = from_cmdline
+            .or_else(|| kernel_config().and_then(|c| config_default_model(&c).map(String::from)))
+            .unwrap_or_else(|| "unknown".into());
+        return format!("dynamic({current})");
+    }
+    if uname_version.contains("PREEMPT_LAZY") {
+        return "lazy".into();
+    }
+    if uname_version.split_whitespace().any(|w| w == "PREEMPT") {
+        return "full".into();
+    }
+    kernel_config()
+        .and_then(|c| config_default_model(&c).map(String::from))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debugfs_format_is_parsed() {
+        assert_eq!(
+            parse_debugfs_preempt("none voluntary (full) lazy\n").as_deref(),
+            Some("full")
+        );
+        assert_eq!(parse_debugfs_preempt("garbage"), None);
+    }
+
+    #[test]
+    fn config_default_is_found() {
+        let cfg = "# CONFIG_PREEMPT is not set\nCONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
+        assert_eq!(config_default_model(cfg), Some("none"));
+        assert_eq!(
+            config_default_model("CONFIG_PREEMPT_RT=y\nCONFIG_PREEMPT=y"),
+            Some("rt")
+        );
+    }
+
+    #[test]
+    fn facts_are_plausible_on_this_machine() {
+        let f = system_facts();
+        assert!(f.cpus >= 1);
+        assert!(!f.kernel.is_empty());
+        assert!(!f.preempt_model.is_empty());
+    }
+}

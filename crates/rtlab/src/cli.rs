@@ -1,0 +1,226 @@
+//! Raw command-line arguments (clap) and the value parsers that make bad input one clear line.
+
+use clap::{Args, Parser, Subcommand};
+use rtlab_load::{LoadSpec, LOAD_HELP};
+use rtlab_stats::{parse_duration, Nanos};
+use rtlab_sys::affinity::{usable_cpus, CpuList};
+use rtlab_sys::sched::Policy;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const ABOUT: &str = "Measure, explain and fix worst-case latency on stock Linux.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  rtlab survey                                  check this machine end to end (about 30 s)
+  rtlab wakeup --duration 30s                   timed-wakeup latency on every CPU
+  rtlab wakeup --cpus 1 --load cpu --load mmap  ... on CPU 1 under CPU and mmap load
+  rtlab load cpu:2 hog:99:3ms/200ms:0 --duration 1m   run a disturbance load alone
+
+Exit status: 0 success, 1 the run failed, 2 bad usage or input, 3 --fail-above was hit.
+Most measurements need root (SCHED_FIFO, mlockall, /dev/cpu_dma_latency); without it rtlab
+measures in the best mode it can and says so in a warning.";
+
+#[derive(Debug, Parser)]
+#[command(name = "rtlab", version, about = ABOUT, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Timed-wakeup latency: wake at absolute deadlines, latency = actual - scheduled.
+    #[command(after_help = WAKEUP_HELP)]
+    Wakeup(WakeupArgs),
+    /// Run disturbance loads alone (the same loads --load adds to any experiment).
+    #[command(after_help = LOAD_HELP)]
+    Load(LoadArgs),
+    /// Check this machine end to end: wakeup idle and under load, one verdict, a report.
+    #[command(after_help = SURVEY_HELP)]
+    Survey(SurveyArgs),
+}
+
+const WAKEUP_HELP: &str = "\
+Series: thread0, thread1, ... (metric wakeup_latency), one per measuring thread, with cpu,
+interval_ns, policy, prio, mlock and timer_slack_ns in their config.
+
+The method is cyclictest's: each thread sleeps with clock_nanosleep(TIMER_ABSTIME) on
+CLOCK_MONOTONIC until next = previous deadline + interval and records wake time - deadline.
+A wakeup so late that later deadlines already passed counts those periods in 'missed' and
+records them too (coordinated-omission correction), so overruns are never hidden.
+
+Examples:
+  rtlab wakeup --duration 10s --json out.json
+  rtlab wakeup --cpus 0 --interval 200us --prio 99 --load cpu --fail-above 500us
+  rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads";
+
+const SURVEY_HELP: &str = "\
+Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long).
+Writes DIR/report.json (all series, schema-valid) and one .hgrm file per series.
+
+Examples:
+  rtlab survey
+  rtlab survey --duration 30s --out /tmp/rtlab-report";
+
+/// Options every experiment command shares (see CONTRACT.md).
+#[derive(Debug, Args, Clone)]
+pub struct CommonArgs {
+    /// How long to measure: 500ms, 10s, 2m (units ns, us, ms, s, m, h).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Option<Nanos>,
+    /// Write the result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Write one HdrHistogram percentile file (<series>.hgrm) per distribution into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub hgrm: Option<PathBuf>,
+    /// Run a disturbance load while measuring; repeatable (see 'rtlab load --help').
+    #[arg(long = "load", value_name = "SPEC", value_parser = parse_load)]
+    pub loads: Vec<LoadSpec>,
+    /// CPUs for the measuring threads: 0, 0,1, 0-3 (default: all usable CPUs).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<CpuList>,
+    /// Priority of the measuring threads, 1-99 for fifo/rr (default 95).
+    #[arg(long, value_name = "N", value_parser = parse_prio, allow_hyphen_values = true)]
+    pub prio: Option<u32>,
+    /// Scheduling policy of the measuring threads: fifo, rr or other (default fifo).
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Exit 3 when any measured latency exceeds DUR (a CI gate).
+    #[arg(long, value_name = "DUR", value_parser = duration_arg, allow_hyphen_values = true)]
+    pub fail_above: Option<Nanos>,
+    /// Print only the final table (warnings still go to stderr).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Lock all memory with mlockall before measuring (default).
+    #[arg(long, overrides_with = "no_mlock")]
+    pub mlock: bool,
+    /// Do not lock memory.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 during the run.
+    #[arg(long)]
+    pub no_dma_latency: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WakeupArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Period between wakeups.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub interval: Nanos,
+    /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
+    #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Loads to run (see below).
+    #[arg(value_name = "SPEC", required = true, value_parser = parse_load)]
+    pub specs: Vec<LoadSpec>,
+    /// How long to run them.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Nanos,
+    /// Write what each load did as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Print only the final table.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SurveyArgs {
+    /// Duration of each stage.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Nanos,
+    /// Report directory.
+    #[arg(long, value_name = "DIR", default_value = "rtlab-report")]
+    pub out: PathBuf,
+    /// CPUs to measure on (default: all usable CPUs).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<CpuList>,
+    /// Print only the final verdict.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Do not lock memory.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 during the run.
+    #[arg(long)]
+    pub no_dma_latency: bool,
+}
+
+fn duration_arg(text: &str) -> Result<Nanos, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+fn positive_duration(text: &str) -> Result<Nanos, String> {
+    match duration_arg(text)? {
+        Nanos(0) => Err("must be above 0".into()),
+        d => Ok(d),
+    }
+}
+
+fn parse_load(text: &str) -> Result<LoadSpec, String> {
+    text.parse()
+}
+
+fn parse_cpus(text: &str) -> Result<CpuList, String> {
+    let list = CpuList::parse(text)?;
+    list.check_within(&usable_cpus())?;
+    Ok(list)
+}
+
+fn parse_prio(text: &str) -> Result<u32, String> {
+    match text.parse::<i64>() {
+        Ok(p) if (0..=99).contains(&p) => Ok(p as u32),
+        Ok(p) => Err(format!(
+            "{p} is outside 1-99 (SCHED_FIFO/RR priorities; 0 with --policy other)"
+        )),
+        Err(_) => Err(format!("'{text}' is not a number")),
+    }
+}
+
+fn parse_policy(text: &str) -> Result<Policy, String> {
+    text.parse()
+}
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<i64>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n as usize),
+        _ => Err(format!("'{text}' is not a thread count from 1 to 1024")),
+    }
+}
+
+/// Parses the process arguments. Help and version print and exit 0; any other error prints
+/// its first line (which names the argument and why) and exits 2.
+pub fn parse() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|err| {
+        use clap::error::ErrorKind;
+        match err.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                let _ = err.print();
+                if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            _ => {
+                let text = err.render().to_string();
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("error: bad arguments");
+                eprintln!("{first}");
+                ExitCode::from(2)
+            }
+        }
+    })
+}

@@ -1,0 +1,72 @@
+//! One module per subcommand.
+
+mod load;
+mod survey;
+mod wakeup;
+
+use crate::cli::{Cli, Command, CommonArgs};
+use crate::output::Outputs;
+use crate::{BadInput, Status};
+use rtlab_lab::CommonConfig;
+use rtlab_stats::Nanos;
+use rtlab_sys::affinity::{usable_cpus, CpuList};
+use rtlab_sys::sched::Policy;
+
+pub fn run(cli: Cli) -> anyhow::Result<Status> {
+    match cli.command {
+        Command::Wakeup(args) => wakeup::run(args),
+        Command::Load(args) => load::run(args),
+        Command::Survey(args) => survey::run(args),
+    }
+}
+
+/// Validated common options.
+pub struct Common {
+    pub config: CommonConfig,
+    pub outputs: Outputs,
+    pub cpus: CpuList,
+    pub policy: Policy,
+    pub prio: u32,
+    pub quiet: bool,
+}
+
+impl CommonArgs {
+    /// Checks the combination of options and the output destinations.
+    pub fn validate(self, default_duration: Nanos, default_prio: u32) -> Result<Common, BadInput> {
+        let policy = self.policy.unwrap_or(Policy::Fifo);
+        let prio = match (policy, self.prio) {
+            (Policy::Other, None | Some(0)) => 0,
+            (Policy::Other, Some(p)) => {
+                return Err(BadInput(format!(
+                    "--prio {p}: SCHED_OTHER takes no priority (omit --prio)"
+                )))
+            }
+            (_, Some(0)) => {
+                return Err(BadInput(format!(
+                    "--prio 0 is only valid with --policy other; {policy} needs 1-99"
+                )))
+            }
+            (_, Some(p)) => p,
+            (_, None) => default_prio,
+        };
+        let outputs = Outputs {
+            json: self.json,
+            hgrm: self.hgrm,
+            fail_above: self.fail_above,
+        };
+        outputs.validate()?;
+        Ok(Common {
+            config: CommonConfig {
+                duration: self.duration.unwrap_or(default_duration),
+                loads: self.loads,
+                mlock: !self.no_mlock,
+                dma_latency: !self.no_dma_latency,
+            },
+            outputs,
+            cpus: self.cpus.unwrap_or_else(usable_cpus),
+            policy,
+            prio,
+            quiet: self.quiet,
+        })
+    }
+}

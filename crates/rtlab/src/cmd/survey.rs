@@ -1,0 +1,84 @@
+//! `rtlab survey`: check the machine end to end and write a report directory.
+
+use crate::cli::SurveyArgs;
+use crate::output::{result_doc, Console, Outputs};
+use crate::{BadInput, Status};
+use rtlab_lab::survey::{run_survey, SurveyConfig};
+use rtlab_report::table::Table;
+use rtlab_stats::Nanos;
+use rtlab_sys::affinity::usable_cpus;
+use serde_json::Value;
+
+fn ns_cell(row: &Value, key: &str) -> String {
+    row[key]
+        .as_u64()
+        .map_or_else(|| "-".into(), |v| Nanos(v).to_string())
+}
+
+/// The verdict table, rendered from `verdict.survey` of the document.
+pub fn verdict_table(rows: &[Value]) -> String {
+    let mut t = Table::new(&[
+        "area",
+        "idle p99",
+        "idle max",
+        "loaded p99",
+        "loaded max",
+        "loaded/idle",
+    ]);
+    let mut readings = String::new();
+    for row in rows {
+        let area = row["area"].as_str().unwrap_or("?").to_string();
+        t.row(vec![
+            area.clone(),
+            ns_cell(row, "idle_p99_ns"),
+            ns_cell(row, "idle_max_ns"),
+            ns_cell(row, "loaded_p99_ns"),
+            ns_cell(row, "loaded_max_ns"),
+            row["loaded_over_idle"]
+                .as_f64()
+                .map_or("-".into(), |r| format!("{r:.1}x")),
+        ]);
+        if let Some(r) = row["reading"].as_str() {
+            readings.push_str(&format!("{area}: {r}\n"));
+        }
+    }
+    format!("{}\n{readings}", t.render())
+}
+
+pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
+    let outputs = Outputs {
+        json: Some(args.out.join("report.json")),
+        hgrm: Some(args.out.clone()),
+        fail_above: None,
+    };
+    // The report directory is created up front so an unwritable --out fails before measuring.
+    rtlab_report::check_writable_dir(&args.out).map_err(|e| BadInput(format!("--out {e}")))?;
+    outputs.validate()?;
+    let config = SurveyConfig {
+        stage_duration: args.duration,
+        cpus: args.cpus.unwrap_or_else(usable_cpus),
+        mlock: !args.no_mlock,
+        dma_latency: !args.no_dma_latency,
+    };
+    let mut console = Console::new(args.quiet);
+    console.note(&format!(
+        "survey: 2 stages of {} on CPUs {} (wakeup idle, wakeup under load {})",
+        args.duration,
+        config.cpus,
+        rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + ")
+    ));
+    let survey = run_survey(&config, &mut console)?;
+    console.finish();
+    let mut doc = result_doc("survey", survey.record);
+    doc.verdict
+        .details
+        .insert("survey".into(), Value::Array(survey.verdict_rows.clone()));
+    let mut text = rtlab_report::table::summary(&doc);
+    text.push('\n');
+    text.push_str(&verdict_table(&survey.verdict_rows));
+    text.push_str(&format!(
+        "report: {}\n",
+        args.out.join("report.json").display()
+    ));
+    outputs.finish(&mut doc, &text)
+}

@@ -1,0 +1,64 @@
+//! `rtlab`: measure, explain and fix worst-case latency on stock Linux.
+//!
+//! The binary only parses arguments, shows progress and dispatches; the work is in the
+//! libraries. Exit status: 0 success, 1 the run failed, 2 bad usage or input, 3 a
+//! `--fail-above` gate was hit.
+#![deny(unsafe_code)]
+
+mod cli;
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+/// An error caused by what the user asked for: one line on stderr, exit 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// What a command asks the process to exit with when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Exit 0.
+    Ok,
+    /// Exit 3: a `--fail-above` gate was hit.
+    GateHit,
+}
+
+fn exit_code_for(err: &anyhow::Error) -> u8 {
+    let bad_input = err.chain().any(|e| {
+        e.downcast_ref::<BadInput>().is_some()
+            || e.downcast_ref::<rtlab_lab::LabError>()
+                .is_some_and(|l| l.is_bad_input())
+    });
+    if bad_input {
+        2
+    } else {
+        1
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    rtlab_sys::signal::install_interrupt_handler();
+    match cmd::run(cli) {
+        Ok(Status::Ok) => ExitCode::SUCCESS,
+        Ok(Status::GateHit) => ExitCode::from(3),
+        Err(err) => {
+            // One line: the chain joined, no backtrace.
+            let text: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+            eprintln!("error: {}", text.join(": "));
+            ExitCode::from(exit_code_for(&err))
+        }
+    }
+}

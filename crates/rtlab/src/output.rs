@@ -1,0 +1,184 @@
+//! Progress on the terminal, and what happens after a run: verdict, files, the final table.
+
+use crate::{BadInput, Status};
+use rtlab_lab::{LiveSeries, Observer, RunRecord};
+use rtlab_report::{check_writable_dir, check_writable_file, Exporter, HgrmExporter, JsonExporter};
+use rtlab_stats::result::{ResultDoc, SystemInfo, Tool, Unit, Verdict, SCHEMA_VERSION};
+use rtlab_stats::Nanos;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Prints warnings at once and, on a terminal, a live status that redraws in place.
+#[derive(Debug)]
+pub struct Console {
+    quiet: bool,
+    live: bool,
+    drawn: usize,
+}
+
+impl Console {
+    pub fn new(quiet: bool) -> Self {
+        Console {
+            quiet,
+            live: !quiet && std::io::stderr().is_terminal(),
+            drawn: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.drawn > 0 {
+            // Up to the first status line, erase from there to the end of the screen.
+            eprint!("\x1b[{}F\x1b[J", self.drawn);
+            self.drawn = 0;
+        }
+    }
+
+    /// Removes the live status before the final output.
+    pub fn finish(&mut self) {
+        self.clear();
+    }
+
+    /// An informational line (suppressed by --quiet).
+    pub fn note(&mut self, text: &str) {
+        if !self.quiet {
+            self.clear();
+            eprintln!("{text}");
+        }
+    }
+
+    /// Live lines for things that are not latency series (load progress).
+    pub fn draw(&mut self, lines: &[String]) {
+        if !self.live {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if self.drawn > 0 {
+            let _ = write!(err, "\x1b[{}F", self.drawn);
+        }
+        for line in lines {
+            let _ = writeln!(err, "\x1b[2K{line}");
+        }
+        let _ = err.flush();
+        self.drawn = lines.len();
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl Observer for Console {
+    fn warn(&mut self, message: &str) {
+        self.clear();
+        eprintln!("warning: {message}");
+    }
+
+    fn tick(&mut self, elapsed: Nanos, total: Nanos, live: &[LiveSeries]) {
+        if !self.live {
+            return;
+        }
+        let views: Vec<(&str, &rtlab_stats::LiveHistogram)> =
+            live.iter().map(|l| (l.name.as_str(), &*l.hist)).collect();
+        let lines = rtlab_report::table::live_status(elapsed, total, &views);
+        self.draw(&lines);
+    }
+
+    fn stage(&mut self, name: &str, index: usize, count: usize) {
+        self.note(&format!("[{}/{count}] {name}", index + 1));
+    }
+}
+
+/// Where a run's results go, checked before the run starts.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub json: Option<PathBuf>,
+    pub hgrm: Option<PathBuf>,
+    pub fail_above: Option<Nanos>,
+}
+
+impl Outputs {
+    /// Fails (bad input) now rather than after a long run if a destination is unwritable.
+    pub fn validate(&self) -> Result<(), BadInput> {
+        if let Some(path) = self.json.as_ref().filter(|p| p.as_os_str() != "-") {
+            check_writable_file(path).map_err(|e| BadInput(format!("--json {e}")))?;
+        }
+        if let Some(dir) = &self.hgrm {
+            check_writable_dir(dir).map_err(|e| BadInput(format!("--hgrm {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn json_to_stdout(&self) -> bool {
+        self.json.as_ref().is_some_and(|p| p.as_os_str() == "-")
+    }
+
+    /// Applies `--fail-above`, writes the files, prints the final table. The table goes to
+    /// stdout, or to stderr when stdout carries the JSON.
+    pub fn finish(&self, doc: &mut ResultDoc, table: &str) -> anyhow::Result<Status> {
+        let mut status = Status::Ok;
+        let mut gate_lines = Vec::new();
+        if let Some(limit) = self.fail_above {
+            for s in doc
+                .series
+                .iter()
+                .filter(|s| s.is_distribution() && s.unit == Unit::Ns)
+            {
+                let max = Nanos(s.max.unwrap_or(0.0) as u64);
+                if max > limit {
+                    gate_lines.push(format!("fail-above: {} max {max} exceeds {limit}", s.name));
+                }
+            }
+            doc.verdict.fail_above_exceeded = Some(!gate_lines.is_empty());
+            if !gate_lines.is_empty() {
+                status = Status::GateHit;
+            }
+        }
+        if let Some(path) = &self.json {
+            JsonExporter { path: path.clone() }.export(doc)?;
+        }
+        if let Some(dir) = &self.hgrm {
+            HgrmExporter { dir: dir.clone() }.export(doc)?;
+        }
+        if self.json_to_stdout() {
+            eprint!("{table}");
+        } else {
+            print!("{table}");
+            let _ = std::io::stdout().flush();
+        }
+        for line in gate_lines {
+            eprintln!("{line}");
+        }
+        Ok(status)
+    }
+}
+
+/// Turns a run record into the result document.
+pub fn result_doc(command: &str, record: RunRecord) -> ResultDoc {
+    ResultDoc {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "rtlab".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        command: command.into(),
+        argv: std::env::args().collect(),
+        started_at: rtlab_stats::result::rfc3339_utc(record.started_at_ns),
+        duration_s: record.duration.as_secs_f64(),
+        system: record.system,
+        load: record.load,
+        warnings: record.warnings,
+        series: record.series,
+        outliers: vec![],
+        verdict: Verdict {
+            interrupted: record.interrupted,
+            ..Verdict::default()
+        },
+    }
+}
+
+/// System facts for commands that do not go through the experiment harness.
+pub fn system_now() -> SystemInfo {
+    rtlab_lab::harness::system_info(rtlab_sys::probe::probe_privileges())
+}

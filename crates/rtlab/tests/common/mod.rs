@@ -1,0 +1,44 @@
+//! Helpers shared by the end-to-end tests.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub fn rtlab() -> Command {
+    Command::cargo_bin("rtlab").expect("binary built")
+}
+
+pub fn schema_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/result.schema.json")
+}
+
+/// Parses `path` and fails the test with every schema violation listed.
+pub fn load_valid_document(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Value = serde_json::from_str(&text).expect("result is JSON");
+    assert_valid(&doc);
+    doc
+}
+
+pub fn assert_valid(doc: &Value) {
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "schema violations: {errors:#?}");
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Prints the skip reason where `cargo test` shows it, so a skip never passes silently.
+pub fn skip(test: &str, reason: &str) {
+    eprintln!("{test}: skipped: {reason}");
+}
+
+pub fn series_names(doc: &Value) -> Vec<String> {
+    doc["series"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect()
+}

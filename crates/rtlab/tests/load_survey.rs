@@ -1,0 +1,65 @@
+//! End-to-end tests of `rtlab load` and `rtlab survey`.
+
+mod common;
+
+use common::*;
+use predicates::prelude::*;
+
+#[test]
+fn load_runs_every_kind_and_reports_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("load.json");
+    rtlab()
+        .args(["load", "cpu:1", "mmap:8MiB", "alloc:20MiB", "fork", "net", "io", "hog:20:1ms/10ms", "--duration", "600ms"])
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mmap cycles"));
+    let doc = load_valid_document(&json);
+    assert_eq!(doc["command"], "load");
+    for s in doc["series"].as_array().unwrap() {
+        assert!(s["value"].as_f64().unwrap() > 0.0, "load did no work: {s}");
+    }
+    assert_eq!(doc["series"].as_array().unwrap().len(), 7);
+}
+
+#[test]
+fn load_needs_a_spec() {
+    let out = rtlab().arg("load").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{stderr}");
+}
+
+#[test]
+fn survey_writes_report_with_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    rtlab()
+        .args(["survey", "--duration", "300ms", "--no-dma-latency", "--out"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("loaded/idle").and(predicate::str::contains("wakeup:")));
+    let doc = load_valid_document(&out.join("report.json"));
+    assert_eq!(doc["command"], "survey");
+    let names = series_names(&doc);
+    assert!(names.iter().any(|n| n == "wakeup-idle/thread0"), "{names:?}");
+    assert!(names.iter().any(|n| n == "wakeup-loaded/thread0"), "{names:?}");
+    let loads: Vec<&str> = doc["load"].as_array().unwrap().iter().map(|l| l["spec"].as_str().unwrap()).collect();
+    assert_eq!(loads, vec!["cpu", "mmap"]);
+    let row = &doc["verdict"]["survey"][0];
+    assert_eq!(row["area"], "wakeup");
+    assert!(row["loaded_max_ns"].as_u64().unwrap() > 0);
+    for name in names {
+        assert!(out.join(format!("{}.hgrm", name.replace('/', "_"))).exists(), "{name}.hgrm missing");
+    }
+}
+
+#[test]
+fn survey_refuses_an_unwritable_out_dir_before_measuring() {
+    let out = rtlab().args(["survey", "--out", "/proc/rtlab-cannot-write-here"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rtlab-cannot-write-here"));
+}
