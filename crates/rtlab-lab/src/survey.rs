@@ -104,6 +104,7 @@ pub fn run_survey(
             interval,
             policy: Policy::Fifo,
             prio: 95,
+            aligned: false,
         })?
         .with_series_prefix(&format!("{}/", stage.name));
         let common = CommonConfig {

@@ -55,6 +55,21 @@ pub struct WakeupConfig {
     pub policy: Policy,
     /// Priority (0 for `other`).
     pub prio: u32,
+    /// All threads wake at the same instants (lockstep). Default: thread `i` of `n` is offset
+    /// by `i * interval / n`, so CPUs do not all leave idle at once (on a VM, simultaneous
+    /// vCPU wakeups add latency of their own; cyclictest's threads are not in lockstep either).
+    pub aligned: bool,
+}
+
+impl WakeupConfig {
+    /// Offset of thread `index`'s deadlines from the common grid.
+    pub fn phase_ns(&self, index: usize, threads: usize) -> u64 {
+        if self.aligned || threads == 0 {
+            0
+        } else {
+            self.interval.get() / threads as u64 * index as u64
+        }
+    }
 }
 
 /// The wakeup experiment.
@@ -136,15 +151,26 @@ struct WorkerResult {
     setup_error: Option<String>,
 }
 
-fn measure(
+/// What one measuring thread does.
+#[derive(Debug, Clone, Copy)]
+struct ThreadPlan {
     cpu: Option<usize>,
     policy: Policy,
     prio: u32,
     interval: u64,
+    phase: u64,
     duration: u64,
-    gate: &StartGate,
-    live: &LiveHistogram,
-) -> WorkerResult {
+}
+
+fn measure(plan: ThreadPlan, gate: &StartGate, live: &LiveHistogram) -> WorkerResult {
+    let ThreadPlan {
+        cpu,
+        policy,
+        prio,
+        interval,
+        phase,
+        duration,
+    } = plan;
     let mut hist = LatencyHistogram::new();
     let mut setup_error = None;
     if let Some(cpu) = cpu {
@@ -167,8 +193,8 @@ fn measure(
             setup_error,
         };
     }
-    // Deadlines sit on a common grid so all threads' periods line up (as cyclictest's do).
-    let mut next = (monotonic_now_ns() / interval + 2) * interval;
+    // Deadlines sit on a common grid plus this thread's phase, so runs are reproducible.
+    let mut next = (monotonic_now_ns() / interval + 2) * interval + phase;
     let end = next + duration;
     let step = Nanos(interval);
     // The measuring loop: sleep, read the clock, record. No allocation, no lock, no syscall
@@ -225,10 +251,18 @@ impl Experiment for Wakeup {
         let mut handles = Vec::new();
         for (i, &cpu) in cpus.iter().enumerate() {
             let (worker_gate, hist) = (gate.clone(), live[i].hist.clone());
+            let plan = ThreadPlan {
+                cpu,
+                policy,
+                prio,
+                interval,
+                phase: cfg.phase_ns(i, cpus.len()),
+                duration,
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("rtlab-wakeup{i}"))
                 .stack_size(WORKER_STACK)
-                .spawn(move || measure(cpu, policy, prio, interval, duration, &worker_gate, &hist));
+                .spawn(move || measure(plan, &worker_gate, &hist));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -253,6 +287,7 @@ impl Experiment for Wakeup {
             let mut series = Series::distribution(&live[i].name, "wakeup_latency", &result.hist)?
                 .with_config("cpu", cpus[i])
                 .with_config("interval_ns", interval)
+                .with_config("phase_ns", cfg.phase_ns(i, cpus.len()))
                 .with_config("policy", policy.as_str())
                 .with_config("prio", prio)
                 .with_config("mlock", common.mlock);
@@ -286,6 +321,7 @@ mod tests {
             interval: Nanos::from_millis(1),
             policy: Policy::Other,
             prio: 0,
+            aligned: false,
         })
         .unwrap();
         let out = wakeup.run(&common(300), &mut NullObserver).unwrap();
@@ -299,6 +335,8 @@ mod tests {
             assert_eq!(s.config["policy"], "other");
         }
         assert_eq!(out.series[1].name, "thread1");
+        assert_eq!(out.series[0].config["phase_ns"], 0);
+        assert_eq!(out.series[1].config["phase_ns"], 500_000);
     }
 
     #[test]
@@ -308,6 +346,7 @@ mod tests {
             interval: Nanos::from_millis(1),
             policy: Policy::Fifo,
             prio: 95,
+            aligned: false,
         };
         assert!(Wakeup::new(WakeupConfig {
             interval: Nanos(10),

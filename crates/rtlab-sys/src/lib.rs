@@ -10,6 +10,8 @@ pub mod affinity;
 pub mod dma;
 mod error;
 #[allow(unsafe_code)]
+pub mod futex;
+#[allow(unsafe_code)]
 pub mod mem;
 pub mod probe;
 #[allow(unsafe_code)]

@@ -43,12 +43,14 @@ pub enum Command {
 
 const WAKEUP_HELP: &str = "\
 Series: thread0, thread1, ... (metric wakeup_latency), one per measuring thread, with cpu,
-interval_ns, policy, prio, mlock and timer_slack_ns in their config.
+interval_ns, phase_ns, policy, prio, mlock and timer_slack_ns in their config.
 
 The method is cyclictest's: each thread sleeps with clock_nanosleep(TIMER_ABSTIME) on
 CLOCK_MONOTONIC until next = previous deadline + interval and records wake time - deadline.
 A wakeup so late that later deadlines already passed counts those periods in 'missed' and
 records them too (coordinated-omission correction), so overruns are never hidden.
+Thread i of n wakes i x interval / n after thread 0, so CPUs do not leave idle in lockstep;
+--aligned makes them wake together (a harsher, different test, like cyclictest -A).
 
 Examples:
   rtlab wakeup --duration 10s --json out.json
@@ -111,6 +113,9 @@ pub struct WakeupArgs {
     /// Period between wakeups.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Nanos,
+    /// Wake all threads at the same instants (default: phases spread evenly over the interval).
+    #[arg(long)]
+    pub aligned: bool,
     /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
     #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
     pub threads: Option<usize>,

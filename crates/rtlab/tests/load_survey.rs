@@ -10,7 +10,18 @@ fn load_runs_every_kind_and_reports_work() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("load.json");
     rtlab()
-        .args(["load", "cpu:1", "mmap:8MiB", "alloc:20MiB", "fork", "net", "io", "hog:20:1ms/10ms", "--duration", "600ms"])
+        .args([
+            "load",
+            "cpu:1",
+            "mmap:8MiB",
+            "alloc:20MiB",
+            "fork",
+            "net",
+            "io",
+            "hog:20:1ms/10ms",
+            "--duration",
+            "600ms",
+        ])
         .arg("--json")
         .arg(&json)
         .assert()
@@ -29,7 +40,11 @@ fn load_needs_a_spec() {
     let out = rtlab().arg("load").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -45,21 +60,39 @@ fn survey_writes_report_with_verdict() {
     let doc = load_valid_document(&out.join("report.json"));
     assert_eq!(doc["command"], "survey");
     let names = series_names(&doc);
-    assert!(names.iter().any(|n| n == "wakeup-idle/thread0"), "{names:?}");
-    assert!(names.iter().any(|n| n == "wakeup-loaded/thread0"), "{names:?}");
-    let loads: Vec<&str> = doc["load"].as_array().unwrap().iter().map(|l| l["spec"].as_str().unwrap()).collect();
+    assert!(
+        names.iter().any(|n| n == "wakeup-idle/thread0"),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "wakeup-loaded/thread0"),
+        "{names:?}"
+    );
+    let loads: Vec<&str> = doc["load"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["spec"].as_str().unwrap())
+        .collect();
     assert_eq!(loads, vec!["cpu", "mmap"]);
     let row = &doc["verdict"]["survey"][0];
     assert_eq!(row["area"], "wakeup");
     assert!(row["loaded_max_ns"].as_u64().unwrap() > 0);
     for name in names {
-        assert!(out.join(format!("{}.hgrm", name.replace('/', "_"))).exists(), "{name}.hgrm missing");
+        assert!(
+            out.join(format!("{}.hgrm", name.replace('/', "_")))
+                .exists(),
+            "{name}.hgrm missing"
+        );
     }
 }
 
 #[test]
 fn survey_refuses_an_unwritable_out_dir_before_measuring() {
-    let out = rtlab().args(["survey", "--out", "/proc/rtlab-cannot-write-here"]).output().unwrap();
+    let out = rtlab()
+        .args(["survey", "--out", "/proc/rtlab-cannot-write-here"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("rtlab-cannot-write-here"));
 }

@@ -13,7 +13,14 @@ fn wakeup_writes_a_valid_document_and_hgrm_files() {
     let json = dir.path().join("out.json");
     let hgrm = dir.path().join("hgrm");
     rtlab()
-        .args(["wakeup", "--duration", "400ms", "--interval", "1ms", "--no-dma-latency"])
+        .args([
+            "wakeup",
+            "--duration",
+            "400ms",
+            "--interval",
+            "1ms",
+            "--no-dma-latency",
+        ])
         .arg("--json")
         .arg(&json)
         .arg("--hgrm")
@@ -26,12 +33,18 @@ fn wakeup_writes_a_valid_document_and_hgrm_files() {
     assert_eq!(doc["verdict"]["interrupted"], false);
     let cpus = doc["system"]["cpus"].as_u64().unwrap() as usize;
     let names = series_names(&doc);
-    assert_eq!(names, (0..cpus).map(|i| format!("thread{i}")).collect::<Vec<_>>());
+    assert_eq!(
+        names,
+        (0..cpus).map(|i| format!("thread{i}")).collect::<Vec<_>>()
+    );
     for s in doc["series"].as_array().unwrap() {
         assert_eq!(s["metric"], "wakeup_latency");
         assert_eq!(s["unit"], "ns");
         for key in ["cpu", "interval_ns", "policy", "prio"] {
-            assert!(s["config"].get(key).is_some(), "config.{key} missing in {s}");
+            assert!(
+                s["config"].get(key).is_some(),
+                "config.{key} missing in {s}"
+            );
         }
         assert_eq!(s["config"]["interval_ns"], 1_000_000);
         // 400 ms at 1 ms: every period is a sample, measured or counted as missed.
@@ -69,13 +82,29 @@ fn bad_arguments_exit_2_with_one_line_naming_the_argument() {
         (&["--no-such-option"], "--no-such-option"),
     ];
     for (args, needle) in cases {
-        let out = rtlab().arg("wakeup").args(*args).args(["--duration", "100ms"]).output().unwrap();
+        let out = rtlab()
+            .arg("wakeup")
+            .args(*args)
+            .args(["--duration", "100ms"])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(lines.len(), 1, "{args:?} should give one line, got: {stderr}");
-        assert!(lines[0].contains(needle), "{args:?}: '{}' does not name {needle}", lines[0]);
-        assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?} should give one line, got: {stderr}"
+        );
+        assert!(
+            lines[0].contains(needle),
+            "{args:?}: '{}' does not name {needle}",
+            lines[0]
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("backtrace"),
+            "{stderr}"
+        );
         assert!(out.stdout.is_empty(), "{args:?} printed results");
     }
 }
@@ -85,7 +114,16 @@ fn fail_above_is_a_ci_gate() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gate.json");
     rtlab()
-        .args(["wakeup", "--duration", "200ms", "--fail-above", "1ns", "--quiet", "--no-dma-latency", "--json"])
+        .args([
+            "wakeup",
+            "--duration",
+            "200ms",
+            "--fail-above",
+            "1ns",
+            "--quiet",
+            "--no-dma-latency",
+            "--json",
+        ])
         .arg(&json)
         .assert()
         .code(3)
@@ -93,7 +131,15 @@ fn fail_above_is_a_ci_gate() {
     let doc = load_valid_document(&json);
     assert_eq!(doc["verdict"]["fail_above_exceeded"], true);
     rtlab()
-        .args(["wakeup", "--duration", "200ms", "--fail-above", "1h", "--quiet", "--no-dma-latency"])
+        .args([
+            "wakeup",
+            "--duration",
+            "200ms",
+            "--fail-above",
+            "1h",
+            "--quiet",
+            "--no-dma-latency",
+        ])
         .assert()
         .success();
 }
@@ -101,14 +147,26 @@ fn fail_above_is_a_ci_gate() {
 #[test]
 fn json_to_stdout_keeps_stdout_pure() {
     let out = rtlab()
-        .args(["wakeup", "--duration", "200ms", "--cpus", "0", "--no-dma-latency", "--json", "-"])
+        .args([
+            "wakeup",
+            "--duration",
+            "200ms",
+            "--cpus",
+            "0",
+            "--no-dma-latency",
+            "--json",
+            "-",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
     assert_valid(&doc);
     assert_eq!(series_names(&doc), vec!["thread0"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("thread0"), "the table goes to stderr");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("thread0"),
+        "the table goes to stderr"
+    );
 }
 
 #[test]
@@ -116,21 +174,34 @@ fn ctrl_c_ends_the_run_but_keeps_the_results() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("int.json");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
-        .args(["wakeup", "--duration", "60s", "--quiet", "--no-dma-latency", "--json"])
+        .args([
+            "wakeup",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--no-dma-latency",
+            "--json",
+        ])
         .arg(&json)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "rtlab did not stop on SIGINT");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "rtlab did not stop on SIGINT"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
@@ -138,23 +209,45 @@ fn ctrl_c_ends_the_run_but_keeps_the_results() {
     assert_eq!(doc["verdict"]["interrupted"], true);
     assert!(doc["duration_s"].as_f64().unwrap() < 30.0);
     for s in doc["series"].as_array().unwrap() {
-        assert!(s["count"].as_u64().unwrap() > 100, "samples before the interrupt are kept: {s}");
+        assert!(
+            s["count"].as_u64().unwrap() > 100,
+            "samples before the interrupt are kept: {s}"
+        );
     }
 }
 
 #[test]
 fn unprivileged_run_degrades_and_says_so() {
     if !is_root() {
-        return skip("unprivileged_run_degrades_and_says_so", "needs root to switch to an unprivileged user");
+        return skip(
+            "unprivileged_run_degrades_and_says_so",
+            "needs root to switch to an unprivileged user",
+        );
     }
-    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
-        return skip("unprivileged_run_degrades_and_says_so", "setpriv (util-linux) is not installed");
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return skip(
+            "unprivileged_run_degrades_and_says_so",
+            "setpriv (util-linux) is not installed",
+        );
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let json = dir.path().join("unpriv.json");
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(assert_cmd::cargo::cargo_bin("rtlab"))
         .args(["wakeup", "--duration", "300ms", "--json"])
         .arg(&json)
@@ -163,13 +256,22 @@ fn unprivileged_run_degrades_and_says_so() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for needle in ["warning: cannot use SCHED_FIFO", "warning: memory not locked", "warning: /dev/cpu_dma_latency"] {
+    for needle in [
+        "warning: cannot use SCHED_FIFO",
+        "warning: memory not locked",
+        "warning: /dev/cpu_dma_latency",
+    ] {
         assert!(stderr.contains(needle), "missing '{needle}' in: {stderr}");
     }
     let doc = load_valid_document(&json);
     assert_eq!(doc["system"]["privileges"]["rt_sched"], false);
     assert_eq!(doc["system"]["privileges"]["mlock"], false);
-    assert_eq!(doc["warnings"].as_array().unwrap().len(), 3, "{}", doc["warnings"]);
+    assert_eq!(
+        doc["warnings"].as_array().unwrap().len(),
+        3,
+        "{}",
+        doc["warnings"]
+    );
     assert_eq!(doc["series"][0]["config"]["policy"], "other");
 }
 
@@ -178,13 +280,29 @@ fn wakeup_under_load_records_the_load() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("loaded.json");
     rtlab()
-        .args(["wakeup", "--duration", "300ms", "--cpus", "0", "--load", "cpu:1", "--load", "mmap:8MiB", "--quiet"])
+        .args([
+            "wakeup",
+            "--duration",
+            "300ms",
+            "--cpus",
+            "0",
+            "--load",
+            "cpu:1",
+            "--load",
+            "mmap:8MiB",
+            "--quiet",
+        ])
         .args(["--no-dma-latency", "--json"])
         .arg(&json)
         .assert()
         .success();
     let doc = load_valid_document(&json);
-    let specs: Vec<&str> = doc["load"].as_array().unwrap().iter().map(|l| l["spec"].as_str().unwrap()).collect();
+    let specs: Vec<&str> = doc["load"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["spec"].as_str().unwrap())
+        .collect();
     assert_eq!(specs, vec!["cpu:1", "mmap:8MiB"]);
 }
 
@@ -194,7 +312,9 @@ fn help_lists_series_and_examples() {
         .args(["wakeup", "--help"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("Series: thread0").and(predicate::str::contains("Examples:")));
+        .stdout(
+            predicate::str::contains("Series: thread0").and(predicate::str::contains("Examples:")),
+        );
     rtlab()
         .args(["load", "--help"])
         .assert()

@@ -18,6 +18,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         interval: args.interval,
         policy: common.policy,
         prio: common.prio,
+        aligned: args.aligned,
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(

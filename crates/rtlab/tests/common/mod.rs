@@ -22,15 +22,22 @@ pub fn load_valid_document(path: &Path) -> Value {
 }
 
 pub fn assert_valid(doc: &Value) {
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
     assert!(errors.is_empty(), "schema violations: {errors:#?}");
 }
 
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -40,5 +47,10 @@ pub fn skip(test: &str, reason: &str) {
 }
 
 pub fn series_names(doc: &Value) -> Vec<String> {
-    doc["series"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect()
+    doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect()
 }
