@@ -22,6 +22,7 @@ if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO, mlockall, cpu_dma_la
 need=()
 command -v cyclictest >/dev/null || need+=(rt-tests)
 command -v stress-ng >/dev/null || need+=(stress-ng)
+[ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -33,14 +34,18 @@ STRESS_PID=
 cleanup() { [ -n "$STRESS_PID" ] && kill "$STRESS_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# Runs a command and writes "user_s sys_s maxrss_kib" of it (getrusage of the child, us
-# resolution; /usr/bin/time rounds to 10 ms, too coarse for CPU per sample).
+# Runs a command and writes "user_s sys_s maxrss_kib" of it. CPU comes from getrusage of the
+# children (us resolution; /usr/bin/time rounds to 10 ms, too coarse for CPU per sample).
+# Peak RSS comes from /usr/bin/time, because a child forked from python keeps python's
+# pre-exec RSS as its maxrss, which would hide the tool's own.
 timed() { # $1 = output file, rest = command
   local out=$1; shift
   python3 -c 'import resource, subprocess, sys
-subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.run(["/usr/bin/time", "-f", "%M", "-o", sys.argv[1] + ".rss"] + sys.argv[2:],
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(sys.argv[1], "w").write(f"{r.ru_utime} {r.ru_stime} {r.ru_maxrss}\n")' "$out" "$@"
+rss = open(sys.argv[1] + ".rss").read().split()[-1]
+open(sys.argv[1], "w").write(f"{r.ru_utime} {r.ru_stime} {rss}\n")' "$out" "$@"
 }
 run_cyclictest() { # $1 = output prefix
   timed "$1.time" \

@@ -111,10 +111,6 @@ pub enum LockPiError {
     Deadlock,
     /// `ETIMEDOUT`: the deadline passed.
     TimedOut,
-    /// `EOWNERDEAD`-like: for robust futexes the kernel returns 0 and sets `OWNER_DIED`
-    /// in the word instead; this variant is for `ENOTRECOVERABLE`-style states reported by
-    /// callers. Never produced by the kernel call itself.
-    NotRecoverable,
     /// Any other errno (`EINVAL` for a word used with `FUTEX_WAIT`, `ESRCH` for a bogus
     /// owner TID in the word, `ENOSYS` for an absent operation).
     Other(i32),

@@ -48,7 +48,17 @@ unsafe impl Send for AnonMapping {}
 impl AnonMapping {
     /// C: `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`.
     pub fn new(len: usize) -> Result<Self, SysError> {
-        use rustix::mm::{mmap_anonymous, MapFlags, ProtFlags};
+        Self::map(len, rustix::mm::MapFlags::PRIVATE)
+    }
+
+    /// C: `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0)`: zeroed
+    /// memory that a `fork()`ed child shares with its parent (for process-shared futexes).
+    pub fn new_shared(len: usize) -> Result<Self, SysError> {
+        Self::map(len, rustix::mm::MapFlags::SHARED)
+    }
+
+    fn map(len: usize, flags: rustix::mm::MapFlags) -> Result<Self, SysError> {
+        use rustix::mm::{mmap_anonymous, ProtFlags};
         if len == 0 {
             return Err(SysError::Invalid {
                 what: "mmap(len 0)".into(),
@@ -60,7 +70,7 @@ impl AnonMapping {
                 std::ptr::null_mut(),
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
+                flags,
             )
         }
         .map_err(|e| SysError::from_errno(format!("mmap({len} bytes)"), e))?;
@@ -89,6 +99,11 @@ impl AnonMapping {
         // SAFETY: the range is exactly our own live mapping.
         unsafe { rustix::mm::mlock(self.ptr.as_ptr().cast(), self.len) }
             .map_err(|e| SysError::from_errno(format!("mlock({} bytes)", self.len), e))
+    }
+
+    /// Start of the mapping (page aligned, zero-filled when new).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
     }
 
     /// Length in bytes.

@@ -32,6 +32,59 @@ pub fn fork_and_reap_trivial_child() -> Result<(), SysError> {
     }
 }
 
+/// Forks; the child runs `child` and `_exit`s with its return value. Returns the child's pid
+/// at once; reap it with [`wait_child`].
+///
+/// # Safety
+/// In a multi-threaded process the child has only the calling thread: `child` must not take
+/// locks another thread may have held at fork time (malloc, stdio, any Mutex), i.e. it should
+/// restrict itself to atomics, syscalls and memory prepared before the fork. rtlab uses it in
+/// tests and stress harnesses that obey this.
+pub unsafe fn fork_child(child: impl FnOnce() -> i32) -> Result<i32, SysError> {
+    // SAFETY: the caller guarantees `child` is fork-safe (see above).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(SysError::from_io("fork()", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let code = child();
+        // SAFETY: ends the child without running the parent's atexit handlers or destructors.
+        unsafe { libc::_exit(code) };
+    }
+    Ok(pid)
+}
+
+/// [`fork_child`], then waits for it: returns its exit code (128 + signal if killed).
+///
+/// # Safety
+/// As for [`fork_child`].
+pub unsafe fn fork_run(child: impl FnOnce() -> i32) -> Result<i32, SysError> {
+    // SAFETY: forwarded from the caller.
+    let pid = unsafe { fork_child(child) }?;
+    wait_child(pid)
+}
+
+/// Waits for child `pid` and returns its exit code, or 128 + signal if a signal killed it.
+pub fn wait_child(pid: i32) -> Result<i32, SysError> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid writable int.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(SysError::from_io("waitpid()", err));
+        }
+    }
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    })
+}
+
 /// The effective user id of this process (0 means root).
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
