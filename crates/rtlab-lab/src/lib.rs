@@ -6,6 +6,7 @@
 
 mod error;
 pub mod harness;
+pub mod lock;
 pub mod survey;
 pub mod wakeup;
 

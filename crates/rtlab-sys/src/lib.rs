@@ -17,6 +17,8 @@ pub mod probe;
 #[allow(unsafe_code)]
 pub mod process;
 #[allow(unsafe_code)]
+pub mod pthread;
+#[allow(unsafe_code)]
 pub mod sched;
 #[allow(unsafe_code)]
 pub mod signal;

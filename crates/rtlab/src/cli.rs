@@ -33,6 +33,9 @@ pub enum Command {
     /// Timed-wakeup latency: wake at absolute deadlines, latency = actual - scheduled.
     #[command(after_help = WAKEUP_HELP)]
     Wakeup(WakeupArgs),
+    /// Mutex cost: fast path (uncontended) and slow path (hand-off) of rtlab's and others' locks.
+    #[command(after_help = LOCK_HELP)]
+    Lock(LockArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -56,6 +59,22 @@ Examples:
   rtlab wakeup --duration 10s --json out.json
   rtlab wakeup --cpus 0 --interval 200us --prio 99 --load cpu --fail-above 500us
   rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads";
+
+const LOCK_HELP: &str = "\
+Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
+<impl>/handoff (metric handoff: ns per hand-off, two threads passing a ring of three
+mutexes, seed 003's method), for impl in rtlab-pi, glibc-normal, glibc-pi, glibc-pp,
+glibc-robust, std, parking_lot. Each value is the median of many batches, interleaved
+across implementations. glibc-pp (PTHREAD_PRIO_PROTECT, ceiling = --prio + 1) needs
+SCHED_FIFO/RR callers and is skipped with a warning under --policy other. std and parking_lot
+spin briefly before sleeping: with the two threads on different CPUs their hand-off is a
+cache-line transfer rather than a wake-up; --cpus 0 compares real wake-ups.
+Default scheduling: SCHED_FIFO 10. The uncontended thread and hand-off thread B run on the
+first of --cpus, thread C on the second (the same CPU if only one is given).
+
+Examples:
+  rtlab lock --duration 6s --json lock.json
+  rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long).
@@ -119,6 +138,31 @@ pub struct WakeupArgs {
     /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
     #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
     pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Implementations to measure, comma-separated (default: all).
+    #[arg(long = "impl", value_name = "LIST", value_delimiter = ',', value_parser = parse_impl)]
+    pub impls: Vec<rtlab_lab::lock::Impl>,
+}
+
+fn parse_impl(text: &str) -> Result<rtlab_lab::lock::Impl, String> {
+    rtlab_lab::lock::Impl::ALL
+        .into_iter()
+        .find(|i| i.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = rtlab_lab::lock::Impl::ALL
+                .iter()
+                .map(|i| i.name())
+                .collect();
+            format!(
+                "unknown implementation '{text}' (expected one of {})",
+                names.join(", ")
+            )
+        })
 }
 
 #[derive(Debug, Args)]

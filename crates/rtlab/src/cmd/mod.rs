@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod load;
+mod lock;
 mod survey;
 mod wakeup;
 
@@ -15,6 +16,7 @@ use rtlab_sys::sched::Policy;
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
         Command::Wakeup(args) => wakeup::run(args),
+        Command::Lock(args) => lock::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

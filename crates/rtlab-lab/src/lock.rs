@@ -1,0 +1,471 @@
+//! `rtlab lock`: mutex cost, seed 003's method, for rtlab's primitives and the usual others.
+//!
+//! * `<impl>/uncontended`: one thread locks and unlocks in a loop; ns per pair (fast path).
+//! * `<impl>/handoff`: two threads pass a ring of three mutexes (thread B starts holding 1
+//!   and repeats `lock((n+2)%3); unlock((n+1)%3)`, thread C starts holding 2 and repeats
+//!   `lock(m%3); unlock((m+2)%3)`), so every step blocks and wakes the other: ns per hand-off
+//!   (slow path: futex wait and wake, or PI hand-over in the kernel).
+//!
+//! Each figure is the median over many timed batches; the batches are interleaved across
+//! implementations (round-robin) so drift on a noisy machine hits all of them alike.
+
+use crate::harness::{CommonConfig, Observer};
+use crate::{Experiment, LabError, Outcome};
+use rtlab_stats::result::{Series, Unit};
+use rtlab_stats::Nanos;
+use rtlab_sync::PiMutex;
+use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
+use rtlab_sys::pthread::{PthreadKind, PthreadMutex};
+use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::time::monotonic_now_ns;
+use std::hint::black_box;
+use std::sync::Barrier;
+
+/// Series names this experiment emits (for help text).
+pub const SERIES_HELP: &str =
+    "<impl>/uncontended and <impl>/handoff (metric lock_unlock and handoff, \
+unit ns, a single value each) for impl in rtlab-pi, glibc-normal, glibc-pi, glibc-pp, \
+glibc-robust, std, parking_lot";
+
+const UNCONTENDED_BATCH: u64 = 20_000;
+const HANDOFF_BATCH: u64 = 1_000;
+
+/// A lock under test: `lock` returns a guard that unlocks on drop.
+trait BenchLock: Sync {
+    type Guard<'a>
+    where
+        Self: 'a;
+    fn acquire(&self) -> Result<Self::Guard<'_>, String>;
+}
+
+impl BenchLock for PiMutex<()> {
+    type Guard<'a> = rtlab_sync::PiMutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for PthreadMutex {
+    type Guard<'a> = rtlab_sys::pthread::PthreadGuard<'a>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for std::sync::Mutex<()> {
+    type Guard<'a> = std::sync::MutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for parking_lot::Mutex<()> {
+    type Guard<'a> = parking_lot::MutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        Ok(self.lock())
+    }
+}
+
+/// The implementations compared, in table order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Impl {
+    /// [`PiMutex`].
+    RtlabPi,
+    /// glibc `PTHREAD_MUTEX_NORMAL`.
+    GlibcNormal,
+    /// glibc `PTHREAD_PRIO_INHERIT`.
+    GlibcPi,
+    /// glibc `PTHREAD_PRIO_PROTECT`.
+    GlibcPp,
+    /// glibc `PTHREAD_MUTEX_ROBUST`.
+    GlibcRobust,
+    /// `std::sync::Mutex`.
+    Std,
+    /// `parking_lot::Mutex`.
+    ParkingLot,
+}
+
+impl Impl {
+    /// All implementations.
+    pub const ALL: [Impl; 7] = [
+        Impl::RtlabPi,
+        Impl::GlibcNormal,
+        Impl::GlibcPi,
+        Impl::GlibcPp,
+        Impl::GlibcRobust,
+        Impl::Std,
+        Impl::ParkingLot,
+    ];
+
+    /// Series name prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::RtlabPi => "rtlab-pi",
+            Impl::GlibcNormal => "glibc-normal",
+            Impl::GlibcPi => "glibc-pi",
+            Impl::GlibcPp => "glibc-pp",
+            Impl::GlibcRobust => "glibc-robust",
+            Impl::Std => "std",
+            Impl::ParkingLot => "parking_lot",
+        }
+    }
+}
+
+/// Scheduling of the measuring threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sched {
+    /// Policy.
+    pub policy: Policy,
+    /// Priority (0 for other).
+    pub prio: u32,
+}
+
+/// Configuration of a lock run.
+#[derive(Debug, Clone)]
+pub struct LockConfig {
+    /// Implementations to measure.
+    pub impls: Vec<Impl>,
+    /// CPUs: the uncontended thread and hand-off thread B run on the first, C on the second
+    /// (the first again if only one is given).
+    pub cpus: CpuList,
+    /// Scheduling of the measuring threads.
+    pub sched: Sched,
+}
+
+/// The lock experiment.
+#[derive(Debug, Clone)]
+pub struct LockExperiment {
+    config: LockConfig,
+}
+
+impl LockExperiment {
+    /// How many implementations it measures.
+    pub fn implementations(&self) -> usize {
+        self.config.impls.len()
+    }
+
+    /// Validates the configuration.
+    pub fn new(config: LockConfig) -> Result<Self, LabError> {
+        if config.impls.is_empty() || config.cpus.is_empty() {
+            return Err(LabError::Config(
+                "nothing to measure: no implementation or no CPU".into(),
+            ));
+        }
+        Ok(LockExperiment { config })
+    }
+}
+
+fn enter(cpu: usize, sched: Sched) -> Result<(), String> {
+    set_current_thread_affinity(&CpuList::from(vec![cpu])).map_err(|e| e.to_string())?;
+    set_current_thread_scheduler(sched.policy, sched.prio).map_err(|e| e.to_string())
+}
+
+/// ns per lock+unlock pair over one batch, on a fresh thread with the given placement.
+fn uncontended_batch<L: BenchLock>(lock: &L, cpu: usize, sched: Sched) -> Result<f64, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(cpu, sched)?;
+            // Warm up, and find out whether this lock works for this caller at all.
+            drop(lock.acquire()?);
+            let t0 = monotonic_now_ns();
+            for _ in 0..UNCONTENDED_BATCH {
+                drop(black_box(lock.acquire()?));
+            }
+            Ok((monotonic_now_ns() - t0) as f64 / UNCONTENDED_BATCH as f64)
+        })
+        .join()
+        .map_err(|_| "measuring thread panicked".to_string())?
+    })
+}
+
+/// ns per hand-off over one batch of the three-mutex ring.
+fn handoff_batch<L: BenchLock>(
+    locks: &[L; 3],
+    cpus: (usize, usize),
+    sched: Sched,
+) -> Result<f64, String> {
+    let ready = Barrier::new(3);
+    std::thread::scope(|s| {
+        let ring = |cpu: usize, first_held: usize, step: fn(u64) -> (usize, usize)| {
+            let ready = &ready;
+            move || -> Result<(u64, u64), String> {
+                let entered = enter(cpu, sched);
+                let held_first = entered.and_then(|_| locks[first_held].acquire());
+                let mut held: [Option<L::Guard<'_>>; 3] = [None, None, None];
+                let ok = held_first.map(|g| held[first_held] = Some(g));
+                ready.wait();
+                ok?;
+                // Each thread stamps its own start: the spawning thread may not even get a CPU
+                // while two RT threads run the ring.
+                let start = monotonic_now_ns();
+                for n in 0..HANDOFF_BATCH {
+                    let (take, release) = step(n);
+                    held[take] = Some(locks[take].acquire()?);
+                    held[release] = None;
+                }
+                Ok((start, monotonic_now_ns()))
+            }
+        };
+        let b = s.spawn(ring(cpus.0, 1, |n| {
+            (((n + 2) % 3) as usize, ((n + 1) % 3) as usize)
+        }));
+        let c = s.spawn(ring(cpus.1, 2, |m| {
+            ((m % 3) as usize, ((m + 2) % 3) as usize)
+        }));
+        ready.wait();
+        let (start_b, end_b) = b.join().map_err(|_| "thread B panicked".to_string())??;
+        let (start_c, end_c) = c.join().map_err(|_| "thread C panicked".to_string())??;
+        let elapsed = end_b.max(end_c).saturating_sub(start_b.min(start_c));
+        Ok(elapsed as f64 / (2 * HANDOFF_BATCH) as f64)
+    })
+}
+
+/// One implementation's locks and its batch functions.
+enum Subject {
+    Pi([PiMutex<()>; 3]),
+    Pthread([PthreadMutex; 3]),
+    Std([std::sync::Mutex<()>; 3]),
+    ParkingLot([parking_lot::Mutex<()>; 3]),
+}
+
+impl Subject {
+    fn new(which: Impl, sched: Sched) -> Result<Self, String> {
+        let pthread = |kind| -> Result<Subject, String> {
+            let make = || PthreadMutex::new(kind).map_err(|e| e.to_string());
+            Ok(Subject::Pthread([make()?, make()?, make()?]))
+        };
+        match which {
+            Impl::RtlabPi => Ok(Subject::Pi(Default::default())),
+            Impl::GlibcNormal => pthread(PthreadKind::Normal),
+            Impl::GlibcPi => pthread(PthreadKind::PrioInherit),
+            Impl::GlibcPp => pthread(PthreadKind::PrioProtect(sched.prio.clamp(1, 98) + 1)),
+            Impl::GlibcRobust => pthread(PthreadKind::Robust),
+            Impl::Std => Ok(Subject::Std(Default::default())),
+            Impl::ParkingLot => Ok(Subject::ParkingLot(Default::default())),
+        }
+    }
+
+    fn uncontended(&self, cpu: usize, sched: Sched) -> Result<f64, String> {
+        match self {
+            Subject::Pi(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Pthread(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Std(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::ParkingLot(l) => uncontended_batch(&l[0], cpu, sched),
+        }
+    }
+
+    fn handoff(&self, cpus: (usize, usize), sched: Sched) -> Result<f64, String> {
+        match self {
+            Subject::Pi(l) => handoff_batch(l, cpus, sched),
+            Subject::Pthread(l) => handoff_batch(l, cpus, sched),
+            Subject::Std(l) => handoff_batch(l, cpus, sched),
+            Subject::ParkingLot(l) => handoff_batch(l, cpus, sched),
+        }
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+struct Track {
+    which: Impl,
+    subject: Subject,
+    uncontended: Vec<f64>,
+    handoff: Vec<f64>,
+    failed: Option<String>,
+}
+
+impl Experiment for LockExperiment {
+    fn command(&self) -> &'static str {
+        "lock"
+    }
+
+    fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
+        let cfg = &self.config;
+        let mut outcome = Outcome::default();
+        let mut sched = cfg.sched;
+        if sched.policy.is_realtime() && !rtlab_sys::probe::can_use_fifo(sched.prio) {
+            let msg = format!(
+                "cannot use SCHED_{} {}: measuring under SCHED_OTHER (glibc-pp cannot run then)",
+                sched.policy.as_str().to_uppercase(),
+                sched.prio
+            );
+            observer.warn(&msg);
+            outcome.warnings.push(msg);
+            sched = Sched {
+                policy: Policy::Other,
+                prio: 0,
+            };
+        }
+        let cpus = cfg.cpus.as_slice();
+        let (cpu_b, cpu_c) = (cpus[0], cpus[1 % cpus.len()]);
+        let mut tracks: Vec<Track> = Vec::new();
+        for &which in &cfg.impls {
+            match Subject::new(which, sched) {
+                Ok(subject) => tracks.push(Track {
+                    which,
+                    subject,
+                    uncontended: vec![],
+                    handoff: vec![],
+                    failed: None,
+                }),
+                Err(e) => {
+                    let msg = format!("{}: skipped: {e}", which.name());
+                    observer.warn(&msg);
+                    outcome.warnings.push(msg);
+                }
+            }
+        }
+        let began = monotonic_now_ns();
+        let end = began + common.duration.get();
+        // Round-robin: one batch of each mode of each implementation per round, so machine
+        // noise spreads evenly; at least three rounds so a median exists.
+        let mut rounds = 0;
+        while (monotonic_now_ns() < end || rounds < 3) && !rtlab_sys::signal::interrupted() {
+            for t in tracks.iter_mut().filter(|t| t.failed.is_none()) {
+                let result = t
+                    .subject
+                    .uncontended(cpu_b, sched)
+                    .and_then(|u| Ok((u, t.subject.handoff((cpu_b, cpu_c), sched)?)));
+                match result {
+                    Ok((u, h)) => {
+                        t.uncontended.push(u);
+                        t.handoff.push(h);
+                    }
+                    Err(e) => t.failed = Some(e),
+                }
+            }
+            rounds += 1;
+            observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
+            if rounds >= 10_000 {
+                break;
+            }
+        }
+        for t in &mut tracks {
+            let name = t.which.name();
+            if let Some(e) = &t.failed {
+                let msg = format!("{name}: skipped: {e}");
+                observer.warn(&msg);
+                outcome.warnings.push(msg);
+                continue;
+            }
+            if t.uncontended.is_empty() {
+                continue;
+            }
+            let batches = t.uncontended.len();
+            let with = |s: Series, threads: u32, batch: u64| {
+                s.with_config("threads", threads)
+                    .with_config("policy", sched.policy.as_str())
+                    .with_config("prio", sched.prio)
+                    .with_config("batches", batches)
+                    .with_config("batch_iterations", batch)
+            };
+            outcome.series.push(
+                with(
+                    Series::value(
+                        format!("{name}/uncontended"),
+                        "lock_unlock",
+                        Unit::Ns,
+                        median(&mut t.uncontended),
+                    ),
+                    1,
+                    UNCONTENDED_BATCH,
+                )
+                .with_config("cpu", cpu_b),
+            );
+            outcome.series.push(
+                with(
+                    Series::value(
+                        format!("{name}/handoff"),
+                        "handoff",
+                        Unit::Ns,
+                        median(&mut t.handoff),
+                    ),
+                    2,
+                    HANDOFF_BATCH,
+                )
+                .with_config("cpus", vec![cpu_b, cpu_c]),
+            );
+        }
+        if outcome.series.is_empty() {
+            return Err(LabError::Thread(
+                "no implementation could be measured".into(),
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::NullObserver;
+
+    #[test]
+    fn every_implementation_yields_both_series() {
+        let exp = LockExperiment::new(LockConfig {
+            impls: Impl::ALL.to_vec(),
+            cpus: rtlab_sys::affinity::usable_cpus(),
+            sched: Sched {
+                policy: Policy::Other,
+                prio: 0,
+            },
+        })
+        .unwrap();
+        let common = CommonConfig {
+            duration: Nanos::from_millis(200),
+            loads: vec![],
+            mlock: false,
+            dma_latency: false,
+        };
+        let out = exp.run(&common, &mut NullObserver).unwrap();
+        let names: Vec<&str> = out.series.iter().map(|s| s.name.as_str()).collect();
+        // glibc-pp refuses SCHED_OTHER callers: skipped, and said so.
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.starts_with("glibc-pp: skipped")),
+            "{:?}",
+            out.warnings
+        );
+        for imp in Impl::ALL.iter().filter(|i| **i != Impl::GlibcPp) {
+            for mode in ["uncontended", "handoff"] {
+                let name = format!("{}/{mode}", imp.name());
+                assert!(
+                    names.contains(&name.as_str()),
+                    "{name} missing from {names:?}"
+                );
+            }
+        }
+        for s in &out.series {
+            let v = s.value.unwrap();
+            // A lock+unlock cannot take under a nanosecond or over a millisecond here.
+            assert!(v > 1.0 && v < 1_000_000.0, "{}: {v}", s.name);
+        }
+    }
+
+    #[test]
+    fn handoff_ring_terminates_and_is_slower_than_the_fast_path() {
+        let sched = Sched {
+            policy: Policy::Other,
+            prio: 0,
+        };
+        let subject = Subject::new(Impl::RtlabPi, sched).unwrap();
+        let cpus = rtlab_sys::affinity::usable_cpus();
+        let cpu = cpus.as_slice()[0];
+        let fast = subject.uncontended(cpu, sched).unwrap();
+        let slow = subject
+            .handoff((cpu, cpus.as_slice()[1 % cpus.len()]), sched)
+            .unwrap();
+        assert!(
+            slow > fast,
+            "hand-off {slow} ns should cost more than a fast-path pair {fast} ns"
+        );
+    }
+}

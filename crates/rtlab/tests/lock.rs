@@ -1,0 +1,90 @@
+//! End-to-end tests of `rtlab lock`.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn lock_emits_both_modes_of_every_implementation() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lock.json");
+    let out = rtlab()
+        .args(["lock", "--duration", "600ms", "--no-dma-latency", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    let names = series_names(&doc);
+    let rt = doc["system"]["privileges"]["rt_sched"].as_bool().unwrap();
+    for imp in [
+        "rtlab-pi",
+        "glibc-normal",
+        "glibc-pi",
+        "glibc-pp",
+        "glibc-robust",
+        "std",
+        "parking_lot",
+    ] {
+        if imp == "glibc-pp" && !rt {
+            continue; // skipped with a warning without SCHED_FIFO
+        }
+        for mode in ["uncontended", "handoff"] {
+            let name = format!("{imp}/{mode}");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("rtlab-pi/handoff / glibc-pi/handoff = "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn lock_rejects_unknown_implementations() {
+    let out = rtlab()
+        .args(["lock", "--impl", "rtlab-pi,spinlock9000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--impl") && stderr.contains("spinlock9000"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
+    let out = rtlab()
+        .args([
+            "lock",
+            "--duration",
+            "200ms",
+            "--policy",
+            "other",
+            "--impl",
+            "glibc-pp,rtlab-pi",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&doc);
+    assert_eq!(
+        series_names(&doc),
+        vec!["rtlab-pi/uncontended", "rtlab-pi/handoff"]
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: glibc-pp: skipped"));
+}
