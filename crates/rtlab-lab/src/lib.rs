@@ -24,6 +24,35 @@ pub struct Outcome {
     pub warnings: Vec<String>,
 }
 
+impl Outcome {
+    /// Records a degradation and tells the observer at once.
+    pub fn warn(&mut self, observer: &mut dyn harness::Observer, message: String) {
+        observer.warn(&message);
+        self.warnings.push(message);
+    }
+
+    /// The scheduling the measuring threads can really get: `policy`/`prio` when this
+    /// process may use them, else SCHED_OTHER with one warning saying what it costs (`cost`).
+    pub fn effective_sched(
+        &mut self,
+        observer: &mut dyn harness::Observer,
+        policy: rtlab_sys::sched::Policy,
+        prio: u32,
+        cost: &str,
+    ) -> (rtlab_sys::sched::Policy, u32) {
+        if !policy.is_realtime() || rtlab_sys::probe::can_use_fifo(prio) {
+            return (policy, prio);
+        }
+        let message = format!(
+            "cannot use SCHED_{} {prio} (no CAP_SYS_NICE or RLIMIT_RTPRIO): measuring under \
+             SCHED_OTHER, {cost}; run as root for real-time numbers",
+            policy.as_str().to_uppercase()
+        );
+        self.warn(observer, message);
+        (rtlab_sys::sched::Policy::Other, 0)
+    }
+}
+
 /// One latency experiment.
 pub trait Experiment {
     /// The subcommand name (`wakeup`).

@@ -289,20 +289,13 @@ impl Experiment for LockExperiment {
     fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
         let cfg = &self.config;
         let mut outcome = Outcome::default();
-        let mut sched = cfg.sched;
-        if sched.policy.is_realtime() && !rtlab_sys::probe::can_use_fifo(sched.prio) {
-            let msg = format!(
-                "cannot use SCHED_{} {}: measuring under SCHED_OTHER (glibc-pp cannot run then)",
-                sched.policy.as_str().to_uppercase(),
-                sched.prio
-            );
-            observer.warn(&msg);
-            outcome.warnings.push(msg);
-            sched = Sched {
-                policy: Policy::Other,
-                prio: 0,
-            };
-        }
+        let (policy, prio) = outcome.effective_sched(
+            observer,
+            cfg.sched.policy,
+            cfg.sched.prio,
+            "so glibc-pp cannot run",
+        );
+        let sched = Sched { policy, prio };
         let cpus = cfg.cpus.as_slice();
         let (cpu_b, cpu_c) = (cpus[0], cpus[1 % cpus.len()]);
         let mut tracks: Vec<Track> = Vec::new();
@@ -315,11 +308,7 @@ impl Experiment for LockExperiment {
                     handoff: vec![],
                     failed: None,
                 }),
-                Err(e) => {
-                    let msg = format!("{}: skipped: {e}", which.name());
-                    observer.warn(&msg);
-                    outcome.warnings.push(msg);
-                }
+                Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", which.name())),
             }
         }
         let began = monotonic_now_ns();
@@ -350,9 +339,7 @@ impl Experiment for LockExperiment {
         for t in &mut tracks {
             let name = t.which.name();
             if let Some(e) = &t.failed {
-                let msg = format!("{name}: skipped: {e}");
-                observer.warn(&msg);
-                outcome.warnings.push(msg);
+                outcome.warn(observer, format!("{name}: skipped: {e}"));
                 continue;
             }
             if t.uncontended.is_empty() {

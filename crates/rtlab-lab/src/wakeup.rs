@@ -227,17 +227,12 @@ impl Experiment for Wakeup {
     fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
         let cfg = &self.config;
         let mut outcome = Outcome::default();
-        let (mut policy, mut prio) = (cfg.policy, cfg.prio);
-        if policy.is_realtime() && !rtlab_sys::probe::can_use_fifo(prio) {
-            let msg = format!(
-                "cannot use SCHED_{} {prio} (no CAP_SYS_NICE or RLIMIT_RTPRIO): measuring under \
-                 SCHED_OTHER, so latencies include time-sharing delays; run as root for real-time numbers",
-                policy.as_str().to_uppercase()
-            );
-            observer.warn(&msg);
-            outcome.warnings.push(msg);
-            (policy, prio) = (Policy::Other, 0);
-        }
+        let (policy, prio) = outcome.effective_sched(
+            observer,
+            cfg.policy,
+            cfg.prio,
+            "so latencies include time-sharing delays",
+        );
 
         let cpus = cfg.placement.cpus();
         let gate = Arc::new(StartGate::default());
