@@ -11,6 +11,17 @@ pub enum LockError {
     /// The lock is held by another thread (`try_lock`).
     #[error("the lock is held by another thread")]
     WouldBlock,
+    /// The caller's priority is above a priority-protect mutex's ceiling (POSIX `EINVAL`).
+    #[error("the calling thread's priority {caller} is above the mutex ceiling {ceiling}")]
+    CeilingViolation {
+        /// The caller's real-time priority.
+        caller: u32,
+        /// The mutex's ceiling.
+        ceiling: u32,
+    },
+    /// The thread may not be raised to the ceiling (no `CAP_SYS_NICE` / `RLIMIT_RTPRIO`).
+    #[error("cannot raise the calling thread to the ceiling priority: permission denied")]
+    PermissionDenied,
     /// The kernel refused the operation (errno given), e.g. `EINVAL` when the word was used
     /// with a non-PI futex operation, `ESRCH` when the word names a thread that does not exist.
     #[error("futex operation failed (errno {0})")]

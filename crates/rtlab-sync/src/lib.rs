@@ -2,15 +2,30 @@
 //!
 //! * [`PiMutex`]: priority-inheritance mutex (`FUTEX_LOCK_PI`), TID fast path in user space,
 //!   process-private by default, a process-shared form for shared memory ([`RawPiMutex`]).
+//! * [`CeilingMutex`]: priority protect: the holder runs at the ceiling priority.
+//! * [`PiCondvar`]: condition variable on requeue-PI futexes; waiters are woken in priority
+//!   order and return owning the mutex.
+//! * [`Parker`] and [`sleep_until`]: absolute-deadline parking.
+//! * [`Semaphore`] and [`Event`].
 //!
 //! Every primitive documents its futex word as a bit/state table and justifies each memory
 //! ordering where it is used.
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+mod ceiling;
+#[allow(unsafe_code)]
+mod condvar;
 mod error;
+mod parker;
 #[allow(unsafe_code)]
 mod pi_mutex;
+mod semaphore;
 
+pub use ceiling::{CeilingGuard, CeilingMutex};
+pub use condvar::{PiCondvar, WaitResult};
 pub use error::LockError;
+pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
 pub use rtlab_sys::futex::Scope;
+pub use semaphore::{Event, Semaphore};

@@ -17,7 +17,7 @@
 //! `nr_wake == 1` and returns with the target mutex owned.
 
 use crate::SysError;
-use rustix::io::Errno;
+pub use rustix::io::Errno;
 use rustix::thread::futex as fx;
 use rustix::time::Timespec;
 use std::cell::Cell;
