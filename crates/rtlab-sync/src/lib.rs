@@ -7,6 +7,9 @@
 //!   order and return owning the mutex.
 //! * [`Parker`] and [`sleep_until`]: absolute-deadline parking.
 //! * [`Semaphore`] and [`Event`].
+//! * [`RobustMutex`]: robust PI mutex for shared memory; survives its owner's death
+//!   (`OwnerDied` once, then `make_consistent` or `NotRecoverable`), coexisting with glibc's
+//!   own robust list.
 //!
 //! Every primitive documents its futex word as a bit/state table and justifies each memory
 //! ordering where it is used.
@@ -20,6 +23,8 @@ mod error;
 mod parker;
 #[allow(unsafe_code)]
 mod pi_mutex;
+#[allow(unsafe_code)]
+mod robust;
 mod semaphore;
 
 pub use ceiling::{CeilingGuard, CeilingMutex};
@@ -27,5 +32,6 @@ pub use condvar::{PiCondvar, WaitResult};
 pub use error::LockError;
 pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
+pub use robust::{RobustError, RobustGuard, RobustMutex};
 pub use rtlab_sys::futex::Scope;
 pub use semaphore::{Event, Semaphore};

@@ -19,6 +19,8 @@ pub mod process;
 #[allow(unsafe_code)]
 pub mod pthread;
 #[allow(unsafe_code)]
+pub mod robust;
+#[allow(unsafe_code)]
 pub mod sched;
 #[allow(unsafe_code)]
 pub mod signal;

@@ -85,6 +85,15 @@ pub fn wait_child(pid: i32) -> Result<i32, SysError> {
     })
 }
 
+/// Sends SIGKILL to `pid`. C: `kill(pid, SIGKILL)`.
+pub fn kill_hard(pid: i32) -> Result<(), SysError> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or_else(|| SysError::Invalid {
+        what: format!("kill({pid})"),
+    })?;
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL)
+        .map_err(|e| SysError::from_errno(format!("kill({}, SIGKILL)", pid.as_raw_nonzero()), e))
+}
+
 /// The effective user id of this process (0 means root).
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()

@@ -105,18 +105,27 @@ impl PthreadMutex {
     /// thread above its ceiling or not running SCHED_FIFO/RR.
     #[inline]
     pub fn lock(&self) -> Result<PthreadGuard<'_>, SysError> {
+        self.lock_reporting_owner_death().map(|(guard, _)| guard)
+    }
+
+    /// Like [`lock`](Self::lock), also telling whether the previous owner had died holding it
+    /// (`EOWNERDEAD`; the mutex has been made consistent again).
+    #[inline]
+    pub fn lock_reporting_owner_death(&self) -> Result<(PthreadGuard<'_>, bool), SysError> {
         // SAFETY: the mutex was initialised in `new` and is pinned in its box.
         let rc = unsafe { libc::pthread_mutex_lock(self.inner.get()) };
-        if rc == libc::EOWNERDEAD {
+        let owner_died = rc == libc::EOWNERDEAD;
+        if owner_died {
             // SAFETY: we own it now (EOWNERDEAD returns with the lock held).
             unsafe { libc::pthread_mutex_consistent(self.inner.get()) };
         } else {
             check("pthread_mutex_lock", rc)?;
         }
-        Ok(PthreadGuard {
+        let guard = PthreadGuard {
             mutex: self,
             _not_send: std::marker::PhantomData,
-        })
+        };
+        Ok((guard, owner_died))
     }
 }
 

@@ -1,0 +1,193 @@
+//! RobustMutex: owner death, recovery, glibc coexistence, SIGKILL at random points.
+#![allow(unsafe_code)]
+
+mod common;
+
+use common::*;
+use rtlab_sync::{RobustError, RobustMutex};
+use rtlab_sys::pthread::{PthreadKind, PthreadMutex};
+use rtlab_sys::robust::current_robust_list;
+use rtlab_sys::time::monotonic_now_ns;
+use std::sync::atomic::Ordering;
+
+const SECOND: u64 = 1_000_000_000;
+
+fn list_first() -> usize {
+    let head = current_robust_list().unwrap().unwrap();
+    // SAFETY: the registered head lives as long as this thread.
+    unsafe { head.as_ref() }.list.load(Ordering::Relaxed)
+}
+
+#[test]
+fn lock_and_unlock_leave_the_thread_list_as_it_was() {
+    std::thread::spawn(|| {
+        let before = list_first();
+        let (a, b) = (RobustMutex::new(), RobustMutex::new());
+        let ga = a.lock().unwrap();
+        let gb = b.lock().unwrap();
+        assert_ne!(list_first(), before, "entries are linked while held");
+        drop(ga); // out of order on purpose: unlinking from the middle
+        drop(gb);
+        assert_eq!(list_first(), before);
+        assert!(a.lock().is_ok());
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn owner_death_is_reported_once_then_recovered() {
+    let m = RobustMutex::new();
+    std::thread::scope(|s| {
+        s.spawn(|| std::mem::forget(m.lock().unwrap()));
+    });
+    match m.lock_until(monotonic_now_ns() + 5 * SECOND) {
+        Err(RobustError::OwnerDied(g)) => g.make_consistent(),
+        other => panic!("expected OwnerDied, got {other:?}"),
+    }
+    assert!(m.lock().is_ok(), "reported only once");
+}
+
+#[test]
+fn unlocking_without_repair_makes_it_unrecoverable() {
+    let m = RobustMutex::new();
+    std::thread::scope(|s| {
+        s.spawn(|| std::mem::forget(m.lock().unwrap()));
+    });
+    match m.lock() {
+        Err(RobustError::OwnerDied(g)) => drop(g),
+        other => panic!("expected OwnerDied, got {other:?}"),
+    }
+    assert!(matches!(m.lock(), Err(RobustError::NotRecoverable)));
+    assert!(
+        matches!(m.lock(), Err(RobustError::NotRecoverable)),
+        "stays unrecoverable"
+    );
+}
+
+#[test]
+fn coexists_with_glibc_robust_mutexes_in_one_list() {
+    let glibc_a = PthreadMutex::new(PthreadKind::Robust).unwrap();
+    let glibc_b = PthreadMutex::new(PthreadKind::Robust).unwrap();
+    let ours_1 = RobustMutex::new();
+    let ours_2 = RobustMutex::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Interleave both kinds in the thread's one list, unlink one from the middle,
+            // then die holding the rest.
+            let ga = glibc_a.lock().unwrap();
+            let g1 = ours_1.lock().unwrap();
+            let gb = glibc_b.lock().unwrap();
+            let g2 = ours_2.lock().unwrap();
+            drop(g1);
+            std::mem::forget((ga, gb, g2));
+        });
+    });
+    assert!(
+        glibc_a.lock_reporting_owner_death().unwrap().1,
+        "glibc mutex A: EOWNERDEAD"
+    );
+    assert!(
+        glibc_b.lock_reporting_owner_death().unwrap().1,
+        "glibc mutex B: EOWNERDEAD"
+    );
+    assert!(
+        matches!(ours_2.lock(), Err(RobustError::OwnerDied(_))),
+        "rtlab mutex 2: OwnerDied"
+    );
+    assert!(
+        ours_1.lock().is_ok(),
+        "rtlab mutex 1 was released before the death"
+    );
+}
+
+#[test]
+fn sigkill_at_random_points_never_hangs_and_reports_each_death_once() {
+    let kills = iterations(1_000);
+    let map = rtlab_sys::mem::AnonMapping::new_shared(4096).unwrap();
+    let base = map.as_ptr();
+    let mutex = base as *mut RobustMutex;
+    // SAFETY: offset 0 of a fresh zeroed, page-aligned shared mapping holds the mutex.
+    unsafe { mutex.write(RobustMutex::new_shared()) };
+    // SAFETY: lives as long as `map`; shared with the children through MAP_SHARED.
+    let mutex = unsafe { &*mutex };
+    let (a, b) = (
+        base.wrapping_add(64) as *mut u64,
+        base.wrapping_add(72) as *mut u64,
+    );
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut deaths, mut progress) = (0, 0u64);
+    for round in 0..kills {
+        // SAFETY: the child only uses the shared mutex (futexes, atomics, its TLS) and the
+        // shared counters; it never returns.
+        let child = unsafe {
+            rtlab_sys::process::fork_child(|| loop {
+                let guard = match mutex.lock() {
+                    Ok(g) => g,
+                    Err(RobustError::OwnerDied(g)) => {
+                        // The lock is held: repair the invariant a == b.
+                        b.write_volatile(a.read_volatile());
+                        g.make_consistent();
+                        g
+                    }
+                    Err(_) => return 3,
+                };
+                // Counters are only touched under the lock.
+                a.write_volatile(a.read_volatile() + 1);
+                for _ in 0..200 {
+                    std::hint::spin_loop();
+                }
+                b.write_volatile(b.read_volatile() + 1);
+                drop(guard);
+                // As long outside the lock as inside, so kills land on both sides.
+                for _ in 0..200 {
+                    std::hint::spin_loop();
+                }
+            })
+        }
+        .unwrap();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(std::time::Duration::from_micros(rng % 1_500));
+        rtlab_sys::process::kill_hard(child).unwrap();
+        let status = rtlab_sys::process::wait_child(child).unwrap();
+        assert_eq!(
+            status,
+            128 + 9,
+            "round {round}: child ended by itself with {status}"
+        );
+        match mutex.lock_until(monotonic_now_ns() + 5 * SECOND) {
+            Ok(g) => {
+                // SAFETY: under the lock.
+                unsafe { assert_eq!(a.read_volatile(), b.read_volatile(), "round {round}: torn") };
+                drop(g);
+            }
+            Err(RobustError::OwnerDied(g)) => {
+                deaths += 1;
+                // SAFETY: under the lock.
+                unsafe { b.write_volatile(a.read_volatile()) };
+                g.make_consistent();
+                drop(g);
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+        // The death was reported exactly once: the next locker sees a clean mutex.
+        match mutex.lock_until(monotonic_now_ns() + 5 * SECOND) {
+            Ok(g) => drop(g),
+            Err(e) => panic!("round {round}: second lock: {e}"),
+        }
+        // SAFETY: read outside the lock, but no child is alive.
+        progress = unsafe { a.read_volatile() };
+    }
+    assert!(progress > 0, "the children never took the lock");
+    assert!(
+        deaths > 0,
+        "no child was ever killed inside the lock: the test proved nothing"
+    );
+    assert!(
+        deaths < kills,
+        "no child was ever killed outside the lock: half the paths untested"
+    );
+    eprintln!("{kills} kills, {deaths} inside the lock, {progress} critical sections");
+}
