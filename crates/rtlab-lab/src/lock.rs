@@ -6,19 +6,25 @@
 //!   `lock(m%3); unlock((m+2)%3)`), so every step blocks and wakes the other: ns per hand-off
 //!   (slow path: futex wait and wake, or PI hand-over in the kernel).
 //!
+//! * `<impl>/condvar_wake`, where a condition variable exists: a waiter sleeps on it, the
+//!   other thread sets the predicate under the mutex, stamps the time, unlocks and notifies;
+//!   the latency from that stamp to the waiter running again (a distribution).
+//!
 //! Each figure is the median over many timed batches; the batches are interleaved across
 //! implementations (round-robin) so drift on a noisy machine hits all of them alike.
 
 use crate::harness::{CommonConfig, Observer};
 use crate::{Experiment, LabError, Outcome};
 use rtlab_stats::result::{Series, Unit};
+use rtlab_stats::LatencyHistogram;
 use rtlab_stats::Nanos;
-use rtlab_sync::PiMutex;
+use rtlab_sync::{CeilingMutex, PiCondvar, PiMutex, RobustError, RobustMutex};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
-use rtlab_sys::pthread::{PthreadKind, PthreadMutex};
+use rtlab_sys::pthread::{PthreadCond, PthreadKind, PthreadMutex};
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
 use rtlab_sys::time::monotonic_now_ns;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 
 /// Series names this experiment emits (for help text).
@@ -29,6 +35,9 @@ glibc-robust, std, parking_lot";
 
 const UNCONTENDED_BATCH: u64 = 20_000;
 const HANDOFF_BATCH: u64 = 1_000;
+const CONDVAR_BATCH: u64 = 100;
+/// Time the notifier leaves the waiter to fall asleep before each notify.
+const CONDVAR_GAP_NS: u64 = 100_000;
 
 /// A lock under test: `lock` returns a guard that unlocks on drop.
 trait BenchLock: Sync {
@@ -43,6 +52,22 @@ impl BenchLock for PiMutex<()> {
     #[inline]
     fn acquire(&self) -> Result<Self::Guard<'_>, String> {
         self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for CeilingMutex<()> {
+    type Guard<'a> = rtlab_sync::CeilingGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for RobustMutex {
+    type Guard<'a> = rtlab_sync::RobustGuard<'a>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e: RobustError<'_>| e.to_string())
     }
 }
 
@@ -75,6 +100,10 @@ impl BenchLock for parking_lot::Mutex<()> {
 pub enum Impl {
     /// [`PiMutex`].
     RtlabPi,
+    /// [`RobustMutex`].
+    RtlabRobust,
+    /// [`CeilingMutex`] (ceiling = measuring priority + 1).
+    RtlabCeiling,
     /// glibc `PTHREAD_MUTEX_NORMAL`.
     GlibcNormal,
     /// glibc `PTHREAD_PRIO_INHERIT`.
@@ -83,6 +112,8 @@ pub enum Impl {
     GlibcPp,
     /// glibc `PTHREAD_MUTEX_ROBUST`.
     GlibcRobust,
+    /// glibc `PTHREAD_MUTEX_ROBUST` + `PTHREAD_PRIO_INHERIT` (what rtlab-robust is).
+    GlibcRobustPi,
     /// `std::sync::Mutex`.
     Std,
     /// `parking_lot::Mutex`.
@@ -91,12 +122,15 @@ pub enum Impl {
 
 impl Impl {
     /// All implementations.
-    pub const ALL: [Impl; 7] = [
+    pub const ALL: [Impl; 10] = [
         Impl::RtlabPi,
+        Impl::RtlabRobust,
+        Impl::RtlabCeiling,
         Impl::GlibcNormal,
         Impl::GlibcPi,
         Impl::GlibcPp,
         Impl::GlibcRobust,
+        Impl::GlibcRobustPi,
         Impl::Std,
         Impl::ParkingLot,
     ];
@@ -105,10 +139,13 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::RtlabPi => "rtlab-pi",
+            Impl::RtlabRobust => "rtlab-robust",
+            Impl::RtlabCeiling => "rtlab-ceiling",
             Impl::GlibcNormal => "glibc-normal",
             Impl::GlibcPi => "glibc-pi",
             Impl::GlibcPp => "glibc-pp",
             Impl::GlibcRobust => "glibc-robust",
+            Impl::GlibcRobustPi => "glibc-robust-pi",
             Impl::Std => "std",
             Impl::ParkingLot => "parking_lot",
         }
@@ -227,6 +264,8 @@ fn handoff_batch<L: BenchLock>(
 /// One implementation's locks and its batch functions.
 enum Subject {
     Pi([PiMutex<()>; 3]),
+    Robust([RobustMutex; 3]),
+    Ceiling([CeilingMutex<()>; 3]),
     Pthread([PthreadMutex; 3]),
     Std([std::sync::Mutex<()>; 3]),
     ParkingLot([parking_lot::Mutex<()>; 3]),
@@ -240,10 +279,18 @@ impl Subject {
         };
         match which {
             Impl::RtlabPi => Ok(Subject::Pi(Default::default())),
+            Impl::RtlabRobust => Ok(Subject::Robust(Default::default())),
+            Impl::RtlabCeiling => {
+                let ceiling = sched.prio.clamp(1, 98) + 1;
+                Ok(Subject::Ceiling(std::array::from_fn(|_| {
+                    CeilingMutex::new(ceiling, ())
+                })))
+            }
             Impl::GlibcNormal => pthread(PthreadKind::Normal),
             Impl::GlibcPi => pthread(PthreadKind::PrioInherit),
             Impl::GlibcPp => pthread(PthreadKind::PrioProtect(sched.prio.clamp(1, 98) + 1)),
             Impl::GlibcRobust => pthread(PthreadKind::Robust),
+            Impl::GlibcRobustPi => pthread(PthreadKind::RobustPi),
             Impl::Std => Ok(Subject::Std(Default::default())),
             Impl::ParkingLot => Ok(Subject::ParkingLot(Default::default())),
         }
@@ -252,6 +299,8 @@ impl Subject {
     fn uncontended(&self, cpu: usize, sched: Sched) -> Result<f64, String> {
         match self {
             Subject::Pi(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Robust(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Ceiling(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::Pthread(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::Std(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::ParkingLot(l) => uncontended_batch(&l[0], cpu, sched),
@@ -261,9 +310,197 @@ impl Subject {
     fn handoff(&self, cpus: (usize, usize), sched: Sched) -> Result<f64, String> {
         match self {
             Subject::Pi(l) => handoff_batch(l, cpus, sched),
+            Subject::Robust(l) => handoff_batch(l, cpus, sched),
+            Subject::Ceiling(l) => handoff_batch(l, cpus, sched),
             Subject::Pthread(l) => handoff_batch(l, cpus, sched),
             Subject::Std(l) => handoff_batch(l, cpus, sched),
             Subject::ParkingLot(l) => handoff_batch(l, cpus, sched),
+        }
+    }
+}
+
+/// A mutex + condition variable guarding a boolean predicate.
+trait BenchCondvar: Sync {
+    /// Locks, sets `armed`, waits until the predicate is true, clears it; returns the time at
+    /// which the waiter ran again.
+    fn wait_and_clear(&self, armed: &AtomicBool) -> u64;
+    /// Sets the predicate under the mutex, stamps the time into `stamp`, unlocks, notifies.
+    fn set_and_notify(&self, stamp: &AtomicU64);
+}
+
+struct RtlabCond(PiMutex<bool>, PiCondvar);
+struct StdCond(std::sync::Mutex<bool>, std::sync::Condvar);
+struct ParkingLotCond(parking_lot::Mutex<bool>, parking_lot::Condvar);
+struct GlibcCond(PthreadMutex, PthreadCond, AtomicBool);
+
+impl BenchCondvar for RtlabCond {
+    fn wait_and_clear(&self, armed: &AtomicBool) -> u64 {
+        let mut g = self.0.lock().expect("not held by this thread");
+        armed.store(true, Ordering::Release);
+        while !*g {
+            self.1.wait(&mut g);
+        }
+        let woke = monotonic_now_ns();
+        *g = false;
+        woke
+    }
+    fn set_and_notify(&self, stamp: &AtomicU64) {
+        let mut g = self.0.lock().expect("not held by this thread");
+        *g = true;
+        stamp.store(monotonic_now_ns(), Ordering::Relaxed);
+        drop(g);
+        self.1.notify_one(self.0.raw());
+    }
+}
+
+impl BenchCondvar for StdCond {
+    fn wait_and_clear(&self, armed: &AtomicBool) -> u64 {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        armed.store(true, Ordering::Release);
+        while !*g {
+            g = self.1.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        let woke = monotonic_now_ns();
+        *g = false;
+        woke
+    }
+    fn set_and_notify(&self, stamp: &AtomicU64) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *g = true;
+        stamp.store(monotonic_now_ns(), Ordering::Relaxed);
+        drop(g);
+        self.1.notify_one();
+    }
+}
+
+impl BenchCondvar for ParkingLotCond {
+    fn wait_and_clear(&self, armed: &AtomicBool) -> u64 {
+        let mut g = self.0.lock();
+        armed.store(true, Ordering::Release);
+        while !*g {
+            self.1.wait(&mut g);
+        }
+        let woke = monotonic_now_ns();
+        *g = false;
+        woke
+    }
+    fn set_and_notify(&self, stamp: &AtomicU64) {
+        let mut g = self.0.lock();
+        *g = true;
+        stamp.store(monotonic_now_ns(), Ordering::Relaxed);
+        drop(g);
+        self.1.notify_one();
+    }
+}
+
+impl BenchCondvar for GlibcCond {
+    fn wait_and_clear(&self, armed: &AtomicBool) -> u64 {
+        let g = self.0.lock().expect("glibc mutex lock");
+        armed.store(true, Ordering::Release);
+        // Relaxed: the predicate is only read and written under the pthread mutex.
+        while !self.2.load(Ordering::Relaxed) {
+            self.1.wait(&g);
+        }
+        let woke = monotonic_now_ns();
+        self.2.store(false, Ordering::Relaxed);
+        woke
+    }
+    fn set_and_notify(&self, stamp: &AtomicU64) {
+        let g = self.0.lock().expect("glibc mutex lock");
+        self.2.store(true, Ordering::Relaxed);
+        stamp.store(monotonic_now_ns(), Ordering::Relaxed);
+        drop(g);
+        self.1.signal();
+    }
+}
+
+/// One batch of notify-to-wake latencies, recorded into `hist` after the batch.
+fn condvar_batch<C: BenchCondvar>(
+    cond: &C,
+    cpus: (usize, usize),
+    sched: Sched,
+    hist: &mut LatencyHistogram,
+) -> Result<(), String> {
+    let armed = AtomicBool::new(false);
+    let stamp = AtomicU64::new(0);
+    let samples = std::thread::scope(|s| {
+        let waiter = s.spawn(|| -> Result<Vec<u64>, String> {
+            enter(cpus.1, sched)?;
+            let mut samples = Vec::with_capacity(CONDVAR_BATCH as usize);
+            for _ in 0..CONDVAR_BATCH {
+                let woke = cond.wait_and_clear(&armed);
+                samples.push(woke.saturating_sub(stamp.load(Ordering::Relaxed)));
+            }
+            Ok(samples)
+        });
+        let notifier = s.spawn(|| -> Result<(), String> {
+            enter(cpus.0, sched)?;
+            for _ in 0..CONDVAR_BATCH {
+                // Acquire: pairs with the waiter's Release; it holds or held the mutex then.
+                while !armed.swap(false, Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_micros(10));
+                }
+                // Let the waiter fall asleep in the condvar before notifying.
+                rtlab_sys::time::sleep_until_monotonic_ns(monotonic_now_ns() + CONDVAR_GAP_NS)
+                    .map_err(|e| e.to_string())?;
+                cond.set_and_notify(&stamp);
+            }
+            Ok(())
+        });
+        let notified = notifier.join().map_err(|_| "notifier panicked".to_string());
+        let samples = waiter.join().map_err(|_| "waiter panicked".to_string());
+        notified??;
+        samples?
+    })?;
+    for ns in samples {
+        hist.record(Nanos(ns));
+    }
+    Ok(())
+}
+
+/// The condition variable paired with an implementation, where there is one.
+enum CondSubject {
+    Rtlab(RtlabCond),
+    Std(StdCond),
+    ParkingLot(ParkingLotCond),
+    Glibc(GlibcCond),
+}
+
+impl CondSubject {
+    fn new(which: Impl) -> Result<Option<Self>, String> {
+        Ok(match which {
+            Impl::RtlabPi => Some(CondSubject::Rtlab(RtlabCond(
+                PiMutex::new(false),
+                PiCondvar::new(),
+            ))),
+            Impl::Std => Some(CondSubject::Std(StdCond(
+                Default::default(),
+                Default::default(),
+            ))),
+            Impl::ParkingLot => Some(CondSubject::ParkingLot(ParkingLotCond(
+                Default::default(),
+                Default::default(),
+            ))),
+            Impl::GlibcNormal => Some(CondSubject::Glibc(GlibcCond(
+                PthreadMutex::new(PthreadKind::Normal).map_err(|e| e.to_string())?,
+                PthreadCond::new().map_err(|e| e.to_string())?,
+                AtomicBool::new(false),
+            ))),
+            _ => None,
+        })
+    }
+
+    fn batch(
+        &self,
+        cpus: (usize, usize),
+        sched: Sched,
+        hist: &mut LatencyHistogram,
+    ) -> Result<(), String> {
+        match self {
+            CondSubject::Rtlab(c) => condvar_batch(c, cpus, sched, hist),
+            CondSubject::Std(c) => condvar_batch(c, cpus, sched, hist),
+            CondSubject::ParkingLot(c) => condvar_batch(c, cpus, sched, hist),
+            CondSubject::Glibc(c) => condvar_batch(c, cpus, sched, hist),
         }
     }
 }
@@ -276,6 +513,7 @@ fn median(values: &mut [f64]) -> f64 {
 struct Track {
     which: Impl,
     subject: Subject,
+    condvar: Option<(CondSubject, LatencyHistogram)>,
     uncontended: Vec<f64>,
     handoff: Vec<f64>,
     failed: Option<String>,
@@ -300,10 +538,11 @@ impl Experiment for LockExperiment {
         let (cpu_b, cpu_c) = (cpus[0], cpus[1 % cpus.len()]);
         let mut tracks: Vec<Track> = Vec::new();
         for &which in &cfg.impls {
-            match Subject::new(which, sched) {
-                Ok(subject) => tracks.push(Track {
+            match Subject::new(which, sched).and_then(|s| Ok((s, CondSubject::new(which)?))) {
+                Ok((subject, cond)) => tracks.push(Track {
                     which,
                     subject,
+                    condvar: cond.map(|c| (c, LatencyHistogram::new())),
                     uncontended: vec![],
                     handoff: vec![],
                     failed: None,
@@ -322,6 +561,10 @@ impl Experiment for LockExperiment {
                     .subject
                     .uncontended(cpu_b, sched)
                     .and_then(|u| Ok((u, t.subject.handoff((cpu_b, cpu_c), sched)?)));
+                let result = result.and_then(|(u, h)| match &mut t.condvar {
+                    Some((cond, hist)) => cond.batch((cpu_b, cpu_c), sched, hist).map(|_| (u, h)),
+                    None => Ok((u, h)),
+                });
                 match result {
                     Ok((u, h)) => {
                         t.uncontended.push(u);
@@ -379,6 +622,15 @@ impl Experiment for LockExperiment {
                 )
                 .with_config("cpus", vec![cpu_b, cpu_c]),
             );
+            if let Some((_, hist)) = &t.condvar {
+                let series =
+                    Series::distribution(format!("{name}/condvar_wake"), "condvar_wake", hist)?;
+                outcome.series.push(
+                    with(series, 2, CONDVAR_BATCH)
+                        .with_config("cpus", vec![cpu_b, cpu_c])
+                        .with_config("gap_ns", CONDVAR_GAP_NS),
+                );
+            }
         }
         if outcome.series.is_empty() {
             return Err(LabError::Thread(

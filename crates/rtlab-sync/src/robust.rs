@@ -74,7 +74,10 @@ pub enum RobustError<'a> {
 }
 
 /// A robust PI mutex, `#[repr(C)]`, to be placed in `MAP_SHARED` memory (or used privately).
-#[repr(C)]
+/// Aligned to a cache line: the word and the list fields are then always in one line (an
+/// unaligned one would touch two per lock+unlock), and neighbours in an array or a shared
+/// segment never false-share.
+#[repr(C, align(64))]
 pub struct RobustMutex {
     word: AtomicU32,
     state: AtomicU32,
@@ -85,6 +88,7 @@ pub struct RobustMutex {
 }
 
 const _: () = {
+    assert!(std::mem::size_of::<RobustMutex>() == 64);
     assert!(std::mem::offset_of!(RobustMutex, word) == 0);
     assert!(std::mem::offset_of!(RobustMutex, prev) == 24);
     assert!(std::mem::offset_of!(RobustMutex, next) == 32);
@@ -122,13 +126,17 @@ thread_local! {
     static HEAD: Cell<Option<(u32, NonNull<RobustListHead>)>> = const { Cell::new(None) };
 }
 
-fn thread_head() -> Result<NonNull<RobustListHead>, String> {
-    let tid = current_tid();
-    if let Some((owner, head)) = HEAD.with(Cell::get) {
-        if owner == tid {
-            return Ok(head);
-        }
+/// The cached head of this thread (pointer-sized result: no error value on the hot path).
+#[inline(always)]
+fn cached_head(tid: u32) -> Option<NonNull<RobustListHead>> {
+    match HEAD.with(Cell::get) {
+        Some((owner, head)) if owner == tid => Some(head),
+        _ => None,
     }
+}
+
+#[cold]
+fn look_up_thread_head(tid: u32) -> Result<NonNull<RobustListHead>, String> {
     let head = match current_robust_list().map_err(|e| e.to_string())? {
         Some(head) => {
             // SAFETY: the registered head lives as long as this thread (the kernel requires it).
@@ -218,6 +226,7 @@ impl RobustMutex {
     }
 
     /// Locks; see [`RobustError`] for the owner-died protocol.
+    #[inline]
     pub fn lock(&self) -> Result<RobustGuard<'_>, RobustError<'_>> {
         self.lock_inner(None)
     }
@@ -227,30 +236,30 @@ impl RobustMutex {
         self.lock_inner(Some(deadline_ns))
     }
 
+    #[inline(always)]
     fn lock_inner(&self, deadline_ns: Option<u64>) -> Result<RobustGuard<'_>, RobustError<'_>> {
-        let head_ptr = thread_head().map_err(RobustError::Unsupported)?;
+        let tid = current_tid();
+        let head_ptr = match cached_head(tid) {
+            Some(head) => head,
+            None => look_up_thread_head(tid).map_err(RobustError::Unsupported)?,
+        };
         // SAFETY: the head lives as long as this thread.
         let head = unsafe { head_ptr.as_ref() };
-        let tid = current_tid();
         let entry = self.entry();
         head.list_op_pending
             .store(entry | PI_BIT, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
         // Acquire: see the previous owner's writes (kernel paths are full barriers).
-        let taken = match self
+        let fast = self
             .word
             .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
-        {
-            Ok(_) => Ok(()),
-            Err(current) if current & TID_MASK == tid => Err(LockError::Deadlock),
-            Err(_) => {
-                futex::lock_pi(&self.word, self.scope(), deadline_ns).map_err(LockError::from)
+            .is_ok();
+        if !fast {
+            if let Err(e) = self.lock_slow(tid, deadline_ns) {
+                compiler_fence(Ordering::SeqCst);
+                head.list_op_pending.store(0, Ordering::Relaxed);
+                return Err(e.into());
             }
-        };
-        if let Err(e) = taken {
-            compiler_fence(Ordering::SeqCst);
-            head.list_op_pending.store(0, Ordering::Relaxed);
-            return Err(e.into());
         }
         compiler_fence(Ordering::SeqCst);
         // Link at the front, exactly as glibc's ENQUEUE_MUTEX does.
@@ -267,9 +276,12 @@ impl RobustMutex {
 
         let guard = RobustGuard {
             mutex: self,
+            head: head_ptr,
             _not_send: PhantomData,
         };
-        if self.word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
+        // Taken from 0 by CAS: no dead owner to report. Otherwise the kernel may have handed
+        // us an orphan, which it marks with OWNER_DIED.
+        if !fast && self.word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
             // We own it: clear the bit (atomically: the kernel may be setting WAITERS).
             self.word.fetch_and(!OWNER_DIED, Ordering::Relaxed);
             self.state.store(INCONSISTENT, Ordering::Relaxed);
@@ -282,13 +294,19 @@ impl RobustMutex {
         Ok(guard)
     }
 
-    /// Unlinks and releases. Only called by the owner (through the guard).
-    fn unlock(&self) {
-        let Ok(head_ptr) = thread_head() else {
-            debug_assert!(false, "unlock without a robust list");
-            return;
-        };
-        // SAFETY: the head lives as long as this thread.
+    #[cold]
+    fn lock_slow(&self, tid: u32, deadline_ns: Option<u64>) -> Result<(), LockError> {
+        if self.word.load(Ordering::Relaxed) & TID_MASK == tid {
+            return Err(LockError::Deadlock);
+        }
+        futex::lock_pi(&self.word, self.scope(), deadline_ns).map_err(LockError::from)
+    }
+
+    /// Unlinks and releases. Only called by the owner, through the guard that carries the
+    /// owner's list head.
+    #[inline]
+    fn unlock(&self, head_ptr: NonNull<RobustListHead>) {
+        // SAFETY: the head lives as long as the owning thread, which is the caller.
         let head = unsafe { head_ptr.as_ref() };
         if self.state.load(Ordering::Relaxed) == INCONSISTENT {
             self.state.store(NOT_RECOVERABLE, Ordering::Relaxed);
@@ -309,11 +327,14 @@ impl RobustMutex {
             set_next_at(prev, next);
         }
         compiler_fence(Ordering::SeqCst);
-        // Release: publish the critical section to the next owner.
-        if self
-            .word
-            .compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
+        // We own it, so the word is our TID plus maybe WAITERS: a plain TID means no waiter
+        // and a user-space release. Release: publish the critical section to the next owner.
+        let word = self.word.load(Ordering::Relaxed);
+        if word & !TID_MASK != 0
+            || self
+                .word
+                .compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed)
+                .is_err()
         {
             let released = futex::unlock_pi(&self.word, self.scope());
             debug_assert!(released.is_ok(), "FUTEX_UNLOCK_PI failed: {released:?}");
@@ -332,6 +353,7 @@ impl RobustMutex {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct RobustGuard<'a> {
     mutex: &'a RobustMutex,
+    head: NonNull<RobustListHead>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -349,7 +371,8 @@ impl RobustGuard<'_> {
 }
 
 impl Drop for RobustGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.mutex.unlock();
+        self.mutex.unlock(self.head);
     }
 }

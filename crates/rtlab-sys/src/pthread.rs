@@ -15,6 +15,8 @@ pub enum PthreadKind {
     PrioProtect(u32),
     /// `PTHREAD_MUTEX_ROBUST` (process-private here).
     Robust,
+    /// `PTHREAD_MUTEX_ROBUST` with `PTHREAD_PRIO_INHERIT`.
+    RobustPi,
 }
 
 /// A glibc `pthread_mutex_t`, boxed so it never moves after `pthread_mutex_init`.
@@ -81,6 +83,16 @@ impl PthreadMutex {
                     "pthread_mutexattr_setrobust",
                     libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST),
                 ),
+                PthreadKind::RobustPi => check(
+                    "pthread_mutexattr_setrobust",
+                    libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST),
+                )
+                .and_then(|_| {
+                    check(
+                        "pthread_mutexattr_setprotocol(PRIO_INHERIT)",
+                        libc::pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT),
+                    )
+                }),
             };
             let inner = Box::new(UnsafeCell::new(std::mem::zeroed::<libc::pthread_mutex_t>()));
             let init = configured.and_then(|_| {
@@ -159,6 +171,58 @@ extern "C" {
         attr: *mut libc::pthread_mutexattr_t,
         ceiling: libc::c_int,
     ) -> libc::c_int;
+}
+
+/// A glibc `pthread_cond_t` (default attributes, `CLOCK_REALTIME`, process-private), boxed so
+/// it never moves after `pthread_cond_init`.
+pub struct PthreadCond {
+    inner: Box<UnsafeCell<libc::pthread_cond_t>>,
+}
+
+// SAFETY: condition variables are designed for use from any thread; the box pins the object.
+unsafe impl Send for PthreadCond {}
+// SAFETY: as above.
+unsafe impl Sync for PthreadCond {}
+
+impl fmt::Debug for PthreadCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PthreadCond").finish_non_exhaustive()
+    }
+}
+
+impl PthreadCond {
+    /// C: `pthread_cond_init(&cond, NULL)`.
+    pub fn new() -> Result<Self, SysError> {
+        // SAFETY: zeroed storage is valid input for pthread_cond_init; the box pins it.
+        let inner = Box::new(UnsafeCell::new(unsafe {
+            std::mem::zeroed::<libc::pthread_cond_t>()
+        }));
+        // SAFETY: `inner` points to pinned storage; a null attr means defaults.
+        check("pthread_cond_init", unsafe {
+            libc::pthread_cond_init(inner.get(), std::ptr::null())
+        })?;
+        Ok(PthreadCond { inner })
+    }
+
+    /// C: `pthread_cond_wait(&cond, mutex)`: releases the guard's mutex while waiting.
+    pub fn wait(&self, guard: &PthreadGuard<'_>) {
+        // SAFETY: the guard proves this thread holds the (initialised, pinned) mutex.
+        let rc = unsafe { libc::pthread_cond_wait(self.inner.get(), guard.mutex.inner.get()) };
+        debug_assert_eq!(rc, 0, "pthread_cond_wait failed");
+    }
+
+    /// C: `pthread_cond_signal(&cond)`.
+    pub fn signal(&self) {
+        // SAFETY: initialised and pinned.
+        unsafe { libc::pthread_cond_signal(self.inner.get()) };
+    }
+}
+
+impl Drop for PthreadCond {
+    fn drop(&mut self) {
+        // SAFETY: no waiter can exist: waiting borrows `self`.
+        unsafe { libc::pthread_cond_destroy(self.inner.get()) };
+    }
 }
 
 #[cfg(test)]

@@ -63,10 +63,15 @@ Examples:
 const LOCK_HELP: &str = "\
 Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
 <impl>/handoff (metric handoff: ns per hand-off, two threads passing a ring of three
-mutexes, seed 003's method), for impl in rtlab-pi, glibc-normal, glibc-pi, glibc-pp,
-glibc-robust, std, parking_lot. Each value is the median of many batches, interleaved
-across implementations. glibc-pp (PTHREAD_PRIO_PROTECT, ceiling = --prio + 1) needs
-SCHED_FIFO/RR callers and is skipped with a warning under --policy other. std and parking_lot
+mutexes, seed 003's method), for impl in rtlab-pi, rtlab-robust, rtlab-ceiling,
+glibc-normal, glibc-pi, glibc-pp, glibc-robust, glibc-robust-pi, std, parking_lot. Each
+value is the median
+of many batches, interleaved across implementations. <impl>/condvar_wake (metric
+condvar_wake, a distribution) for rtlab-pi (PiCondvar), glibc-normal (pthread_cond_t), std
+and parking_lot: from the notifier's time stamp (predicate set under the mutex, then unlock
+and notify) to the waiter running again. glibc-pp (PTHREAD_PRIO_PROTECT) and rtlab-ceiling
+(ceilings = --prio + 1) need real-time privilege and are skipped with a warning without it;
+glibc-pp also refuses SCHED_OTHER callers (--policy other). std and parking_lot
 spin briefly before sleeping: with the two threads on different CPUs their hand-off is a
 cache-line transfer rather than a wake-up; --cpus 0 compares real wake-ups.
 Default scheduling: SCHED_FIFO 10. The uncontended thread and hand-off thread B run on the

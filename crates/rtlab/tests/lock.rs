@@ -38,6 +38,17 @@ fn lock_emits_both_modes_of_every_implementation() {
             assert!(names.contains(&name), "{name} missing from {names:?}");
         }
     }
+    for imp in ["rtlab-pi", "glibc-normal", "std", "parking_lot"] {
+        let name = format!("{imp}/condvar_wake");
+        let series = doc["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name.as_str());
+        let series = series.unwrap_or_else(|| panic!("{name} missing from {names:?}"));
+        assert!(series["count"].as_u64().unwrap() >= 100, "{series}");
+        assert!(series["p50"].as_f64().unwrap() > 0.0);
+    }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("rtlab-pi/handoff / glibc-pi/handoff = "),
@@ -84,7 +95,11 @@ fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
     assert_valid(&doc);
     assert_eq!(
         series_names(&doc),
-        vec!["rtlab-pi/uncontended", "rtlab-pi/handoff"]
+        vec![
+            "rtlab-pi/uncontended",
+            "rtlab-pi/handoff",
+            "rtlab-pi/condvar_wake"
+        ]
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: glibc-pp: skipped"));
 }

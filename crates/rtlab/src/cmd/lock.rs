@@ -12,6 +12,9 @@ const COMPARISONS: &[(&str, &str)] = &[
     ("rtlab-pi/uncontended", "glibc-normal/uncontended"),
     ("rtlab-pi/uncontended", "glibc-pi/uncontended"),
     ("rtlab-pi/handoff", "glibc-pi/handoff"),
+    ("rtlab-robust/uncontended", "glibc-robust/uncontended"),
+    ("rtlab-robust/uncontended", "glibc-robust-pi/uncontended"),
+    ("rtlab-ceiling/uncontended", "glibc-pp/uncontended"),
 ];
 
 fn value(series: &[Series], name: &str) -> Option<f64> {
