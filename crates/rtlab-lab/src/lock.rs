@@ -682,11 +682,26 @@ mod tests {
                 );
             }
         }
-        for s in &out.series {
+        for s in out.series.iter().filter(|s| !s.is_distribution()) {
             let v = s.value.unwrap();
             // A lock+unlock cannot take under a nanosecond or over a millisecond here.
             assert!(v > 1.0 && v < 1_000_000.0, "{}: {v}", s.name);
         }
+        let wakes: Vec<&str> = out
+            .series
+            .iter()
+            .filter(|s| s.is_distribution())
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            wakes,
+            vec![
+                "rtlab-pi/condvar_wake",
+                "glibc-normal/condvar_wake",
+                "std/condvar_wake",
+                "parking_lot/condvar_wake"
+            ]
+        );
     }
 
     #[test]
