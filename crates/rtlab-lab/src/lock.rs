@@ -264,7 +264,9 @@ fn handoff_batch<L: BenchLock>(
 /// One implementation's locks and its batch functions.
 enum Subject {
     Pi([PiMutex<()>; 3]),
-    Robust([RobustMutex; 3]),
+    // Boxed like the glibc mutexes (each its own allocation), so no variant's figure depends
+    // on where the track vector happens to sit.
+    Robust(Box<[RobustMutex; 3]>),
     Ceiling([CeilingMutex<()>; 3]),
     Pthread([PthreadMutex; 3]),
     Std([std::sync::Mutex<()>; 3]),
@@ -279,7 +281,7 @@ impl Subject {
         };
         match which {
             Impl::RtlabPi => Ok(Subject::Pi(Default::default())),
-            Impl::RtlabRobust => Ok(Subject::Robust(Default::default())),
+            Impl::RtlabRobust => Ok(Subject::Robust(Box::default())),
             Impl::RtlabCeiling => {
                 let ceiling = sched.prio.clamp(1, 98) + 1;
                 Ok(Subject::Ceiling(std::array::from_fn(|_| {

@@ -175,6 +175,9 @@ fn look_up_thread_head(tid: u32) -> Result<NonNull<RobustListHead>, String> {
 /// # Safety
 /// `next_field` (PI bit cleared) must be the `next` field of a live entry of this thread's
 /// list, or the head's `list` field (whose slot before it glibc and `OwnHead` provide).
+// Always inlined: called from the fast path after that is inlined into another crate, where a
+// plain call becomes an indirect one through the GOT (measured: +50 % per lock+unlock).
+#[inline(always)]
 unsafe fn set_prev_of(next_field: usize, value: usize) {
     let slot = ((next_field & !PI_BIT) - PREV_SLOT) as *const AtomicUsize;
     // SAFETY: per the contract, `slot` is the prev word of a live node of this thread's list.
@@ -185,6 +188,7 @@ unsafe fn set_prev_of(next_field: usize, value: usize) {
 ///
 /// # Safety
 /// As for [`set_prev_of`].
+#[inline(always)]
 unsafe fn set_next_at(next_field: usize, value: usize) {
     let slot = (next_field & !PI_BIT) as *const AtomicUsize;
     // SAFETY: per the contract.
@@ -213,6 +217,7 @@ impl RobustMutex {
         }
     }
 
+    #[inline]
     fn scope(&self) -> Scope {
         if self.shared == 0 {
             Scope::Private
@@ -221,6 +226,7 @@ impl RobustMutex {
         }
     }
 
+    #[inline(always)]
     fn entry(&self) -> usize {
         &self.next as *const AtomicUsize as usize
     }
