@@ -177,6 +177,7 @@ pub struct LockConfig {
 #[derive(Debug, Clone)]
 pub struct LockExperiment {
     config: LockConfig,
+    prefix: String,
 }
 
 impl LockExperiment {
@@ -192,7 +193,16 @@ impl LockExperiment {
                 "nothing to measure: no implementation or no CPU".into(),
             ));
         }
-        Ok(LockExperiment { config })
+        Ok(LockExperiment {
+            config,
+            prefix: String::new(),
+        })
+    }
+
+    /// Prefixes every series name (the survey's `lock/`).
+    pub fn with_series_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
     }
 }
 
@@ -582,7 +592,7 @@ impl Experiment for LockExperiment {
             }
         }
         for t in &mut tracks {
-            let name = t.which.name();
+            let name = format!("{}{}", self.prefix, t.which.name());
             if let Some(e) = &t.failed {
                 outcome.warn(observer, format!("{name}: skipped: {e}"));
                 continue;

@@ -1,10 +1,12 @@
 //! `rtlab survey`: short stages of every experiment, one verdict.
 //!
-//! Stages so far: wakeup idle, then wakeup under `cpu` + `mmap` load. Series are prefixed
-//! with their stage (`wakeup-idle/thread0`). The verdict rows go into `verdict.survey` of the
+//! Stages so far: wakeup idle, wakeup under `cpu` + `mmap` load, and a short `lock` stage
+//! (rtlab's PI and robust mutexes against glibc's). Series are prefixed with their stage
+//! (`wakeup-idle/thread0`, `lock/rtlab-pi/uncontended`). The verdict rows go into `verdict.survey` of the
 //! result document so any writer can render them from the JSON alone.
 
 use crate::harness::{run_experiment, CommonConfig, Observer, RunRecord};
+use crate::lock::{Impl, LockConfig, LockExperiment, Sched};
 use crate::wakeup::{Placement, Wakeup, WakeupConfig};
 use crate::LabError;
 use rtlab_load::LoadSpec;
@@ -37,6 +39,56 @@ pub struct SurveyRecord {
     pub record: RunRecord,
     /// `verdict.survey`: one object per area.
     pub verdict_rows: Vec<Value>,
+}
+
+/// The implementations the survey's lock stage compares.
+const LOCK_STAGE_IMPLS: [Impl; 5] = [
+    Impl::RtlabPi,
+    Impl::RtlabRobust,
+    Impl::GlibcNormal,
+    Impl::GlibcPi,
+    Impl::GlibcRobust,
+];
+
+/// Adds one stage's record to the merged one.
+fn absorb(merged: Option<RunRecord>, record: RunRecord) -> RunRecord {
+    let Some(mut m) = merged else { return record };
+    m.duration = Nanos(m.duration.get() + record.duration.get());
+    for w in record.warnings {
+        if !m.warnings.contains(&w) {
+            m.warnings.push(w);
+        }
+    }
+    m.series.extend(record.series);
+    m.load.extend(record.load);
+    m.load_reports.extend(record.load_reports);
+    m.interrupted |= record.interrupted;
+    m
+}
+
+fn value_of(series: &[Series], name: &str) -> Option<f64> {
+    series.iter().find(|s| s.name == name).and_then(|s| s.value)
+}
+
+/// A one-line reading of the lock stage.
+fn lock_reading(series: &[Series]) -> Option<String> {
+    let pi = value_of(series, "lock/rtlab-pi/uncontended")?;
+    let normal = value_of(series, "lock/glibc-normal/uncontended")?;
+    let pi_handoff = value_of(series, "lock/rtlab-pi/handoff")?;
+    let glibc_handoff = value_of(series, "lock/glibc-pi/handoff")?;
+    Some(format!(
+        "PI mutex lock+unlock {} vs {} for glibc's normal mutex, hand-off {} vs {} for glibc PI: \
+         priority inheritance costs {} on the fast path here",
+        Nanos(pi.round() as u64),
+        Nanos(normal.round() as u64),
+        Nanos(pi_handoff.round() as u64),
+        Nanos(glibc_handoff.round() as u64),
+        if pi <= normal * 1.2 {
+            "nothing"
+        } else {
+            "extra"
+        }
+    ))
 }
 
 struct Stage {
@@ -98,7 +150,7 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len());
+        observer.stage(stage.name, i, stages.len() + 1);
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
@@ -114,22 +166,27 @@ pub fn run_survey(
             dma_latency: config.dma_latency,
         };
         let record = run_experiment(&wakeup, &common, observer)?;
-        merged = Some(match merged {
-            None => record,
-            Some(mut m) => {
-                m.duration = Nanos(m.duration.get() + record.duration.get());
-                for w in record.warnings {
-                    if !m.warnings.contains(&w) {
-                        m.warnings.push(w);
-                    }
-                }
-                m.series.extend(record.series);
-                m.load.extend(record.load);
-                m.load_reports.extend(record.load_reports);
-                m.interrupted |= record.interrupted;
-                m
-            }
-        });
+        merged = Some(absorb(merged, record));
+    }
+    if !rtlab_sys::signal::interrupted() {
+        observer.stage("lock", stages.len(), stages.len() + 1);
+        let lock = LockExperiment::new(LockConfig {
+            impls: LOCK_STAGE_IMPLS.to_vec(),
+            cpus: config.cpus.clone(),
+            sched: Sched {
+                policy: Policy::Fifo,
+                prio: 10,
+            },
+        })?
+        .with_series_prefix("lock/");
+        let common = CommonConfig {
+            duration: Nanos(config.stage_duration.get().min(Nanos::from_secs(3).get())),
+            loads: vec![],
+            mlock: config.mlock,
+            dma_latency: false,
+        };
+        let record = run_experiment(&lock, &common, observer)?;
+        merged = Some(absorb(merged, record));
     }
     let record = merged
         .ok_or_else(|| LabError::Thread("survey interrupted before its first stage".into()))?;
@@ -146,6 +203,9 @@ pub fn run_survey(
             "loaded_over_idle": (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
             "reading": wakeup_reading(idle_max, loaded_max, interval),
         }));
+    }
+    if let Some(reading) = lock_reading(&record.series) {
+        verdict_rows.push(json!({"area": "lock", "reading": reading}));
     }
     Ok(SurveyRecord {
         record,

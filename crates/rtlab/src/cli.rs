@@ -82,8 +82,9 @@ Examples:
   rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
 
 const SURVEY_HELP: &str = "\
-Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long).
-Writes DIR/report.json (all series, schema-valid) and one .hgrm file per series.
+Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
+lock (rtlab's PI and robust mutexes against glibc's; at most 3 s). Writes DIR/report.json
+(all series, schema-valid) and one .hgrm file per distribution series.
 
 Examples:
   rtlab survey

@@ -75,10 +75,26 @@ fn survey_writes_report_with_verdict() {
         .map(|l| l["spec"].as_str().unwrap())
         .collect();
     assert_eq!(loads, vec!["cpu", "mmap"]);
+    for name in [
+        "lock/rtlab-pi/uncontended",
+        "lock/rtlab-robust/handoff",
+        "lock/glibc-pi/handoff",
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from {names:?}"
+        );
+    }
     let row = &doc["verdict"]["survey"][0];
     assert_eq!(row["area"], "wakeup");
     assert!(row["loaded_max_ns"].as_u64().unwrap() > 0);
-    for name in names {
+    assert_eq!(doc["verdict"]["survey"][1]["area"], "lock");
+    let distributions = doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.get("histogram").is_some());
+    for name in distributions.map(|s| s["name"].as_str().unwrap().to_string()) {
         assert!(
             out.join(format!("{}.hgrm", name.replace('/', "_")))
                 .exists(),

@@ -28,6 +28,13 @@ pub fn verdict_table(rows: &[Value]) -> String {
     let mut readings = String::new();
     for row in rows {
         let area = row["area"].as_str().unwrap_or("?").to_string();
+        if row.get("idle_max_ns").is_none() {
+            // Areas without idle/loaded latencies (lock) only have a reading.
+            if let Some(r) = row["reading"].as_str() {
+                readings.push_str(&format!("{area}: {r}\n"));
+            }
+            continue;
+        }
         t.row(vec![
             area.clone(),
             ns_cell(row, "idle_p99_ns"),
@@ -62,10 +69,11 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     };
     let mut console = Console::new(args.quiet);
     console.note(&format!(
-        "survey: 2 stages of {} on CPUs {} (wakeup idle, wakeup under load {})",
-        args.duration,
+        "survey on CPUs {}: wakeup idle ({}), wakeup under load {} ({}), lock (up to 3 s)",
         config.cpus,
-        rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + ")
+        args.duration,
+        rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
+        args.duration,
     ));
     let survey = run_survey(&config, &mut console)?;
     console.finish();
