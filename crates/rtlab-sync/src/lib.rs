@@ -23,6 +23,7 @@ mod error;
 mod parker;
 #[allow(unsafe_code)]
 mod pi_mutex;
+pub mod probe;
 #[allow(unsafe_code)]
 mod robust;
 mod semaphore;
@@ -34,4 +35,8 @@ pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
 pub use robust::{RobustError, RobustGuard, RobustMutex};
 pub use rtlab_sys::futex::Scope;
+/// Per-thread timer slack: how late the kernel may wake a sleeping SCHED_OTHER thread to
+/// batch timers (50 us by default; inherited by new threads and children). Ignored for
+/// SCHED_FIFO/RR threads, which are woken without slack.
+pub use rtlab_sys::slack::{current_timer_slack_ns, set_current_timer_slack_ns};
 pub use semaphore::{Event, Semaphore};

@@ -344,3 +344,63 @@ fn condvar_wakes_waiters_in_priority_order() {
     }
     assert_eq!(*order.lock().unwrap(), vec![30, 20, 10]);
 }
+
+#[test]
+fn shared_condvar_and_pi_mutex_ping_pong_across_fork() {
+    use rtlab_sync::RawPiMutex;
+    #[repr(C)]
+    struct Shared {
+        mutex: RawPiMutex,
+        cv: PiCondvar,
+        turn: AtomicU32,
+    }
+    let rounds = iterations(20_000) as u32;
+    let map = rtlab_sys::mem::AnonMapping::new_shared(4096).unwrap();
+    let shared = map.as_ptr() as *mut Shared;
+    // SAFETY: a fresh zeroed, page-aligned shared mapping is large enough for `Shared`.
+    unsafe {
+        shared.write(Shared {
+            mutex: RawPiMutex::new_shared(),
+            cv: PiCondvar::new_shared(),
+            turn: AtomicU32::new(0),
+        })
+    };
+    // SAFETY: lives as long as `map`; both processes use it only through atomics and futexes.
+    let shared = unsafe { &*shared };
+    // Each side waits for its parity, then passes the turn; `me` is 0 (parent) or 1 (child).
+    let play = move |me: u32| -> bool {
+        for i in 0..rounds {
+            shared.mutex.lock().unwrap();
+            while shared.turn.load(Ordering::Relaxed) % 2 != me {
+                // SAFETY: this thread holds the shared mutex; it holds it again on return.
+                let r = unsafe {
+                    shared
+                        .cv
+                        .wait_raw(&shared.mutex, Some(monotonic_now_ns() + 10 * SECOND))
+                };
+                if r == WaitResult::TimedOut {
+                    // SAFETY: held (wait_raw returns owning it).
+                    unsafe { shared.mutex.unlock() };
+                    eprintln!("side {me}: lost wakeup at round {i}");
+                    return false;
+                }
+            }
+            shared.turn.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: held since the lock above.
+            unsafe { shared.mutex.unlock() };
+            shared.cv.notify_one(&shared.mutex);
+        }
+        true
+    };
+    // SAFETY: the child uses only the shared mapping (atomics, futexes) and its TLS.
+    let child =
+        unsafe { rtlab_sys::process::fork_child(move || if play(1) { 0 } else { 1 }) }.unwrap();
+    let parent_ok = play(0);
+    assert_eq!(
+        rtlab_sys::process::wait_child(child).unwrap(),
+        0,
+        "child lost a wakeup"
+    );
+    assert!(parent_ok, "parent lost a wakeup");
+    assert_eq!(shared.turn.load(Ordering::Relaxed), 2 * rounds);
+}

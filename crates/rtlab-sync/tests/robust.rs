@@ -191,3 +191,40 @@ fn sigkill_at_random_points_never_hangs_and_reports_each_death_once() {
     );
     eprintln!("{kills} kills, {deaths} inside the lock, {progress} critical sections");
 }
+
+#[test]
+fn robust_mutex_excludes_and_times_out() {
+    let per_thread = iterations(100_000);
+    let m = RobustMutex::new();
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..per_thread {
+                    let g = m.lock().unwrap();
+                    // A torn read-modify-write unless the lock excludes.
+                    let v = counter.load(Ordering::Relaxed);
+                    counter.store(std::hint::black_box(v) + 1, Ordering::Relaxed);
+                    drop(g);
+                }
+            });
+        }
+    });
+    assert_eq!(counter.load(Ordering::Relaxed), 4 * per_thread);
+    let held = m.lock().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let deadline = monotonic_now_ns() + 20_000_000;
+            assert!(matches!(
+                m.lock_until(deadline),
+                Err(RobustError::Lock(rtlab_sync::LockError::TimedOut))
+            ));
+            assert!(monotonic_now_ns() >= deadline);
+        });
+    });
+    assert!(matches!(
+        m.lock(),
+        Err(RobustError::Lock(rtlab_sync::LockError::Deadlock))
+    ));
+    drop(held);
+}

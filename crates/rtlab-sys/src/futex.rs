@@ -155,6 +155,16 @@ pub fn lock_pi(
     }
 }
 
+/// True when `FUTEX_LOCK_PI2` exists: tries it on `word` (which must be free; the caller then
+/// owns it and must unlock it when this returns true).
+pub fn lock_pi2_supported(word: &AtomicU32, scope: Scope) -> bool {
+    let past = to_timespec(crate::time::monotonic_now_ns());
+    !matches!(
+        fx::lock_pi2(word, scope.flags(), Some(&past)),
+        Err(Errno::NOSYS) | Err(Errno::INVAL)
+    ) && word.load(std::sync::atomic::Ordering::Relaxed) & TID_MASK == current_tid()
+}
+
 /// `futex(uaddr, FUTEX_TRYLOCK_PI)`: takes the lock if it is free (also when only the
 /// `WAITERS`/`OWNER_DIED` bits are set). Returns false when another thread owns it.
 pub fn trylock_pi(word: &AtomicU32, scope: Scope) -> Result<bool, LockPiError> {
