@@ -6,7 +6,9 @@
 
 mod error;
 pub mod harness;
+pub mod invert;
 pub mod lock;
+mod locks;
 pub mod survey;
 pub mod wakeup;
 

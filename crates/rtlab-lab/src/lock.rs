@@ -14,14 +14,15 @@
 //! implementations (round-robin) so drift on a noisy machine hits all of them alike.
 
 use crate::harness::{CommonConfig, Observer};
+use crate::locks::{enter, BenchLock};
 use crate::{Experiment, LabError, Outcome};
 use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::LatencyHistogram;
 use rtlab_stats::Nanos;
-use rtlab_sync::{CeilingMutex, PiCondvar, PiMutex, RobustError, RobustMutex};
-use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
+use rtlab_sync::{CeilingMutex, PiCondvar, PiMutex, RobustMutex};
+use rtlab_sys::affinity::CpuList;
 use rtlab_sys::pthread::{PthreadCond, PthreadKind, PthreadMutex};
-use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::sched::Policy;
 use rtlab_sys::time::monotonic_now_ns;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,62 +39,6 @@ const HANDOFF_BATCH: u64 = 1_000;
 const CONDVAR_BATCH: u64 = 100;
 /// Time the notifier leaves the waiter to fall asleep before each notify.
 const CONDVAR_GAP_NS: u64 = 100_000;
-
-/// A lock under test: `lock` returns a guard that unlocks on drop.
-trait BenchLock: Sync {
-    type Guard<'a>
-    where
-        Self: 'a;
-    fn acquire(&self) -> Result<Self::Guard<'_>, String>;
-}
-
-impl BenchLock for PiMutex<()> {
-    type Guard<'a> = rtlab_sync::PiMutexGuard<'a, ()>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e| e.to_string())
-    }
-}
-
-impl BenchLock for CeilingMutex<()> {
-    type Guard<'a> = rtlab_sync::CeilingGuard<'a, ()>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e| e.to_string())
-    }
-}
-
-impl BenchLock for RobustMutex {
-    type Guard<'a> = rtlab_sync::RobustGuard<'a>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e: RobustError<'_>| e.to_string())
-    }
-}
-
-impl BenchLock for PthreadMutex {
-    type Guard<'a> = rtlab_sys::pthread::PthreadGuard<'a>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e| e.to_string())
-    }
-}
-
-impl BenchLock for std::sync::Mutex<()> {
-    type Guard<'a> = std::sync::MutexGuard<'a, ()>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e| e.to_string())
-    }
-}
-
-impl BenchLock for parking_lot::Mutex<()> {
-    type Guard<'a> = parking_lot::MutexGuard<'a, ()>;
-    #[inline]
-    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        Ok(self.lock())
-    }
-}
 
 /// The implementations compared, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,16 +151,11 @@ impl LockExperiment {
     }
 }
 
-fn enter(cpu: usize, sched: Sched) -> Result<(), String> {
-    set_current_thread_affinity(&CpuList::from(vec![cpu])).map_err(|e| e.to_string())?;
-    set_current_thread_scheduler(sched.policy, sched.prio).map_err(|e| e.to_string())
-}
-
 /// ns per lock+unlock pair over one batch, on a fresh thread with the given placement.
 fn uncontended_batch<L: BenchLock>(lock: &L, cpu: usize, sched: Sched) -> Result<f64, String> {
     std::thread::scope(|s| {
         s.spawn(|| {
-            enter(cpu, sched)?;
+            enter(cpu, sched.policy, sched.prio)?;
             // Warm up, and find out whether this lock works for this caller at all.
             drop(lock.acquire()?);
             let t0 = monotonic_now_ns();
@@ -240,7 +180,7 @@ fn handoff_batch<L: BenchLock>(
         let ring = |cpu: usize, first_held: usize, step: fn(u64) -> (usize, usize)| {
             let ready = &ready;
             move || -> Result<(u64, u64), String> {
-                let entered = enter(cpu, sched);
+                let entered = enter(cpu, sched.policy, sched.prio);
                 let held_first = entered.and_then(|_| locks[first_held].acquire());
                 let mut held: [Option<L::Guard<'_>>; 3] = [None, None, None];
                 let ok = held_first.map(|g| held[first_held] = Some(g));
@@ -437,7 +377,7 @@ fn condvar_batch<C: BenchCondvar>(
     let stamp = AtomicU64::new(0);
     let samples = std::thread::scope(|s| {
         let waiter = s.spawn(|| -> Result<Vec<u64>, String> {
-            enter(cpus.1, sched)?;
+            enter(cpus.1, sched.policy, sched.prio)?;
             let mut samples = Vec::with_capacity(CONDVAR_BATCH as usize);
             for _ in 0..CONDVAR_BATCH {
                 let woke = cond.wait_and_clear(&armed);
@@ -446,7 +386,7 @@ fn condvar_batch<C: BenchCondvar>(
             Ok(samples)
         });
         let notifier = s.spawn(|| -> Result<(), String> {
-            enter(cpus.0, sched)?;
+            enter(cpus.0, sched.policy, sched.prio)?;
             for _ in 0..CONDVAR_BATCH {
                 // Acquire: pairs with the waiter's Release; it holds or held the mutex then.
                 while !armed.swap(false, Ordering::Acquire) {

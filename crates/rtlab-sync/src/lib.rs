@@ -7,6 +7,7 @@
 //!   order and return owning the mutex.
 //! * [`Parker`] and [`sleep_until`]: absolute-deadline parking.
 //! * [`Semaphore`] and [`Event`].
+//! * [`FutexMutex`]: a plain non-PI futex mutex, the baseline that shows priority inversion.
 //! * [`RobustMutex`]: robust PI mutex for shared memory; survives its owner's death
 //!   (`OwnerDied` once, then `make_consistent` or `NotRecoverable`), coexisting with glibc's
 //!   own robust list.
@@ -20,6 +21,8 @@ mod ceiling;
 #[allow(unsafe_code)]
 mod condvar;
 mod error;
+#[allow(unsafe_code)]
+mod futex_mutex;
 mod parker;
 #[allow(unsafe_code)]
 mod pi_mutex;
@@ -31,6 +34,7 @@ mod semaphore;
 pub use ceiling::{CeilingGuard, CeilingMutex};
 pub use condvar::{PiCondvar, WaitResult};
 pub use error::LockError;
+pub use futex_mutex::{FutexMutex, FutexMutexGuard};
 pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
 pub use robust::{RobustError, RobustGuard, RobustMutex};

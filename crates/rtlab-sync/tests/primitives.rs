@@ -404,3 +404,25 @@ fn shared_condvar_and_pi_mutex_ping_pong_across_fork() {
     assert!(parent_ok, "parent lost a wakeup");
     assert_eq!(shared.turn.load(Ordering::Relaxed), 2 * rounds);
 }
+
+#[test]
+fn futex_mutex_excludes() {
+    let per_thread = iterations(200_000);
+    let m = Arc::new(rtlab_sync::FutexMutex::new(0u64));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                for _ in 0..per_thread {
+                    let mut g = m.lock().unwrap();
+                    let v = std::hint::black_box(*g);
+                    *g = v + 1;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock().unwrap(), 4 * per_thread);
+}

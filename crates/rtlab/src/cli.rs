@@ -36,6 +36,9 @@ pub enum Command {
     /// Mutex cost: fast path (uncontended) and slow path (hand-off) of rtlab's and others' locks.
     #[command(after_help = LOCK_HELP)]
     Lock(LockArgs),
+    /// Priority inversion: how long a high-priority thread waits for a lock, per protocol.
+    #[command(after_help = INVERT_HELP)]
+    Invert(InvertArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -80,6 +83,28 @@ first of --cpus, thread C on the second (the same CPU if only one is given).
 Examples:
   rtlab lock --duration 6s --json lock.json
   rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
+
+const INVERT_HELP: &str = "\
+Seed 003's experiment (805 ms without PI, 23 ms with PI). On one CPU (default: the last
+usable one): a low-priority thread (--prio - 2) takes the lock and works --hold inside it;
+--hogs medium-priority threads (--prio - 1) spin --hog-run of every --hog-period; a
+high-priority thread (--prio) asks for the lock every --period; its wait is measured from
+the scheduled request time (so a delay before it even runs counts too).
+Variants run in interleaved slices; every thread stops with its slice, so a run without a
+protocol cannot hang the machine.
+
+Series: none/glibc, none/rtlab, inherit/rtlab, inherit/glibc, protect/rtlab, protect/glibc
+(metric lock_wait, with bound_ns, bounded and exceeded_by_ns in config) and
+high/wakeup_latency. A wait is bounded when max <= hold + the high thread's wakeup p99.
+
+--check is the correctness mode (like pi_stress): inversion groups on rtlab's PiMutex for
+--duration; exit 1 if a high thread ever waited over 1 s. Series check/lock_wait,
+check/groups, check/stalls. Needs SCHED_FIFO (root).
+
+Examples:
+  rtlab invert --duration 10s --json invert.json
+  rtlab invert --variant none/rtlab,inherit/rtlab --hold 2ms --hog-run 40ms
+  rtlab invert --check --duration 30s";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -166,6 +191,47 @@ fn parse_impl(text: &str) -> Result<rtlab_lab::lock::Impl, String> {
                 .collect();
             format!(
                 "unknown implementation '{text}' (expected one of {})",
+                names.join(", ")
+            )
+        })
+}
+
+#[derive(Debug, Args)]
+pub struct InvertArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Work the low-priority owner does inside the lock.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub hold: Nanos,
+    /// Period of the high-priority thread's lock requests.
+    #[arg(long, value_name = "DUR", default_value = "10ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub period: Nanos,
+    /// Medium-priority hogs (default: one per CPU in --cpus).
+    #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
+    pub hogs: Option<usize>,
+    /// Spin time of each hog per hog period.
+    #[arg(long, value_name = "DUR", default_value = "30ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub hog_run: Nanos,
+    /// Hog period.
+    #[arg(long, value_name = "DUR", default_value = "50ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub hog_period: Nanos,
+    /// Variants to run, comma-separated (default: all).
+    #[arg(long = "variant", value_name = "LIST", value_delimiter = ',', value_parser = parse_variant)]
+    pub variants: Vec<rtlab_lab::invert::Variant>,
+    /// Correctness mode: pi_stress-style inversion groups; exit 1 on a stall.
+    #[arg(long)]
+    pub check: bool,
+}
+
+fn parse_variant(text: &str) -> Result<rtlab_lab::invert::Variant, String> {
+    use rtlab_lab::invert::Variant;
+    Variant::ALL
+        .into_iter()
+        .find(|v| v.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+            format!(
+                "unknown variant '{text}' (expected one of {})",
                 names.join(", ")
             )
         })

@@ -103,3 +103,105 @@ fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: glibc-pp: skipped"));
 }
+
+#[test]
+fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
+    if !is_root() {
+        return skip(
+            "invert_shows_inversion_without_a_protocol_and_bounds_it_with_one",
+            "needs SCHED_FIFO (root)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("invert.json");
+    let out = rtlab()
+        .args([
+            "invert",
+            "--duration",
+            "4s",
+            "--variant",
+            "none/rtlab,inherit/rtlab,protect/rtlab",
+            "--no-dma-latency",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    let find = |name: &str| {
+        doc["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let (none, pi) = (find("none/rtlab"), find("inherit/rtlab"));
+    assert_eq!(none["metric"], "lock_wait");
+    assert_eq!(
+        none["config"]["bounded"], false,
+        "no protocol: a hog preempting the owner blocks the high thread"
+    );
+    // Not `bounded` itself: that bound (hold + wakeup p99) is tight by definition, and one
+    // hypervisor hiccup among ~100 samples may pass it. The protocol's effect is the point.
+    let (pi_max, none_max) = (pi["max"].as_f64().unwrap(), none["max"].as_f64().unwrap());
+    assert!(
+        pi_max <= 0.2 * none_max,
+        "PI max {pi_max} vs no-PI max {none_max}"
+    );
+    assert!(
+        pi_max < 1_000_000.0 + 5_000_000.0,
+        "PI max {pi_max} ns: more than the 1 ms hold + 5 ms"
+    );
+    assert!(find("high/wakeup_latency")["count"].as_u64().unwrap() > 100);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("inherit/rtlab max / none/rtlab max"));
+}
+
+#[test]
+fn invert_check_passes_with_priority_inheritance() {
+    if !is_root() {
+        return skip(
+            "invert_check_passes_with_priority_inheritance",
+            "needs SCHED_FIFO (root)",
+        );
+    }
+    let out = rtlab()
+        .args(["invert", "--check", "--duration", "2s", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&doc);
+    let value = |n: &str| {
+        doc["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap()["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(value("check/groups") > 10.0);
+    assert_eq!(value("check/stalls"), 0.0);
+}
+
+#[test]
+fn invert_refuses_sched_other() {
+    let out = rtlab()
+        .args(["invert", "--policy", "other"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policy"));
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod invert;
 mod load;
 mod lock;
 mod survey;
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
         Command::Wakeup(args) => wakeup::run(args),
         Command::Lock(args) => lock::run(args),
+        Command::Invert(args) => invert::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

@@ -1,0 +1,86 @@
+//! The locks the experiments drive, behind one trait so each is monomorphised (no dynamic
+//! dispatch in a loop measured in nanoseconds).
+
+use rtlab_sync::{CeilingMutex, FutexMutex, PiMutex, RobustError, RobustMutex};
+use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
+use rtlab_sys::pthread::PthreadMutex;
+use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+
+/// Pins the calling thread to `cpu` and sets its scheduling.
+pub(crate) fn enter(cpu: usize, policy: Policy, prio: u32) -> Result<(), String> {
+    set_current_thread_affinity(&CpuList::from(vec![cpu])).map_err(|e| e.to_string())?;
+    set_current_thread_scheduler(policy, prio).map_err(|e| e.to_string())
+}
+
+/// Spins on the clock until `until_ns` (absolute `CLOCK_MONOTONIC`): work that preemption
+/// stretches, as real work would be.
+#[inline]
+pub(crate) fn spin_until(until_ns: u64) {
+    while rtlab_sys::time::monotonic_now_ns() < until_ns {
+        std::hint::spin_loop();
+    }
+}
+
+/// A lock under test: `lock` returns a guard that unlocks on drop.
+pub(crate) trait BenchLock: Sync {
+    type Guard<'a>
+    where
+        Self: 'a;
+    fn acquire(&self) -> Result<Self::Guard<'_>, String>;
+}
+
+impl BenchLock for PiMutex<()> {
+    type Guard<'a> = rtlab_sync::PiMutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for CeilingMutex<()> {
+    type Guard<'a> = rtlab_sync::CeilingGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for RobustMutex {
+    type Guard<'a> = rtlab_sync::RobustGuard<'a>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e: RobustError<'_>| e.to_string())
+    }
+}
+
+impl BenchLock for PthreadMutex {
+    type Guard<'a> = rtlab_sys::pthread::PthreadGuard<'a>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for std::sync::Mutex<()> {
+    type Guard<'a> = std::sync::MutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
+
+impl BenchLock for parking_lot::Mutex<()> {
+    type Guard<'a> = parking_lot::MutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        Ok(self.lock())
+    }
+}
+
+impl BenchLock for FutexMutex<()> {
+    type Guard<'a> = rtlab_sync::FutexMutexGuard<'a, ()>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}
