@@ -9,6 +9,7 @@ pub mod harness;
 pub mod invert;
 pub mod lock;
 mod locks;
+pub mod mmap;
 pub mod survey;
 pub mod wakeup;
 

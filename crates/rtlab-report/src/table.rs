@@ -93,6 +93,22 @@ fn format_value(value: f64, unit: Unit) -> String {
     }
 }
 
+/// A byte count in binary units (`100 MiB`).
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 /// One row per value series.
 pub fn value_table(series: &[Series]) -> String {
     let mut t = Table::new(&["series", "metric", "value"]);

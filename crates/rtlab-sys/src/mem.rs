@@ -44,6 +44,9 @@ pub struct AnonMapping {
 // SAFETY: the mapping is owned exclusively by this value; moving it to another thread moves
 // that ownership. No aliasing pointer is handed out except through &mut self.
 unsafe impl Send for AnonMapping {}
+// SAFETY: through `&self` only the address, the length and an atomic view are reachable;
+// every mutating access needs `&mut self`.
+unsafe impl Sync for AnonMapping {}
 
 impl AnonMapping {
     /// C: `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`.
@@ -104,6 +107,13 @@ impl AnonMapping {
     /// Start of the mapping (page aligned, zero-filled when new).
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
+    }
+
+    /// The first 4 bytes as an atomic word (a futex in shared memory, say).
+    pub fn as_atomic_u32(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: the mapping is page aligned (so aligned for u32), at least one page long,
+        // readable and writable, and lives as long as the returned borrow of `self`.
+        unsafe { &*(self.ptr.as_ptr() as *const std::sync::atomic::AtomicU32) }
     }
 
     /// Length in bytes.

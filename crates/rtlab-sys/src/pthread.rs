@@ -225,6 +225,139 @@ impl Drop for PthreadCond {
     }
 }
 
+/// A glibc mutex + condition variable on `CLOCK_MONOTONIC`, process-private or
+/// `PTHREAD_PROCESS_SHARED` (then placed in `MAP_SHARED` memory), used for timed waits that
+/// are meant to time out: the seed's "RT thread woken at an absolute time through a condvar".
+pub struct PthreadTimedWait {
+    // Keeps the memory alive: a box for private, a shared mapping for shared.
+    _storage: Storage,
+    mutex: *mut libc::pthread_mutex_t,
+    cond: *mut libc::pthread_cond_t,
+    shared: bool,
+}
+
+enum Storage {
+    Private(#[allow(dead_code)] Box<UnsafeCell<(libc::pthread_mutex_t, libc::pthread_cond_t)>>),
+    Shared(#[allow(dead_code)] crate::mem::AnonMapping),
+}
+
+// SAFETY: the objects are pinned (box or mapping) and glibc synchronises all access.
+unsafe impl Send for PthreadTimedWait {}
+// SAFETY: as above: every method goes through pthread calls that synchronise internally.
+unsafe impl Sync for PthreadTimedWait {}
+
+impl fmt::Debug for PthreadTimedWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PthreadTimedWait")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PthreadTimedWait {
+    /// C: `pthread_mutexattr_setpshared` / `pthread_condattr_setpshared` (when `shared`),
+    /// `pthread_condattr_setclock(CLOCK_MONOTONIC)`, `pthread_mutex_init`, `pthread_cond_init`.
+    pub fn new(shared: bool) -> Result<Self, SysError> {
+        let pshared = if shared {
+            libc::PTHREAD_PROCESS_SHARED
+        } else {
+            libc::PTHREAD_PROCESS_PRIVATE
+        };
+        let (storage, mutex, cond) = if shared {
+            let map = crate::mem::AnonMapping::new_shared(4096)?;
+            let mutex = map.as_ptr() as *mut libc::pthread_mutex_t;
+            let cond = map.as_ptr().wrapping_add(128) as *mut libc::pthread_cond_t;
+            (Storage::Shared(map), mutex, cond)
+        } else {
+            // SAFETY: zeroed pthread objects are valid storage for *_init.
+            let b: Box<UnsafeCell<(libc::pthread_mutex_t, libc::pthread_cond_t)>> =
+                Box::new(UnsafeCell::new(unsafe { std::mem::zeroed() }));
+            let pair = b.get();
+            // SAFETY: `pair` points into the box, which lives in `Storage`.
+            let (mutex, cond) = unsafe { (&raw mut (*pair).0, &raw mut (*pair).1) };
+            (Storage::Private(b), mutex, cond)
+        };
+        // SAFETY: attrs are initialised before use and destroyed after; `mutex`/`cond` point to
+        // pinned, zeroed storage that outlives `self`.
+        unsafe {
+            let mut mattr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            let mut cattr: libc::pthread_condattr_t = std::mem::zeroed();
+            check(
+                "pthread_mutexattr_init",
+                libc::pthread_mutexattr_init(&mut mattr),
+            )?;
+            check(
+                "pthread_condattr_init",
+                libc::pthread_condattr_init(&mut cattr),
+            )?;
+            let result = check(
+                "pthread_mutexattr_setpshared",
+                libc::pthread_mutexattr_setpshared(&mut mattr, pshared),
+            )
+            .and_then(|_| {
+                check(
+                    "pthread_condattr_setpshared",
+                    libc::pthread_condattr_setpshared(&mut cattr, pshared),
+                )
+            })
+            .and_then(|_| {
+                check(
+                    "pthread_condattr_setclock",
+                    libc::pthread_condattr_setclock(&mut cattr, libc::CLOCK_MONOTONIC),
+                )
+            })
+            .and_then(|_| {
+                check(
+                    "pthread_mutex_init",
+                    libc::pthread_mutex_init(mutex, &mattr),
+                )
+            })
+            .and_then(|_| check("pthread_cond_init", libc::pthread_cond_init(cond, &cattr)));
+            libc::pthread_mutexattr_destroy(&mut mattr);
+            libc::pthread_condattr_destroy(&mut cattr);
+            result?;
+        }
+        Ok(PthreadTimedWait {
+            _storage: storage,
+            mutex,
+            cond,
+            shared,
+        })
+    }
+
+    /// Locks, waits on the condvar until `deadline_ns` (absolute `CLOCK_MONOTONIC`), unlocks.
+    /// C: `pthread_mutex_lock; pthread_cond_timedwait(&cond, &mutex, &abstime); unlock`.
+    /// Returns true when it timed out (the expected outcome: nobody signals).
+    pub fn wait_until(&self, deadline_ns: u64) -> bool {
+        let ts = libc::timespec {
+            tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: both objects were initialised in `new` and live in pinned storage; the
+        // mutex is locked around the wait as pthread_cond_timedwait requires.
+        unsafe {
+            libc::pthread_mutex_lock(self.mutex);
+            let mut rc = 0;
+            // Spurious wakeups re-wait with the same absolute deadline.
+            while rc == 0 {
+                rc = libc::pthread_cond_timedwait(self.cond, self.mutex, &ts);
+            }
+            libc::pthread_mutex_unlock(self.mutex);
+            rc == libc::ETIMEDOUT
+        }
+    }
+}
+
+impl Drop for PthreadTimedWait {
+    fn drop(&mut self) {
+        // SAFETY: no waiter exists (waiting borrows `self`); storage is still alive here.
+        unsafe {
+            libc::pthread_cond_destroy(self.cond);
+            libc::pthread_mutex_destroy(self.mutex);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +384,15 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn timed_waits_time_out_on_time_private_and_shared() {
+        for shared in [false, true] {
+            let w = PthreadTimedWait::new(shared).unwrap();
+            let deadline = crate::time::monotonic_now_ns() + 2_000_000;
+            assert!(w.wait_until(deadline));
+            assert!(crate::time::monotonic_now_ns() >= deadline);
+        }
     }
 }

@@ -39,6 +39,9 @@ pub enum Command {
     /// Priority inversion: how long a high-priority thread waits for a lock, per protocol.
     #[command(after_help = INVERT_HELP)]
     Invert(InvertArgs),
+    /// Seed 000: does a non-RT thread's mmap delay an RT thread's (non-private) futex wait?
+    #[command(after_help = MMAP_HELP)]
+    Mmap(MmapArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -105,6 +108,24 @@ Examples:
   rtlab invert --duration 10s --json invert.json
   rtlab invert --variant none/rtlab,inherit/rtlab --hold 2ms --hog-run 40ms
   rtlab invert --check --duration 30s";
+
+const MMAP_HELP: &str = "\
+Seed 000: in 2008 a non-real-time thread mapping 100 MB delayed a real-time thread's futex
+wait by up to 1 s when the futex was not private (worse with mlock). A SCHED_FIFO thread
+(--prio, default 95, on the first of --cpus, default the last CPU) wakes every --interval at
+an absolute deadline through a timed wait that always times out, while a SCHED_OTHER thread
+maps, touches and unmaps --size in a loop.
+
+Series: <waiter>/<disturbance> (metric wakeup_latency) for waiter private (FUTEX_WAIT_BITSET
+with FUTEX_PRIVATE_FLAG), shared (without it, word in MAP_SHARED memory), glibc-private and
+glibc-shared (pthread_cond_timedwait on CLOCK_MONOTONIC, process-private or
+PTHREAD_PROCESS_SHARED) and disturbance idle, mmap, mlock (each mapping also mlocked).
+mlockall is off by default here (--mlock turns it on): MCL_FUTURE would lock every mapping
+of the load and erase the difference between mmap and mlock.
+
+Examples:
+  rtlab mmap --duration 8s --json mmap.json
+  rtlab mmap --size 1GiB --waiter private,shared";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -232,6 +253,39 @@ fn parse_variant(text: &str) -> Result<rtlab_lab::invert::Variant, String> {
             let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
             format!(
                 "unknown variant '{text}' (expected one of {})",
+                names.join(", ")
+            )
+        })
+}
+
+#[derive(Debug, Args)]
+pub struct MmapArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Bytes the disturbing thread maps, touches and unmaps per cycle.
+    #[arg(long, value_name = "SIZE", default_value = "100MiB", value_parser = parse_size_arg)]
+    pub size: u64,
+    /// Period of the real-time thread's timed waits.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub interval: Nanos,
+    /// Waiters to compare, comma-separated (default: all).
+    #[arg(long = "waiter", value_name = "LIST", value_delimiter = ',', value_parser = parse_waiter)]
+    pub waiters: Vec<rtlab_lab::mmap::Waiter>,
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    rtlab_stats::parse_size(text).map_err(|e| e.to_string())
+}
+
+fn parse_waiter(text: &str) -> Result<rtlab_lab::mmap::Waiter, String> {
+    use rtlab_lab::mmap::Waiter;
+    Waiter::ALL
+        .into_iter()
+        .find(|w| w.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Waiter::ALL.iter().map(|w| w.name()).collect();
+            format!(
+                "unknown waiter '{text}' (expected one of {})",
                 names.join(", ")
             )
         })

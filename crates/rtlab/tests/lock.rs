@@ -6,6 +6,7 @@ use common::*;
 
 #[test]
 fn lock_emits_both_modes_of_every_implementation() {
+    let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("lock.json");
     let out = rtlab()
@@ -72,6 +73,7 @@ fn lock_rejects_unknown_implementations() {
 
 #[test]
 fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
+    let _serial = realtime_serial();
     let out = rtlab()
         .args([
             "lock",
@@ -106,6 +108,7 @@ fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
 
 #[test]
 fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
+    let _serial = realtime_serial();
     if !is_root() {
         return skip(
             "invert_shows_inversion_without_a_protocol_and_bounds_it_with_one",
@@ -165,6 +168,7 @@ fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
 
 #[test]
 fn invert_check_passes_with_priority_inheritance() {
+    let _serial = realtime_serial();
     if !is_root() {
         return skip(
             "invert_check_passes_with_priority_inheritance",
@@ -204,4 +208,40 @@ fn invert_refuses_sched_other() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policy"));
+}
+
+#[test]
+fn mmap_compares_every_waiter_under_every_disturbance() {
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mmap.json");
+    let out = rtlab()
+        .args([
+            "mmap",
+            "--duration",
+            "2400ms",
+            "--size",
+            "8MiB",
+            "--no-dma-latency",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    let names = series_names(&doc);
+    for waiter in ["private", "shared", "glibc-private", "glibc-shared"] {
+        for disturbance in ["idle", "mmap", "mlock"] {
+            let name = format!("{waiter}/{disturbance}");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+    }
+    let reading = doc["verdict"]["reading"].as_str().unwrap();
+    assert!(reading.starts_with("seed effect"), "{reading}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mmap/idle"));
 }

@@ -3,6 +3,7 @@
 mod invert;
 mod load;
 mod lock;
+mod mmap;
 mod survey;
 mod wakeup;
 
@@ -19,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Wakeup(args) => wakeup::run(args),
         Command::Lock(args) => lock::run(args),
         Command::Invert(args) => invert::run(args),
+        Command::Mmap(args) => mmap::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

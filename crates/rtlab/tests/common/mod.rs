@@ -54,3 +54,10 @@ pub fn series_names(doc: &Value) -> Vec<String> {
         .map(|s| s["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Tests that run real-time threads on the same CPUs take this lock, so they do not disturb
+/// each other's timing (tests of one binary run in parallel; binaries run one at a time).
+pub fn realtime_serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

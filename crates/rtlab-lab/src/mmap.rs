@@ -1,0 +1,280 @@
+//! `rtlab mmap`: seed 000's experiment. A real-time thread is woken at absolute deadlines
+//! through a timed condition wait (a futex wait that times out); a non-real-time thread maps,
+//! touches and unmaps `size` bytes in a loop. In 2008 a non-private futex synchronised with
+//! `mmap` through the address-space lock and the RT thread was delayed by up to a second
+//! (worse with mlock). Each variant here is a waiter (futex private or shared, glibc condvar
+//! private or process-shared) under a disturbance (idle, mmap, mmap + mlock), measured in
+//! interleaved slices. Latency = wake time - deadline.
+
+use crate::harness::{CommonConfig, Observer};
+use crate::locks::enter;
+use crate::{Experiment, LabError, Outcome};
+use rtlab_load::LoadSpec;
+use rtlab_stats::result::Series;
+use rtlab_stats::{LatencyHistogram, Nanos};
+use rtlab_sys::futex::{self, Scope, Wait};
+use rtlab_sys::mem::AnonMapping;
+use rtlab_sys::pthread::PthreadTimedWait;
+use rtlab_sys::sched::Policy;
+use rtlab_sys::time::monotonic_now_ns;
+use std::sync::atomic::AtomicU32;
+
+/// Series names this experiment emits (for help text).
+pub const SERIES_HELP: &str =
+    "<waiter>/<disturbance> (metric wakeup_latency) for waiter in private, \
+shared, glibc-private, glibc-shared and disturbance in idle, mmap, mlock";
+
+/// How the real-time thread waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiter {
+    /// `FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG`.
+    Private,
+    /// `FUTEX_WAIT_BITSET` without the private flag, on a word in `MAP_SHARED` memory.
+    Shared,
+    /// glibc `pthread_cond_timedwait`, process-private condvar.
+    GlibcPrivate,
+    /// glibc `pthread_cond_timedwait`, `PTHREAD_PROCESS_SHARED` condvar in shared memory.
+    GlibcShared,
+}
+
+impl Waiter {
+    /// All waiters.
+    pub const ALL: [Waiter; 4] = [
+        Waiter::Private,
+        Waiter::Shared,
+        Waiter::GlibcPrivate,
+        Waiter::GlibcShared,
+    ];
+
+    /// Name (first part of the series name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Waiter::Private => "private",
+            Waiter::Shared => "shared",
+            Waiter::GlibcPrivate => "glibc-private",
+            Waiter::GlibcShared => "glibc-shared",
+        }
+    }
+}
+
+/// What the non-real-time thread does meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disturbance {
+    /// Nothing (the baseline).
+    Idle,
+    /// map, touch, unmap.
+    Mmap,
+    /// map, mlock, touch, unmap.
+    Mlock,
+}
+
+impl Disturbance {
+    /// All disturbances.
+    pub const ALL: [Disturbance; 3] = [Disturbance::Idle, Disturbance::Mmap, Disturbance::Mlock];
+
+    /// Name (second part of the series name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Disturbance::Idle => "idle",
+            Disturbance::Mmap => "mmap",
+            Disturbance::Mlock => "mlock",
+        }
+    }
+}
+
+/// Configuration of an mmap run.
+#[derive(Debug, Clone)]
+pub struct MmapConfig {
+    /// The real-time thread's CPU.
+    pub cpu: usize,
+    /// Period of the timed waits.
+    pub interval: Nanos,
+    /// Scheduling of the real-time thread.
+    pub policy: Policy,
+    /// Its priority.
+    pub prio: u32,
+    /// Bytes the disturbing thread maps per cycle.
+    pub size: u64,
+    /// Waiters to compare.
+    pub waiters: Vec<Waiter>,
+}
+
+/// The mmap experiment.
+#[derive(Debug, Clone)]
+pub struct MmapExperiment {
+    config: MmapConfig,
+}
+
+impl MmapExperiment {
+    /// Validates the configuration.
+    pub fn new(config: MmapConfig) -> Result<Self, LabError> {
+        if config.waiters.is_empty() {
+            return Err(LabError::Config("no waiter to measure".into()));
+        }
+        if config.interval.get() < 50_000 {
+            return Err(LabError::Config("--interval must be at least 50us".into()));
+        }
+        if config.size < 4096 {
+            return Err(LabError::Config("--size must be at least 4KiB".into()));
+        }
+        Ok(MmapExperiment { config })
+    }
+}
+
+/// A timed waiter ready to use.
+enum TimedWait {
+    Futex(Box<AtomicU32>),
+    SharedFutex(AnonMapping),
+    Glibc(PthreadTimedWait),
+}
+
+impl TimedWait {
+    fn new(waiter: Waiter) -> Result<Self, String> {
+        Ok(match waiter {
+            Waiter::Private => TimedWait::Futex(Box::new(AtomicU32::new(0))),
+            Waiter::Shared => {
+                TimedWait::SharedFutex(AnonMapping::new_shared(4096).map_err(|e| e.to_string())?)
+            }
+            Waiter::GlibcPrivate => {
+                TimedWait::Glibc(PthreadTimedWait::new(false).map_err(|e| e.to_string())?)
+            }
+            Waiter::GlibcShared => {
+                TimedWait::Glibc(PthreadTimedWait::new(true).map_err(|e| e.to_string())?)
+            }
+        })
+    }
+
+    /// Waits until `deadline` (nobody wakes it: every wait times out).
+    #[inline]
+    fn wait_until(&self, deadline: u64) {
+        match self {
+            TimedWait::Futex(word) => {
+                while futex::wait_until(word, Scope::Private, 0, Some(deadline)) != Wait::TimedOut {
+                }
+            }
+            TimedWait::SharedFutex(map) => {
+                while futex::wait_until(map.as_atomic_u32(), Scope::Shared, 0, Some(deadline))
+                    != Wait::TimedOut
+                {}
+            }
+            TimedWait::Glibc(w) => {
+                w.wait_until(deadline);
+            }
+        }
+    }
+}
+
+fn slice(
+    waiter: &TimedWait,
+    cfg: &MmapConfig,
+    disturbance: Disturbance,
+    end: u64,
+    hist: &mut LatencyHistogram,
+) -> Result<(), String> {
+    let load = match disturbance {
+        Disturbance::Idle => None,
+        Disturbance::Mmap => Some(format!("mmap:{}", cfg.size)),
+        Disturbance::Mlock => Some(format!("mmap:{}:mlock", cfg.size)),
+    };
+    let specs: Vec<LoadSpec> = load.iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
+    let loads = rtlab_load::start(
+        &specs,
+        Nanos(end.saturating_sub(monotonic_now_ns()) + 5_000_000_000),
+    )
+    .map_err(|e| e.to_string())?;
+    let interval = cfg.interval.get();
+    let measured = std::thread::scope(|s| {
+        s.spawn(|| -> Result<LatencyHistogram, String> {
+            enter(cfg.cpu, cfg.policy, cfg.prio)?;
+            let mut local = LatencyHistogram::new();
+            let mut next = monotonic_now_ns() + interval;
+            while next < end && !rtlab_sys::signal::interrupted() {
+                waiter.wait_until(next);
+                let late = Nanos(monotonic_now_ns().saturating_sub(next));
+                let missed = local.record_periodic(late, Nanos(interval));
+                next += (1 + missed) * interval;
+            }
+            Ok(local)
+        })
+        .join()
+        .map_err(|_| "measuring thread panicked".to_string())?
+    });
+    drop(loads);
+    hist.merge(&measured?);
+    Ok(())
+}
+
+impl Experiment for MmapExperiment {
+    fn command(&self) -> &'static str {
+        "mmap"
+    }
+
+    fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
+        let mut outcome = Outcome::default();
+        let (policy, prio) = outcome.effective_sched(
+            observer,
+            self.config.policy,
+            self.config.prio,
+            "so the timer slack and time-sharing hide the effect",
+        );
+        let cfg = MmapConfig {
+            policy,
+            prio,
+            ..self.config.clone()
+        };
+        let mut waiters: Vec<(Waiter, TimedWait)> = Vec::new();
+        for &w in &cfg.waiters {
+            match TimedWait::new(w) {
+                Ok(t) => waiters.push((w, t)),
+                Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", w.name())),
+            }
+        }
+        let mut tracks: Vec<(usize, Disturbance, LatencyHistogram)> = Vec::new();
+        for i in 0..waiters.len() {
+            for d in Disturbance::ALL {
+                tracks.push((i, d, LatencyHistogram::new()));
+            }
+        }
+        let began = monotonic_now_ns();
+        let end = began + common.duration.get();
+        let slice_ns = (common.duration.get() / (tracks.len().max(1) as u64 * 2))
+            .clamp(200_000_000, 1_000_000_000);
+        while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {
+            for (i, d, hist) in tracks.iter_mut() {
+                let slice_end = monotonic_now_ns() + slice_ns;
+                slice(&waiters[*i].1, &cfg, *d, slice_end, hist).map_err(LabError::Thread)?;
+                observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
+                if rtlab_sys::signal::interrupted() {
+                    break;
+                }
+            }
+        }
+        for (i, d, hist) in &tracks {
+            if hist.is_empty() {
+                continue;
+            }
+            let w = waiters[*i].0;
+            let idle_max = tracks
+                .iter()
+                .find(|(x, y, _)| x == i && *y == Disturbance::Idle)
+                .map(|(_, _, h)| h.max().get())
+                .unwrap_or(0);
+            let mut s =
+                Series::distribution(format!("{}/{}", w.name(), d.name()), "wakeup_latency", hist)?
+                    .with_config("cpu", cfg.cpu)
+                    .with_config("interval_ns", cfg.interval.get())
+                    .with_config("policy", cfg.policy.as_str())
+                    .with_config("prio", cfg.prio)
+                    .with_config("size_bytes", cfg.size)
+                    .with_config("mlockall", common.mlock);
+            if *d != Disturbance::Idle && idle_max > 0 {
+                s = s.with_config(
+                    "max_over_idle_max",
+                    (hist.max().get() as f64 / idle_max as f64 * 1000.0).round() / 1000.0,
+                );
+            }
+            outcome.series.push(s);
+        }
+        Ok(outcome)
+    }
+}
