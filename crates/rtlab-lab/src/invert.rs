@@ -96,10 +96,43 @@ pub struct InvertConfig {
     pub variants: Vec<Variant>,
 }
 
+impl InvertConfig {
+    /// The defaults of `rtlab invert` (the same as its command-line defaults): hold 1 ms, a
+    /// request every 10 ms, one hog per CPU spinning 30 ms of every 50 ms, high priority 30.
+    pub fn with_defaults(cpus: CpuList, variants: Vec<Variant>) -> Self {
+        InvertConfig {
+            hogs: cpus.len(),
+            cpus,
+            hold: Nanos::from_millis(1),
+            period: Nanos::from_millis(10),
+            hog_run: Nanos::from_millis(30),
+            hog_period: Nanos::from_millis(50),
+            high_prio: 30,
+            variants,
+        }
+    }
+}
+
 /// The invert experiment.
 #[derive(Debug, Clone)]
 pub struct Invert {
     config: InvertConfig,
+    prefix: String,
+}
+
+/// One plain sentence comparing the worst waits without a protocol and with rtlab's PI mutex.
+pub fn reading(series: &[Series], prefix: &str) -> Option<String> {
+    let max = |v: Variant| {
+        let name = format!("{prefix}{}", v.name());
+        series.iter().find(|s| s.name == name).and_then(|s| s.max)
+    };
+    let (none, pi) = (max(Variant::NoneRtlab)?, max(Variant::InheritRtlab)?);
+    Some(format!(
+        "without a protocol a medium-priority hog kept the high thread waiting up to {}; with rtlab's PI mutex at most {} ({:.3}x)",
+        Nanos(none as u64),
+        Nanos(pi as u64),
+        pi / none.max(1.0)
+    ))
 }
 
 impl Invert {
@@ -138,7 +171,16 @@ impl Invert {
                 hog_share * 100.0
             )));
         }
-        Ok(Invert { config })
+        Ok(Invert {
+            config,
+            prefix: String::new(),
+        })
+    }
+
+    /// Prefixes every series name (the survey's `invert/`).
+    pub fn with_series_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
     }
 }
 
@@ -311,24 +353,32 @@ impl Experiment for Invert {
             }
             let max = waits.max().get();
             outcome.series.push(
-                Series::distribution(variant.name(), "lock_wait", waits)?
-                    .with_config("protocol", variant.name().split('/').next().unwrap_or(""))
-                    .with_config("hold_ns", cfg.hold.get())
-                    .with_config("period_ns", cfg.period.get())
-                    .with_config("hogs", cfg.hogs)
-                    .with_config("hog_run_ns", cfg.hog_run.get())
-                    .with_config("hog_period_ns", cfg.hog_period.get())
-                    .with_config("cpus", cfg.cpus.to_string())
-                    .with_config("high_prio", cfg.high_prio)
-                    .with_config("bound_ns", bound)
-                    .with_config("bounded", max <= bound)
-                    .with_config("exceeded_by_ns", max.saturating_sub(bound)),
+                Series::distribution(
+                    format!("{}{}", self.prefix, variant.name()),
+                    "lock_wait",
+                    waits,
+                )?
+                .with_config("protocol", variant.name().split('/').next().unwrap_or(""))
+                .with_config("hold_ns", cfg.hold.get())
+                .with_config("period_ns", cfg.period.get())
+                .with_config("hogs", cfg.hogs)
+                .with_config("hog_run_ns", cfg.hog_run.get())
+                .with_config("hog_period_ns", cfg.hog_period.get())
+                .with_config("cpus", cfg.cpus.to_string())
+                .with_config("high_prio", cfg.high_prio)
+                .with_config("bound_ns", bound)
+                .with_config("bounded", max <= bound)
+                .with_config("exceeded_by_ns", max.saturating_sub(bound)),
             );
         }
         outcome.series.push(
-            Series::distribution("high/wakeup_latency", "wakeup_latency", &wakeups)?
-                .with_config("period_ns", cfg.period.get())
-                .with_config("prio", cfg.high_prio),
+            Series::distribution(
+                format!("{}high/wakeup_latency", self.prefix),
+                "wakeup_latency",
+                &wakeups,
+            )?
+            .with_config("period_ns", cfg.period.get())
+            .with_config("prio", cfg.high_prio),
         );
         Ok(outcome)
     }
@@ -341,16 +391,10 @@ mod tests {
 
     fn config(variants: Vec<Variant>) -> InvertConfig {
         let cpus = rtlab_sys::affinity::usable_cpus();
-        InvertConfig {
-            cpus: CpuList::from(vec![*cpus.as_slice().last().unwrap()]),
-            hold: Nanos::from_millis(1),
-            period: Nanos::from_millis(10),
-            hogs: 1,
-            hog_run: Nanos::from_millis(30),
-            hog_period: Nanos::from_millis(50),
-            high_prio: 30,
+        InvertConfig::with_defaults(
+            CpuList::from(vec![*cpus.as_slice().last().unwrap()]),
             variants,
-        }
+        )
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! result document so any writer can render them from the JSON alone.
 
 use crate::harness::{run_experiment, CommonConfig, Observer, RunRecord};
+use crate::invert::{Invert, InvertConfig, Variant};
 use crate::lock::{Impl, LockConfig, LockExperiment, Sched};
+use crate::mmap::{MmapConfig, MmapExperiment, Waiter};
 use crate::wakeup::{Placement, Wakeup, WakeupConfig};
+use crate::Experiment;
 use crate::LabError;
 use rtlab_load::LoadSpec;
 use rtlab_stats::result::Series;
@@ -40,6 +43,9 @@ pub struct SurveyRecord {
     /// `verdict.survey`: one object per area.
     pub verdict_rows: Vec<Value>,
 }
+
+/// The longest any of the short stages (lock, invert, mmap) runs.
+const SHORT_STAGE: Nanos = Nanos::from_secs(4);
 
 /// The implementations the survey's lock stage compares.
 const LOCK_STAGE_IMPLS: [Impl; 5] = [
@@ -150,7 +156,7 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len() + 1);
+        observer.stage(stage.name, i, stages.len() + 3);
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
@@ -168,24 +174,66 @@ pub fn run_survey(
         let record = run_experiment(&wakeup, &common, observer)?;
         merged = Some(absorb(merged, record));
     }
-    if !rtlab_sys::signal::interrupted() {
-        observer.stage("lock", stages.len(), stages.len() + 1);
-        let lock = LockExperiment::new(LockConfig {
-            impls: LOCK_STAGE_IMPLS.to_vec(),
-            cpus: config.cpus.clone(),
-            sched: Sched {
-                policy: Policy::Fifo,
-                prio: 10,
-            },
-        })?
-        .with_series_prefix("lock/");
+    // Short stages of the other experiments: each at most `SHORT_STAGE` long.
+    let short = Nanos(config.stage_duration.get().min(SHORT_STAGE.get()));
+    let last_cpu = CpuList::from(vec![*config
+        .cpus
+        .as_slice()
+        .last()
+        .expect("non-empty CPU list")]);
+    let total = stages.len() + 3;
+    let lock = LockExperiment::new(LockConfig {
+        impls: LOCK_STAGE_IMPLS.to_vec(),
+        cpus: config.cpus.clone(),
+        sched: Sched {
+            policy: Policy::Fifo,
+            prio: 10,
+        },
+    })?
+    .with_series_prefix("lock/");
+    let invert = Invert::new(InvertConfig::with_defaults(
+        last_cpu.clone(),
+        vec![
+            Variant::NoneRtlab,
+            Variant::InheritRtlab,
+            Variant::InheritGlibc,
+        ],
+    ))?
+    .with_series_prefix("invert/");
+    let mmap = MmapExperiment::new(MmapConfig {
+        cpu: last_cpu.as_slice()[0],
+        interval: Nanos::from_millis(1),
+        policy: Policy::Fifo,
+        prio: 95,
+        size: 100 << 20,
+        waiters: vec![Waiter::Private, Waiter::Shared],
+    })?
+    .with_series_prefix("mmap/");
+    let short_stages: [(&str, &dyn Experiment, bool); 3] = [
+        ("lock", &lock, config.mlock),
+        ("invert", &invert, config.mlock),
+        ("mmap", &mmap, false),
+    ];
+    for (i, (name, experiment, mlock)) in short_stages.into_iter().enumerate() {
+        if rtlab_sys::signal::interrupted() {
+            break;
+        }
+        if name == "invert" && !rtlab_sys::probe::can_use_fifo(30) {
+            let warning = "invert stage: skipped: needs SCHED_FIFO (run as root)".to_string();
+            observer.warn(&warning);
+            if let Some(m) = merged.as_mut() {
+                m.warnings.push(warning);
+            }
+            continue;
+        }
+        observer.stage(name, stages.len() + i, total);
         let common = CommonConfig {
-            duration: Nanos(config.stage_duration.get().min(Nanos::from_secs(3).get())),
+            duration: short,
             loads: vec![],
-            mlock: config.mlock,
+            mlock,
             dma_latency: false,
         };
-        let record = run_experiment(&lock, &common, observer)?;
+        let record = run_experiment(experiment, &common, observer)?;
         merged = Some(absorb(merged, record));
     }
     let record = merged
@@ -206,6 +254,13 @@ pub fn run_survey(
     }
     if let Some(reading) = lock_reading(&record.series) {
         verdict_rows.push(json!({"area": "lock", "reading": reading}));
+    }
+    if let Some(reading) = crate::invert::reading(&record.series, "invert/") {
+        verdict_rows.push(json!({"area": "invert", "reading": reading}));
+    }
+    if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
+        let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");
+        verdict_rows.push(json!({"area": "mmap", "reading": reading}));
     }
     Ok(SurveyRecord {
         record,

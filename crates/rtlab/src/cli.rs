@@ -129,8 +129,10 @@ Examples:
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
-lock (rtlab's PI and robust mutexes against glibc's; at most 3 s). Writes DIR/report.json
-(all series, schema-valid) and one .hgrm file per distribution series.
+short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
+invert (priority inversion without a protocol vs with PI) and mmap (does mmap still delay a
+shared futex?). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+distribution series. The verdict has one line per area.
 
 Examples:
   rtlab survey

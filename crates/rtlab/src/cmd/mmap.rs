@@ -46,34 +46,7 @@ pub fn verdict(doc: &ResultDoc) -> (String, String) {
             ratio(mlock),
         ]);
     }
-    // The effect counts only when the shared futex's disturbed worst case stands out both from
-    // the private futex's under the same disturbance and from the idle noise floor of both:
-    // on a VM a single max from a few hundred samples swings by 2x on its own.
-    let floor = [Waiter::Private, Waiter::Shared]
-        .iter()
-        .filter_map(|&w| max_of(doc, w, Disturbance::Idle))
-        .fold(0.0f64, f64::max);
-    let mut worst: Option<(f64, f64, &str)> = None;
-    for d in [Disturbance::Mmap, Disturbance::Mlock] {
-        if let (Some(shared), Some(private)) = (
-            max_of(doc, Waiter::Shared, d),
-            max_of(doc, Waiter::Private, d),
-        ) {
-            let (vs_private, vs_floor) = (shared / private.max(1.0), shared / floor.max(1.0));
-            if worst.is_none_or(|(p, f, _)| vs_private.min(vs_floor) > p.min(f)) {
-                worst = Some((vs_private, vs_floor, d.name()));
-            }
-        }
-    }
-    let sentence = match worst {
-        Some((p, f, d)) if p > 2.0 && f > 2.0 => format!(
-            "seed effect VISIBLE on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case; use private futexes (rtlab's default) for real-time waits"
-        ),
-        Some((p, f, d)) => format!(
-            "seed effect not visible on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case (both must exceed 2x); the 2008 mmap/futex contention does not show here"
-        ),
-        None => "seed effect not assessed: run with --waiter private,shared".into(),
-    };
+    let sentence = rtlab_lab::mmap::seed_effect_reading(&doc.series, "");
     (t.render(), sentence)
 }
 
