@@ -16,6 +16,7 @@ pub mod mem;
 pub mod probe;
 #[allow(unsafe_code)]
 pub mod process;
+pub mod procfs;
 #[allow(unsafe_code)]
 pub mod pthread;
 #[allow(unsafe_code)]

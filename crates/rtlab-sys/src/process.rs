@@ -94,6 +94,20 @@ pub fn kill_hard(pid: i32) -> Result<(), SysError> {
         .map_err(|e| SysError::from_errno(format!("kill({}, SIGKILL)", pid.as_raw_nonzero()), e))
 }
 
+/// Raises this process's `RLIMIT_MEMLOCK` to unlimited (soft and hard), so a program it
+/// executes may lock its memory itself. C: `setrlimit(RLIMIT_MEMLOCK, {INF, INF})`.
+pub fn raise_memlock_limit() -> Result<(), SysError> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    setrlimit(
+        Resource::Memlock,
+        Rlimit {
+            current: None,
+            maximum: None,
+        },
+    )
+    .map_err(|e| SysError::from_errno("setrlimit(RLIMIT_MEMLOCK, unlimited)", e))
+}
+
 /// The effective user id of this process (0 means root).
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()

@@ -42,6 +42,12 @@ pub enum Command {
     /// Seed 000: does a non-RT thread's mmap delay an RT thread's (non-private) futex wait?
     #[command(after_help = MMAP_HELP)]
     Mmap(MmapArgs),
+    /// Timer slack: read or set it on a running process's threads.
+    #[command(after_help = SLACK_HELP, args_conflicts_with_subcommands = true)]
+    Slack(SlackArgs),
+    /// Run a command with timer slack, scheduling and CPU affinity set (like chrt/taskset).
+    #[command(after_help = EXEC_HELP)]
+    Exec(ExecArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -126,6 +132,40 @@ of the load and erase the difference between mmap and mlock.
 Examples:
   rtlab mmap --duration 8s --json mmap.json
   rtlab mmap --size 1GiB --waiter private,shared";
+
+const SLACK_HELP: &str = "\
+Seed 004: LockSupport.parkNanos(10 us) sleeps ~60 us because the kernel may delay a
+SCHED_OTHER thread's wakeup by its timer slack (50 us by default) to batch timers. Slack is
+per thread, inherited by new threads and child processes, and ignored for SCHED_FIFO/RR.
+It lives in /proc/<tid>/timerslack_ns; changing another process's needs CAP_SYS_NICE.
+
+  rtlab slack get --pid PID                 every thread: tid, name, slack
+  rtlab slack set --pid PID --all 1us       every thread of PID
+  rtlab slack set --pid PID --tid TID 1us   one thread
+  rtlab slack set --pid PID --thread NAME 1us   threads whose name matches (prefix)
+
+Java: HotSpot names its native threads (VM Thread, GC Thread#0, C2 CompilerThre...; names
+are cut to 15 characters), so --thread works on them. To find one Java thread by hand,
+`jstack PID` prints nid=0x1a2b for it: that is its tid in hex (0x1a2b = 6699). Threads a
+JVM creates later inherit the slack of the thread that created them; start the JVM under
+`rtlab exec --slack 1us -- java ...` to cover every thread from the beginning.";
+
+const EXEC_HELP: &str = "\
+rtlab exec sets the requested attributes on itself and then replaces itself with CMD
+(like chrt and taskset), so CMD's exit status and signals are its own.
+
+Inherited by CMD and by every thread and child it creates:
+  --slack DUR            timer slack (ignored while a thread runs SCHED_FIFO/RR)
+  --policy P --prio N    scheduling policy and priority (threads created with the default
+                         PTHREAD_INHERIT_SCHED, as the JVM's are)
+  --cpus LIST            CPU affinity
+Not inherited:
+  memory locks: execve removes them. --mlock raises RLIMIT_MEMLOCK to unlimited so CMD may
+  lock its own memory (mlockall), and says so.
+
+Examples:
+  rtlab exec --slack 1us -- java -cp examples/java ParkNanos
+  rtlab exec --policy fifo --prio 80 --cpus 1 -- ./my-control-loop";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -291,6 +331,72 @@ fn parse_waiter(text: &str) -> Result<rtlab_lab::mmap::Waiter, String> {
                 names.join(", ")
             )
         })
+}
+
+#[derive(Debug, Args)]
+pub struct SlackArgs {
+    #[command(subcommand)]
+    pub action: Option<SlackAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SlackAction {
+    /// List every thread of a process with its timer slack.
+    Get {
+        /// The process.
+        #[arg(long, value_name = "PID", value_parser = parse_pid)]
+        pid: i32,
+        /// Write the threads as a result document to PATH ('-' for stdout).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
+    },
+    /// Set the timer slack of threads of a process.
+    Set {
+        /// The process.
+        #[arg(long, value_name = "PID", value_parser = parse_pid)]
+        pid: i32,
+        /// Every thread of the process.
+        #[arg(long, group = "which")]
+        all: bool,
+        /// One thread by its tid.
+        #[arg(long, value_name = "TID", value_parser = parse_pid, group = "which")]
+        tid: Option<i32>,
+        /// Threads whose name (comm) equals NAME or starts with it (15 characters at most count).
+        #[arg(long, value_name = "NAME", group = "which")]
+        thread: Option<String>,
+        /// The new slack: 1ns to 1s; 0 restores each thread's default.
+        #[arg(value_name = "DUR", value_parser = duration_arg, allow_hyphen_values = true)]
+        slack: Nanos,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Timer slack for CMD and its threads.
+    #[arg(long, value_name = "DUR", value_parser = duration_arg, allow_hyphen_values = true)]
+    pub slack: Option<Nanos>,
+    /// Scheduling policy: fifo, rr or other.
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Priority, 1-99 for fifo/rr.
+    #[arg(long, value_name = "N", value_parser = parse_prio, allow_hyphen_values = true)]
+    pub prio: Option<u32>,
+    /// CPU affinity: 0, 0,1, 0-3.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<CpuList>,
+    /// Raise RLIMIT_MEMLOCK so CMD may lock its memory (locks themselves do not survive exec).
+    #[arg(long)]
+    pub mlock: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+fn parse_pid(text: &str) -> Result<i32, String> {
+    match text.parse::<i64>() {
+        Ok(p) if (1..=i32::MAX as i64).contains(&p) => Ok(p as i32),
+        _ => Err(format!("'{text}' is not a process or thread id")),
+    }
 }
 
 #[derive(Debug, Args)]

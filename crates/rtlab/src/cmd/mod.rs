@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
+mod exec;
 mod invert;
 mod load;
 mod lock;
 mod mmap;
+mod slack;
 mod survey;
 mod wakeup;
 
@@ -21,6 +23,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Lock(args) => lock::run(args),
         Command::Invert(args) => invert::run(args),
         Command::Mmap(args) => mmap::run(args),
+        Command::Slack(args) => slack::run(args),
+        Command::Exec(args) => exec::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

@@ -1,0 +1,156 @@
+//! `rtlab slack get|set` (and, later, the sweep).
+
+use crate::cli::{SlackAction, SlackArgs};
+use crate::output::{system_now, Outputs};
+use crate::{BadInput, Status};
+use rtlab_report::table::Table;
+use rtlab_stats::result::{LoadEntry, ResultDoc, Series, Tool, Unit, Verdict, SCHEMA_VERSION};
+use rtlab_stats::Nanos;
+use rtlab_sys::procfs::{set_thread_timer_slack_ns, threads_of, ThreadInfo};
+
+fn slack_text(ns: Option<u64>) -> String {
+    ns.map_or_else(|| "unreadable".into(), |v| Nanos(v).to_string())
+}
+
+fn list(pid: i32) -> anyhow::Result<Vec<ThreadInfo>> {
+    threads_of(pid).map_err(|e| {
+        if e.to_string().contains("no such process") {
+            BadInput(format!("--pid {pid}: no such process")).into()
+        } else {
+            anyhow::Error::from(e)
+        }
+    })
+}
+
+fn get(pid: i32, json: Option<std::path::PathBuf>) -> anyhow::Result<Status> {
+    let outputs = Outputs {
+        json,
+        ..Outputs::default()
+    };
+    outputs.validate()?;
+    let threads = list(pid)?;
+    let mut table = Table::new(&["tid", "name", "timer slack"]);
+    let mut series = Vec::new();
+    for t in &threads {
+        table.row(vec![
+            t.tid.to_string(),
+            t.name.clone(),
+            slack_text(t.timer_slack_ns),
+        ]);
+        if let Some(ns) = t.timer_slack_ns {
+            let mut s = Series::value(format!("tid/{}", t.tid), "timer_slack", Unit::Ns, ns as f64);
+            s.tags.insert("name".into(), t.name.clone().into());
+            series.push(s);
+        }
+    }
+    if series.is_empty() {
+        anyhow::bail!(
+            "cannot read the timer slack of any thread of {pid} (permission denied? run as root)"
+        );
+    }
+    let mut doc = ResultDoc {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "rtlab".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        command: "slack get".into(),
+        argv: std::env::args().collect(),
+        started_at: rtlab_stats::result::rfc3339_utc(rtlab_sys::time::realtime_now_ns()),
+        duration_s: 0.0,
+        system: system_now(),
+        load: Vec::<LoadEntry>::new(),
+        warnings: vec![],
+        series,
+        outliers: vec![],
+        verdict: Verdict::default(),
+    };
+    outputs.finish(&mut doc, &table.render())
+}
+
+/// A thread name as the kernel keeps it: at most 15 bytes.
+fn comm_prefix(name: &str) -> &str {
+    let mut end = name.len().min(15);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
+fn set(
+    pid: i32,
+    all: bool,
+    tid: Option<i32>,
+    thread: Option<String>,
+    slack: Nanos,
+) -> anyhow::Result<Status> {
+    if slack.get() > 1_000_000_000 {
+        return Err(BadInput(format!("slack {slack}: at most 1 s")).into());
+    }
+    if !all && tid.is_none() && thread.is_none() {
+        return Err(BadInput("say which threads: --all, --tid TID or --thread NAME".into()).into());
+    }
+    let threads = list(pid)?;
+    let chosen: Vec<&ThreadInfo> = threads
+        .iter()
+        .filter(|t| {
+            all || tid == Some(t.tid)
+                || thread
+                    .as_deref()
+                    .is_some_and(|n| t.name.starts_with(comm_prefix(n)))
+        })
+        .collect();
+    if chosen.is_empty() {
+        let what = match (tid, &thread) {
+            (Some(t), _) => format!("--tid {t}: not a thread of process {pid}"),
+            (_, Some(n)) => {
+                let mut names: Vec<&str> = threads.iter().map(|t| t.name.as_str()).collect();
+                names.sort_unstable();
+                names.dedup();
+                format!(
+                    "--thread '{n}': no thread of process {pid} has that name (names: {})",
+                    names.join(", ")
+                )
+            }
+            _ => format!("process {pid} has no threads"),
+        };
+        return Err(BadInput(what).into());
+    }
+    for t in chosen {
+        set_thread_timer_slack_ns(t.tid, slack.get()).map_err(|e| {
+            if e.is_permission() {
+                anyhow::anyhow!(
+                    "{e} (changing another process's timer slack needs CAP_SYS_NICE: run as root)"
+                )
+            } else {
+                anyhow::Error::from(e)
+            }
+        })?;
+        let now = rtlab_sys::procfs::thread_timer_slack_ns(t.tid).ok();
+        println!(
+            "tid {} ({}): {} -> {}",
+            t.tid,
+            t.name,
+            slack_text(t.timer_slack_ns),
+            slack_text(now)
+        );
+    }
+    Ok(Status::Ok)
+}
+
+pub fn run(args: SlackArgs) -> anyhow::Result<Status> {
+    match args.action {
+        Some(SlackAction::Get { pid, json }) => get(pid, json),
+        Some(SlackAction::Set {
+            pid,
+            all,
+            tid,
+            thread,
+            slack,
+        }) => set(pid, all, tid, thread, slack),
+        None => Err(BadInput(
+            "the slack sweep is not built yet: use 'rtlab slack get' or 'rtlab slack set'".into(),
+        )
+        .into()),
+    }
+}
