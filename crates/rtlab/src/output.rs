@@ -3,7 +3,7 @@
 use crate::{BadInput, Status};
 use rtlab_lab::{LiveSeries, Observer, RunRecord};
 use rtlab_report::{check_writable_dir, check_writable_file, Exporter, HgrmExporter, JsonExporter};
-use rtlab_stats::result::{ResultDoc, SystemInfo, Tool, Unit, Verdict, SCHEMA_VERSION};
+use rtlab_stats::result::{ResultDoc, Tool, Unit, Verdict, SCHEMA_VERSION};
 use rtlab_stats::Nanos;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -178,7 +178,27 @@ pub fn result_doc(command: &str, record: RunRecord) -> ResultDoc {
     }
 }
 
-/// System facts for commands that do not go through the experiment harness.
-pub fn system_now() -> SystemInfo {
-    rtlab_lab::harness::system_info(rtlab_sys::probe::probe_privileges())
+/// The result document of a command that does not go through the experiment harness.
+pub fn standalone_doc(
+    command: &str,
+    started_at_ns: u64,
+    duration: Nanos,
+    load: Vec<rtlab_stats::result::LoadEntry>,
+    warnings: Vec<String>,
+    series: Vec<rtlab_stats::result::Series>,
+) -> ResultDoc {
+    let system = rtlab_lab::harness::system_info(rtlab_sys::probe::probe_privileges());
+    result_doc(
+        command,
+        RunRecord {
+            started_at_ns,
+            duration,
+            system,
+            load,
+            warnings,
+            series,
+            interrupted: rtlab_sys::signal::interrupted(),
+            load_reports: vec![],
+        },
+    )
 }

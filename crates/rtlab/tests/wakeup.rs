@@ -241,19 +241,11 @@ fn unprivileged_run_degrades_and_says_so() {
     )
     .unwrap();
     let json = dir.path().join("unpriv.json");
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(assert_cmd::cargo::cargo_bin("rtlab"))
-        .args(["wakeup", "--duration", "300ms", "--json"])
-        .arg(&json)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let json_arg = json.to_str().unwrap();
+    let out = rtlab_unprivileged(
+        &["wakeup", "--duration", "300ms", "--json", json_arg],
+        dir.path(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     for needle in [

@@ -1,10 +1,10 @@
 //! `rtlab load`: run disturbance loads alone.
 
 use crate::cli::LoadArgs;
-use crate::output::{system_now, Console, Outputs};
+use crate::output::{standalone_doc, Console, Outputs};
 use crate::Status;
 use rtlab_report::table::Table;
-use rtlab_stats::result::{LoadEntry, ResultDoc, Series, Tool, Unit, Verdict, SCHEMA_VERSION};
+use rtlab_stats::result::{LoadEntry, Series, Unit};
 use rtlab_stats::Nanos;
 use rtlab_sys::time::monotonic_now_ns;
 
@@ -66,31 +66,13 @@ pub fn run(args: LoadArgs) -> anyhow::Result<Status> {
             r.work as f64,
         ));
     }
-    let mut doc = ResultDoc {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "rtlab".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        command: "load".into(),
-        argv: std::env::args().collect(),
-        started_at: rtlab_stats::result::rfc3339_utc(started_at_ns),
-        duration_s: elapsed.as_secs_f64(),
-        system: system_now(),
-        load: args
-            .specs
-            .iter()
-            .map(|s| LoadEntry {
-                spec: s.text.clone(),
-            })
-            .collect(),
-        warnings,
-        series,
-        outliers: vec![],
-        verdict: Verdict {
-            interrupted: rtlab_sys::signal::interrupted(),
-            ..Verdict::default()
-        },
-    };
+    let load = args
+        .specs
+        .iter()
+        .map(|s| LoadEntry {
+            spec: s.text.clone(),
+        })
+        .collect();
+    let mut doc = standalone_doc("load", started_at_ns, elapsed, load, warnings, series);
     outputs.finish(&mut doc, &table.render())
 }

@@ -1,10 +1,10 @@
 //! `rtlab slack get|set` (and, later, the sweep).
 
 use crate::cli::{SlackAction, SlackArgs};
-use crate::output::{system_now, Outputs};
+use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
 use rtlab_report::table::Table;
-use rtlab_stats::result::{LoadEntry, ResultDoc, Series, Tool, Unit, Verdict, SCHEMA_VERSION};
+use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::Nanos;
 use rtlab_sys::procfs::{set_thread_timer_slack_ns, threads_of, ThreadInfo};
 
@@ -48,23 +48,8 @@ fn get(pid: i32, json: Option<std::path::PathBuf>) -> anyhow::Result<Status> {
             "cannot read the timer slack of any thread of {pid} (permission denied? run as root)"
         );
     }
-    let mut doc = ResultDoc {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "rtlab".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        command: "slack get".into(),
-        argv: std::env::args().collect(),
-        started_at: rtlab_stats::result::rfc3339_utc(rtlab_sys::time::realtime_now_ns()),
-        duration_s: 0.0,
-        system: system_now(),
-        load: Vec::<LoadEntry>::new(),
-        warnings: vec![],
-        series,
-        outliers: vec![],
-        verdict: Verdict::default(),
-    };
+    let now = rtlab_sys::time::realtime_now_ns();
+    let mut doc = standalone_doc("slack get", now, Nanos::ZERO, vec![], vec![], series);
     outputs.finish(&mut doc, &table.render())
 }
 

@@ -61,3 +61,19 @@ pub fn realtime_serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// `rtlab ARGS` as user nobody with no capabilities (run only when root), from `dir`.
+pub fn rtlab_unprivileged(args: &[&str], dir: &Path) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("rtlab"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("setpriv runs")
+}
