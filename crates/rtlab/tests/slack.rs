@@ -161,17 +161,8 @@ fn slack_set_without_privilege_says_why() {
             "needs root to switch to an unprivileged user",
         );
     }
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(assert_cmd::cargo::cargo_bin("rtlab"))
-        .args(["slack", "set", "--pid", "1", "--all", "1us"])
-        .output()
-        .unwrap();
+    let args = ["slack", "set", "--pid", "1", "--all", "1us"];
+    let out = rtlab_unprivileged(&args, &std::env::temp_dir());
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
