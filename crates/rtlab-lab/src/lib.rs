@@ -10,6 +10,7 @@ pub mod invert;
 pub mod lock;
 mod locks;
 pub mod mmap;
+pub mod slack;
 pub mod survey;
 pub mod wakeup;
 

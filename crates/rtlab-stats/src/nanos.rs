@@ -36,6 +36,20 @@ impl Nanos {
         std::time::Duration::from_nanos(self.0)
     }
 
+    /// A compact identifier for series names (`1ns`, `10us`, `1.5ms`, `2s`): the largest unit
+    /// that divides it (with one decimal where that is exact), never rounded.
+    pub fn label(self) -> String {
+        for (unit, scale) in [("s", 1_000_000_000u64), ("ms", 1_000_000), ("us", 1_000)] {
+            if self.0 >= scale && self.0 % scale == 0 {
+                return format!("{}{unit}", self.0 / scale);
+            }
+            if self.0 >= scale && self.0 % (scale / 10) == 0 {
+                return format!("{}.{}{unit}", self.0 / scale, self.0 % scale / (scale / 10));
+            }
+        }
+        format!("{}ns", self.0)
+    }
+
     /// Seconds as a float (for `duration_s` and rates).
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
@@ -87,5 +101,14 @@ mod tests {
         assert_eq!(Nanos(2_700_000_000).to_string(), "2.70 s");
         assert_eq!(Nanos(30_000_000_000).to_string(), "30.0 s");
         assert_eq!(format!("{:>9}", Nanos(850)), "   850 ns");
+    }
+
+    #[test]
+    fn labels_are_compact_and_exact() {
+        assert_eq!(Nanos(1).label(), "1ns");
+        assert_eq!(Nanos(10_000).label(), "10us");
+        assert_eq!(Nanos(1_500_000).label(), "1.5ms");
+        assert_eq!(Nanos(2_000_000_000).label(), "2s");
+        assert_eq!(Nanos(1_234).label(), "1234ns");
     }
 }

@@ -26,6 +26,7 @@ pub mod sched;
 #[allow(unsafe_code)]
 pub mod signal;
 pub mod slack;
+pub mod sleep;
 pub mod sysinfo;
 pub mod time;
 

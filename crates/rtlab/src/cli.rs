@@ -139,10 +139,18 @@ SCHED_OTHER thread's wakeup by its timer slack (50 us by default) to batch timer
 per thread, inherited by new threads and child processes, and ignored for SCHED_FIFO/RR.
 It lives in /proc/<tid>/timerslack_ns; changing another process's needs CAP_SYS_NICE.
 
+  rtlab slack                               the sweep: every mechanism x --sleeps x --slacks
+                                            (SCHED_OTHER) plus a SCHED_FIFO row; the table
+                                            shows p50 oversleep, the 50 us step included
   rtlab slack get --pid PID                 every thread: tid, name, slack
   rtlab slack set --pid PID --all 1us       every thread of PID
   rtlab slack set --pid PID --tid TID 1us   one thread
   rtlab slack set --pid PID --thread NAME 1us   threads whose name matches (prefix)
+
+Sweep series: <mechanism>/<requested>/<slack> (metric oversleep = actual - requested sleep),
+e.g. futex/10us/50us, and fifo/futex/<requested>/<slack>. Mechanisms: clock_nanosleep_rel,
+clock_nanosleep_abs, nanosleep, futex (a timed park, what parkNanos does), cond_timedwait,
+timerfd_epoll. Default --duration 20s, on the last CPU (or the first of --cpus).
 
 Java: HotSpot names its native threads (VM Thread, GC Thread#0, C2 CompilerThre...; names
 are cut to 15 characters), so --thread works on them. To find one Java thread by hand,
@@ -337,6 +345,39 @@ fn parse_waiter(text: &str) -> Result<rtlab_lab::mmap::Waiter, String> {
 pub struct SlackArgs {
     #[command(subcommand)]
     pub action: Option<SlackAction>,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+}
+
+/// The sweep (`rtlab slack` without a subcommand).
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Requested sleeps, comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1us,2us,5us,10us,20us,50us,100us,200us", value_parser = positive_duration)]
+    pub sleeps: Vec<Nanos>,
+    /// Timer slack values, comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1ns,1us,10us,50us,200us", value_parser = positive_duration)]
+    pub slacks: Vec<Nanos>,
+    /// Mechanisms, comma-separated (default: all): clock_nanosleep_rel, clock_nanosleep_abs,
+    /// nanosleep, futex, cond_timedwait, timerfd_epoll.
+    #[arg(long = "mechanism", value_name = "LIST", value_delimiter = ',', value_parser = parse_mechanism)]
+    pub mechanisms: Vec<rtlab_sys::sleep::Mechanism>,
+}
+
+fn parse_mechanism(text: &str) -> Result<rtlab_sys::sleep::Mechanism, String> {
+    use rtlab_sys::sleep::Mechanism;
+    Mechanism::ALL
+        .into_iter()
+        .find(|m| m.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+            format!(
+                "unknown mechanism '{text}' (expected one of {})",
+                names.join(", ")
+            )
+        })
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,12 +1,15 @@
 //! `rtlab slack get|set` (and, later, the sweep).
 
-use crate::cli::{SlackAction, SlackArgs};
+use crate::cli::{SlackAction, SlackArgs, SweepArgs};
+use crate::output::{result_doc, Console};
 use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
+use rtlab_lab::slack::{SlackSweep, SweepConfig};
 use rtlab_report::table::Table;
-use rtlab_stats::result::{Series, Unit};
+use rtlab_stats::result::{ResultDoc, Series, Unit};
 use rtlab_stats::Nanos;
 use rtlab_sys::procfs::{set_thread_timer_slack_ns, threads_of, ThreadInfo};
+use rtlab_sys::sleep::Mechanism;
 
 fn slack_text(ns: Option<u64>) -> String {
     ns.map_or_else(|| "unreadable".into(), |v| Nanos(v).to_string())
@@ -133,9 +136,107 @@ pub fn run(args: SlackArgs) -> anyhow::Result<Status> {
             thread,
             slack,
         }) => set(pid, all, tid, thread, slack),
-        None => Err(BadInput(
-            "the slack sweep is not built yet: use 'rtlab slack get' or 'rtlab slack set'".into(),
-        )
-        .into()),
+        None => sweep(args.sweep),
     }
+}
+
+/// Rows mechanism x requested sleep, one column per slack: p50 oversleep.
+fn sweep_table(doc: &ResultDoc, slacks: &[Nanos]) -> String {
+    let mut header = vec!["mechanism".to_string(), "sleep".to_string()];
+    header.extend(slacks.iter().map(|s| format!("slack {}", s.label())));
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = Table::new(&header_refs);
+    let mut rows: Vec<(String, u64)> = Vec::new();
+    for s in &doc.series {
+        let mech = s
+            .config
+            .get("mechanism")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
+        let row = if fifo {
+            format!("{mech} (FIFO)")
+        } else {
+            mech.to_string()
+        };
+        let sleep = s
+            .config
+            .get("requested_ns")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        if !rows.contains(&(row.clone(), sleep)) {
+            rows.push((row, sleep));
+        }
+    }
+    for (row, sleep) in rows {
+        let mut cells = vec![row.clone(), Nanos(sleep).to_string()];
+        for slack in slacks {
+            let found = doc.series.iter().find(|s| {
+                let mech = s
+                    .config
+                    .get("mechanism")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?");
+                let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
+                let name = if fifo {
+                    format!("{mech} (FIFO)")
+                } else {
+                    mech.to_string()
+                };
+                name == row
+                    && s.config.get("requested_ns").and_then(|v| v.as_u64()) == Some(sleep)
+                    && s.config.get("timer_slack_ns").and_then(|v| v.as_u64()) == Some(slack.get())
+            });
+            cells.push(
+                found
+                    .and_then(|s| s.p50)
+                    .map_or("-".into(), |v| Nanos(v as u64).to_string()),
+            );
+        }
+        t.row(cells);
+    }
+    format!("p50 oversleep (actual - requested sleep):\n{}", t.render())
+}
+
+fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
+    if args.common.policy.is_some() || args.common.prio.is_some() {
+        return Err(BadInput(
+            "--policy/--prio: the sweep runs SCHED_OTHER (slack does not apply to FIFO/RR) and adds its own SCHED_FIFO row"
+                .into(),
+        )
+        .into());
+    }
+    let explicit_cpus = args.common.cpus.is_some();
+    let common = args.common.validate(Nanos::from_secs(20), 95)?;
+    let cpu = if explicit_cpus {
+        common.cpus.as_slice()[0]
+    } else {
+        *rtlab_sys::affinity::usable_cpus()
+            .as_slice()
+            .last()
+            .unwrap_or(&0)
+    };
+    let mechanisms = if args.mechanisms.is_empty() {
+        Mechanism::ALL.to_vec()
+    } else {
+        args.mechanisms
+    };
+    let sweep = SlackSweep::new(SweepConfig {
+        sleeps: args.sleeps,
+        slacks: args.slacks.clone(),
+        mechanisms,
+        cpu,
+        fifo_row: true,
+        prefix: String::new(),
+    })?;
+    let mut console = Console::new(common.quiet);
+    console.note(&format!(
+        "slack sweep on CPU {cpu} for {}",
+        common.config.duration
+    ));
+    let record = rtlab_lab::run_experiment(&sweep, &common.config, &mut console)?;
+    console.finish();
+    let mut doc = result_doc("slack", record);
+    let table = sweep_table(&doc, &args.slacks);
+    common.outputs.finish(&mut doc, &table)
 }
