@@ -40,10 +40,10 @@ impl Nanos {
     /// that divides it (with one decimal where that is exact), never rounded.
     pub fn label(self) -> String {
         for (unit, scale) in [("s", 1_000_000_000u64), ("ms", 1_000_000), ("us", 1_000)] {
-            if self.0 >= scale && self.0 % scale == 0 {
+            if self.0 >= scale && self.0.is_multiple_of(scale) {
                 return format!("{}{unit}", self.0 / scale);
             }
-            if self.0 >= scale && self.0 % (scale / 10) == 0 {
+            if self.0 >= scale && self.0.is_multiple_of(scale / 10) {
                 return format!("{}.{}{unit}", self.0 / scale, self.0 % scale / (scale / 10));
             }
         }

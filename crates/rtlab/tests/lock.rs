@@ -115,36 +115,15 @@ fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
             "needs SCHED_FIFO (root)",
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("invert.json");
-    let out = rtlab()
-        .args([
-            "invert",
-            "--duration",
-            "4s",
-            "--variant",
-            "none/rtlab,inherit/rtlab,protect/rtlab",
-            "--no-dma-latency",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = load_valid_document(&json);
-    let find = |name: &str| {
-        doc["series"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let (doc, stdout) = rtlab_json(&[
+        "invert",
+        "--duration",
+        "4s",
+        "--variant",
+        "none/rtlab,inherit/rtlab,protect/rtlab",
+        "--no-dma-latency",
+    ]);
+    let find = |name: &str| series_named(&doc, name).clone();
     let (none, pi) = (find("none/rtlab"), find("inherit/rtlab"));
     assert_eq!(none["metric"], "lock_wait");
     assert_eq!(
@@ -163,7 +142,7 @@ fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
         "PI max {pi_max} ns: more than the 1 ms hold + 5 ms"
     );
     assert!(find("high/wakeup_latency")["count"].as_u64().unwrap() > 100);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("inherit/rtlab max / none/rtlab max"));
+    assert!(stdout.contains("inherit/rtlab max / none/rtlab max"));
 }
 
 #[test]

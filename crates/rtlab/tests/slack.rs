@@ -173,45 +173,19 @@ fn slack_set_without_privilege_says_why() {
 
 #[test]
 fn sweep_shows_the_slack_step_and_validates() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("sweep.json");
-    let out = rtlab()
-        .args([
-            "slack",
-            "--duration",
-            "1s",
-            "--sleeps",
-            "10us",
-            "--slacks",
-            "1us,100us",
-        ])
-        .args([
-            "--mechanism",
-            "futex,nanosleep",
-            "--no-dma-latency",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = load_valid_document(&json);
-    let p50 = |name: &str| {
-        let s = doc["series"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name);
-        s.unwrap_or_else(|| panic!("{name} missing"))
-            .get("p50")
-            .unwrap()
-            .as_f64()
-            .unwrap()
-    };
+    let (doc, stdout) = rtlab_json(&[
+        "slack",
+        "--duration",
+        "1s",
+        "--sleeps",
+        "10us",
+        "--slacks",
+        "1us,100us",
+        "--mechanism",
+        "futex,nanosleep",
+        "--no-dma-latency",
+    ]);
+    let p50 = |name: &str| series_named(&doc, name)["p50"].as_f64().unwrap();
     for m in ["futex", "nanosleep"] {
         let (tight, loose) = (
             p50(&format!("{m}/10us/1us")),
@@ -226,5 +200,5 @@ fn sweep_shows_the_slack_step_and_validates() {
         // The FIFO row runs with the largest slack, which does not apply to it.
         assert!(p50("fifo/futex/10us/100us") < 50_000.0);
     }
-    assert!(String::from_utf8_lossy(&out.stdout).contains("p50 oversleep"));
+    assert!(stdout.contains("p50 oversleep"));
 }

@@ -140,58 +140,45 @@ pub fn run(args: SlackArgs) -> anyhow::Result<Status> {
     }
 }
 
+/// (row label, requested ns, slack ns) of a sweep series, from its config.
+fn sweep_key(s: &Series) -> (String, u64, u64) {
+    let get = |k: &str| s.config.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    let mech = s
+        .config
+        .get("mechanism")
+        .and_then(|v| v.as_str())
+        .unwrap_or("?");
+    let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
+    let row = if fifo {
+        format!("{mech} (FIFO)")
+    } else {
+        mech.to_string()
+    };
+    (row, get("requested_ns"), get("timer_slack_ns"))
+}
+
 /// Rows mechanism x requested sleep, one column per slack: p50 oversleep.
 fn sweep_table(doc: &ResultDoc, slacks: &[Nanos]) -> String {
     let mut header = vec!["mechanism".to_string(), "sleep".to_string()];
     header.extend(slacks.iter().map(|s| format!("slack {}", s.label())));
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = Table::new(&header_refs);
+    let keyed: Vec<((String, u64, u64), Option<f64>)> =
+        doc.series.iter().map(|s| (sweep_key(s), s.p50)).collect();
     let mut rows: Vec<(String, u64)> = Vec::new();
-    for s in &doc.series {
-        let mech = s
-            .config
-            .get("mechanism")
-            .and_then(|v| v.as_str())
-            .unwrap_or("?");
-        let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
-        let row = if fifo {
-            format!("{mech} (FIFO)")
-        } else {
-            mech.to_string()
-        };
-        let sleep = s
-            .config
-            .get("requested_ns")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        if !rows.contains(&(row.clone(), sleep)) {
-            rows.push((row, sleep));
+    for ((row, sleep, _), _) in &keyed {
+        if !rows.iter().any(|(r, s)| r == row && s == sleep) {
+            rows.push((row.clone(), *sleep));
         }
     }
     for (row, sleep) in rows {
         let mut cells = vec![row.clone(), Nanos(sleep).to_string()];
         for slack in slacks {
-            let found = doc.series.iter().find(|s| {
-                let mech = s
-                    .config
-                    .get("mechanism")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("?");
-                let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
-                let name = if fifo {
-                    format!("{mech} (FIFO)")
-                } else {
-                    mech.to_string()
-                };
-                name == row
-                    && s.config.get("requested_ns").and_then(|v| v.as_u64()) == Some(sleep)
-                    && s.config.get("timer_slack_ns").and_then(|v| v.as_u64()) == Some(slack.get())
-            });
-            cells.push(
-                found
-                    .and_then(|s| s.p50)
-                    .map_or("-".into(), |v| Nanos(v as u64).to_string()),
-            );
+            let p50 = keyed
+                .iter()
+                .find(|((r, s, k), _)| *r == row && *s == sleep && *k == slack.get())
+                .and_then(|(_, p)| *p);
+            cells.push(p50.map_or("-".into(), |v| Nanos(v as u64).to_string()));
         }
         t.row(cells);
     }

@@ -77,3 +77,33 @@ pub fn rtlab_unprivileged(args: &[&str], dir: &Path) -> std::process::Output {
         .output()
         .expect("setpriv runs")
 }
+
+/// The series called `name` in a result document (fails the test if missing).
+pub fn series_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    let all = doc["series"].as_array().expect("series array");
+    all.iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{name} missing from {:?}", series_names(doc)))
+}
+
+/// Runs `rtlab ARGS --json <tmp>`, requires success, and returns the validated document and
+/// the standard output.
+pub fn rtlab_json(args: &[&str]) -> (Value, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("result.json");
+    let out = rtlab()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("rtlab runs");
+    assert!(
+        out.status.success(),
+        "rtlab {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        load_valid_document(&json),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
