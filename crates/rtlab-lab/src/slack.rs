@@ -69,6 +69,29 @@ impl SlackSweep {
     }
 }
 
+/// One plain sentence for the survey: what the default slack costs a 10 us futex wait.
+pub fn reading(
+    series: &[Series],
+    prefix: &str,
+    default_slack: Nanos,
+    tight_slack: Nanos,
+) -> Option<String> {
+    let p50 = |slack: Nanos| {
+        let name = format!("{prefix}futex/10us/{}", slack.label());
+        series.iter().find(|s| s.name == name).and_then(|s| s.p50)
+    };
+    let (default_p50, tight_p50) = (p50(default_slack)?, p50(tight_slack)?);
+    Some(format!(
+        "timer slack is {} here: a 10 us timed wait oversleeps {} (p50) with it and {} with {}; for latency-sensitive \
+         SCHED_OTHER threads start the program with `rtlab exec --slack 1us -- CMD` (or prctl PR_SET_TIMERSLACK), \
+         or run them SCHED_FIFO, which has no slack",
+        default_slack,
+        Nanos(default_p50 as u64),
+        Nanos(tight_p50 as u64),
+        tight_slack
+    ))
+}
+
 /// Up to this many samples per cell.
 const MAX_SAMPLES: u64 = 2_000;
 /// At least this many samples per cell, even past the time budget.

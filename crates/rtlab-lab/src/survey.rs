@@ -9,6 +9,7 @@ use crate::harness::{run_experiment, CommonConfig, Observer, RunRecord};
 use crate::invert::{Invert, InvertConfig, Variant};
 use crate::lock::{Impl, LockConfig, LockExperiment, Sched};
 use crate::mmap::{MmapConfig, MmapExperiment, Waiter};
+use crate::slack::{SlackSweep, SweepConfig};
 use crate::wakeup::{Placement, Wakeup, WakeupConfig};
 use crate::Experiment;
 use crate::LabError;
@@ -156,7 +157,7 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len() + 3);
+        observer.stage(stage.name, i, stages.len() + 4);
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
@@ -181,7 +182,7 @@ pub fn run_survey(
         .as_slice()
         .last()
         .expect("non-empty CPU list")]);
-    let total = stages.len() + 3;
+    let total = stages.len() + 4;
     let lock = LockExperiment::new(LockConfig {
         impls: LOCK_STAGE_IMPLS.to_vec(),
         cpus: config.cpus.clone(),
@@ -209,10 +210,27 @@ pub fn run_survey(
         waiters: vec![Waiter::Private, Waiter::Shared],
     })?
     .with_series_prefix("mmap/");
-    let short_stages: [(&str, &dyn Experiment, bool); 3] = [
+    // The slack this process inherited is the one the user's programs get too.
+    let default_slack = Nanos(
+        rtlab_sys::slack::current_timer_slack_ns()
+            .unwrap_or(50_000)
+            .max(1),
+    );
+    let mut slacks = vec![default_slack, Nanos::from_micros(1)];
+    slacks.dedup();
+    let slack = SlackSweep::new(SweepConfig {
+        sleeps: vec![Nanos::from_micros(10)],
+        slacks,
+        mechanisms: vec![rtlab_sys::sleep::Mechanism::Futex],
+        cpu: last_cpu.as_slice()[0],
+        fifo_row: false,
+        prefix: "slack/".into(),
+    })?;
+    let short_stages: [(&str, &dyn Experiment, bool); 4] = [
         ("lock", &lock, config.mlock),
         ("invert", &invert, config.mlock),
         ("mmap", &mmap, false),
+        ("slack", &slack, false),
     ];
     for (i, (name, experiment, mlock)) in short_stages.into_iter().enumerate() {
         if rtlab_sys::signal::interrupted() {
@@ -257,6 +275,19 @@ pub fn run_survey(
     }
     if let Some(reading) = crate::invert::reading(&record.series, "invert/") {
         verdict_rows.push(json!({"area": "invert", "reading": reading}));
+    }
+    let default_slack = Nanos(
+        rtlab_sys::slack::current_timer_slack_ns()
+            .unwrap_or(50_000)
+            .max(1),
+    );
+    if let Some(reading) = crate::slack::reading(
+        &record.series,
+        "slack/",
+        default_slack,
+        Nanos::from_micros(1),
+    ) {
+        verdict_rows.push(json!({"area": "slack", "reading": reading}));
     }
     if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
         let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");

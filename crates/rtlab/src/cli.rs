@@ -178,8 +178,8 @@ Examples:
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
 short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
-invert (priority inversion without a protocol vs with PI) and mmap (does mmap still delay a
-shared futex?). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
+shared futex?) and slack (what the default timer slack costs a 10 us wait). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
 distribution series. The verdict has one line per area.
 
 Examples:

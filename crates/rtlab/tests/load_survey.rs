@@ -95,14 +95,17 @@ fn survey_writes_report_with_verdict() {
         .map(|r| r["area"].as_str().unwrap())
         .collect();
     if is_root() {
-        assert_eq!(areas, vec!["wakeup", "lock", "invert", "mmap"]);
+        assert_eq!(areas, vec!["wakeup", "lock", "invert", "slack", "mmap"]);
         assert!(
             names.iter().any(|n| n == "invert/inherit/rtlab"),
             "{names:?}"
         );
         assert!(names.iter().any(|n| n == "mmap/shared/mlock"), "{names:?}");
     } else {
-        assert!(areas.starts_with(&["wakeup", "lock"]), "{areas:?}");
+        assert!(
+            areas.starts_with(&["wakeup", "lock"]) && areas.contains(&"slack"),
+            "{areas:?}"
+        );
     }
     let distributions = doc["series"]
         .as_array()
