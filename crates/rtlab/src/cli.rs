@@ -152,10 +152,12 @@ e.g. futex/10us/50us, and fifo/futex/<requested>/<slack>. Mechanisms: clock_nano
 clock_nanosleep_abs, nanosleep, futex (a timed park, what parkNanos does), cond_timedwait,
 timerfd_epoll. Default --duration 20s, on the last CPU (or the first of --cpus).
 
-Java: HotSpot names its native threads (VM Thread, GC Thread#0, C2 CompilerThre...; names
-are cut to 15 characters), so --thread works on them. To find one Java thread by hand,
-`jstack PID` prints nid=0x1a2b for it: that is its tid in hex (0x1a2b = 6699). Threads a
-JVM creates later inherit the slack of the thread that created them; start the JVM under
+Java: HotSpot gives every thread a native name, cut to 15 characters: its own threads
+(VM Thread, GC Thread#0, C2 CompilerThre...) and Java threads after Thread.getName()
+(Finalizer, Common-Cleaner, your own names); the main thread shows as 'java'. So
+--thread NAME works on a JVM, e.g. `rtlab slack set --pid $(pgrep -f MyApp) --thread
+worker- 1us`. By hand, `jstack PID` prints nid=0x1a2b per thread: its tid in hex (6699).
+Threads a JVM creates later inherit the slack of the thread that creates them; start it with
 `rtlab exec --slack 1us -- java ...` to cover every thread from the beginning.";
 
 const EXEC_HELP: &str = "\
