@@ -10,6 +10,8 @@
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
+pub mod bench;
+#[allow(unsafe_code)]
 mod ring;
 
 pub use ring::{IpcError, Receiver, Sender, ShmChannel};

@@ -15,7 +15,8 @@
 //! length, 4 bytes of padding, the payload, padded to 8 bytes. A record never wraps: when it
 //! does not fit before the end, the producer writes the `WRAP` marker and continues at 0.
 //! `head` is stored (Release) only after the record is complete, so a producer killed while
-//! writing never publishes a torn message. Sleep/wake: each side stores its waiting flag, then
+//! writing never publishes a torn message. A side that must wait first spins for at most
+//! 20 us (a peer on another CPU usually answers sooner than a futex sleep and wake take). Sleep/wake: each side stores its waiting flag, then
 //! a SeqCst fence, then re-reads the other side's position before sleeping; the other side
 //! publishes its position, fences, then reads the flag: one of them always sees the other.
 
@@ -27,6 +28,31 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH1");
 const WRAP: u32 = u32::MAX;
 const RECORD_HEADER: u64 = 8;
+/// How long a side that finds the ring empty (or full) spins before it sleeps: a peer on
+/// another CPU usually answers within this, and a futex sleep plus wake costs ~5 us each way.
+/// Bounded, so a silent peer costs at most this much CPU before the thread blocks.
+const SPIN_NS: u64 = 20_000;
+
+/// Spins until `ready()` or `SPIN_NS` passed; true if ready. Between short bursts it yields
+/// the CPU: a peer on the same CPU (at the same priority) then runs at once instead of
+/// waiting for the spin to end; a peer on another CPU usually answers within the first burst.
+#[inline]
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let until = monotonic_now_ns() + SPIN_NS;
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if monotonic_now_ns() >= until {
+            return ready();
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Longest a blocked side sleeps before it checks whether its peer is still alive.
 const LIVENESS_SLICE_NS: u64 = 10_000_000;
 
@@ -277,7 +303,10 @@ impl Sender<'_> {
                 }
                 return Ok(());
             }
-            // Full: announce, re-check, sleep.
+            // Full: spin a little, then announce, re-check, sleep.
+            if spin_until(|| h.tail.load(Ordering::Acquire) != tail) {
+                continue;
+            }
             h.producer_waiting.store(1, Ordering::Relaxed);
             fence(Ordering::SeqCst);
             if h.tail.load(Ordering::Acquire) != tail {
@@ -314,6 +343,9 @@ impl Receiver<'_> {
                 )));
             }
             if head == tail {
+                if spin_until(|| h.head.load(Ordering::Acquire) != tail) {
+                    continue;
+                }
                 h.consumer_waiting.store(1, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if h.head.load(Ordering::Acquire) != head {

@@ -7,6 +7,7 @@
 mod error;
 pub mod harness;
 pub mod invert;
+pub mod ipc;
 pub mod lock;
 mod locks;
 pub mod mmap;

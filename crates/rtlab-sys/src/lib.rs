@@ -12,6 +12,8 @@ mod error;
 #[allow(unsafe_code)]
 pub mod futex;
 #[allow(unsafe_code)]
+pub mod ipc;
+#[allow(unsafe_code)]
 pub mod mem;
 pub mod probe;
 #[allow(unsafe_code)]

@@ -48,6 +48,9 @@ pub enum Command {
     /// Run a command with timer slack, scheduling and CPU affinity set (like chrt/taskset).
     #[command(after_help = EXEC_HELP)]
     Exec(ExecArgs),
+    /// Message passing between two processes: rtlab's shared-memory channel vs the kernel's.
+    #[command(after_help = IPC_HELP)]
+    Ipc(IpcArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -176,6 +179,23 @@ Not inherited:
 Examples:
   rtlab exec --slack 1us -- java -cp examples/java ParkNanos
   rtlab exec --policy fifo --prio 80 --cpus 1 -- ./my-control-loop";
+
+const IPC_HELP: &str = "\
+Seed 003 asked whether a message queue on a robust mutex in shared memory could reach POSIX mq.
+Two processes (this one and a forked child, on two CPUs, or one with --same-cpu) exchange
+messages of each --size through each mechanism: rtlab-shm (rtlab-ipc's ShmChannel, a
+lock-free ring that sleeps on a futex only when empty or full), posix-mq, sysv-msg, pipe,
+unix-stream, unix-dgram, eventfd-shm (a shared slot per direction signalled by eventfds).
+
+Series: <mechanism>/rtt (metric rtt: ping-pong round trip with blocking waits, a
+distribution) and <mechanism>/throughput (messages per second one way, ops/s). With several
+sizes the size is appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
+Not built yet: the mpsc and mutex-condvar / mutex-semaphore variants, the one-way latency
+series, --busy-poll.
+
+Examples:
+  rtlab ipc --duration 10s --size 64 --json ipc.json
+  rtlab ipc --size 64,1KiB,16KiB --mechanism rtlab-shm,posix-mq,pipe";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -440,6 +460,35 @@ fn parse_pid(text: &str) -> Result<i32, String> {
         Ok(p) if (1..=i32::MAX as i64).contains(&p) => Ok(p as i32),
         _ => Err(format!("'{text}' is not a process or thread id")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct IpcArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Message sizes, comma-separated (16 bytes to 64KiB).
+    #[arg(long = "size", value_name = "LIST", value_delimiter = ',', default_value = "64", value_parser = parse_size_arg)]
+    pub sizes: Vec<u64>,
+    /// Mechanisms, comma-separated (default: all).
+    #[arg(long = "mechanism", value_name = "LIST", value_delimiter = ',', value_parser = parse_ipc_mechanism)]
+    pub mechanisms: Vec<rtlab_lab::ipc::Mechanism>,
+    /// Run both processes on one CPU (default: two different CPUs).
+    #[arg(long)]
+    pub same_cpu: bool,
+}
+
+fn parse_ipc_mechanism(text: &str) -> Result<rtlab_lab::ipc::Mechanism, String> {
+    use rtlab_lab::ipc::Mechanism;
+    Mechanism::all()
+        .into_iter()
+        .find(|m| m.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Mechanism::all().iter().map(|m| m.name()).collect();
+            format!(
+                "unknown mechanism '{text}' (expected one of {})",
+                names.join(", ")
+            )
+        })
 }
 
 #[derive(Debug, Args)]

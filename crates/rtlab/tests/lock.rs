@@ -224,3 +224,51 @@ fn mmap_compares_every_waiter_under_every_disturbance() {
     assert!(reading.starts_with("seed effect"), "{reading}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("mmap/idle"));
 }
+
+#[test]
+fn ipc_compares_every_mechanism_and_names_the_ratios() {
+    let _serial = realtime_serial();
+    let (doc, stdout) = rtlab_json(&[
+        "ipc",
+        "--duration",
+        "1500ms",
+        "--size",
+        "64",
+        "--no-dma-latency",
+    ]);
+    for m in [
+        "rtlab-shm",
+        "posix-mq",
+        "sysv-msg",
+        "pipe",
+        "unix-stream",
+        "unix-dgram",
+        "eventfd-shm",
+    ] {
+        assert!(
+            series_named(&doc, &format!("{m}/rtt"))["count"]
+                .as_u64()
+                .unwrap()
+                > 0
+        );
+        assert_eq!(
+            series_named(&doc, &format!("{m}/throughput"))["unit"],
+            "ops/s"
+        );
+    }
+    assert!(
+        stdout.contains("rtlab-shm/rtt p50 / posix-mq p50 = "),
+        "{stdout}"
+    );
+    let (doc, _) = rtlab_json(&[
+        "ipc",
+        "--duration",
+        "600ms",
+        "--size",
+        "64,1KiB",
+        "--mechanism",
+        "rtlab-shm,pipe",
+    ]);
+    series_named(&doc, "rtlab-shm/rtt/1KiB");
+    series_named(&doc, "pipe/throughput/64B");
+}

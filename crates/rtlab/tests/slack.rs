@@ -81,6 +81,14 @@ fn slack_get_and_set_round_trip_on_a_child_process() {
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
+    // Regression: right after spawn the child may not have exec'd `sleep` yet (its name is
+    // still this test's), and `--thread sleep` then matched nothing.
+    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim() != "sleep")
+        .unwrap_or(true)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("slack.json");
     rtlab()

@@ -2,6 +2,7 @@
 
 mod exec;
 mod invert;
+mod ipc;
 mod load;
 mod lock;
 mod mmap;
@@ -22,6 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Wakeup(args) => wakeup::run(args),
         Command::Lock(args) => lock::run(args),
         Command::Invert(args) => invert::run(args),
+        Command::Ipc(args) => ipc::run(args),
         Command::Mmap(args) => mmap::run(args),
         Command::Slack(args) => slack::run(args),
         Command::Exec(args) => exec::run(args),

@@ -1,0 +1,284 @@
+//! `rtlab ipc`: message passing between two processes, rtlab's shared-memory channel against
+//! the kernel's own mechanisms (seed 003: "may a robust-mutex queue reach POSIX mq?").
+//!
+//! Per mechanism and message size: `rtt`, a ping-pong with blocking waits (the real-time
+//! case), as a distribution; `throughput`, messages per second one way (the receiver counts
+//! until a stop message and acknowledges the count). The parent and the forked child are
+//! pinned to two CPUs (or one, `same_cpu`).
+
+use crate::harness::{CommonConfig, Observer};
+use crate::locks::enter;
+use crate::{Experiment, LabError, Outcome};
+pub use rtlab_ipc::bench::Mechanism;
+use rtlab_ipc::bench::{with_peer, ChildPlacement, PeerRole, DATA, STOP};
+use rtlab_stats::result::{Series, Unit};
+use rtlab_stats::{LatencyHistogram, Nanos};
+use rtlab_sys::sched::Policy;
+use rtlab_sys::time::monotonic_now_ns;
+
+/// Series names this experiment emits (for help text).
+pub const SERIES_HELP: &str = "<mechanism>/rtt (metric rtt, a distribution) and <mechanism>/throughput \
+(metric throughput, ops/s) for mechanism in rtlab-shm, posix-mq, sysv-msg, pipe, unix-stream, unix-dgram, \
+eventfd-shm; with several --size values the size is appended (rtlab-shm/rtt/1KiB)";
+
+/// Configuration of an ipc run.
+#[derive(Debug, Clone)]
+pub struct IpcConfig {
+    /// Mechanisms to compare.
+    pub mechanisms: Vec<Mechanism>,
+    /// Message sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// CPU of the parent and of the child.
+    pub cpus: (usize, usize),
+    /// Scheduling of both processes.
+    pub policy: Policy,
+    /// Priority.
+    pub prio: u32,
+}
+
+/// The ipc experiment.
+#[derive(Debug, Clone)]
+pub struct IpcExperiment {
+    config: IpcConfig,
+}
+
+impl IpcExperiment {
+    /// Validates the configuration.
+    pub fn new(config: IpcConfig) -> Result<Self, LabError> {
+        if config.mechanisms.is_empty() || config.sizes.is_empty() {
+            return Err(LabError::Config("nothing to measure".into()));
+        }
+        if let Some(s) = config
+            .sizes
+            .iter()
+            .find(|&&s| !(16..=(64 << 10)).contains(&s))
+        {
+            return Err(LabError::Config(format!(
+                "--size {s}: use 16 bytes to 64KiB"
+            )));
+        }
+        Ok(IpcExperiment { config })
+    }
+}
+
+/// Compact size label for series names (`64B`, `1KiB`).
+pub fn size_label(bytes: usize) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{}KiB", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+fn placement(cfg: &IpcConfig) -> ChildPlacement {
+    ChildPlacement {
+        cpu: cfg.cpus.1,
+        policy: cfg.policy,
+        prio: cfg.prio,
+    }
+}
+
+fn rtt_phase(
+    mechanism: Mechanism,
+    size: usize,
+    cfg: &IpcConfig,
+    budget: u64,
+    hist: &mut LatencyHistogram,
+) -> Result<(), String> {
+    let measured = with_peer(
+        mechanism,
+        size,
+        placement(cfg),
+        PeerRole::Echo,
+        |mut end| {
+            enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+            let (mut msg, mut buf) = (vec![DATA; size], vec![0u8; size]);
+            let mut local = LatencyHistogram::new();
+            let end_at = monotonic_now_ns() + budget;
+            let mut n = 0u64;
+            while (monotonic_now_ns() < end_at || n < 10) && !rtlab_sys::signal::interrupted() {
+                msg[1..9].copy_from_slice(&n.to_le_bytes());
+                let t0 = monotonic_now_ns();
+                end.send(&msg)?;
+                end.recv(&mut buf)?;
+                local.record(Nanos(monotonic_now_ns() - t0));
+                if buf[1..9] != msg[1..9] {
+                    return Err("echo returned a different message".into());
+                }
+                n += 1;
+            }
+            msg[0] = STOP;
+            end.send(&msg)?;
+            end.recv(&mut buf)?;
+            Ok(local)
+        },
+    )?;
+    hist.merge(&measured);
+    Ok(())
+}
+
+fn throughput_phase(
+    mechanism: Mechanism,
+    size: usize,
+    cfg: &IpcConfig,
+    budget: u64,
+) -> Result<f64, String> {
+    with_peer(
+        mechanism,
+        size,
+        placement(cfg),
+        PeerRole::Count,
+        |mut end| {
+            enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+            let (mut msg, mut buf) = (vec![DATA; size], vec![0u8; size]);
+            let start = monotonic_now_ns();
+            let mut sent = 0u64;
+            while (monotonic_now_ns() < start + budget || sent < 100)
+                && !rtlab_sys::signal::interrupted()
+            {
+                for _ in 0..64 {
+                    end.send(&msg)?;
+                }
+                sent += 64;
+            }
+            msg[0] = STOP;
+            end.send(&msg)?;
+            end.recv(&mut buf)?;
+            let elapsed = monotonic_now_ns() - start;
+            let counted = u64::from_le_bytes(buf[1..9].try_into().expect("8 bytes"));
+            if counted != sent {
+                return Err(format!(
+                    "sent {sent} messages, the receiver counted {counted}"
+                ));
+            }
+            Ok(counted as f64 / (elapsed as f64 / 1e9))
+        },
+    )
+}
+
+impl Experiment for IpcExperiment {
+    fn command(&self) -> &'static str {
+        "ipc"
+    }
+
+    fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
+        let mut outcome = Outcome::default();
+        let (policy, prio) = outcome.effective_sched(
+            observer,
+            self.config.policy,
+            self.config.prio,
+            "so time-sharing adds to every round trip",
+        );
+        let cfg = IpcConfig {
+            policy,
+            prio,
+            ..self.config.clone()
+        };
+        let cells: Vec<(Mechanism, usize)> = cfg
+            .mechanisms
+            .iter()
+            .flat_map(|&m| cfg.sizes.iter().map(move |&s| (m, s)))
+            .collect();
+        // Two rounds (interleaved), each phase gets a quarter of a cell's share per round.
+        let share = common.duration.get() / (cells.len() as u64 * 2).max(1);
+        let mut results: Vec<(LatencyHistogram, Vec<f64>, Option<String>)> = cells
+            .iter()
+            .map(|_| (LatencyHistogram::new(), Vec::new(), None))
+            .collect();
+        let began = monotonic_now_ns();
+        for _round in 0..2 {
+            for (i, &(m, size)) in cells.iter().enumerate() {
+                if rtlab_sys::signal::interrupted() || results[i].2.is_some() {
+                    continue;
+                }
+                let r = rtt_phase(m, size, &cfg, share / 2, &mut results[i].0)
+                    .and_then(|_| throughput_phase(m, size, &cfg, share / 2));
+                match r {
+                    Ok(rate) => results[i].1.push(rate),
+                    Err(e) => results[i].2 = Some(e),
+                }
+                observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
+            }
+        }
+        let several = cfg.sizes.len() > 1;
+        for (i, &(m, size)) in cells.iter().enumerate() {
+            let (hist, rates, failed) = &results[i];
+            let suffix = if several {
+                format!("/{}", size_label(size))
+            } else {
+                String::new()
+            };
+            if let Some(e) = failed {
+                outcome.warn(observer, format!("{}{suffix}: skipped: {e}", m.name()));
+                continue;
+            }
+            if hist.is_empty() {
+                continue;
+            }
+            let with = |s: Series| {
+                s.with_config("size_bytes", size)
+                    .with_config("cpus", vec![cfg.cpus.0, cfg.cpus.1])
+                    .with_config("policy", cfg.policy.as_str())
+                    .with_config("prio", cfg.prio)
+            };
+            outcome.series.push(with(Series::distribution(
+                format!("{}/rtt{suffix}", m.name()),
+                "rtt",
+                hist,
+            )?));
+            let mut sorted = rates.clone();
+            sorted.sort_by(f64::total_cmp);
+            if let Some(&median) = sorted.get(sorted.len() / 2) {
+                outcome.series.push(with(Series::value(
+                    format!("{}/throughput{suffix}", m.name()),
+                    "throughput",
+                    Unit::OpsPerSec,
+                    median,
+                )));
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::NullObserver;
+
+    #[test]
+    fn every_mechanism_round_trips_and_streams() {
+        let cpus = rtlab_sys::affinity::usable_cpus();
+        let c = cpus.as_slice();
+        let exp = IpcExperiment::new(IpcConfig {
+            mechanisms: Mechanism::all(),
+            sizes: vec![64],
+            cpus: (c[0], c[1 % c.len()]),
+            policy: Policy::Other,
+            prio: 0,
+        })
+        .unwrap();
+        let common = CommonConfig {
+            duration: Nanos::from_millis(700),
+            loads: vec![],
+            mlock: false,
+            dma_latency: false,
+        };
+        let out = exp.run(&common, &mut NullObserver).unwrap();
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        for m in Mechanism::all() {
+            let rtt = out
+                .series
+                .iter()
+                .find(|s| s.name == format!("{}/rtt", m.name()))
+                .expect("rtt");
+            assert!(rtt.count.unwrap() >= 10 && rtt.p50.unwrap() > 0.0);
+            let tp = out
+                .series
+                .iter()
+                .find(|s| s.name == format!("{}/throughput", m.name()))
+                .expect("throughput");
+            assert!(tp.value.unwrap() > 1_000.0, "{}: {:?}", m.name(), tp.value);
+        }
+    }
+}
