@@ -40,6 +40,7 @@ pub struct IpcConfig {
 #[derive(Debug, Clone)]
 pub struct IpcExperiment {
     config: IpcConfig,
+    prefix: String,
 }
 
 impl IpcExperiment {
@@ -57,8 +58,35 @@ impl IpcExperiment {
                 "--size {s}: use 16 bytes to 64KiB"
             )));
         }
-        Ok(IpcExperiment { config })
+        Ok(IpcExperiment {
+            config,
+            prefix: String::new(),
+        })
     }
+}
+
+/// One plain sentence for the survey: rtlab-shm against posix-mq (single size, no suffix).
+pub fn reading(series: &[Series], prefix: &str) -> Option<String> {
+    let get = |name: &str, pick: fn(&Series) -> Option<f64>| {
+        let full = format!("{prefix}{name}");
+        series.iter().find(|s| s.name == full).and_then(pick)
+    };
+    let (shm, mq) = (
+        get("rtlab-shm/rtt", |s| s.p50)?,
+        get("posix-mq/rtt", |s| s.p50)?,
+    );
+    let (shm_tp, mq_tp) = (
+        get("rtlab-shm/throughput", |s| s.value)?,
+        get("posix-mq/throughput", |s| s.value)?,
+    );
+    Some(format!(
+        "process-to-process round trip (p50) {} through rtlab's shared-memory channel vs {} through POSIX mq ({:.2}x); \
+         throughput {:.1}x",
+        Nanos(shm as u64),
+        Nanos(mq as u64),
+        shm / mq.max(1.0),
+        shm_tp / mq_tp.max(1.0)
+    ))
 }
 
 /// Compact size label for series names (`64B`, `1KiB`).
@@ -68,6 +96,17 @@ pub fn size_label(bytes: usize) -> String {
     } else {
         format!("{bytes}B")
     }
+}
+
+/// Runs `f` on a fresh thread, so pinning and real-time scheduling of the parent side never
+/// stick to the caller's thread (regression: the survey's main thread was left SCHED_FIFO 50
+/// on CPU 0 after the ipc stage, and stages after it read its timer slack as 0).
+fn on_own_thread<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .map_err(|_| "ipc measuring thread panicked".to_string())?
+    })
 }
 
 fn placement(cfg: &IpcConfig) -> ChildPlacement {
@@ -156,6 +195,14 @@ fn throughput_phase(
     )
 }
 
+impl IpcExperiment {
+    /// Prefixes every series name (the survey's `ipc/`).
+    pub fn with_series_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
+    }
+}
+
 impl Experiment for IpcExperiment {
     fn command(&self) -> &'static str {
         "ipc"
@@ -191,8 +238,11 @@ impl Experiment for IpcExperiment {
                 if rtlab_sys::signal::interrupted() || results[i].2.is_some() {
                     continue;
                 }
-                let r = rtt_phase(m, size, &cfg, share / 2, &mut results[i].0)
-                    .and_then(|_| throughput_phase(m, size, &cfg, share / 2));
+                let hist = &mut results[i].0;
+                let r = on_own_thread(|| {
+                    rtt_phase(m, size, &cfg, share / 2, hist)?;
+                    throughput_phase(m, size, &cfg, share / 2)
+                });
                 match r {
                     Ok(rate) => results[i].1.push(rate),
                     Err(e) => results[i].2 = Some(e),
@@ -222,7 +272,7 @@ impl Experiment for IpcExperiment {
                     .with_config("prio", cfg.prio)
             };
             outcome.series.push(with(Series::distribution(
-                format!("{}/rtt{suffix}", m.name()),
+                format!("{}{}/rtt{suffix}", self.prefix, m.name()),
                 "rtt",
                 hist,
             )?));
@@ -230,7 +280,7 @@ impl Experiment for IpcExperiment {
             sorted.sort_by(f64::total_cmp);
             if let Some(&median) = sorted.get(sorted.len() / 2) {
                 outcome.series.push(with(Series::value(
-                    format!("{}/throughput{suffix}", m.name()),
+                    format!("{}{}/throughput{suffix}", self.prefix, m.name()),
                     "throughput",
                     Unit::OpsPerSec,
                     median,

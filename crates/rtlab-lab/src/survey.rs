@@ -7,6 +7,7 @@
 
 use crate::harness::{run_experiment, CommonConfig, Observer, RunRecord};
 use crate::invert::{Invert, InvertConfig, Variant};
+use crate::ipc::{IpcConfig, IpcExperiment};
 use crate::lock::{Impl, LockConfig, LockExperiment, Sched};
 use crate::mmap::{MmapConfig, MmapExperiment, Waiter};
 use crate::slack::{SlackSweep, SweepConfig};
@@ -157,7 +158,7 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len() + 4);
+        observer.stage(stage.name, i, stages.len() + 5);
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
@@ -182,7 +183,7 @@ pub fn run_survey(
         .as_slice()
         .last()
         .expect("non-empty CPU list")]);
-    let total = stages.len() + 4;
+    let total = stages.len() + 5;
     let lock = LockExperiment::new(LockConfig {
         impls: LOCK_STAGE_IMPLS.to_vec(),
         cpus: config.cpus.clone(),
@@ -226,11 +227,25 @@ pub fn run_survey(
         fifo_row: false,
         prefix: "slack/".into(),
     })?;
-    let short_stages: [(&str, &dyn Experiment, bool); 4] = [
+    let cpus = config.cpus.as_slice();
+    let ipc = IpcExperiment::new(IpcConfig {
+        mechanisms: vec![
+            crate::ipc::Mechanism::RtlabShm,
+            crate::ipc::Mechanism::Kernel(rtlab_sys::ipc::Kind::PosixMq),
+            crate::ipc::Mechanism::Kernel(rtlab_sys::ipc::Kind::Pipe),
+        ],
+        sizes: vec![64],
+        cpus: (cpus[0], cpus[1 % cpus.len()]),
+        policy: Policy::Fifo,
+        prio: 50,
+    })?
+    .with_series_prefix("ipc/");
+    let short_stages: [(&str, &dyn Experiment, bool); 5] = [
         ("lock", &lock, config.mlock),
         ("invert", &invert, config.mlock),
         ("mmap", &mmap, false),
         ("slack", &slack, false),
+        ("ipc", &ipc, config.mlock),
     ];
     for (i, (name, experiment, mlock)) in short_stages.into_iter().enumerate() {
         if rtlab_sys::signal::interrupted() {
@@ -276,11 +291,6 @@ pub fn run_survey(
     if let Some(reading) = crate::invert::reading(&record.series, "invert/") {
         verdict_rows.push(json!({"area": "invert", "reading": reading}));
     }
-    let default_slack = Nanos(
-        rtlab_sys::slack::current_timer_slack_ns()
-            .unwrap_or(50_000)
-            .max(1),
-    );
     if let Some(reading) = crate::slack::reading(
         &record.series,
         "slack/",
@@ -288,6 +298,9 @@ pub fn run_survey(
         Nanos::from_micros(1),
     ) {
         verdict_rows.push(json!({"area": "slack", "reading": reading}));
+    }
+    if let Some(reading) = crate::ipc::reading(&record.series, "ipc/") {
+        verdict_rows.push(json!({"area": "ipc", "reading": reading}));
     }
     if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
         let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");

@@ -201,7 +201,8 @@ const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
 short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
 invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
-shared futex?) and slack (what the default timer slack costs a 10 us wait). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+shared futex?), slack (what the default timer slack costs a 10 us wait) and ipc (rtlab's
+shared-memory channel vs POSIX mq and a pipe between two processes). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
 distribution series. The verdict has one line per area.
 
 Examples:

@@ -95,7 +95,10 @@ fn survey_writes_report_with_verdict() {
         .map(|r| r["area"].as_str().unwrap())
         .collect();
     if is_root() {
-        assert_eq!(areas, vec!["wakeup", "lock", "invert", "slack", "mmap"]);
+        assert_eq!(
+            areas,
+            vec!["wakeup", "lock", "invert", "slack", "ipc", "mmap"]
+        );
         assert!(
             names.iter().any(|n| n == "invert/inherit/rtlab"),
             "{names:?}"

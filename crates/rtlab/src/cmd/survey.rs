@@ -69,7 +69,7 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     };
     let mut console = Console::new(args.quiet);
     console.note(&format!(
-        "survey on CPUs {}: wakeup idle ({}), wakeup under load {} ({}), then lock, invert, mmap, slack (up to 4 s each)",
+        "survey on CPUs {}: wakeup idle ({}), wakeup under load {} ({}), then lock, invert, mmap, slack, ipc (up to 4 s each)",
         config.cpus,
         args.duration,
         rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
