@@ -62,11 +62,7 @@ impl PiCondvar {
     }
 
     fn scope(&self) -> Scope {
-        if self.shared == 0 {
-            Scope::Private
-        } else {
-            Scope::Shared
-        }
+        Scope::from_flag(self.shared)
     }
 
     /// Waits for a notify. `guard` is released while waiting and held again on return.

@@ -49,11 +49,7 @@ impl Parker {
     }
 
     fn scope(&self) -> Scope {
-        if self.shared == 0 {
-            Scope::Private
-        } else {
-            Scope::Shared
-        }
+        Scope::from_flag(self.shared)
     }
 
     /// Sleeps until unparked or until `deadline_ns` (absolute `CLOCK_MONOTONIC`; `None` =

@@ -70,11 +70,7 @@ impl RawPiMutex {
     /// Private or shared.
     #[inline]
     pub fn scope(&self) -> Scope {
-        if self.shared == 0 {
-            Scope::Private
-        } else {
-            Scope::Shared
-        }
+        Scope::from_flag(self.shared)
     }
 
     /// The futex word (for condition variables that requeue onto it).

@@ -219,11 +219,7 @@ impl RobustMutex {
 
     #[inline]
     fn scope(&self) -> Scope {
-        if self.shared == 0 {
-            Scope::Private
-        } else {
-            Scope::Shared
-        }
+        Scope::from_flag(self.shared)
     }
 
     #[inline(always)]

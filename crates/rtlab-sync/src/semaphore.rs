@@ -17,11 +17,7 @@ use rtlab_sys::futex::{self, Scope, Wait};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 fn scope(shared: u32) -> Scope {
-    if shared == 0 {
-        Scope::Private
-    } else {
-        Scope::Shared
-    }
+    Scope::from_flag(shared)
 }
 
 /// A counting semaphore.

@@ -8,33 +8,19 @@ use rtlab_sync::{LockError, PiMutex, RawPiMutex};
 use rtlab_sys::affinity::{set_current_thread_affinity, usable_cpus, CpuList};
 use rtlab_sys::time::monotonic_now_ns;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[test]
 fn mutual_exclusion_under_contention() {
-    const THREADS: u64 = 8;
     let per_thread = iterations(200_000);
-    let m = Arc::new(PiMutex::new(0u64));
-    let start = Arc::new(Barrier::new(THREADS as usize));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let (m, start) = (m.clone(), start.clone());
-            std::thread::spawn(move || {
-                start.wait();
-                for _ in 0..per_thread {
-                    let mut g = m.lock().unwrap();
-                    // A non-atomic read-modify-write that tears without mutual exclusion.
-                    let v = std::hint::black_box(*g);
-                    *g = v + 1;
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_eq!(*m.lock().unwrap(), THREADS * per_thread);
+    let m = PiMutex::new(0u64);
+    hammer(8, per_thread, || {
+        let mut g = m.lock().unwrap();
+        let v = std::hint::black_box(*g);
+        *g = v + 1;
+    });
+    assert_eq!(*m.lock().unwrap(), 8 * per_thread);
     assert_eq!(m.raw().owner_tid(), 0, "unlocked at the end");
 }
 

@@ -62,23 +62,13 @@ fn ceiling_mutex_excludes() {
     if !can_fifo("ceiling_mutex_excludes") {
         return;
     }
-    let m = Arc::new(CeilingMutex::new(10, 0u64));
+    let m = CeilingMutex::new(10, 0u64);
     let per_thread = iterations(20_000);
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let m = m.clone();
-            std::thread::spawn(move || {
-                for _ in 0..per_thread {
-                    let mut g = m.lock().unwrap();
-                    let v = std::hint::black_box(*g);
-                    *g = v + 1;
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    hammer(4, per_thread, || {
+        let mut g = m.lock().unwrap();
+        let v = std::hint::black_box(*g);
+        *g = v + 1;
+    });
     assert_eq!(*m.lock().unwrap(), 4 * per_thread);
 }
 
@@ -408,21 +398,11 @@ fn shared_condvar_and_pi_mutex_ping_pong_across_fork() {
 #[test]
 fn futex_mutex_excludes() {
     let per_thread = iterations(200_000);
-    let m = Arc::new(rtlab_sync::FutexMutex::new(0u64));
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let m = m.clone();
-            std::thread::spawn(move || {
-                for _ in 0..per_thread {
-                    let mut g = m.lock().unwrap();
-                    let v = std::hint::black_box(*g);
-                    *g = v + 1;
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    let m = rtlab_sync::FutexMutex::new(0u64);
+    hammer(4, per_thread, || {
+        let mut g = m.lock().unwrap();
+        let v = std::hint::black_box(*g);
+        *g = v + 1;
+    });
     assert_eq!(*m.lock().unwrap(), 4 * per_thread);
 }

@@ -42,6 +42,17 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The scope a primitive stored as a plain integer in its (possibly shared) memory:
+    /// 0 = private, anything else = shared.
+    #[inline]
+    pub fn from_flag(shared: u32) -> Scope {
+        if shared == 0 {
+            Scope::Private
+        } else {
+            Scope::Shared
+        }
+    }
+
     #[inline]
     fn flags(self) -> fx::Flags {
         match self {

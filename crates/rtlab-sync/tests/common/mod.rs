@@ -33,3 +33,20 @@ pub fn effective_priority() -> i64 {
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     after.split_whitespace().nth(15).unwrap().parse().unwrap()
 }
+
+/// Runs `section` `per_thread` times on each of `threads` threads started together: the
+/// harness of every mutual-exclusion test (each section does a non-atomic read-modify-write
+/// of a counter under the lock under test, which tears without exclusion).
+pub fn hammer(threads: usize, per_thread: u64, section: impl Fn() + Sync) {
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                start.wait();
+                for _ in 0..per_thread {
+                    section();
+                }
+            });
+        }
+    });
+}
