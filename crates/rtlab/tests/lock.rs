@@ -7,19 +7,7 @@ use common::*;
 #[test]
 fn lock_emits_both_modes_of_every_implementation() {
     let _serial = realtime_serial();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("lock.json");
-    let out = rtlab()
-        .args(["lock", "--duration", "600ms", "--no-dma-latency", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = load_valid_document(&json);
+    let (doc, stdout) = rtlab_json(&["lock", "--duration", "600ms", "--no-dma-latency"]);
     let names = series_names(&doc);
     let rt = doc["system"]["privileges"]["rt_sched"].as_bool().unwrap();
     for imp in [
@@ -50,7 +38,6 @@ fn lock_emits_both_modes_of_every_implementation() {
         assert!(series["count"].as_u64().unwrap() >= 100, "{series}");
         assert!(series["p50"].as_f64().unwrap() > 0.0);
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("rtlab-pi/handoff / glibc-pi/handoff = "),
         "{stdout}"
@@ -192,27 +179,14 @@ fn invert_refuses_sched_other() {
 #[test]
 fn mmap_compares_every_waiter_under_every_disturbance() {
     let _serial = realtime_serial();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("mmap.json");
-    let out = rtlab()
-        .args([
-            "mmap",
-            "--duration",
-            "2400ms",
-            "--size",
-            "8MiB",
-            "--no-dma-latency",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = load_valid_document(&json);
+    let (doc, stdout) = rtlab_json(&[
+        "mmap",
+        "--duration",
+        "2400ms",
+        "--size",
+        "8MiB",
+        "--no-dma-latency",
+    ]);
     let names = series_names(&doc);
     for waiter in ["private", "shared", "glibc-private", "glibc-shared"] {
         for disturbance in ["idle", "mmap", "mlock"] {
@@ -222,7 +196,7 @@ fn mmap_compares_every_waiter_under_every_disturbance() {
     }
     let reading = doc["verdict"]["reading"].as_str().unwrap();
     assert!(reading.starts_with("seed effect"), "{reading}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("mmap/idle"));
+    assert!(stdout.contains("mmap/idle"));
 }
 
 #[test]
