@@ -53,6 +53,15 @@ pub enum PeerRole {
     Echo,
     /// Counts messages; on [`STOP`] replies with the count in bytes 1..9.
     Count,
+    /// Sends `count` messages, one every `interval_ns` (absolute deadlines), each carrying its
+    /// sequence number in bytes 1..9 and its `CLOCK_MONOTONIC` send time in bytes 9..17, then
+    /// exits. The parent only receives.
+    Pace {
+        /// Messages to send.
+        count: u64,
+        /// Period between sends.
+        interval_ns: u64,
+    },
 }
 
 /// First byte of a data message.
@@ -101,6 +110,20 @@ impl End<'_> {
 }
 
 fn child_loop(mut end: End<'_>, buf: &mut [u8], role: PeerRole) -> i32 {
+    if let PeerRole::Pace { count, interval_ns } = role {
+        let mut next = rtlab_sys::time::monotonic_now_ns() + interval_ns;
+        for seq in 0..count {
+            let _ = rtlab_sys::time::sleep_until_monotonic_ns(next);
+            buf[0] = DATA;
+            buf[1..9].copy_from_slice(&seq.to_le_bytes());
+            buf[9..17].copy_from_slice(&rtlab_sys::time::monotonic_now_ns().to_le_bytes());
+            if end.send(buf).is_err() {
+                return 5;
+            }
+            next += interval_ns;
+        }
+        return 0;
+    }
     let mut count: u64 = 0;
     loop {
         let Ok(n) = end.recv(buf) else { return 1 };
@@ -118,8 +141,8 @@ fn child_loop(mut end: End<'_>, buf: &mut [u8], role: PeerRole) -> i32 {
 }
 
 /// Forks a child playing `role` over `mechanism` with `size`-byte messages, runs `parent` with
-/// the parent's end, waits for the child and returns what `parent` returned. `parent` must end
-/// the child with a [`STOP`] message.
+/// the parent's end, waits for the child and returns what `parent` returned. For `Echo` and
+/// `Count`, `parent` must end the child with a [`STOP`] message; `Pace` ends by itself.
 pub fn with_peer<T>(
     mechanism: Mechanism,
     size: usize,
@@ -144,7 +167,7 @@ pub fn with_peer<T>(
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
     };
-    let mut child_buf = vec![0u8; size.max(16)];
+    let mut child_buf = vec![0u8; size.max(17)];
     // SAFETY: the child runs only `child_loop` over memory and descriptors prepared before the
     // fork (its buffer, its endpoint, the shared mappings) plus syscalls; it never allocates.
     let pid = unsafe {

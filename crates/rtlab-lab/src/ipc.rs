@@ -17,7 +17,8 @@ use rtlab_sys::sched::Policy;
 use rtlab_sys::time::monotonic_now_ns;
 
 /// Series names this experiment emits (for help text).
-pub const SERIES_HELP: &str = "<mechanism>/rtt (metric rtt, a distribution) and <mechanism>/throughput \
+pub const SERIES_HELP: &str = "<mechanism>/rtt (metric rtt, a distribution), <mechanism>/oneway (metric \
+oneway: send-to-receive latency of messages paced 200 us apart, a distribution) and <mechanism>/throughput \
 (metric throughput, ops/s) for mechanism in rtlab-shm, posix-mq, sysv-msg, pipe, unix-stream, unix-dgram, \
 eventfd-shm; with several --size values the size is appended (rtlab-shm/rtt/1KiB)";
 
@@ -156,6 +157,53 @@ fn rtt_phase(
     Ok(())
 }
 
+/// What one mechanism x size measured.
+#[derive(Default)]
+struct Measured {
+    rtt: LatencyHistogram,
+    oneway: LatencyHistogram,
+    rates: Vec<f64>,
+    failed: Option<String>,
+}
+
+/// Period of the paced sends of the oneway phase: the receiver sleeps between messages, as a
+/// real-time consumer does.
+const ONEWAY_INTERVAL_NS: u64 = 200_000;
+
+fn oneway_phase(
+    mechanism: Mechanism,
+    size: usize,
+    cfg: &IpcConfig,
+    budget: u64,
+    hist: &mut LatencyHistogram,
+) -> Result<(), String> {
+    let count = (budget / ONEWAY_INTERVAL_NS).max(10);
+    let role = PeerRole::Pace {
+        count,
+        interval_ns: ONEWAY_INTERVAL_NS,
+    };
+    let measured = with_peer(mechanism, size, placement(cfg), role, |mut end| {
+        enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+        let mut buf = vec![0u8; size];
+        let mut local = LatencyHistogram::new();
+        for expected in 0..count {
+            end.recv(&mut buf)?;
+            let now = monotonic_now_ns();
+            let seq = u64::from_le_bytes(buf[1..9].try_into().expect("8 bytes"));
+            let sent = u64::from_le_bytes(buf[9..17].try_into().expect("8 bytes"));
+            if seq != expected {
+                return Err(format!(
+                    "oneway: message {seq} arrived where {expected} was due"
+                ));
+            }
+            local.record(Nanos(now.saturating_sub(sent)));
+        }
+        Ok(local)
+    })?;
+    hist.merge(&measured);
+    Ok(())
+}
+
 fn throughput_phase(
     mechanism: Mechanism,
     size: usize,
@@ -228,31 +276,34 @@ impl Experiment for IpcExperiment {
             .collect();
         // Two rounds (interleaved), each phase gets a quarter of a cell's share per round.
         let share = common.duration.get() / (cells.len() as u64 * 2).max(1);
-        let mut results: Vec<(LatencyHistogram, Vec<f64>, Option<String>)> = cells
-            .iter()
-            .map(|_| (LatencyHistogram::new(), Vec::new(), None))
-            .collect();
+        let mut results: Vec<Measured> = cells.iter().map(|_| Measured::default()).collect();
         let began = monotonic_now_ns();
         for _round in 0..2 {
             for (i, &(m, size)) in cells.iter().enumerate() {
-                if rtlab_sys::signal::interrupted() || results[i].2.is_some() {
+                if rtlab_sys::signal::interrupted() || results[i].failed.is_some() {
                     continue;
                 }
-                let hist = &mut results[i].0;
+                let cell = &mut results[i];
                 let r = on_own_thread(|| {
-                    rtt_phase(m, size, &cfg, share / 2, hist)?;
-                    throughput_phase(m, size, &cfg, share / 2)
+                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt)?;
+                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway)?;
+                    throughput_phase(m, size, &cfg, share * 2 / 5)
                 });
                 match r {
-                    Ok(rate) => results[i].1.push(rate),
-                    Err(e) => results[i].2 = Some(e),
+                    Ok(rate) => results[i].rates.push(rate),
+                    Err(e) => results[i].failed = Some(e),
                 }
                 observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
             }
         }
         let several = cfg.sizes.len() > 1;
         for (i, &(m, size)) in cells.iter().enumerate() {
-            let (hist, rates, failed) = &results[i];
+            let Measured {
+                rtt: hist,
+                oneway,
+                rates,
+                failed,
+            } = &results[i];
             let suffix = if several {
                 format!("/{}", size_label(size))
             } else {
@@ -276,6 +327,16 @@ impl Experiment for IpcExperiment {
                 "rtt",
                 hist,
             )?));
+            if !oneway.is_empty() {
+                outcome.series.push(
+                    with(Series::distribution(
+                        format!("{}{}/oneway{suffix}", self.prefix, m.name()),
+                        "oneway",
+                        oneway,
+                    )?)
+                    .with_config("interval_ns", ONEWAY_INTERVAL_NS),
+                );
+            }
             let mut sorted = rates.clone();
             sorted.sort_by(f64::total_cmp);
             if let Some(&median) = sorted.get(sorted.len() / 2) {

@@ -188,10 +188,11 @@ lock-free ring that sleeps on a futex only when empty or full), posix-mq, sysv-m
 unix-stream, unix-dgram, eventfd-shm (a shared slot per direction signalled by eventfds).
 
 Series: <mechanism>/rtt (metric rtt: ping-pong round trip with blocking waits, a
-distribution) and <mechanism>/throughput (messages per second one way, ops/s). With several
-sizes the size is appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
-Not built yet: the mpsc and mutex-condvar / mutex-semaphore variants, the one-way latency
-series, --busy-poll.
+distribution), <mechanism>/oneway (metric oneway: send-to-receive latency on the shared
+CLOCK_MONOTONIC of messages sent 200 us apart, so the receiver sleeps between them) and
+<mechanism>/throughput (messages per second one way, ops/s). With several sizes the size is
+appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
+Not built yet: the mpsc and mutex-condvar / mutex-semaphore variants, --busy-poll.
 
 Examples:
   rtlab ipc --duration 10s --size 64 --json ipc.json
