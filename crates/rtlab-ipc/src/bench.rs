@@ -4,7 +4,7 @@
 //! forking it is safe to offer: it touches only memory and descriptors prepared before the
 //! fork and makes syscalls.
 
-use crate::ShmChannel;
+use crate::{MutexSemQueue, ShmChannel};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::ipc::{pair, Endpoint, Kind};
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
@@ -14,6 +14,8 @@ use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
 pub enum Mechanism {
     /// rtlab-ipc's `ShmChannel` (spsc), one per direction.
     RtlabShm,
+    /// Seed 003's design: a robust PI mutex and two semaphores per direction.
+    RtlabShmMutexSemaphore,
     /// A kernel mechanism.
     Kernel(Kind),
 }
@@ -21,7 +23,8 @@ pub enum Mechanism {
 impl Mechanism {
     /// All mechanisms, rtlab's first.
     pub fn all() -> Vec<Mechanism> {
-        std::iter::once(Mechanism::RtlabShm)
+        [Mechanism::RtlabShm, Mechanism::RtlabShmMutexSemaphore]
+            .into_iter()
             .chain(Kind::ALL.into_iter().map(Mechanism::Kernel))
             .collect()
     }
@@ -30,6 +33,7 @@ impl Mechanism {
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::RtlabShm => "rtlab-shm",
+            Mechanism::RtlabShmMutexSemaphore => "rtlab-shm-mutex-semaphore",
             Mechanism::Kernel(k) => k.name(),
         }
     }
@@ -78,6 +82,13 @@ pub enum End<'a> {
         /// Incoming.
         rx: crate::Receiver<'a>,
     },
+    /// Mutex + semaphore queues.
+    Queue {
+        /// Outgoing.
+        tx: &'a MutexSemQueue,
+        /// Incoming.
+        rx: &'a MutexSemQueue,
+    },
     /// A kernel mechanism.
     Kernel(Endpoint),
 }
@@ -86,6 +97,7 @@ impl std::fmt::Debug for End<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             End::Shm { .. } => "End::Shm",
+            End::Queue { .. } => "End::Queue",
             End::Kernel(_) => "End::Kernel",
         })
     }
@@ -96,6 +108,7 @@ impl End<'_> {
     pub fn send(&mut self, msg: &[u8]) -> Result<(), String> {
         match self {
             End::Shm { tx, .. } => tx.send(msg, None).map_err(|e| e.to_string()),
+            End::Queue { tx, .. } => tx.send(msg, None).map_err(|e| e.to_string()),
             End::Kernel(e) => e.send(msg).map_err(|e| e.to_string()),
         }
     }
@@ -104,6 +117,7 @@ impl End<'_> {
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, String> {
         match self {
             End::Shm { rx, .. } => rx.recv(buf, None).map_err(|e| e.to_string()),
+            End::Queue { rx, .. } => rx.recv(buf, None).map_err(|e| e.to_string()),
             End::Kernel(e) => e.recv(buf).map_err(|e| e.to_string()),
         }
     }
@@ -151,17 +165,25 @@ pub fn with_peer<T>(
     parent: impl FnOnce(End<'_>) -> Result<T, String>,
 ) -> Result<T, String> {
     let shm = |cap, max| ShmChannel::create(cap, max).map_err(|e| e.to_string());
+    let queue = |max| MutexSemQueue::create(16, max).map_err(|e| e.to_string());
     let (ping, pong, kernel) = match mechanism {
         Mechanism::RtlabShm => (
             shm(1 << 20, size.max(64))?,
             shm(1 << 20, size.max(64))?,
             None,
         ),
+        Mechanism::RtlabShmMutexSemaphore => (shm(4096, 64)?, shm(4096, 64)?, None),
         Mechanism::Kernel(kind) => (
             shm(4096, 64)?,
             shm(4096, 64)?,
             Some(pair(kind, size).map_err(|e| e.to_string())?),
         ),
+    };
+    let use_queue = mechanism == Mechanism::RtlabShmMutexSemaphore;
+    let (qping, qpong) = if use_queue {
+        (queue(size.max(17))?, queue(size.max(17))?)
+    } else {
+        (queue(17)?, queue(17)?)
     };
     let (parent_end, child_end) = match kernel {
         Some((a, b)) => (Some(a), Some(b)),
@@ -179,6 +201,10 @@ pub fn with_peer<T>(
             }
             let end = match child_end {
                 Some(e) => End::Kernel(e),
+                None if use_queue => End::Queue {
+                    tx: &qpong,
+                    rx: &qping,
+                },
                 None => End::Shm {
                     tx: pong.sender(),
                     rx: ping.receiver(),
@@ -190,6 +216,10 @@ pub fn with_peer<T>(
     .map_err(|e| e.to_string())?;
     let end = match parent_end {
         Some(e) => End::Kernel(e),
+        None if use_queue => End::Queue {
+            tx: &qping,
+            rx: &qpong,
+        },
         None => End::Shm {
             tx: ping.sender(),
             rx: pong.receiver(),

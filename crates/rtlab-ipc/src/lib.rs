@@ -12,6 +12,9 @@
 #[allow(unsafe_code)]
 pub mod bench;
 #[allow(unsafe_code)]
+mod mutex_queue;
+#[allow(unsafe_code)]
 mod ring;
 
+pub use mutex_queue::MutexSemQueue;
 pub use ring::{IpcError, Receiver, Sender, ShmChannel};

@@ -205,3 +205,40 @@ fn errors_are_typed() {
         "a message must leave room for others"
     );
 }
+
+#[test]
+fn mutex_semaphore_queue_keeps_every_message_whole_and_in_order() {
+    let count = iterations(100_000);
+    let max = 1024;
+    let q = rtlab_ipc::MutexSemQueue::create(8, max).unwrap();
+    let mut msg = Vec::with_capacity(max);
+    // SAFETY: the child uses only the shared mapping, a buffer allocated before the fork
+    // (never reallocated) and futex syscalls.
+    let child = unsafe {
+        rtlab_sys::process::fork_child(|| {
+            for seq in 0..count {
+                message(seq, max, &mut msg);
+                if q.send(&msg, Some(monotonic_now_ns() + 10 * SECOND))
+                    .is_err()
+                {
+                    return 1;
+                }
+            }
+            0
+        })
+    }
+    .unwrap();
+    let mut buf = vec![0u8; max];
+    for seq in 0..count {
+        let n = q
+            .recv(&mut buf, Some(monotonic_now_ns() + 10 * SECOND))
+            .unwrap();
+        verify(&buf[..n], seq);
+    }
+    assert_eq!(rtlab_sys::process::wait_child(child).unwrap(), 0);
+    let deadline = monotonic_now_ns() + 5_000_000;
+    assert_eq!(
+        q.recv(&mut buf, Some(deadline)).unwrap_err(),
+        IpcError::TimedOut
+    );
+}

@@ -184,7 +184,8 @@ const IPC_HELP: &str = "\
 Seed 003 asked whether a message queue on a robust mutex in shared memory could reach POSIX mq.
 Two processes (this one and a forked child, on two CPUs, or one with --same-cpu) exchange
 messages of each --size through each mechanism: rtlab-shm (rtlab-ipc's ShmChannel, a
-lock-free ring that sleeps on a futex only when empty or full), posix-mq, sysv-msg, pipe,
+lock-free ring that sleeps on a futex only when empty or full), rtlab-shm-mutex-semaphore
+(the seed's design: slots guarded by a robust PI mutex and two semaphores), posix-mq, sysv-msg, pipe,
 unix-stream, unix-dgram, eventfd-shm (a shared slot per direction signalled by eventfds).
 
 Series: <mechanism>/rtt (metric rtt: ping-pong round trip with blocking waits, a
@@ -192,7 +193,7 @@ distribution), <mechanism>/oneway (metric oneway: send-to-receive latency on the
 CLOCK_MONOTONIC of messages sent 200 us apart, so the receiver sleeps between them) and
 <mechanism>/throughput (messages per second one way, ops/s). With several sizes the size is
 appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
-Not built yet: the mpsc and mutex-condvar / mutex-semaphore variants, --busy-poll.
+Not built yet: the mpsc and mutex-condvar variants, --busy-poll.
 
 Examples:
   rtlab ipc --duration 10s --size 64 --json ipc.json
