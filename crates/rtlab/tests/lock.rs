@@ -61,27 +61,15 @@ fn lock_rejects_unknown_implementations() {
 #[test]
 fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
     let _serial = realtime_serial();
-    let out = rtlab()
-        .args([
-            "lock",
-            "--duration",
-            "200ms",
-            "--policy",
-            "other",
-            "--impl",
-            "glibc-pp,rtlab-pi",
-            "--json",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_valid(&doc);
+    let (doc, stderr) = rtlab_json_stdout(&[
+        "lock",
+        "--duration",
+        "200ms",
+        "--policy",
+        "other",
+        "--impl",
+        "glibc-pp,rtlab-pi",
+    ]);
     assert_eq!(
         series_names(&doc),
         vec![
@@ -90,7 +78,7 @@ fn lock_under_sched_other_skips_glibc_pp_and_says_so() {
             "rtlab-pi/condvar_wake"
         ]
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: glibc-pp: skipped"));
+    assert!(stderr.contains("warning: glibc-pp: skipped"));
 }
 
 #[test]
@@ -141,17 +129,7 @@ fn invert_check_passes_with_priority_inheritance() {
             "needs SCHED_FIFO (root)",
         );
     }
-    let out = rtlab()
-        .args(["invert", "--check", "--duration", "2s", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_valid(&doc);
+    let (doc, _) = rtlab_json_stdout(&["invert", "--check", "--duration", "2s"]);
     let value = |n: &str| {
         doc["series"]
             .as_array()

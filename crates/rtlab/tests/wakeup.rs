@@ -146,27 +146,16 @@ fn fail_above_is_a_ci_gate() {
 
 #[test]
 fn json_to_stdout_keeps_stdout_pure() {
-    let out = rtlab()
-        .args([
-            "wakeup",
-            "--duration",
-            "200ms",
-            "--cpus",
-            "0",
-            "--no-dma-latency",
-            "--json",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
-    assert_valid(&doc);
+    let (doc, stderr) = rtlab_json_stdout(&[
+        "wakeup",
+        "--duration",
+        "200ms",
+        "--cpus",
+        "0",
+        "--no-dma-latency",
+    ]);
     assert_eq!(series_names(&doc), vec!["thread0"]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("thread0"),
-        "the table goes to stderr"
-    );
+    assert!(stderr.contains("thread0"), "the table goes to stderr");
 }
 
 #[test]

@@ -107,3 +107,18 @@ pub fn rtlab_json(args: &[&str]) -> (Value, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
+
+/// Runs `rtlab ARGS --json -`, requires success, and returns the validated document (parsed
+/// from standard output alone) and the standard error.
+pub fn rtlab_json_stdout(args: &[&str]) -> (Value, String) {
+    let out = rtlab()
+        .args(args)
+        .args(["--json", "-"])
+        .output()
+        .expect("rtlab runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "rtlab {args:?}: {stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_valid(&doc);
+    (doc, stderr)
+}
