@@ -4,7 +4,7 @@
 //! forking it is safe to offer: it touches only memory and descriptors prepared before the
 //! fork and makes syscalls.
 
-use crate::{MutexSemQueue, ShmChannel};
+use crate::{ChannelOptions, MutexSemQueue, ShmChannel, Signalling, Variant};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::ipc::{pair, Endpoint, Kind};
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
@@ -14,6 +14,12 @@ use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
 pub enum Mechanism {
     /// rtlab-ipc's `ShmChannel` (spsc), one per direction.
     RtlabShm,
+    /// `ShmChannel` in its mpsc form (the producer side takes a robust PI mutex).
+    RtlabShmMpsc,
+    /// `ShmChannel` (spsc) with both ends busy-polling instead of sleeping (burns CPUs).
+    RtlabShmBusy,
+    /// Seed 003's first design: a robust PI mutex and two PI condition variables.
+    RtlabShmMutexCondvar,
     /// Seed 003's design: a robust PI mutex and two semaphores per direction.
     RtlabShmMutexSemaphore,
     /// A kernel mechanism.
@@ -21,21 +27,46 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    /// All mechanisms, rtlab's first.
+    /// The blocking mechanisms, rtlab's first (the default set: busy-polling ones are not in it).
     pub fn all() -> Vec<Mechanism> {
-        [Mechanism::RtlabShm, Mechanism::RtlabShmMutexSemaphore]
-            .into_iter()
-            .chain(Kind::ALL.into_iter().map(Mechanism::Kernel))
-            .collect()
+        [
+            Mechanism::RtlabShm,
+            Mechanism::RtlabShmMpsc,
+            Mechanism::RtlabShmMutexCondvar,
+            Mechanism::RtlabShmMutexSemaphore,
+        ]
+        .into_iter()
+        .chain(Kind::ALL.into_iter().map(Mechanism::Kernel))
+        .collect()
+    }
+
+    /// The spinning variants that `--busy-poll` adds.
+    pub fn busy_polling() -> Vec<Mechanism> {
+        vec![Mechanism::RtlabShmBusy]
+    }
+
+    /// Every mechanism that can be named.
+    pub fn every() -> Vec<Mechanism> {
+        let mut all = Self::all();
+        all.extend(Self::busy_polling());
+        all
     }
 
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::RtlabShm => "rtlab-shm",
+            Mechanism::RtlabShmMpsc => "rtlab-shm-mpsc",
+            Mechanism::RtlabShmBusy => "rtlab-shm-busy",
+            Mechanism::RtlabShmMutexCondvar => "rtlab-shm-mutex-condvar",
             Mechanism::RtlabShmMutexSemaphore => "rtlab-shm-mutex-semaphore",
             Mechanism::Kernel(k) => k.name(),
         }
+    }
+
+    /// True for the spinning variants.
+    pub fn busy_polls(self) -> bool {
+        self == Mechanism::RtlabShmBusy
     }
 }
 
@@ -154,6 +185,80 @@ fn child_loop(mut end: End<'_>, buf: &mut [u8], role: PeerRole) -> i32 {
     }
 }
 
+/// The shared objects of one mechanism: the two directions (ping: parent to child, pong:
+/// child to parent).
+enum Channels {
+    Ring(ShmChannel, ShmChannel, bool),
+    Queue(MutexSemQueue, MutexSemQueue),
+    Kernel(Option<Endpoint>, Option<Endpoint>),
+}
+
+impl Channels {
+    fn new(mechanism: Mechanism, size: usize) -> Result<Channels, String> {
+        let ring = |variant| {
+            let options = ChannelOptions::new(1 << 20, size.max(64)).variant(variant);
+            ShmChannel::create_anonymous(&options).map_err(|e| e.to_string())
+        };
+        let queue = |signalling| {
+            MutexSemQueue::with_signalling(16, size.max(17), signalling).map_err(|e| e.to_string())
+        };
+        Ok(match mechanism {
+            Mechanism::RtlabShm | Mechanism::RtlabShmBusy => Channels::Ring(
+                ring(Variant::Spsc)?,
+                ring(Variant::Spsc)?,
+                mechanism.busy_polls(),
+            ),
+            Mechanism::RtlabShmMpsc => {
+                Channels::Ring(ring(Variant::Mpsc)?, ring(Variant::Mpsc)?, false)
+            }
+            Mechanism::RtlabShmMutexCondvar => {
+                Channels::Queue(queue(Signalling::Condvars)?, queue(Signalling::Condvars)?)
+            }
+            Mechanism::RtlabShmMutexSemaphore => Channels::Queue(
+                queue(Signalling::Semaphores)?,
+                queue(Signalling::Semaphores)?,
+            ),
+            Mechanism::Kernel(kind) => {
+                let (a, b) = pair(kind, size).map_err(|e| e.to_string())?;
+                Channels::Kernel(Some(a), Some(b))
+            }
+        })
+    }
+
+    /// The child's end (`child` true) or the parent's. Called once per side.
+    fn end(&mut self, child: bool) -> Result<End<'_>, crate::IpcError> {
+        Ok(match self {
+            Channels::Ring(ping, pong, busy) => {
+                let (out, inc) = if child {
+                    (&*pong, &*ping)
+                } else {
+                    (&*ping, &*pong)
+                };
+                End::Shm {
+                    tx: out.sender()?.busy_poll(*busy),
+                    rx: inc.receiver()?.busy_poll(*busy),
+                }
+            }
+            Channels::Queue(ping, pong) => {
+                let (tx, rx) = if child {
+                    (&*pong, &*ping)
+                } else {
+                    (&*ping, &*pong)
+                };
+                End::Queue { tx, rx }
+            }
+            Channels::Kernel(parent, child_end) => {
+                let taken = if child {
+                    child_end.take()
+                } else {
+                    parent.take()
+                };
+                End::Kernel(taken.ok_or_else(|| crate::IpcError::Busy("end taken".into()))?)
+            }
+        })
+    }
+}
+
 /// Forks a child playing `role` over `mechanism` with `size`-byte messages, runs `parent` with
 /// the parent's end, waits for the child and returns what `parent` returned. For `Echo` and
 /// `Count`, `parent` must end the child with a [`STOP`] message; `Pace` ends by itself.
@@ -164,34 +269,11 @@ pub fn with_peer<T>(
     role: PeerRole,
     parent: impl FnOnce(End<'_>) -> Result<T, String>,
 ) -> Result<T, String> {
-    let shm = |cap, max| ShmChannel::create(cap, max).map_err(|e| e.to_string());
-    let queue = |max| MutexSemQueue::create(16, max).map_err(|e| e.to_string());
-    let (ping, pong, kernel) = match mechanism {
-        Mechanism::RtlabShm => (
-            shm(1 << 20, size.max(64))?,
-            shm(1 << 20, size.max(64))?,
-            None,
-        ),
-        Mechanism::RtlabShmMutexSemaphore => (shm(4096, 64)?, shm(4096, 64)?, None),
-        Mechanism::Kernel(kind) => (
-            shm(4096, 64)?,
-            shm(4096, 64)?,
-            Some(pair(kind, size).map_err(|e| e.to_string())?),
-        ),
-    };
-    let use_queue = mechanism == Mechanism::RtlabShmMutexSemaphore;
-    let (qping, qpong) = if use_queue {
-        (queue(size.max(17))?, queue(size.max(17))?)
-    } else {
-        (queue(17)?, queue(17)?)
-    };
-    let (parent_end, child_end) = match kernel {
-        Some((a, b)) => (Some(a), Some(b)),
-        None => (None, None),
-    };
+    let mut channels = Channels::new(mechanism, size)?;
     let mut child_buf = vec![0u8; size.max(17)];
     // SAFETY: the child runs only `child_loop` over memory and descriptors prepared before the
-    // fork (its buffer, its endpoint, the shared mappings) plus syscalls; it never allocates.
+    // fork (its buffer, its endpoint, the shared mappings) plus syscalls; it never allocates
+    // on success paths (error paths return an exit code without formatting).
     let pid = unsafe {
         rtlab_sys::process::fork_child(|| {
             let placed = set_current_thread_affinity(&CpuList::from(vec![child.cpu]))
@@ -199,33 +281,21 @@ pub fn with_peer<T>(
             if placed.is_err() {
                 return 4;
             }
-            let end = match child_end {
-                Some(e) => End::Kernel(e),
-                None if use_queue => End::Queue {
-                    tx: &qpong,
-                    rx: &qping,
-                },
-                None => End::Shm {
-                    tx: pong.sender(),
-                    rx: ping.receiver(),
-                },
-            };
-            child_loop(end, &mut child_buf, role)
+            match channels.end(true) {
+                Ok(end) => child_loop(end, &mut child_buf, role),
+                Err(_) => 6,
+            }
         })
     }
     .map_err(|e| e.to_string())?;
-    let end = match parent_end {
-        Some(e) => End::Kernel(e),
-        None if use_queue => End::Queue {
-            tx: &qping,
-            rx: &qpong,
-        },
-        None => End::Shm {
-            tx: ping.sender(),
-            rx: pong.receiver(),
-        },
+    // The child's kernel end must not stay open here: a dead child then reads as EOF.
+    if let Channels::Kernel(_, child_end) = &mut channels {
+        *child_end = None;
+    }
+    let result = match channels.end(false) {
+        Ok(end) => parent(end),
+        Err(e) => Err(e.to_string()),
     };
-    let result = parent(end);
     if result.is_err() {
         // The parent side gave up without a STOP: the child would wait forever.
         let _ = rtlab_sys::process::kill_hard(pid);

@@ -13,8 +13,31 @@
 pub mod bench;
 #[allow(unsafe_code)]
 mod mutex_queue;
+mod region;
 #[allow(unsafe_code)]
 mod ring;
 
-pub use mutex_queue::MutexSemQueue;
-pub use ring::{IpcError, Receiver, Sender, ShmChannel};
+pub use mutex_queue::{MutexSemQueue, Signalling};
+pub use ring::{ChannelOptions, IpcError, Receiver, Sender, ShmChannel, Variant, MAX_PRODUCERS};
+
+/// Locks a robust mutex guarding shared state that its holders only change in ways a death
+/// cannot tear (so an `OwnerDied` needs no repair), until `deadline_ns`.
+fn lock_robust(
+    mutex: &rtlab_sync::RobustMutex,
+    deadline_ns: Option<u64>,
+) -> Result<rtlab_sync::RobustGuard<'_>, IpcError> {
+    use rtlab_sync::{LockError, RobustError};
+    let taken = match deadline_ns {
+        Some(d) => mutex.lock_until(d),
+        None => mutex.lock(),
+    };
+    match taken {
+        Ok(g) => Ok(g),
+        Err(RobustError::OwnerDied(g)) => {
+            g.make_consistent();
+            Ok(g)
+        }
+        Err(RobustError::Lock(LockError::TimedOut)) => Err(IpcError::TimedOut),
+        Err(e) => Err(IpcError::Corrupt(format!("shared mutex: {e}"))),
+    }
+}

@@ -1,44 +1,56 @@
-//! The single-producer single-consumer ring.
+//! The ring: single producer (`spsc`) or several producers serialised by a robust PI mutex
+//! (`mpsc`), one consumer.
 //!
 //! Shared layout (`#[repr(C)]`, positions are byte counts, never pointers):
 //!
 //! | field               | written by | meaning                                                |
 //! |---------------------|------------|--------------------------------------------------------|
-//! | `magic`, `capacity`, `max_message` | creator | format tag, ring bytes (power of two), largest payload |
+//! | `magic`, `capacity`, `max_message`, `variant`, `creator_pid` | creator | format tag, ring bytes (power of two), largest payload, spsc/mpsc, who made it |
 //! | `head`              | producer   | bytes published so far (monotonic)                     |
 //! | `tail`              | consumer   | bytes consumed so far (monotonic)                      |
 //! | `consumer_waiting`  | both       | futex word: 1 = the consumer sleeps (or is about to) on an empty ring |
 //! | `producer_waiting`  | both       | futex word: 1 = the producer sleeps on a full ring      |
-//! | `producer_pid`, `consumer_pid` | each end | who to check for liveness                  |
+//! | `consumer_pid`      | consumer   | who to check for liveness (0: none attached yet)        |
+//! | `producer_pids[16]` | producers  | attached producers (spsc: slot 0 only)                  |
+//! | `producer_lock`     | producers  | mpsc: robust PI mutex held while writing a record       |
 //!
 //! A record at position `p` (ring offset `p % capacity`, always 8-aligned) is a `u32` payload
 //! length, 4 bytes of padding, the payload, padded to 8 bytes. A record never wraps: when it
 //! does not fit before the end, the producer writes the `WRAP` marker and continues at 0.
 //! `head` is stored (Release) only after the record is complete, so a producer killed while
-//! writing never publishes a torn message. A side that must wait first spins for at most
-//! 20 us (a peer on another CPU usually answers sooner than a futex sleep and wake take). Sleep/wake: each side stores its waiting flag, then
-//! a SeqCst fence, then re-reads the other side's position before sleeping; the other side
-//! publishes its position, fences, then reads the flag: one of them always sees the other.
+//! writing never publishes a torn message (in mpsc the next producer inherits the lock as
+//! `OwnerDied` and simply writes over the unpublished bytes). A side that must wait first
+//! spins for at most 20 us (a peer on another CPU usually answers sooner than a futex sleep
+//! and wake take); with busy-polling it spins until its deadline. Sleep/wake: each side stores
+//! its waiting flag, then a SeqCst fence, then re-reads the other side's position before
+//! sleeping; the other side publishes its position, fences, then reads the flag: one of them
+//! always sees the other.
+//!
+//! Attaching: one consumer and (spsc) one producer at a time; a slot whose process died may be
+//! taken by a new one, which continues where the dead one stopped.
 
+use crate::region::Region;
+use rtlab_sync::{RobustGuard, RobustMutex};
 use rtlab_sys::futex::{self, Scope, Wait};
-use rtlab_sys::mem::AnonMapping;
 use rtlab_sys::time::monotonic_now_ns;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH1");
+const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH2");
 const WRAP: u32 = u32::MAX;
 const RECORD_HEADER: u64 = 8;
 /// How long a side that finds the ring empty (or full) spins before it sleeps: a peer on
 /// another CPU usually answers within this, and a futex sleep plus wake costs ~5 us each way.
 /// Bounded, so a silent peer costs at most this much CPU before the thread blocks.
 const SPIN_NS: u64 = 20_000;
+/// Producer slots of an mpsc channel.
+pub const MAX_PRODUCERS: usize = 16;
 
-/// Spins until `ready()` or `SPIN_NS` passed; true if ready. Between short bursts it yields
+/// Spins until `ready()` or `budget_ns` passed; true if ready. Between short bursts it yields
 /// the CPU: a peer on the same CPU (at the same priority) then runs at once instead of
 /// waiting for the spin to end; a peer on another CPU usually answers within the first burst.
 #[inline]
-fn spin_until(ready: impl Fn() -> bool) -> bool {
-    let until = monotonic_now_ns() + SPIN_NS;
+fn spin_until(ready: impl Fn() -> bool, budget_ns: u64) -> bool {
+    let until = monotonic_now_ns() + budget_ns;
     loop {
         for _ in 0..64 {
             if ready() {
@@ -53,7 +65,7 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
     }
 }
 
-/// Longest a blocked side sleeps before it checks whether its peer is still alive.
+/// Longest a blocked side sleeps (or busy-polls) before it checks whether its peer is alive.
 const LIVENESS_SLICE_NS: u64 = 10_000_000;
 
 /// Why a channel operation did not complete.
@@ -85,9 +97,12 @@ pub enum IpcError {
         /// Message length.
         need: usize,
     },
-    /// Creating the shared memory failed.
+    /// Creating or opening the shared memory failed.
     #[error("cannot create the channel: {0}")]
     Create(String),
+    /// The end (or the name) is in use by a live process.
+    #[error("in use: {0}")]
+    Busy(String),
 }
 
 #[repr(C)]
@@ -95,114 +110,358 @@ struct Header {
     magic: u64,
     capacity: u64,
     max_message: u64,
-    _pad0: [u64; 5],
+    variant: u64,
+    creator_pid: u64,
+    _pad0: [u64; 3],
     head: AtomicU64,
     _pad1: [u64; 7],
     tail: AtomicU64,
     _pad2: [u64; 7],
     consumer_waiting: AtomicU32,
     producer_waiting: AtomicU32,
-    producer_pid: AtomicU32,
     consumer_pid: AtomicU32,
-    _pad3: [u64; 6],
+    _pad3: [u32; 13],
+    producer_pids: [AtomicU32; MAX_PRODUCERS],
+    producer_lock: RobustMutex,
 }
 
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
 const _: () = assert!(HEADER_LEN.is_multiple_of(64));
 
-/// A channel in an anonymous shared mapping: create it, then `fork`; one process uses
-/// [`ShmChannel::sender`], the other [`ShmChannel::receiver`].
+/// Who may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// One producer process at a time; lock-free.
+    Spsc,
+    /// Up to [`MAX_PRODUCERS`] producers (processes or threads), serialised by a robust PI mutex.
+    Mpsc,
+}
+
+impl Variant {
+    fn code(self) -> u64 {
+        match self {
+            Variant::Spsc => 0,
+            Variant::Mpsc => 1,
+        }
+    }
+}
+
+/// How to make a channel.
+#[derive(Debug, Clone, Copy)]
+pub struct ChannelOptions {
+    /// Ring bytes (rounded up to a power of two, at least 4 KiB).
+    pub capacity: usize,
+    /// Largest payload (at most a quarter of the ring).
+    pub max_message: usize,
+    /// spsc or mpsc.
+    pub variant: Variant,
+    /// Permission bits of a named channel (default 0600: the owner only).
+    pub mode: u32,
+}
+
+impl ChannelOptions {
+    /// spsc, mode 0600.
+    pub fn new(capacity: usize, max_message: usize) -> Self {
+        ChannelOptions {
+            capacity,
+            max_message,
+            variant: Variant::Spsc,
+            mode: 0o600,
+        }
+    }
+
+    /// The same with `variant`.
+    pub fn variant(mut self, variant: Variant) -> Self {
+        self.variant = variant;
+        self
+    }
+
+    /// The same with permission bits `mode`.
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode;
+        self
+    }
+}
+
+/// A channel in shared memory: anonymous ([`ShmChannel::create`], then `fork`) or named under
+/// /dev/shm ([`ShmChannel::create_named`], [`ShmChannel::open`]). One process uses
+/// [`ShmChannel::sender`], another [`ShmChannel::receiver`].
 #[derive(Debug)]
 pub struct ShmChannel {
-    map: AnonMapping,
+    region: Region,
     capacity: u64,
+    variant: Variant,
 }
 
 fn round8(n: u64) -> u64 {
     (n + 7) & !7
 }
 
-/// True while `pid` exists and is not a zombie (an exited child not yet reaped).
+/// True while `pid` exists and is not a zombie (an exited child not yet reaped). Reads
+/// `/proc/<pid>/stat` without allocating: a forked child of a threaded process may call it.
 fn alive(pid: u32) -> bool {
-    if pid == 0 {
-        return true; // not attached yet
+    use std::io::Write;
+    let mut path = [0u8; 32];
+    let mut cursor = std::io::Cursor::new(&mut path[..]);
+    if write!(cursor, "/proc/{pid}/stat\0").is_err() {
+        return false;
     }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                != Some("Z")
-        }
-        Err(_) => false,
+    let len = cursor.position() as usize;
+    let Ok(path) = std::ffi::CStr::from_bytes_with_nul(&path[..len]) else {
+        return false;
+    };
+    let Ok(fd) = rustix::fs::open(path, rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty())
+    else {
+        return false;
+    };
+    let mut stat = [0u8; 512];
+    let Ok(n) = rustix::io::read(&fd, &mut stat) else {
+        return false;
+    };
+    let stat = &stat[..n];
+    // The state is the first field after the last ')' (the command name may contain any byte).
+    match stat.iter().rposition(|&b| b == b')') {
+        Some(i) => stat[i + 1..].iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'Z'),
+        None => false,
     }
 }
 
+fn ring_geometry(options: &ChannelOptions) -> Result<u64, IpcError> {
+    let capacity = (options.capacity.clamp(4096, 1 << 34) as u64).next_power_of_two();
+    if options.max_message == 0 || options.max_message as u64 > capacity / 4 {
+        return Err(IpcError::Create(format!(
+            "max_message {} must be 1 to a quarter of the {capacity}-byte ring",
+            options.max_message
+        )));
+    }
+    Ok(capacity)
+}
+
+fn write_header(map: &rtlab_sys::mem::AnonMapping, capacity: u64, options: &ChannelOptions) {
+    let header = Header {
+        magic: MAGIC,
+        capacity,
+        max_message: options.max_message as u64,
+        variant: options.variant.code(),
+        creator_pid: std::process::id() as u64,
+        _pad0: [0; 3],
+        head: AtomicU64::new(0),
+        _pad1: [0; 7],
+        tail: AtomicU64::new(0),
+        _pad2: [0; 7],
+        consumer_waiting: AtomicU32::new(0),
+        producer_waiting: AtomicU32::new(0),
+        consumer_pid: AtomicU32::new(0),
+        _pad3: [0; 13],
+        producer_pids: [const { AtomicU32::new(0) }; MAX_PRODUCERS],
+        producer_lock: RobustMutex::new_shared(),
+    };
+    // SAFETY: the mapping is page aligned, at least HEADER_LEN bytes, and not yet shared.
+    unsafe { (map.as_ptr() as *mut Header).write(header) };
+}
+
 impl ShmChannel {
-    /// A channel whose ring holds `capacity` bytes (rounded up to a power of two, at least
-    /// 4 KiB) and whose messages carry at most `max_message` bytes (at most a quarter of the
-    /// ring, so several fit).
+    /// An spsc channel in anonymous shared memory (share it by `fork`) whose ring holds
+    /// `capacity` bytes (rounded up to a power of two, at least 4 KiB) and whose messages
+    /// carry at most `max_message` bytes (at most a quarter of the ring, so several fit).
     pub fn create(capacity: usize, max_message: usize) -> Result<Self, IpcError> {
-        let capacity = (capacity.max(4096) as u64).next_power_of_two();
-        if max_message == 0 || max_message as u64 > capacity / 4 {
-            return Err(IpcError::Create(format!(
-                "max_message {max_message} must be 1 to a quarter of the {capacity}-byte ring"
+        Self::create_anonymous(&ChannelOptions::new(capacity, max_message))
+    }
+
+    /// A channel in anonymous shared memory, as `options` say.
+    pub fn create_anonymous(options: &ChannelOptions) -> Result<Self, IpcError> {
+        let capacity = ring_geometry(options)?;
+        let region = Region::anonymous(HEADER_LEN + capacity as usize)?;
+        write_header(&region.map, capacity, options);
+        Ok(ShmChannel {
+            region,
+            capacity,
+            variant: options.variant,
+        })
+    }
+
+    /// A channel named `/dev/shm/<name>` (`name` may start with `/`), created with permission
+    /// `options.mode` (0600 by default). A channel of that name left by a crashed run (its
+    /// creator and every attached process dead) is removed and created anew; one still in use
+    /// gives [`IpcError::Busy`]. The name is removed when this value is dropped by the
+    /// creating process.
+    pub fn create_named(name: &str, options: &ChannelOptions) -> Result<Self, IpcError> {
+        let capacity = ring_geometry(options)?;
+        let region = Region::create_named(
+            name,
+            HEADER_LEN + capacity as usize,
+            options.mode,
+            |map| write_header(map, capacity, options),
+            |existing| match ShmChannel::validate(existing) {
+                Ok(_) => ShmChannel::user_of(existing).map_or(Ok(()), |pid| {
+                    Err(format!("'{name}' is in use by pid {pid}"))
+                }),
+                // Not even our magic: someone else's object; leave it alone.
+                Err(IpcError::Corrupt(why)) if why.contains("magic") => Err(format!(
+                    "/dev/shm/{} exists and is not an rtlab channel",
+                    name.trim_start_matches('/')
+                )),
+                Err(_) => Ok(()), // our format but garbled: a crash while creating
+            },
+        )?;
+        Ok(ShmChannel {
+            region,
+            capacity,
+            variant: options.variant,
+        })
+    }
+
+    /// Opens the named channel another process created (validating everything it reads).
+    pub fn open(name: &str) -> Result<Self, IpcError> {
+        let region = Region::open_named(name)?;
+        let (capacity, variant) = Self::validate(&region)?;
+        Ok(ShmChannel {
+            region,
+            capacity,
+            variant,
+        })
+    }
+
+    /// Checks a mapped header before trusting its geometry.
+    fn validate(region: &Region) -> Result<(u64, Variant), IpcError> {
+        if region.len() < HEADER_LEN {
+            return Err(IpcError::Corrupt("shorter than a channel header".into()));
+        }
+        // SAFETY: at least HEADER_LEN mapped bytes; the plain fields are read once, here.
+        let h = unsafe { &*(region.as_ptr() as *const Header) };
+        // SAFETY: as above; volatile because another process may be writing them.
+        let (magic, capacity, max, variant) = unsafe {
+            (
+                std::ptr::read_volatile(&h.magic),
+                std::ptr::read_volatile(&h.capacity),
+                std::ptr::read_volatile(&h.max_message),
+                std::ptr::read_volatile(&h.variant),
+            )
+        };
+        if magic != MAGIC {
+            return Err(IpcError::Corrupt("not an rtlab channel (magic)".into()));
+        }
+        if !capacity.is_power_of_two()
+            || capacity < 4096
+            || HEADER_LEN as u64 + capacity != region.len() as u64
+            || max == 0
+            || max > capacity / 4
+        {
+            return Err(IpcError::Corrupt(format!(
+                "geometry: capacity {capacity}, max_message {max}, {} bytes mapped",
+                region.len()
             )));
         }
-        let map = AnonMapping::new_shared(HEADER_LEN + capacity as usize)
-            .map_err(|e| IpcError::Create(e.to_string()))?;
-        let header = Header {
-            magic: MAGIC,
-            capacity,
-            max_message: max_message as u64,
-            _pad0: [0; 5],
-            head: AtomicU64::new(0),
-            _pad1: [0; 7],
-            tail: AtomicU64::new(0),
-            _pad2: [0; 7],
-            consumer_waiting: AtomicU32::new(0),
-            producer_waiting: AtomicU32::new(0),
-            producer_pid: AtomicU32::new(0),
-            consumer_pid: AtomicU32::new(0),
-            _pad3: [0; 6],
+        let variant = match variant {
+            0 => Variant::Spsc,
+            1 => Variant::Mpsc,
+            v => return Err(IpcError::Corrupt(format!("variant {v}"))),
         };
-        // SAFETY: the mapping is page aligned, at least HEADER_LEN bytes, and not yet shared.
-        unsafe { (map.as_ptr() as *mut Header).write(header) };
-        Ok(ShmChannel { map, capacity })
+        Ok((capacity, variant))
+    }
+
+    /// A live process attached to (or that created) the channel in `region`, if any.
+    fn user_of(region: &Region) -> Option<u32> {
+        // SAFETY: validated to hold a whole header.
+        let h = unsafe { &*(region.as_ptr() as *const Header) };
+        let creator = h.creator_pid as u32;
+        std::iter::once(creator)
+            .chain(std::iter::once(h.consumer_pid.load(Ordering::Relaxed)))
+            .chain(h.producer_pids.iter().map(|p| p.load(Ordering::Relaxed)))
+            .find(|&pid| pid != 0 && alive(pid))
     }
 
     fn header(&self) -> &Header {
-        // SAFETY: written in `create`; the mapping lives as long as `self`; all fields another
-        // process may change are atomics.
-        unsafe { &*(self.map.as_ptr() as *const Header) }
+        // SAFETY: written in `create*` or validated in `open`; the mapping lives as long as
+        // `self`; all fields another process may change are atomics or re-checked.
+        unsafe { &*(self.region.as_ptr() as *const Header) }
     }
 
     fn ring(&self) -> *mut u8 {
-        self.map.as_ptr().wrapping_add(HEADER_LEN)
+        self.region.as_ptr().wrapping_add(HEADER_LEN)
+    }
+
+    /// spsc or mpsc.
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+
+    /// `/dev/shm/...` when this process created the channel under a name.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.region.owned_path()
     }
 
     /// Checks the parts of the header the other side could have scribbled on.
     fn check_header(&self) -> Result<(), IpcError> {
         let h = self.header();
-        if h.magic != MAGIC || h.capacity != self.capacity {
+        // SAFETY: plain fields inside the live mapping; volatile as another process may write.
+        let (magic, capacity) = unsafe {
+            (
+                std::ptr::read_volatile(&h.magic),
+                std::ptr::read_volatile(&h.capacity),
+            )
+        };
+        if magic != MAGIC || capacity != self.capacity {
             return Err(IpcError::Corrupt("header overwritten".into()));
         }
         Ok(())
     }
 
-    /// The producing end, for this process (records its pid for the consumer's liveness check).
-    pub fn sender(&self) -> Sender<'_> {
-        self.header()
-            .producer_pid
-            .store(std::process::id(), Ordering::Relaxed);
-        Sender { ch: self }
+    fn producer_slots(&self) -> &[AtomicU32] {
+        let all = &self.header().producer_pids;
+        match self.variant {
+            Variant::Spsc => &all[..1],
+            Variant::Mpsc => &all[..],
+        }
     }
 
-    /// The consuming end, for this process.
-    pub fn receiver(&self) -> Receiver<'_> {
-        self.header()
-            .consumer_pid
-            .store(std::process::id(), Ordering::Relaxed);
-        Receiver { ch: self }
+    /// Takes a slot for this process: one it already holds, a free one, or one whose process
+    /// died (a new peer re-attaching).
+    fn attach(slots: &[AtomicU32], what: &str) -> Result<(), IpcError> {
+        let me = std::process::id();
+        if slots.iter().any(|p| p.load(Ordering::Relaxed) == me) {
+            return Ok(());
+        }
+        for slot in slots {
+            let pid = slot.load(Ordering::Relaxed);
+            if (pid == 0 || !alive(pid))
+                && slot
+                    .compare_exchange(pid, me, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        let pids: Vec<String> = slots
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed).to_string())
+            .collect();
+        Err(IpcError::Busy(format!(
+            "the {what} end is held by live pid {}",
+            pids.join(", ")
+        )))
+    }
+
+    /// The producing end for this process. `Busy` if another live process holds it (spsc) or
+    /// all [`MAX_PRODUCERS`] slots are taken (mpsc); a dead holder's slot is taken over.
+    pub fn sender(&self) -> Result<Sender<'_>, IpcError> {
+        Self::attach(self.producer_slots(), "producer")?;
+        Ok(Sender {
+            ch: self,
+            busy_poll: false,
+        })
+    }
+
+    /// The consuming end for this process (`Busy` while another live process holds it).
+    pub fn receiver(&self) -> Result<Receiver<'_>, IpcError> {
+        Self::attach(
+            std::slice::from_ref(&self.header().consumer_pid),
+            "consumer",
+        )?;
+        Ok(Receiver {
+            ch: self,
+            busy_poll: false,
+        })
     }
 
     /// The consumer's pid once a receiver was created in some process, else 0.
@@ -212,29 +471,75 @@ impl ShmChannel {
 
     /// Largest payload.
     pub fn max_message(&self) -> usize {
-        self.header().max_message.min(self.capacity / 4) as usize
+        // SAFETY: plain field inside the live mapping; clamped, so a scribble cannot widen it.
+        let max = unsafe { std::ptr::read_volatile(&self.header().max_message) };
+        max.min(self.capacity / 4) as usize
     }
 
-    /// Sleeps on `word` while it is 1, until woken, `deadline` or a liveness slice passes.
-    /// Returns an error if the peer died or the deadline passed.
-    fn wait_on(
+    /// True when every producer that ever attached has died (none attached: false).
+    fn producers_dead(&self) -> bool {
+        let mut any = false;
+        for slot in self.producer_slots() {
+            let pid = slot.load(Ordering::Relaxed);
+            if pid != 0 {
+                if alive(pid) {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn consumer_dead(&self) -> bool {
+        let pid = self.header().consumer_pid.load(Ordering::Relaxed);
+        pid != 0 && !alive(pid)
+    }
+
+    /// Waits (after the short spin found nothing) until `ready()`, `deadline`, or the peer's
+    /// death: on the futex `word` while it is 1, or spinning when `busy_poll`.
+    fn wait(
         &self,
         word: &AtomicU32,
+        ready: &dyn Fn() -> bool,
         deadline: Option<u64>,
-        peer: &AtomicU32,
+        busy_poll: bool,
+        peer_dead: &dyn Fn(&Self) -> bool,
     ) -> Result<(), IpcError> {
         let now = monotonic_now_ns();
         if deadline.is_some_and(|d| now >= d) {
-            word.store(0, Ordering::Relaxed);
             return Err(IpcError::TimedOut);
         }
         let until = deadline.map_or(now + LIVENESS_SLICE_NS, |d| d.min(now + LIVENESS_SLICE_NS));
-        if futex::wait_until(word, Scope::Shared, 1, Some(until)) == Wait::TimedOut
-            && !alive(peer.load(Ordering::Relaxed))
-        {
+        if busy_poll {
+            if spin_until(ready, until - now) {
+                return Ok(());
+            }
+        } else {
+            word.store(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if ready() {
+                word.store(0, Ordering::Relaxed);
+                return Ok(());
+            }
+            let woke = futex::wait_until(word, Scope::Shared, 1, Some(until));
+            // Woken by a slice timeout the flag is still set: clear it, or every operation of
+            // the peer would pay for a wake nobody needs.
+            word.store(0, Ordering::Relaxed);
+            if woke != Wait::TimedOut {
+                return Ok(());
+            }
+        }
+        if peer_dead(self) {
             return Err(IpcError::PeerDied);
         }
         Ok(())
+    }
+
+    fn lock_producers(&self, deadline: Option<u64>) -> Result<RobustGuard<'_>, IpcError> {
+        // A producer that died holding it never published the record it was writing, so the
+        // ring is consistent; the bytes past head are simply written over.
+        crate::lock_robust(&self.header().producer_lock, deadline)
     }
 }
 
@@ -242,14 +547,20 @@ impl ShmChannel {
 #[derive(Debug)]
 pub struct Sender<'a> {
     ch: &'a ShmChannel,
+    busy_poll: bool,
 }
 
 impl Sender<'_> {
+    /// Spin instead of sleeping while the ring is full (burns a CPU; lowest latency).
+    pub fn busy_poll(mut self, on: bool) -> Self {
+        self.busy_poll = on;
+        self
+    }
+
     /// Sends `msg`, waiting for space until `deadline_ns` (absolute `CLOCK_MONOTONIC`; `None`
     /// waits as long as the consumer lives).
     pub fn send(&self, msg: &[u8], deadline_ns: Option<u64>) -> Result<(), IpcError> {
         let ch = self.ch;
-        let h = ch.header();
         let max = ch.max_message();
         if msg.len() > max {
             return Err(IpcError::TooLarge {
@@ -257,10 +568,30 @@ impl Sender<'_> {
                 max,
             });
         }
+        let _producers = match ch.variant {
+            Variant::Mpsc => Some(ch.lock_producers(deadline_ns)?),
+            Variant::Spsc => None,
+        };
+        self.send_locked(msg, deadline_ns)
+    }
+
+    /// Sends `msg` if there is room now; `Ok(false)` when the ring is full.
+    pub fn try_send(&self, msg: &[u8]) -> Result<bool, IpcError> {
+        match self.send(msg, Some(0)) {
+            Ok(()) => Ok(true),
+            Err(IpcError::TimedOut) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn send_locked(&self, msg: &[u8], deadline_ns: Option<u64>) -> Result<(), IpcError> {
+        let ch = self.ch;
+        let h = ch.header();
         let need = RECORD_HEADER + round8(msg.len() as u64);
         loop {
             ch.check_header()?;
-            // Only this side writes head, so Relaxed reads its own last value.
+            // Only the (locked) producer writes head: Relaxed reads the last value written
+            // (by this side, or by the previous lock holder before its Release unlock).
             let head = h.head.load(Ordering::Relaxed);
             // Acquire: the consumer is done with the bytes before `tail`.
             let tail = h.tail.load(Ordering::Acquire);
@@ -279,7 +610,8 @@ impl Sender<'_> {
             if head + total - tail <= ch.capacity {
                 let mut pos = head;
                 if contiguous < need {
-                    // SAFETY: offset is 8-aligned and at least 8 bytes remain before the end.
+                    // SAFETY: offset is 8-aligned (head only grows by multiples of 8 and the
+                    // consumer checks it) and at least 8 bytes remain before the end.
                     unsafe { (ch.ring().add(offset as usize) as *mut u32).write_volatile(WRAP) };
                     pos += contiguous;
                 }
@@ -303,19 +635,21 @@ impl Sender<'_> {
                 }
                 return Ok(());
             }
-            // Full: spin a little, then announce, re-check, sleep.
-            if spin_until(|| h.tail.load(Ordering::Acquire) != tail) {
+            if !head.is_multiple_of(8) {
+                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
+            }
+            // Full: spin a little, then sleep (or keep spinning) until the tail moves.
+            let moved = || h.tail.load(Ordering::Acquire) != tail;
+            if deadline_ns != Some(0) && spin_until(moved, SPIN_NS) {
                 continue;
             }
-            h.producer_waiting.store(1, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            if h.tail.load(Ordering::Acquire) != tail {
-                h.producer_waiting.store(0, Ordering::Relaxed);
-                continue;
-            }
-            let waited = ch.wait_on(&h.producer_waiting, deadline_ns, &h.consumer_pid);
-            h.producer_waiting.store(0, Ordering::Relaxed);
-            waited?;
+            ch.wait(
+                &h.producer_waiting,
+                &moved,
+                deadline_ns,
+                self.busy_poll,
+                &ShmChannel::consumer_dead,
+            )?;
         }
     }
 }
@@ -324,11 +658,27 @@ impl Sender<'_> {
 #[derive(Debug)]
 pub struct Receiver<'a> {
     ch: &'a ShmChannel,
+    busy_poll: bool,
 }
 
 impl Receiver<'_> {
+    /// Spin instead of sleeping while the ring is empty (burns a CPU; lowest latency).
+    pub fn busy_poll(mut self, on: bool) -> Self {
+        self.busy_poll = on;
+        self
+    }
+
+    /// Receives a message now if one is there: `Ok(None)` when the ring is empty.
+    pub fn try_recv(&self, buf: &mut [u8]) -> Result<Option<usize>, IpcError> {
+        match self.recv(buf, Some(0)) {
+            Ok(n) => Ok(Some(n)),
+            Err(IpcError::TimedOut) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Receives one message into `buf`, waiting until `deadline_ns` (absolute
-    /// `CLOCK_MONOTONIC`; `None` waits as long as the producer lives). Returns its length.
+    /// `CLOCK_MONOTONIC`; `None` waits as long as a producer lives). Returns its length.
     pub fn recv(&self, buf: &mut [u8], deadline_ns: Option<u64>) -> Result<usize, IpcError> {
         let ch = self.ch;
         let h = ch.header();
@@ -343,20 +693,17 @@ impl Receiver<'_> {
                 )));
             }
             if head == tail {
-                if spin_until(|| h.head.load(Ordering::Acquire) != tail) {
+                let arrived = || h.head.load(Ordering::Acquire) != tail;
+                if deadline_ns != Some(0) && spin_until(arrived, SPIN_NS) {
                     continue;
                 }
-                h.consumer_waiting.store(1, Ordering::Relaxed);
-                fence(Ordering::SeqCst);
-                if h.head.load(Ordering::Acquire) != head {
-                    h.consumer_waiting.store(0, Ordering::Relaxed);
-                    continue;
-                }
-                let waited = ch.wait_on(&h.consumer_waiting, deadline_ns, &h.producer_pid);
-                // Woken by a slice timeout the flag is still set: clear it, or every send
-                // would pay for a wake nobody needs.
-                h.consumer_waiting.store(0, Ordering::Relaxed);
-                waited?;
+                ch.wait(
+                    &h.consumer_waiting,
+                    &arrived,
+                    deadline_ns,
+                    self.busy_poll,
+                    &ShmChannel::producers_dead,
+                )?;
                 continue;
             }
             let offset = tail % ch.capacity;
@@ -413,6 +760,7 @@ mod tests {
         field(ch.header());
         let mut buf = [0u8; 64];
         ch.receiver()
+            .unwrap()
             .recv(&mut buf, Some(monotonic_now_ns() + 50_000_000))
             .unwrap_err()
     }
@@ -427,11 +775,11 @@ mod tests {
     #[test]
     fn a_scribbled_record_length_is_corrupt_not_an_out_of_bounds_read() {
         let ch = ShmChannel::create(4096, 64).unwrap();
-        ch.sender().send(b"hello", None).unwrap();
+        ch.sender().unwrap().send(b"hello", None).unwrap();
         // SAFETY: test-only write to the first record's length inside our own mapping.
         unsafe { (ch.ring() as *mut u32).write_volatile(1 << 20) };
         let mut buf = [0u8; 64];
-        let err = ch.receiver().recv(&mut buf, None).unwrap_err();
+        let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
         assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
     }
 
@@ -439,8 +787,103 @@ mod tests {
     fn a_scribbled_magic_is_corrupt() {
         let ch = ShmChannel::create(4096, 64).unwrap();
         // SAFETY: test-only write to our own header.
-        unsafe { (ch.map.as_ptr() as *mut u64).write_volatile(0) };
-        let err = ch.sender().send(b"x", None).unwrap_err();
+        unsafe { (ch.region.as_ptr() as *mut u64).write_volatile(0) };
+        let err = ch.sender().unwrap().send(b"x", None).unwrap_err();
         assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+    }
+}
+
+/// The shared-memory boundary under arbitrary scribbles: whatever a peer writes into the
+/// header or ring (positions, lengths, markers, pids, the producer lock), the other side's
+/// calls return (a message, `Corrupt`, `TimedOut`, `PeerDied` ...) within their deadline and
+/// never read or write outside the mapping.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    const CAPACITY: usize = 4096;
+    const MAX: usize = 256;
+    const DEADLINE_NS: u64 = 2_000_000;
+    /// Generous: scheduling noise, not a performance bound.
+    const LATE_NS: u64 = 500_000_000;
+
+    #[derive(Debug, Clone)]
+    enum Scribble {
+        /// An 8-byte value at a byte offset of the header.
+        Header(usize, u64),
+        /// An 8-byte value at an 8-aligned offset of the ring.
+        Ring(usize, u64),
+        /// A plausible-looking value: a position near the current ones.
+        Position(bool, u64),
+    }
+
+    fn scribble() -> impl Strategy<Value = Scribble> {
+        prop_oneof![
+            (0..HEADER_LEN - 8, any::<u64>()).prop_map(|(o, v)| Scribble::Header(o, v)),
+            (
+                0..CAPACITY / 8,
+                prop_oneof![any::<u64>(), 0..2048u64, Just(WRAP as u64)]
+            )
+                .prop_map(|(o, v)| Scribble::Ring(o * 8, v)),
+            (any::<bool>(), 0..3 * CAPACITY as u64).prop_map(|(h, v)| Scribble::Position(h, v)),
+        ]
+    }
+
+    fn apply(ch: &ShmChannel, s: &Scribble) {
+        let base = ch.region.as_ptr();
+        // SAFETY: test-only writes inside the channel's own mapping (offsets are bounded by
+        // the strategies), as a hostile peer process could make.
+        unsafe {
+            match *s {
+                Scribble::Header(o, v) => (base.add(o) as *mut u64).write_unaligned(v),
+                Scribble::Ring(o, v) => (base.add(HEADER_LEN + o) as *mut u64).write_volatile(v),
+                Scribble::Position(true, v) => ch.header().head.store(v, Ordering::Relaxed),
+                Scribble::Position(false, v) => ch.header().tail.store(v, Ordering::Relaxed),
+            }
+        }
+    }
+
+    fn bounded<T>(what: &str, f: impl FnOnce(Option<u64>) -> T) -> T {
+        let start = monotonic_now_ns();
+        let out = f(Some(start + DEADLINE_NS));
+        let took = monotonic_now_ns() - start;
+        assert!(took < DEADLINE_NS + LATE_NS, "{what} took {took} ns");
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        #[test]
+        fn scribbles_never_crash_or_hang_either_side(
+            mpsc in any::<bool>(),
+            sizes in proptest::collection::vec(0..=MAX, 0..24),
+            scribbles in proptest::collection::vec(scribble(), 1..6),
+        ) {
+            let variant = if mpsc { Variant::Mpsc } else { Variant::Spsc };
+            let ch = ShmChannel::create_anonymous(
+                &ChannelOptions::new(CAPACITY, MAX).variant(variant),
+            ).unwrap();
+            let (tx, rx) = (ch.sender().unwrap(), ch.receiver().unwrap());
+            let mut buf = [0u8; MAX];
+            for (i, &size) in sizes.iter().enumerate() {
+                let _ = tx.try_send(&vec![i as u8; size]);
+                if i % 3 == 2 {
+                    let _ = rx.try_recv(&mut buf);
+                }
+            }
+            for s in &scribbles {
+                apply(&ch, s);
+            }
+            for round in 0..8 {
+                let got = bounded("recv", |d| rx.recv(&mut buf, d));
+                if let Ok(n) = got {
+                    prop_assert!(n <= MAX, "length {n} past the maximum");
+                }
+                let msg = vec![round as u8; sizes.get(round).copied().unwrap_or(8)];
+                let _ = bounded("send", |d| tx.send(&msg, d));
+            }
+        }
     }
 }

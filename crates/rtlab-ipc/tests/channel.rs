@@ -39,8 +39,13 @@ fn message(seq: u64, max: usize, out: &mut Vec<u8>) {
 }
 
 fn verify(buf: &[u8], expected_seq: u64) {
-    let seq = u64::from_le_bytes(buf[..8].try_into().unwrap());
+    let seq = whole(buf);
     assert_eq!(seq, expected_seq, "messages out of order or lost");
+}
+
+/// Checks the checksum; returns the sequence number the message carries.
+fn whole(buf: &[u8]) -> u64 {
+    let seq = u64::from_le_bytes(buf[..8].try_into().unwrap());
     let (body, tail) = buf.split_at(buf.len() - 8);
     let sum = body
         .iter()
@@ -50,6 +55,7 @@ fn verify(buf: &[u8], expected_seq: u64) {
         u64::from_le_bytes(tail.try_into().unwrap()),
         "torn message {seq}"
     );
+    seq
 }
 
 fn stream(capacity: usize, max: usize, count: u64) {
@@ -59,7 +65,7 @@ fn stream(capacity: usize, max: usize, count: u64) {
     // (its capacity suffices, so it never reallocates) and syscalls.
     let child = unsafe {
         rtlab_sys::process::fork_child(|| {
-            let tx = ch.sender();
+            let Ok(tx) = ch.sender() else { return 2 };
             for seq in 0..count {
                 message(seq, max, &mut msg);
                 if tx
@@ -73,7 +79,7 @@ fn stream(capacity: usize, max: usize, count: u64) {
         })
     }
     .unwrap();
-    let rx = ch.receiver();
+    let rx = ch.receiver().unwrap();
     let mut buf = vec![0u8; max];
     for seq in 0..count {
         let n = rx
@@ -103,7 +109,7 @@ fn a_killed_producer_is_reported_and_never_leaves_a_torn_message() {
         // SAFETY: as in `stream`.
         let child = unsafe {
             rtlab_sys::process::fork_child(|| {
-                let tx = ch.sender();
+                let Ok(tx) = ch.sender() else { return 2 };
                 let mut seq = 0;
                 loop {
                     message(seq, 2048, &mut msg);
@@ -115,7 +121,7 @@ fn a_killed_producer_is_reported_and_never_leaves_a_torn_message() {
             })
         }
         .unwrap();
-        let rx = ch.receiver();
+        let rx = ch.receiver().unwrap();
         let mut buf = vec![0u8; 2048];
         let kill_after = 1 + mix(round) % 500;
         let mut seq = 0;
@@ -160,7 +166,7 @@ fn a_killed_consumer_unblocks_a_producer_on_a_full_ring() {
     while ch.receiver_attached_pid() == 0 {
         std::thread::yield_now();
     }
-    let tx = ch.sender();
+    let tx = ch.sender().unwrap();
     let msg = [7u8; 1000];
     // Fill the ring, then kill the consumer while the producer waits for space.
     while tx
@@ -176,10 +182,203 @@ fn a_killed_consumer_unblocks_a_producer_on_a_full_ring() {
 }
 
 #[test]
+fn several_producer_processes_share_an_mpsc_channel() {
+    use rtlab_ipc::{ChannelOptions, Variant};
+    const PRODUCERS: u64 = 4;
+    let count = iterations(100_000);
+    let max = 512;
+    let ch =
+        ShmChannel::create_anonymous(&ChannelOptions::new(1 << 14, max).variant(Variant::Mpsc))
+            .unwrap();
+    let rx = ch.receiver().unwrap();
+    let mut msg = Vec::with_capacity(max);
+    let children: Vec<i32> = (0..PRODUCERS)
+        .map(|p| {
+            // SAFETY: as in `stream`.
+            unsafe {
+                rtlab_sys::process::fork_child(|| {
+                    let Ok(tx) = ch.sender() else { return 2 };
+                    for seq in 0..count {
+                        message(p << 48 | seq, max, &mut msg);
+                        if tx
+                            .send(&msg, Some(monotonic_now_ns() + 10 * SECOND))
+                            .is_err()
+                        {
+                            return 1;
+                        }
+                    }
+                    0
+                })
+            }
+            .unwrap()
+        })
+        .collect();
+    let mut next = [0u64; PRODUCERS as usize];
+    let mut buf = vec![0u8; max];
+    for _ in 0..count * PRODUCERS {
+        let n = rx
+            .recv(&mut buf, Some(monotonic_now_ns() + 10 * SECOND))
+            .unwrap();
+        let tagged = whole(&buf[..n]);
+        let (p, seq) = ((tagged >> 48) as usize, tagged & ((1 << 48) - 1));
+        assert_eq!(seq, next[p], "producer {p}: lost or reordered");
+        next[p] += 1;
+    }
+    for child in children {
+        assert_eq!(rtlab_sys::process::wait_child(child).unwrap(), 0);
+    }
+    // Every producer exited: the consumer is told so instead of waiting forever.
+    assert_eq!(rx.recv(&mut buf, None).unwrap_err(), IpcError::PeerDied);
+}
+
+#[test]
+fn an_mpsc_producer_killed_holding_the_lock_does_not_stop_the_others() {
+    use rtlab_ipc::{ChannelOptions, Variant};
+    let max = 2048;
+    for round in 0..iterations(100).max(10) {
+        let ch =
+            ShmChannel::create_anonymous(&ChannelOptions::new(1 << 16, max).variant(Variant::Mpsc))
+                .unwrap();
+        let rx = ch.receiver().unwrap();
+        let mut msg = Vec::with_capacity(max);
+        let spawn = |tag: u64, msg: &mut Vec<u8>| {
+            // SAFETY: as in `stream`.
+            unsafe {
+                rtlab_sys::process::fork_child(|| {
+                    let Ok(tx) = ch.sender() else { return 2 };
+                    for seq in 0.. {
+                        message(tag << 48 | seq, max, msg);
+                        if tx.send(msg, None).is_err() {
+                            return 1;
+                        }
+                    }
+                    0
+                })
+            }
+            .unwrap()
+        };
+        let (victim, survivor) = (spawn(0, &mut msg), spawn(1, &mut msg));
+        let mut buf = vec![0u8; max];
+        let mut next = [0u64; 2];
+        let kill_after = 1 + mix(round) % 300;
+        for i in 0..kill_after + 2000 {
+            if i == kill_after {
+                rtlab_sys::process::kill_hard(victim).unwrap();
+            }
+            let n = rx
+                .recv(&mut buf, Some(monotonic_now_ns() + 5 * SECOND))
+                .unwrap_or_else(|e| panic!("round {round}, message {i}: {e}"));
+            let tagged = whole(&buf[..n]);
+            let (p, seq) = ((tagged >> 48) as usize, tagged & ((1 << 48) - 1));
+            assert_eq!(
+                seq, next[p],
+                "round {round}: producer {p} lost or reordered"
+            );
+            next[p] += 1;
+        }
+        assert!(next[1] > 0, "round {round}: the survivor kept sending");
+        rtlab_sys::process::kill_hard(survivor).unwrap();
+        rtlab_sys::process::wait_child(victim).unwrap();
+        rtlab_sys::process::wait_child(survivor).unwrap();
+    }
+}
+
+#[test]
+fn a_killed_consumer_never_hangs_the_producer_and_a_new_one_continues() {
+    let max = 2048;
+    for round in 0..iterations(200).max(20) {
+        let ch = ShmChannel::create(1 << 14, max).unwrap();
+        let tx = ch.sender().unwrap();
+        let mut child_buf = vec![0u8; max];
+        // SAFETY: the child uses only the shared mapping and a buffer made before the fork.
+        let child = unsafe {
+            rtlab_sys::process::fork_child(|| {
+                let Ok(rx) = ch.receiver() else { return 2 };
+                while rx.recv(&mut child_buf, None).is_ok() {}
+                1
+            })
+        }
+        .unwrap();
+        // A consumer killed before it attached is one that never came: only the deadline
+        // ends that wait. Kill it once attached, at a random point of its receiving.
+        while ch.receiver_attached_pid() == 0 {
+            std::thread::yield_now();
+        }
+        let kill_after = 1 + mix(round + 7) % 2000;
+        let mut msg = Vec::with_capacity(max);
+        let mut seq = 0;
+        let deadline_ns = 2 * SECOND;
+        loop {
+            if seq == kill_after {
+                rtlab_sys::process::kill_hard(child).unwrap();
+            }
+            message(seq, max, &mut msg);
+            let started = monotonic_now_ns();
+            match tx.send(&msg, Some(started + deadline_ns)) {
+                Ok(()) => seq += 1,
+                Err(IpcError::PeerDied) => {
+                    assert!(
+                        monotonic_now_ns() - started <= deadline_ns,
+                        "round {round}: PeerDied past the deadline"
+                    );
+                    break;
+                }
+                Err(e) => panic!("round {round} after {seq} messages: {e}"),
+            }
+        }
+        rtlab_sys::process::wait_child(child).unwrap();
+        // A new consumer (this process) attaches where the dead one stopped: every message
+        // left is whole and later than the one before (one may repeat if the consumer died
+        // between copying it out and moving the tail; none is torn).
+        let rx = ch.receiver().expect("the dead consumer's end is free");
+        let mut buf = vec![0u8; max];
+        let mut last = None;
+        while let Some(n) = rx.try_recv(&mut buf).unwrap() {
+            let s = whole(&buf[..n]);
+            assert!(
+                last.is_none_or(|l| s > l),
+                "round {round}: {s} after {last:?}"
+            );
+            last = Some(s);
+        }
+        assert_eq!(
+            last,
+            Some(seq - 1),
+            "round {round}: the newest message is there"
+        );
+    }
+}
+
+#[test]
+fn busy_polling_ends_and_try_variants_never_block() {
+    let ch = ShmChannel::create(4096, 1024).unwrap();
+    let tx = ch.sender().unwrap().busy_poll(true);
+    let rx = ch.receiver().unwrap().busy_poll(true);
+    let mut buf = [0u8; 1024];
+    assert_eq!(rx.try_recv(&mut buf).unwrap(), None);
+    let mut sent = 0;
+    while tx.try_send(&[sent as u8; 1000]).unwrap() {
+        sent += 1;
+    }
+    assert!(sent >= 2, "a 4 KiB ring holds several 1000-byte messages");
+    let deadline = monotonic_now_ns() + 5_000_000;
+    assert_eq!(
+        tx.send(&[0; 1000], Some(deadline)).unwrap_err(),
+        IpcError::TimedOut,
+        "a busy-polling sender still honours its deadline"
+    );
+    for i in 0..sent {
+        assert_eq!(rx.recv(&mut buf, None).unwrap(), 1000);
+        assert_eq!(buf[0], i as u8);
+    }
+    assert_eq!(rx.try_recv(&mut buf).unwrap(), None);
+}
+
+#[test]
 fn errors_are_typed() {
     let ch = ShmChannel::create(4096, 100).unwrap();
-    let tx = ch.sender();
-    let rx = ch.receiver();
+    let tx = ch.sender().unwrap();
+    let rx = ch.receiver().unwrap();
     assert_eq!(
         tx.send(&[0; 101], None).unwrap_err(),
         IpcError::TooLarge { len: 101, max: 100 }
@@ -206,11 +405,10 @@ fn errors_are_typed() {
     );
 }
 
-#[test]
-fn mutex_semaphore_queue_keeps_every_message_whole_and_in_order() {
+fn slot_queue_keeps_every_message_whole_and_in_order(signalling: rtlab_ipc::Signalling) {
     let count = iterations(100_000);
     let max = 1024;
-    let q = rtlab_ipc::MutexSemQueue::create(8, max).unwrap();
+    let q = rtlab_ipc::MutexSemQueue::with_signalling(8, max, signalling).unwrap();
     let mut msg = Vec::with_capacity(max);
     // SAFETY: the child uses only the shared mapping, a buffer allocated before the fork
     // (never reallocated) and futex syscalls.
@@ -241,4 +439,14 @@ fn mutex_semaphore_queue_keeps_every_message_whole_and_in_order() {
         q.recv(&mut buf, Some(deadline)).unwrap_err(),
         IpcError::TimedOut
     );
+}
+
+#[test]
+fn mutex_semaphore_queue_keeps_every_message_whole_and_in_order() {
+    slot_queue_keeps_every_message_whole_and_in_order(rtlab_ipc::Signalling::Semaphores);
+}
+
+#[test]
+fn mutex_condvar_queue_keeps_every_message_whole_and_in_order() {
+    slot_queue_keeps_every_message_whole_and_in_order(rtlab_ipc::Signalling::Condvars);
 }

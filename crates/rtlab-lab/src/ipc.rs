@@ -19,8 +19,9 @@ use rtlab_sys::time::monotonic_now_ns;
 /// Series names this experiment emits (for help text).
 pub const SERIES_HELP: &str = "<mechanism>/rtt (metric rtt, a distribution), <mechanism>/oneway (metric \
 oneway: send-to-receive latency of messages paced 200 us apart, a distribution) and <mechanism>/throughput \
-(metric throughput, ops/s) for mechanism in rtlab-shm, posix-mq, sysv-msg, pipe, unix-stream, unix-dgram, \
-eventfd-shm; with several --size values the size is appended (rtlab-shm/rtt/1KiB)";
+(metric throughput, ops/s) for mechanism in rtlab-shm (spsc ring), rtlab-shm-mpsc, rtlab-shm-mutex-condvar, \
+rtlab-shm-mutex-semaphore, posix-mq, sysv-msg, pipe, unix-stream, unix-dgram, eventfd-shm, and with \
+--busy-poll rtlab-shm-busy; with several --size values the size is appended (rtlab-shm/rtt/1KiB)";
 
 /// Configuration of an ipc run.
 #[derive(Debug, Clone)]
@@ -321,6 +322,7 @@ impl Experiment for IpcExperiment {
                     .with_config("cpus", vec![cfg.cpus.0, cfg.cpus.1])
                     .with_config("policy", cfg.policy.as_str())
                     .with_config("prio", cfg.prio)
+                    .with_config("busy_poll", m.busy_polls())
             };
             outcome.series.push(with(Series::distribution(
                 format!("{}{}/rtt{suffix}", self.prefix, m.name()),
@@ -362,7 +364,7 @@ mod tests {
         let cpus = rtlab_sys::affinity::usable_cpus();
         let c = cpus.as_slice();
         let exp = IpcExperiment::new(IpcConfig {
-            mechanisms: Mechanism::all(),
+            mechanisms: Mechanism::every(),
             sizes: vec![64],
             cpus: (c[0], c[1 % c.len()]),
             policy: Policy::Other,
@@ -377,7 +379,7 @@ mod tests {
         };
         let out = exp.run(&common, &mut NullObserver).unwrap();
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
-        for m in Mechanism::all() {
+        for m in Mechanism::every() {
             let rtt = out
                 .series
                 .iter()

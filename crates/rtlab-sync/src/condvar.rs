@@ -17,6 +17,7 @@
 //! All waiters of one condvar must use the same mutex, with the same scope as the condvar.
 
 use crate::pi_mutex::{PiMutexGuard, RawPiMutex};
+use crate::robust::RobustMutex;
 use rtlab_sys::futex::{self, current_tid, Errno, Scope, TID_MASK};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -34,7 +35,7 @@ pub enum WaitResult {
 #[repr(C)]
 #[derive(Debug)]
 pub struct PiCondvar {
-    seq: AtomicU32,
+    pub(crate) seq: AtomicU32,
     shared: u32,
 }
 
@@ -61,7 +62,7 @@ impl PiCondvar {
         }
     }
 
-    fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         Scope::from_flag(self.shared)
     }
 
@@ -122,25 +123,30 @@ impl PiCondvar {
 
     /// Wakes the highest-priority waiter, which returns owning `mutex`.
     pub fn notify_one(&self, mutex: &RawPiMutex) {
-        self.requeue(mutex, 0);
+        self.requeue(mutex.futex_word(), 0);
     }
 
     /// Wakes all waiters: one now, the others requeued onto `mutex`'s PI queue.
     pub fn notify_all(&self, mutex: &RawPiMutex) {
-        self.requeue(mutex, i32::MAX as u32);
+        self.requeue(mutex.futex_word(), i32::MAX as u32);
     }
 
-    fn requeue(&self, mutex: &RawPiMutex, nr_requeue: u32) {
+    /// [`notify_one`](Self::notify_one) for waiters that wait with
+    /// [`RobustGuard::wait`](crate::RobustGuard::wait) on `mutex`.
+    pub fn notify_one_robust(&self, mutex: &RobustMutex) {
+        self.requeue(mutex.futex_word(), 0);
+    }
+
+    /// [`notify_all`](Self::notify_all) for a [`RobustMutex`].
+    pub fn notify_all_robust(&self, mutex: &RobustMutex) {
+        self.requeue(mutex.futex_word(), i32::MAX as u32);
+    }
+
+    fn requeue(&self, word: &AtomicU32, nr_requeue: u32) {
         loop {
             // Release: a waiter that sees the new seq (through the kernel) sees our writes.
             let seq = self.seq.fetch_add(1, Ordering::Release).wrapping_add(1);
-            match futex::cmp_requeue_pi(
-                &self.seq,
-                self.scope(),
-                nr_requeue,
-                mutex.futex_word(),
-                seq,
-            ) {
+            match futex::cmp_requeue_pi(&self.seq, self.scope(), nr_requeue, word, seq) {
                 Ok(_) => return,
                 // Another notify bumped seq in between: ours is covered by a retry.
                 Err(Errno::AGAIN) => continue,

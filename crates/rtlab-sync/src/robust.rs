@@ -34,7 +34,7 @@
 //! Those stores only need to be ordered as the thread itself sees them (the kernel reads them
 //! after the thread stopped), hence Relaxed atomics plus compiler fences.
 
-use crate::LockError;
+use crate::{LockError, PiCondvar};
 use rtlab_sys::futex::{self, current_tid, Scope, OWNER_DIED, TID_MASK};
 use rtlab_sys::robust::{current_robust_list, register_robust_list, RobustListHead};
 use std::cell::Cell;
@@ -263,6 +263,35 @@ impl RobustMutex {
                 return Err(e.into());
             }
         }
+        self.link(head);
+        let guard = RobustGuard {
+            mutex: self,
+            head: head_ptr,
+            _not_send: PhantomData,
+        };
+        // Taken from 0 by CAS: no dead owner to report. Otherwise the kernel may have handed
+        // us an orphan, which it marks with OWNER_DIED.
+        let taken = if !fast {
+            self.taken()
+        } else if self.state.load(Ordering::Relaxed) == NOT_RECOVERABLE {
+            Taken::NotRecoverable
+        } else {
+            Taken::Clean
+        };
+        match taken {
+            Taken::Clean => Ok(guard),
+            Taken::OwnerDied => Err(RobustError::OwnerDied(guard)),
+            Taken::NotRecoverable => {
+                drop(guard);
+                Err(RobustError::NotRecoverable)
+            }
+        }
+    }
+
+    /// Links the (just acquired) entry into this thread's list, then clears `list_op_pending`.
+    #[inline(always)]
+    fn link(&self, head: &RobustListHead) {
+        let entry = self.entry();
         compiler_fence(Ordering::SeqCst);
         // Link at the front, exactly as glibc's ENQUEUE_MUTEX does.
         let first = head.list.load(Ordering::Relaxed);
@@ -275,25 +304,26 @@ impl RobustMutex {
         head.list.store(entry | PI_BIT, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
         head.list_op_pending.store(0, Ordering::Relaxed);
+    }
 
-        let guard = RobustGuard {
-            mutex: self,
-            head: head_ptr,
-            _not_send: PhantomData,
-        };
-        // Taken from 0 by CAS: no dead owner to report. Otherwise the kernel may have handed
-        // us an orphan, which it marks with OWNER_DIED.
-        if !fast && self.word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
+    /// After taking the lock through the kernel: was it an orphan, or unrecoverable?
+    #[cold]
+    fn taken(&self) -> Taken {
+        if self.word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
             // We own it: clear the bit (atomically: the kernel may be setting WAITERS).
             self.word.fetch_and(!OWNER_DIED, Ordering::Relaxed);
             self.state.store(INCONSISTENT, Ordering::Relaxed);
-            return Err(RobustError::OwnerDied(guard));
+            return Taken::OwnerDied;
         }
         if self.state.load(Ordering::Relaxed) == NOT_RECOVERABLE {
-            drop(guard);
-            return Err(RobustError::NotRecoverable);
+            return Taken::NotRecoverable;
         }
-        Ok(guard)
+        Taken::Clean
+    }
+
+    /// The futex word (for condition variables that requeue onto it).
+    pub(crate) fn futex_word(&self) -> &AtomicU32 {
+        &self.word
     }
 
     #[cold]
@@ -351,6 +381,27 @@ impl RobustMutex {
     }
 }
 
+/// How an acquisition through the kernel ended.
+enum Taken {
+    Clean,
+    OwnerDied,
+    NotRecoverable,
+}
+
+/// How [`RobustGuard::wait`] returned. In every case the caller holds the mutex again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RobustWait {
+    /// Notified (or woken spuriously: re-check the predicate).
+    Notified,
+    /// The deadline passed.
+    TimedOut,
+    /// While this thread waited, an owner died holding the mutex: repair the protected data,
+    /// then [`RobustGuard::make_consistent`].
+    OwnerDied,
+    /// The mutex was made unrecoverable while this thread waited; give it up.
+    NotRecoverable,
+}
+
 /// Holds a [`RobustMutex`]; unlocks on drop.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct RobustGuard<'a> {
@@ -369,6 +420,43 @@ impl RobustGuard<'_> {
     /// Declares the protected state repaired after `OwnerDied`.
     pub fn make_consistent(&self) {
         self.mutex.state.store(CONSISTENT, Ordering::Relaxed);
+    }
+
+    /// Waits on `cv` (a [`PiCondvar`] with the mutex's scope), releasing the mutex meanwhile,
+    /// until notified (`notify_one_robust`/`notify_all_robust`) or `deadline_ns` (absolute
+    /// `CLOCK_MONOTONIC`). The kernel hands the mutex to the woken waiter with priority
+    /// inheritance (requeue-PI); `list_op_pending` names the mutex throughout the sleep, so
+    /// the kernel still releases it if this thread dies right after being handed it.
+    pub fn wait(&mut self, cv: &PiCondvar, deadline_ns: Option<u64>) -> RobustWait {
+        let m = self.mutex;
+        debug_assert_eq!(m.scope(), cv.scope(), "condvar and mutex scopes differ");
+        // SAFETY: the head lives as long as this (owning) thread.
+        let head = unsafe { self.head.as_ref() };
+        // Read while holding the mutex: a notify after our unlock must bump it.
+        let seq = cv.seq.load(Ordering::Relaxed);
+        m.unlock(self.head);
+        head.list_op_pending
+            .store(m.entry() | PI_BIT, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        let result = futex::wait_requeue_pi(&cv.seq, cv.scope(), seq, deadline_ns, &m.word);
+        let tid = current_tid();
+        if m.word.load(Ordering::Acquire) & TID_MASK != tid
+            && m.word
+                .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            // Not requeued-and-acquired (seq changed first, or a timeout): lock as usual,
+            // without a deadline (the caller must return owning the mutex).
+            let relocked = m.lock_slow(tid, None);
+            debug_assert!(relocked.is_ok(), "relock after wait failed: {relocked:?}");
+        }
+        m.link(head);
+        match m.taken() {
+            Taken::OwnerDied => RobustWait::OwnerDied,
+            Taken::NotRecoverable => RobustWait::NotRecoverable,
+            Taken::Clean if result == Err(futex::Errno::TIMEDOUT) => RobustWait::TimedOut,
+            Taken::Clean => RobustWait::Notified,
+        }
     }
 }
 

@@ -228,3 +228,84 @@ fn robust_mutex_excludes_and_times_out() {
     ));
     drop(held);
 }
+
+#[test]
+fn condvar_wait_hands_the_robust_mutex_back_and_forth() {
+    use rtlab_sync::{PiCondvar, RobustWait};
+    use std::sync::atomic::AtomicU64;
+    let rounds = iterations(20_000);
+    let m = RobustMutex::new();
+    let (filled, emptied) = (PiCondvar::new(), PiCondvar::new());
+    let slot = AtomicU64::new(0); // 0 = empty, else the value; changed only under `m`
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let before = list_first();
+            for v in 1..=rounds {
+                let mut g = m.lock().unwrap();
+                while slot.load(Ordering::Relaxed) != 0 {
+                    assert_eq!(g.wait(&emptied, None), RobustWait::Notified);
+                }
+                slot.store(v, Ordering::Relaxed);
+                filled.notify_one_robust(&m);
+            }
+            assert_eq!(
+                list_first(),
+                before,
+                "every wait relinked and unlinked the entry"
+            );
+        });
+        let mut expected = 1;
+        while expected <= rounds {
+            let mut g = m.lock().unwrap();
+            while slot.load(Ordering::Relaxed) == 0 {
+                let r = g.wait(&filled, Some(monotonic_now_ns() + 10 * SECOND));
+                assert_eq!(r, RobustWait::Notified, "no notify within 10 s");
+            }
+            assert_eq!(slot.swap(0, Ordering::Relaxed), expected);
+            assert_eq!(m.owner_tid(), rtlab_sys::futex::current_tid());
+            emptied.notify_one_robust(&m);
+            expected += 1;
+        }
+    });
+}
+
+#[test]
+fn condvar_wait_times_out_owning_the_mutex() {
+    use rtlab_sync::{PiCondvar, RobustWait};
+    let (m, cv) = (RobustMutex::new(), PiCondvar::new());
+    let mut g = m.lock().unwrap();
+    let t0 = monotonic_now_ns();
+    assert_eq!(g.wait(&cv, Some(t0 + 20_000_000)), RobustWait::TimedOut);
+    assert!(monotonic_now_ns() - t0 >= 20_000_000);
+    assert_eq!(m.owner_tid(), rtlab_sys::futex::current_tid());
+    drop(g);
+    assert!(m.lock().is_ok());
+}
+
+#[test]
+fn a_condvar_waiter_inherits_the_mutex_of_an_owner_that_died() {
+    use rtlab_sync::{PiCondvar, RobustWait};
+    let (m, cv) = (RobustMutex::new(), PiCondvar::new());
+    let waiting = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let mut g = m.lock().unwrap();
+            waiting.store(true, Ordering::Release);
+            let r = g.wait(&cv, Some(monotonic_now_ns() + 5 * SECOND));
+            if r == RobustWait::OwnerDied {
+                g.make_consistent();
+            }
+            r
+        });
+        while !waiting.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        // Takes the mutex once the waiter sleeps, then exits holding it.
+        s.spawn(|| std::mem::forget(m.lock().unwrap()))
+            .join()
+            .unwrap();
+        cv.notify_one_robust(&m);
+        assert_eq!(waiter.join().unwrap(), RobustWait::OwnerDied);
+    });
+    assert!(m.lock().is_ok(), "repaired by the waiter");
+}

@@ -95,8 +95,31 @@ fn last(what: &str) -> SysError {
     SysError::from_io(what, std::io::Error::last_os_error())
 }
 
+/// A kernel limit from /proc/sys, when readable.
+fn sysctl_limit(path: &str) -> Option<usize> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Refuses a size above a kernel limit with the exact setting to raise.
+fn within_limit(size: usize, path: &str, name: &str) -> Result<(), SysError> {
+    match sysctl_limit(path) {
+        Some(max) if size > max => Err(SysError::Invalid {
+            what: format!(
+                "message size {size} > {name} {max} (raise it: sysctl -w {name}={})",
+                size.next_power_of_two().max(65536)
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn mq_pair(size: usize) -> Result<(libc::mqd_t, libc::mqd_t), SysError> {
     use std::ffi::CString;
+    within_limit(
+        size,
+        "/proc/sys/fs/mqueue/msgsize_max",
+        "fs.mqueue.msgsize_max",
+    )?;
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = CString::new(format!("/rtlab-{}-{n}", std::process::id())).expect("no NUL");
@@ -182,6 +205,9 @@ pub fn pair(kind: Kind, size: usize) -> Result<(Endpoint, Endpoint), SysError> {
             )
         }
         Kind::SysvMsg => {
+            within_limit(size, "/proc/sys/kernel/msgmax", "kernel.msgmax")?;
+            // A message larger than a whole queue would block its sender forever.
+            within_limit(size, "/proc/sys/kernel/msgmnb", "kernel.msgmnb")?;
             // SAFETY: plain syscalls creating private queues.
             let (a, b) = unsafe {
                 (

@@ -34,7 +34,8 @@ pub fn prefault_stack(bytes: usize) {
     touch(bytes);
 }
 
-/// An anonymous private read-write mapping, unmapped on drop.
+/// A read-write memory mapping owned by this value (anonymous, or of a shared file), unmapped
+/// on drop.
 #[derive(Debug)]
 pub struct AnonMapping {
     ptr: std::ptr::NonNull<u8>,
@@ -60,6 +61,38 @@ impl AnonMapping {
         Self::map(len, rustix::mm::MapFlags::SHARED)
     }
 
+    /// C: `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, 0)`: a file (say, a POSIX
+    /// shared-memory object under /dev/shm) mapped so every process mapping it shares it.
+    pub fn shared_file(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> Result<Self, SysError> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        if len == 0 {
+            return Err(SysError::Invalid {
+                what: "mmap(len 0)".into(),
+            });
+        }
+        // SAFETY: a fresh mapping at an address the kernel picks aliases no Rust object; other
+        // processes may write it, which callers handle through atomics and validation.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(|e| SysError::from_errno(format!("mmap(file, {len} bytes)"), e))?;
+        Self::wrap(ptr, len)
+    }
+
+    fn wrap(ptr: *mut std::ffi::c_void, len: usize) -> Result<Self, SysError> {
+        let ptr = std::ptr::NonNull::new(ptr.cast::<u8>()).ok_or_else(|| SysError::Invalid {
+            what: "mmap returned NULL".into(),
+        })?;
+        Ok(AnonMapping { ptr, len })
+    }
+
     fn map(len: usize, flags: rustix::mm::MapFlags) -> Result<Self, SysError> {
         use rustix::mm::{mmap_anonymous, ProtFlags};
         if len == 0 {
@@ -77,10 +110,7 @@ impl AnonMapping {
             )
         }
         .map_err(|e| SysError::from_errno(format!("mmap({len} bytes)"), e))?;
-        let ptr = std::ptr::NonNull::new(ptr.cast::<u8>()).ok_or_else(|| SysError::Invalid {
-            what: "mmap returned NULL".into(),
-        })?;
-        Ok(AnonMapping { ptr, len })
+        Self::wrap(ptr, len)
     }
 
     /// Writes one byte per 4 KiB page so every page is faulted in. Returns pages touched.

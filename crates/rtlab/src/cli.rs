@@ -183,21 +183,30 @@ Examples:
 const IPC_HELP: &str = "\
 Seed 003 asked whether a message queue on a robust mutex in shared memory could reach POSIX mq.
 Two processes (this one and a forked child, on two CPUs, or one with --same-cpu) exchange
-messages of each --size through each mechanism: rtlab-shm (rtlab-ipc's ShmChannel, a
-lock-free ring that sleeps on a futex only when empty or full), rtlab-shm-mutex-semaphore
-(the seed's design: slots guarded by a robust PI mutex and two semaphores), posix-mq, sysv-msg, pipe,
-unix-stream, unix-dgram, eventfd-shm (a shared slot per direction signalled by eventfds).
+messages of each --size through each mechanism:
+  rtlab-shm                  rtlab-ipc's ShmChannel: a lock-free ring that sleeps on a futex
+                             only when empty or full (no syscall per message when busy)
+  rtlab-shm-mpsc             the same ring in its several-producer form (robust PI mutex on
+                             the producer side)
+  rtlab-shm-mutex-condvar    seed 003's first design: slots, a robust PI mutex, PI condvars
+  rtlab-shm-mutex-semaphore  seed 003's final design: slots, a robust PI mutex, 2 semaphores
+  posix-mq, sysv-msg, pipe, unix-stream, unix-dgram
+  eventfd-shm                a shared slot per direction signalled by eventfds
+  rtlab-shm-busy             (--busy-poll only) the ring with both ends spinning: lowest
+                             latency, but each end burns a CPU
+Sizes above a kernel limit (fs.mqueue.msgsize_max and kernel.msgmax are 8192 by default) are
+reported as skipped with the sysctl that raises the limit.
 
 Series: <mechanism>/rtt (metric rtt: ping-pong round trip with blocking waits, a
 distribution), <mechanism>/oneway (metric oneway: send-to-receive latency on the shared
 CLOCK_MONOTONIC of messages sent 200 us apart, so the receiver sleeps between them) and
 <mechanism>/throughput (messages per second one way, ops/s). With several sizes the size is
 appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
-Not built yet: the mpsc and mutex-condvar variants, --busy-poll.
 
 Examples:
   rtlab ipc --duration 10s --size 64 --json ipc.json
-  rtlab ipc --size 64,1KiB,16KiB --mechanism rtlab-shm,posix-mq,pipe";
+  rtlab ipc --size 64,1KiB,16KiB,64KiB --mechanism rtlab-shm,posix-mq,pipe
+  rtlab ipc --busy-poll --mechanism rtlab-shm --same-cpu";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -478,15 +487,19 @@ pub struct IpcArgs {
     /// Run both processes on one CPU (default: two different CPUs).
     #[arg(long)]
     pub same_cpu: bool,
+    /// Add the busy-polling variants (rtlab-shm-busy): both ends spin instead of sleeping,
+    /// each burning a CPU; reported as separate series.
+    #[arg(long)]
+    pub busy_poll: bool,
 }
 
 fn parse_ipc_mechanism(text: &str) -> Result<rtlab_lab::ipc::Mechanism, String> {
     use rtlab_lab::ipc::Mechanism;
-    Mechanism::all()
+    Mechanism::every()
         .into_iter()
         .find(|m| m.name() == text)
         .ok_or_else(|| {
-            let names: Vec<&str> = Mechanism::all().iter().map(|m| m.name()).collect();
+            let names: Vec<&str> = Mechanism::every().iter().map(|m| m.name()).collect();
             format!(
                 "unknown mechanism '{text}' (expected one of {})",
                 names.join(", ")

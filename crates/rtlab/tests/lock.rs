@@ -190,6 +190,9 @@ fn ipc_compares_every_mechanism_and_names_the_ratios() {
     ]);
     for m in [
         "rtlab-shm",
+        "rtlab-shm-mpsc",
+        "rtlab-shm-mutex-condvar",
+        "rtlab-shm-mutex-semaphore",
         "posix-mq",
         "sysv-msg",
         "pipe",
@@ -223,4 +226,60 @@ fn ipc_compares_every_mechanism_and_names_the_ratios() {
     ]);
     series_named(&doc, "rtlab-shm/rtt/1KiB");
     series_named(&doc, "pipe/throughput/64B");
+    assert!(
+        series_names(&doc).iter().all(|n| !n.contains("-busy")),
+        "busy-polling variants only on request"
+    );
+    let (doc, _) = rtlab_json(&[
+        "ipc",
+        "--duration",
+        "400ms",
+        "--mechanism",
+        "rtlab-shm",
+        "--busy-poll",
+    ]);
+    let busy = series_named(&doc, "rtlab-shm-busy/rtt");
+    assert_eq!(busy["config"]["busy_poll"], true);
+    assert_eq!(
+        series_named(&doc, "rtlab-shm/rtt")["config"]["busy_poll"],
+        false
+    );
+}
+
+#[test]
+fn ipc_sizes_over_a_kernel_limit_are_skipped_with_the_sysctl_to_raise() {
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/mqueue/msgsize_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if limit >= 64 << 10 {
+        return skip(
+            "ipc_sizes_over_a_kernel_limit",
+            "fs.mqueue.msgsize_max is already >= 64KiB here",
+        );
+    }
+    let _serial = realtime_serial();
+    let out = rtlab()
+        .args([
+            "ipc",
+            "--duration",
+            "300ms",
+            "--size",
+            "64KiB",
+            "--mechanism",
+            "posix-mq,rtlab-shm",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("posix-mq: skipped: message size 65536 > fs.mqueue.msgsize_max"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sysctl -w fs.mqueue.msgsize_max="),
+        "{stderr}"
+    );
 }

@@ -52,10 +52,20 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
     };
     let sizes: Vec<usize> = args.sizes.iter().map(|&s| s as usize).collect();
     let experiment = IpcExperiment::new(IpcConfig {
-        mechanisms: if args.mechanisms.is_empty() {
-            Mechanism::all()
-        } else {
-            args.mechanisms
+        mechanisms: {
+            let mut chosen = if args.mechanisms.is_empty() {
+                Mechanism::all()
+            } else {
+                args.mechanisms
+            };
+            if args.busy_poll {
+                for m in Mechanism::busy_polling() {
+                    if !chosen.contains(&m) {
+                        chosen.push(m);
+                    }
+                }
+            }
+            chosen
         },
         sizes: sizes.clone(),
         cpus: pair,
