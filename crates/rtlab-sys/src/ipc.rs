@@ -113,6 +113,31 @@ fn within_limit(size: usize, path: &str, name: &str) -> Result<(), SysError> {
     }
 }
 
+/// Raises this process's RLIMIT_MSGQUEUE to unlimited (soft and hard: root only) or the soft
+/// limit to the hard one. False the first time (the caller retries), true after that.
+fn retried_after_raising_limit() -> bool {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    static RAISED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if RAISED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
+    let unlimited = Rlimit {
+        current: None,
+        maximum: None,
+    };
+    if setrlimit(Resource::Msgqueue, unlimited).is_err() {
+        let hard = getrlimit(Resource::Msgqueue).maximum;
+        let _ = setrlimit(
+            Resource::Msgqueue,
+            Rlimit {
+                current: hard,
+                maximum: hard,
+            },
+        );
+    }
+    false
+}
+
 fn mq_pair(size: usize) -> Result<(libc::mqd_t, libc::mqd_t), SysError> {
     use std::ffi::CString;
     within_limit(
@@ -125,7 +150,13 @@ fn mq_pair(size: usize) -> Result<(libc::mqd_t, libc::mqd_t), SysError> {
     let name = CString::new(format!("/rtlab-{}-{n}", std::process::id())).expect("no NUL");
     // SAFETY: zeroed mq_attr is valid; only maxmsg/msgsize are meaningful to mq_open.
     let mut attr: libc::mq_attr = unsafe { std::mem::zeroed() };
-    attr.mq_maxmsg = 10;
+    // Ten messages per queue, fewer when two such queues would not fit this user's
+    // RLIMIT_MSGQUEUE (800 KiB by default: 64 KiB messages get 6).
+    let budget = rustix::process::getrlimit(rustix::process::Resource::Msgqueue)
+        .current
+        .unwrap_or(u64::MAX);
+    let per_queue = budget / 2 / (size as u64 + 128);
+    attr.mq_maxmsg = per_queue.clamp(1, 10) as libc::c_long;
     attr.mq_msgsize = size.max(1) as libc::c_long;
     // SAFETY: valid NUL-terminated name and attr pointer; the variadic mode/attr args follow
     // O_CREAT as mq_open requires.
@@ -138,7 +169,21 @@ fn mq_pair(size: usize) -> Result<(libc::mqd_t, libc::mqd_t), SysError> {
         )
     };
     if q == -1 {
-        return Err(last("mq_open"));
+        let err = std::io::Error::last_os_error();
+        // EMFILE from mq_open: this user's RLIMIT_MSGQUEUE (bytes of all its queues, 800 KiB
+        // by default) is spent. Raise the limit for this process where allowed, then retry once.
+        if err.raw_os_error() == Some(libc::EMFILE) && !retried_after_raising_limit() {
+            return mq_pair(size);
+        }
+        return Err(SysError::from_io(
+            format!(
+                "mq_open(2 x 10 messages of {size} bytes; RLIMIT_MSGQUEUE is {} bytes, see ulimit -q)",
+                rustix::process::getrlimit(rustix::process::Resource::Msgqueue)
+                    .current
+                    .map_or("unlimited".to_string(), |c| c.to_string())
+            ),
+            err,
+        ));
     }
     // SAFETY: the name was just created by us; unlinking keeps the open descriptor valid.
     unsafe { libc::mq_unlink(name.as_ptr()) };

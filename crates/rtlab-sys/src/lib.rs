@@ -15,6 +15,8 @@ pub mod futex;
 pub mod ipc;
 #[allow(unsafe_code)]
 pub mod mem;
+#[allow(unsafe_code)]
+pub mod net;
 pub mod probe;
 #[allow(unsafe_code)]
 pub mod process;
