@@ -92,7 +92,7 @@ fn stream(capacity: usize, max: usize, count: u64) {
 
 #[test]
 fn every_message_arrives_whole_and_in_order() {
-    stream(1 << 20, 16 << 10, iterations(500_000));
+    stream(1 << 20, 16 << 10, iterations(1_000_000));
 }
 
 #[test]

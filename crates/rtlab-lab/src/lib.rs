@@ -11,6 +11,7 @@ pub mod ipc;
 pub mod lock;
 mod locks;
 pub mod mmap;
+pub mod net;
 pub mod slack;
 pub mod survey;
 pub mod wakeup;

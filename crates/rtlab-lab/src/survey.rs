@@ -183,7 +183,7 @@ pub fn run_survey(
         .as_slice()
         .last()
         .expect("non-empty CPU list")]);
-    let total = stages.len() + 5;
+    let total = stages.len() + 6;
     let lock = LockExperiment::new(LockConfig {
         impls: LOCK_STAGE_IMPLS.to_vec(),
         cpus: config.cpus.clone(),
@@ -240,12 +240,32 @@ pub fn run_survey(
         prio: 50,
     })?
     .with_series_prefix("ipc/");
-    let short_stages: [(&str, &dyn Experiment, bool); 5] = [
+    let parse = |s: &str| {
+        s.parse::<crate::net::StreamSpec>()
+            .map_err(LabError::Config)
+    };
+    let net = crate::net::NetRun::new(crate::net::NetRunConfig {
+        topology: crate::net::Topology::Loopback,
+        proto: crate::net::Proto::Tcp,
+        streams: vec![parse("1KiB@10ms")?, parse("100B@10ms")?],
+        reverse: vec![parse("300B@20ms")?],
+        options: crate::net::SocketOptions::default(),
+        pad_segments: 0,
+        deadline: None,
+        warmup: Some(Nanos::from_millis(200)),
+        background_traffic: false,
+        policy: Policy::Fifo,
+        prio: 80,
+        cpus: vec![],
+    })?
+    .with_series_prefix("net/");
+    let short_stages: [(&str, &dyn Experiment, bool); 6] = [
         ("lock", &lock, config.mlock),
         ("invert", &invert, config.mlock),
         ("mmap", &mmap, false),
         ("slack", &slack, false),
         ("ipc", &ipc, config.mlock),
+        ("net", &net, config.mlock),
     ];
     for (i, (name, experiment, mlock)) in short_stages.into_iter().enumerate() {
         if rtlab_sys::signal::interrupted() {
@@ -301,6 +321,9 @@ pub fn run_survey(
     }
     if let Some(reading) = crate::ipc::reading(&record.series, "ipc/") {
         verdict_rows.push(json!({"area": "ipc", "reading": reading}));
+    }
+    if let Some(reading) = crate::net::reading(&record.series, "net/") {
+        verdict_rows.push(json!({"area": "net", "reading": reading}));
     }
     if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
         let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");

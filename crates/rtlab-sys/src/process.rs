@@ -108,6 +108,28 @@ pub fn raise_memlock_limit() -> Result<(), SysError> {
     .map_err(|e| SysError::from_errno("setrlimit(RLIMIT_MEMLOCK, unlimited)", e))
 }
 
+/// Sends SIGTERM to `pid` (a polite stop). C: `kill(pid, SIGTERM)`.
+pub fn terminate(pid: u32) -> Result<(), SysError> {
+    // SAFETY: kill(2) with a plain pid and signal.
+    if unsafe { libc::kill(pid as i32, libc::SIGTERM) } != 0 {
+        return Err(SysError::from_io(
+            format!("kill({pid}, SIGTERM)"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the process `cmd` spawns receive SIGTERM when this process dies, however it dies
+/// (even by SIGKILL): `prctl(PR_SET_PDEATHSIG)` between fork and exec.
+pub fn terminate_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook only calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| crate::net::set_parent_death_signal(libc::SIGTERM));
+    }
+}
+
 /// The effective user id of this process (0 means root).
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()

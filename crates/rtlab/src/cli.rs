@@ -51,6 +51,9 @@ pub enum Command {
     /// Message passing between two processes: rtlab's shared-memory channel vs the kernel's.
     #[command(after_help = IPC_HELP)]
     Ipc(IpcArgs),
+    /// Bounded-latency messaging over TCP/UDP: periodic streams, ping-pong, the peer.
+    #[command(after_help = NET_HELP)]
+    Net(NetArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -208,12 +211,70 @@ Examples:
   rtlab ipc --size 64,1KiB,16KiB,64KiB --mechanism rtlab-shm,posix-mq,pipe
   rtlab ipc --busy-poll --mechanism rtlab-shm --same-cpu";
 
+const NET_HELP: &str = "\
+Seeds 001 and 002: periodic real-time threads exchange messages over TCP, each message
+acknowledged by the peer, and the worst round trip is the figure of merit.
+
+  rtlab net run       periodic streams (--stream SIZE@PERIOD, repeatable), each with its own
+                      sender thread on an absolute schedule and its own connection; the peer
+                      acknowledges each message as soon as its useful bytes arrived
+  rtlab net pingpong  one message in flight, echoed whole (comparable with sockperf
+                      ping-pong --full-rtt)
+  rtlab net serve     the peer, for a second host (run and pingpong start their own peer
+                      with --topology loopback, the default, or netns)
+
+Examples:
+  rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
+  rtlab net run --stream 1KiB@10ms --stream 100B@10ms --duration 30s
+  rtlab net run --profile seed-poc --load cpu --background-traffic
+  rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s
+  rtlab net serve --listen 0.0.0.0:7471             (on host B)
+  rtlab net run --peer hostB:7471 --stream 120KiB@50ms   (on host A)";
+
+const NET_RUN_HELP: &str = "\
+Series: <SIZE>@<PERIOD>/rtt per stream, named as written (metric rtt: from the scheduled send
+time to the acknowledgement, so a stall shows in every message it delayed), and
+<SIZE>@<PERIOD>/send_lateness (actual send start minus scheduled time); reverse/<SIZE>@<PERIOD>/...
+for streams the peer sends (--reverse-stream, TCP only; measured on the peer, reported back);
+all/rtt over every stream. Counters (sent, acked, lost, duplicates, reordered, deadline_misses,
+warmup_trimmed, retransmits from TCP_INFO, pad_bytes), the socket options, the topology and
+the TCP loss-recovery sysctls are in each series' config.
+
+A message's size includes rtlab's 40-byte header (smaller sizes are sent as 40 bytes).
+--pad-segments N (seed 002): each message is followed by padding up to N full segments, so a
+lost segment is followed by enough others for fast retransmit (or RACK) to fire instead of the
+retransmission timer; the peer acknowledges as soon as the useful bytes are in and discards
+the padding. --profile seed-poc is seed 001's mix: 120KiB, 1KiB, 100B and 200B every 50ms
+this way, 300B and 350B every 50ms the other way. Messages of the first --warmup (default
+min(1s, duration/5)) are sent but not recorded; the output says how many.
+
+--topology netns creates a namespace rtlab-<pid> and a veth pair (--mtu, static neighbour
+entries; --loss PCT drops that share of packets both ways with nftables inside the
+namespace), runs the peer in it, and removes it all at the end, on Ctrl-C and on error; if
+rtlab is killed, the peer removes it (it gets SIGTERM when its parent dies).
+
+Examples:
+  rtlab net run --stream 1KiB@10ms --duration 10s --json run.json
+  rtlab net run --profile seed-poc --load cpu:2 --background-traffic
+  rtlab net run --topology netns --mtu 9000 --stream 120KiB@50ms --sndbuf 2MiB --rcvbuf 2MiB
+  rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s";
+
+const NET_PINGPONG_HELP: &str = "\
+Series: pingpong/rtt (metric rtt): one message of --size bytes in flight, echoed whole by the
+peer, timed from the send to the last byte of the echo; over UDP a reply missing for 200 ms
+counts as lost (config: lost). The first tenth of the run (at most 500 ms) is warm-up.
+
+Examples:
+  rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
+  rtlab net pingpong --proto udp --size 1KiB --busy-poll 50";
+
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
 short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
 invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
-shared futex?), slack (what the default timer slack costs a 10 us wait) and ipc (rtlab's
-shared-memory channel vs POSIX mq and a pipe between two processes). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+shared futex?), slack (what the default timer slack costs a 10 us wait), ipc (rtlab's
+shared-memory channel vs POSIX mq and a pipe between two processes) and net (periodic TCP
+streams both ways over loopback, each message acknowledged). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
 distribution series. The verdict has one line per area.
 
 Examples:
@@ -491,6 +552,165 @@ pub struct IpcArgs {
     /// each burning a CPU; reported as separate series.
     #[arg(long)]
     pub busy_poll: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NetArgs {
+    #[command(subcommand)]
+    pub action: NetAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetAction {
+    /// Periodic streams to a peer, each message acknowledged; round trips from the schedule.
+    #[command(after_help = NET_RUN_HELP)]
+    Run(NetRunArgs),
+    /// One message in flight, echoed whole (like sockperf ping-pong).
+    #[command(after_help = NET_PINGPONG_HELP)]
+    Pingpong(NetPingPongArgs),
+    /// The peer: acknowledges, echoes, runs reverse streams (TCP and UDP, one port).
+    Serve(NetServeArgs),
+}
+
+/// Where the peer is and how sockets are set up (run and pingpong).
+#[derive(Debug, Args, Clone)]
+pub struct NetPathArgs {
+    /// A peer started with `rtlab net serve` on another host (ADDR:PORT or HOST:PORT).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_peer, conflicts_with = "topology")]
+    pub peer: Option<std::net::SocketAddr>,
+    /// Where rtlab starts its own peer: loopback (a thread here) or netns (a network
+    /// namespace behind a veth pair, root only).
+    #[arg(long, value_name = "KIND", value_parser = ["loopback", "netns"], default_value = "loopback")]
+    pub topology: String,
+    /// MTU of the veth pair (netns), e.g. 9000 for jumbo frames.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(576..=65535))]
+    pub mtu: Option<u32>,
+    /// Drop this percentage of packets in both directions (netns; nftables).
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub loss: Option<f64>,
+    /// tcp or udp.
+    #[arg(long, value_name = "PROTO", value_parser = ["tcp", "udp"], default_value = "tcp")]
+    pub proto: String,
+    /// Leave Nagle's algorithm on (TCP_NODELAY is set by default).
+    #[arg(long)]
+    pub no_nodelay: bool,
+    /// Set TCP_QUICKACK, re-armed after every receive (both ends).
+    #[arg(long)]
+    pub quickack: bool,
+    /// SO_BUSY_POLL microseconds on both ends.
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub busy_poll: Option<u32>,
+    /// SO_PRIORITY of the sockets (0-6 without CAP_NET_ADMIN).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=15))]
+    pub priority: Option<u32>,
+    /// IP_TOS byte (e.g. 0x10 low delay, 0xb8 DSCP EF).
+    #[arg(long, value_name = "BYTE", value_parser = parse_tos)]
+    pub tos: Option<u8>,
+    /// SO_SNDBUF (the seed used 2MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub sndbuf: Option<u64>,
+    /// SO_RCVBUF.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub rcvbuf: Option<u64>,
+    /// TCP_THIN_LINEAR_TIMEOUTS: no exponential backoff of the first retransmission timeouts.
+    #[arg(long)]
+    pub thin_linear_timeouts: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NetRunArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub path: NetPathArgs,
+    /// A stream this side sends: SIZE@PERIOD (repeatable), e.g. 120KiB@50ms.
+    #[arg(long = "stream", value_name = "SIZE@PERIOD", value_parser = parse_stream)]
+    pub streams: Vec<rtlab_lab::net::StreamSpec>,
+    /// A stream the peer sends back (repeatable; TCP).
+    #[arg(long = "reverse-stream", value_name = "SIZE@PERIOD", value_parser = parse_stream)]
+    pub reverse: Vec<rtlab_lab::net::StreamSpec>,
+    /// A predefined mix: seed-poc (seed 001's two machines).
+    #[arg(long, value_name = "NAME", value_parser = ["seed-poc"])]
+    pub profile: Option<String>,
+    /// Pad each message to at least N full segments (TCP; seed 002's fast-retransmit trick).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub pad_segments: Option<u32>,
+    /// Bulk TCP traffic on another connection while measuring (the seed's background load).
+    #[arg(long)]
+    pub background_traffic: bool,
+    /// Round trips over DUR count as deadline misses (default: the stream's period).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub deadline: Option<Nanos>,
+    /// Not recorded at the start of each stream (default: min(1s, duration/5)).
+    #[arg(long, value_name = "DUR", value_parser = duration_arg)]
+    pub warmup: Option<Nanos>,
+}
+
+#[derive(Debug, Args)]
+pub struct NetPingPongArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub path: NetPathArgs,
+    /// Message size (rtlab's 40-byte header included; smaller sizes send 40 bytes).
+    #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size_arg)]
+    pub size: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct NetServeArgs {
+    /// Address and port to listen on (TCP and UDP).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:7471", value_parser = parse_peer)]
+    pub listen: std::net::SocketAddr,
+    /// Enter this network namespace first (used by --topology netns).
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub netns: Option<String>,
+    /// Delete the namespace when stopping.
+    #[arg(long, hide = true)]
+    pub owns_netns: bool,
+    /// Create this namespace and a veth pair first, serve inside it, delete it when stopping
+    /// (what --topology netns runs).
+    #[arg(long, value_name = "NAME", hide = true, conflicts_with = "netns")]
+    pub create_netns: Option<String>,
+    /// With --create-netns: the address of the veth end outside.
+    #[arg(long, value_name = "IP", hide = true)]
+    pub host_ip: Option<std::net::Ipv4Addr>,
+    /// With --create-netns: the MTU of the veth pair.
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub veth_mtu: Option<u32>,
+    /// With --create-netns: random loss in percent.
+    #[arg(long, value_name = "PCT", hide = true, value_parser = parse_pct)]
+    pub veth_loss: Option<f64>,
+}
+
+fn parse_peer(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if !text.contains(':') {
+        return Err(format!("'{text}': expected ADDR:PORT, e.g. 10.0.0.2:7471"));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("'{text}': {e}"))?
+        .next()
+        .ok_or_else(|| format!("'{text}': no address"))
+}
+
+fn parse_pct(text: &str) -> Result<f64, String> {
+    match text.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("'{text}': a percentage from 0 to 100")),
+    }
+}
+
+fn parse_tos(text: &str) -> Result<u8, String> {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u8::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("'{text}': a byte, 0-255 or 0x00-0xff"))
+}
+
+fn parse_stream(text: &str) -> Result<rtlab_lab::net::StreamSpec, String> {
+    text.parse()
 }
 
 fn parse_ipc_mechanism(text: &str) -> Result<rtlab_lab::ipc::Mechanism, String> {

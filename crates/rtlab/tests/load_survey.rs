@@ -97,13 +97,14 @@ fn survey_writes_report_with_verdict() {
     if is_root() {
         assert_eq!(
             areas,
-            vec!["wakeup", "lock", "invert", "slack", "ipc", "mmap"]
+            vec!["wakeup", "lock", "invert", "slack", "ipc", "net", "mmap"]
         );
         assert!(
             names.iter().any(|n| n == "invert/inherit/rtlab"),
             "{names:?}"
         );
         assert!(names.iter().any(|n| n == "mmap/shared/mlock"), "{names:?}");
+        assert!(names.iter().any(|n| n == "net/all/rtt"), "{names:?}");
     } else {
         assert!(
             areas.starts_with(&["wakeup", "lock"]) && areas.contains(&"slack"),

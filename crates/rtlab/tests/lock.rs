@@ -140,8 +140,25 @@ fn invert_check_passes_with_priority_inheritance() {
             .as_f64()
             .unwrap()
     };
-    assert!(value("check/groups") > 10.0);
-    assert_eq!(value("check/stalls"), 0.0);
+    assert!(
+        value("check/groups") > 10.0,
+        "groups {}, warnings {}",
+        value("check/groups"),
+        doc["warnings"]
+    );
+    assert_eq!(
+        value("check/stalls"),
+        0.0,
+        "warnings {}; running: {}",
+        doc["warnings"],
+        String::from_utf8_lossy(
+            &std::process::Command::new("ps")
+                .args(["-eo", "pid,cls,rtprio,pcpu,etime,args"])
+                .output()
+                .unwrap()
+                .stdout
+        )
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod ipc;
 mod load;
 mod lock;
 mod mmap;
+mod net;
 mod slack;
 mod survey;
 mod wakeup;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Mmap(args) => mmap::run(args),
         Command::Slack(args) => slack::run(args),
         Command::Exec(args) => exec::run(args),
+        Command::Net(args) => net::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

@@ -1,0 +1,271 @@
+//! The peer: `rtlab net serve`. Acknowledges stream messages (as soon as their useful bytes
+//! arrived, before any padding), echoes ping-pong messages, swallows bulk traffic, and runs
+//! reverse streams. TCP and UDP on the same port.
+
+use super::stream::{self, Plan, SocketOptions};
+use super::wire::{self, Header, Kind, HEADER_LEN};
+use rtlab_sys::sched::Policy;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What a client wants from a connection (the payload of its `Hello`).
+#[derive(Debug, Clone)]
+pub struct Hello {
+    /// `stream`, `pingpong`, `bulk` or `reverse`.
+    pub role: String,
+    /// Socket options the peer applies on its side too.
+    pub options: SocketOptions,
+    /// Scheduling of the peer's thread for this connection.
+    pub policy: Policy,
+    /// Its priority.
+    pub prio: u32,
+    /// For `reverse`: what the peer sends.
+    pub plan: Option<Plan>,
+    /// Pad every acknowledgement to this many segments too (0: off): a lost ack needs fast
+    /// retransmit as much as a lost message.
+    pub pad_segments: u32,
+}
+
+impl Hello {
+    /// As JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "role": self.role,
+            "options": self.options.to_json(),
+            "policy": self.policy.as_str(),
+            "prio": self.prio,
+            "plan": self.plan.as_ref().map(Plan::to_json),
+            "pad_segments": self.pad_segments,
+        })
+    }
+
+    /// From JSON (a peer's word: checked).
+    pub fn from_json(v: &Value) -> Result<Hello, String> {
+        let role = v["role"]
+            .as_str()
+            .ok_or("hello without a role")?
+            .to_string();
+        let policy = stream::policy_from(&v["policy"]);
+        Ok(Hello {
+            role,
+            options: SocketOptions::from_json(&v["options"]),
+            policy,
+            prio: v["prio"].as_u64().unwrap_or(0).min(99) as u32,
+            plan: match &v["plan"] {
+                Value::Null => None,
+                p => Some(Plan::from_json(p)?),
+            },
+            pad_segments: v["pad_segments"].as_u64().unwrap_or(0).min(64) as u32,
+        })
+    }
+
+    /// Sends this hello as the first message of `s`.
+    pub fn send(&self, s: &mut TcpStream) -> std::io::Result<()> {
+        wire::write_control(s, Kind::Hello, &self.to_json())
+    }
+}
+
+/// A running peer: a TCP acceptor and a UDP responder on one port.
+#[derive(Debug)]
+pub struct PeerServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl PeerServer {
+    /// Binds `listen` (port 0: any free port; UDP then takes the same number) and serves in
+    /// background threads until [`PeerServer::stop`] or drop.
+    pub fn start(listen: SocketAddr) -> Result<PeerServer, String> {
+        let tcp =
+            TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let addr = tcp.local_addr().map_err(|e| e.to_string())?;
+        let udp = UdpSocket::bind(addr).map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
+        tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+        udp.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = vec![
+            {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("rtlab-net-accept".into())
+                    .spawn(move || accept_loop(tcp, &stop))
+                    .map_err(|e| e.to_string())?
+            },
+            {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("rtlab-net-udp".into())
+                    .spawn(move || udp_loop(udp, &stop))
+                    .map_err(|e| e.to_string())?
+            },
+        ];
+        Ok(PeerServer {
+            addr,
+            stop,
+            threads,
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting (connections in progress end when their clients close).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(tcp: TcpListener, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match tcp.accept() {
+            Ok((s, _)) => {
+                let _ = std::thread::Builder::new()
+                    .name("rtlab-net-conn".into())
+                    .spawn(move || {
+                        let _ = s.set_nonblocking(false);
+                        let _ = serve_connection(s);
+                    });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+fn udp_loop(udp: UdpSocket, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((n, from)) = udp.recv_from(&mut buf) else {
+            continue;
+        };
+        let Ok(h) = Header::decode(&buf[..n]) else {
+            continue;
+        };
+        match h.kind {
+            Kind::Data => {
+                let mut ack = h;
+                ack.kind = Kind::Ack;
+                ack.payload = 0;
+                ack.pad = 0;
+                let mut out = [0u8; HEADER_LEN];
+                ack.encode(&mut out);
+                let _ = udp.send_to(&out, from);
+            }
+            Kind::Echo => {
+                let _ = udp.send_to(&buf[..n], from);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One client connection: its hello, then its role.
+fn serve_connection(mut s: TcpStream) -> Result<(), String> {
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let h = Header::read_from(&mut s).map_err(|e| e.to_string())?;
+    if h.kind != Kind::Hello {
+        return Err("the first message was not a hello".into());
+    }
+    let hello = Hello::from_json(&wire::read_control(&mut s, &h).map_err(|e| e.to_string())?)?;
+    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    hello.options.apply_tcp(&s)?;
+    // Best effort: a peer without the privilege still answers, at normal priority.
+    let _ = rtlab_sys::sched::set_current_thread_scheduler(hello.policy, hello.prio);
+    // The handshake's answer: the client knows it talks to an rtlab peer.
+    wire::write_control(
+        &mut s,
+        Kind::Hello,
+        &json!({"rtlab": env!("CARGO_PKG_VERSION")}),
+    )
+    .map_err(|e| e.to_string())?;
+    match hello.role.as_str() {
+        "stream" => acknowledge(s, hello.options.quickack, hello.pad_segments),
+        "pingpong" => echo(s, hello.options.quickack),
+        "bulk" => std::io::copy(&mut s, &mut std::io::sink())
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        "reverse" => {
+            let plan = hello.plan.ok_or("a reverse stream without a plan")?;
+            let stats = stream::run_tcp(
+                s.try_clone().map_err(|e| e.to_string())?,
+                &plan,
+                &stream::Timing::until_stopped(),
+                &hello.options,
+                true,
+            )?;
+            wire::write_control(&mut s, Kind::Report, &stats.to_json()).map_err(|e| e.to_string())
+        }
+        other => Err(format!("unknown role '{other}'")),
+    }
+}
+
+/// Acknowledges every `Data` message once its payload is in, then drops its padding.
+fn acknowledge(mut s: TcpStream, quickack: bool, pad_segments: u32) -> Result<(), String> {
+    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+    let mut ack_buf = vec![0u8; stream::ack_length(&s, pad_segments)];
+    loop {
+        let h = match Header::read_from(&mut s) {
+            Ok(h) => h,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
+        if h.kind != Kind::Data {
+            return Err(format!("unexpected {:?} on a stream connection", h.kind));
+        }
+        wire::skip(&mut s, h.payload as u64).map_err(|e| e.to_string())?;
+        stream::write_ack(&mut w, &h, &mut ack_buf).map_err(|e| e.to_string())?;
+        if quickack {
+            let _ = rtlab_sys::net::set_quickack(&s, true);
+        }
+        wire::skip(&mut s, h.pad as u64).map_err(|e| e.to_string())?;
+    }
+}
+
+/// Sends every `Echo` message straight back, whole.
+fn echo(mut s: TcpStream, quickack: bool) -> Result<(), String> {
+    let mut buf = vec![0u8; HEADER_LEN];
+    loop {
+        buf.resize(HEADER_LEN, 0);
+        match s.read_exact(&mut buf[..HEADER_LEN]) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        }
+        let h = Header::decode(&buf)?;
+        if h.kind != Kind::Echo || h.pad != 0 {
+            return Err(format!("unexpected {:?} on a ping-pong connection", h.kind));
+        }
+        buf.resize(HEADER_LEN + h.payload as usize, 0);
+        s.read_exact(&mut buf[HEADER_LEN..])
+            .map_err(|e| e.to_string())?;
+        s.write_all(&buf).map_err(|e| e.to_string())?;
+        if quickack {
+            let _ = rtlab_sys::net::set_quickack(&s, true);
+        }
+    }
+}

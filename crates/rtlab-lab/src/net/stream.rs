@@ -1,0 +1,766 @@
+//! Periodic streams, their acknowledgements, and ping-pong, over TCP and UDP.
+//!
+//! A stream's sender keeps an absolute schedule (`start + k x period`) and never skips a
+//! message: when one is late (a full send buffer, preemption), the next ones go out as soon as
+//! they can, and every round trip is measured from the **scheduled** send time, so a stall
+//! shows in all the messages it delayed (no coordinated omission). Send lateness (actual
+//! start of the send minus the scheduled time) is its own distribution.
+
+use super::wire::{self, Header, Kind, HEADER_LEN};
+use rtlab_stats::{LatencyHistogram, Nanos};
+use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Socket options applied on both ends of a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// TCP_NODELAY (default on).
+    pub nodelay: bool,
+    /// TCP_QUICKACK, re-armed after every receive.
+    pub quickack: bool,
+    /// SO_BUSY_POLL microseconds (0: off).
+    pub busy_poll_us: u32,
+    /// SO_PRIORITY.
+    pub priority: Option<u32>,
+    /// IP_TOS.
+    pub tos: Option<u8>,
+    /// SO_SNDBUF.
+    pub sndbuf: Option<usize>,
+    /// SO_RCVBUF.
+    pub rcvbuf: Option<usize>,
+    /// TCP_THIN_LINEAR_TIMEOUTS.
+    pub thin: bool,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            nodelay: true,
+            quickack: false,
+            busy_poll_us: 0,
+            priority: None,
+            tos: None,
+            sndbuf: None,
+            rcvbuf: None,
+            thin: false,
+        }
+    }
+}
+
+impl SocketOptions {
+    /// As JSON (also the result's config).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "nodelay": self.nodelay,
+            "quickack": self.quickack,
+            "busy_poll_us": self.busy_poll_us,
+            "priority": self.priority,
+            "tos": self.tos,
+            "sndbuf": self.sndbuf,
+            "rcvbuf": self.rcvbuf,
+            "thin_linear_timeouts": self.thin,
+        })
+    }
+
+    /// From a peer's JSON (anything missing or odd falls back to the default).
+    pub fn from_json(v: &Value) -> SocketOptions {
+        let d = SocketOptions::default();
+        SocketOptions {
+            nodelay: v["nodelay"].as_bool().unwrap_or(d.nodelay),
+            quickack: v["quickack"].as_bool().unwrap_or(false),
+            busy_poll_us: v["busy_poll_us"].as_u64().unwrap_or(0).min(1_000_000) as u32,
+            priority: v["priority"].as_u64().map(|p| p.min(15) as u32),
+            tos: v["tos"].as_u64().map(|t| t as u8),
+            sndbuf: v["sndbuf"].as_u64().map(|b| b.min(1 << 30) as usize),
+            rcvbuf: v["rcvbuf"].as_u64().map(|b| b.min(1 << 30) as usize),
+            thin: v["thin_linear_timeouts"].as_bool().unwrap_or(false),
+        }
+    }
+
+    fn apply_common(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+        use rtlab_sys::net;
+        let e = |e: rtlab_sys::SysError| e.to_string();
+        if self.busy_poll_us > 0 {
+            net::set_busy_poll_us(fd, self.busy_poll_us).map_err(e)?;
+        }
+        if let Some(p) = self.priority {
+            net::set_priority(fd, p).map_err(e)?;
+        }
+        if let Some(t) = self.tos {
+            net::set_tos(fd, t).map_err(e)?;
+        }
+        if let Some(b) = self.sndbuf {
+            net::set_sndbuf(fd, b).map_err(e)?;
+        }
+        if let Some(b) = self.rcvbuf {
+            net::set_rcvbuf(fd, b).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the options to a TCP socket.
+    pub fn apply_tcp(&self, s: &TcpStream) -> Result<(), String> {
+        use std::os::fd::AsFd;
+        let e = |e: rtlab_sys::SysError| e.to_string();
+        rtlab_sys::net::set_nodelay(s, self.nodelay).map_err(e)?;
+        if self.quickack {
+            rtlab_sys::net::set_quickack(s, true).map_err(e)?;
+        }
+        if self.thin {
+            rtlab_sys::net::set_thin_linear_timeouts(s, true).map_err(e)?;
+        }
+        self.apply_common(s.as_fd())
+    }
+
+    /// Applies the options that exist for UDP.
+    pub fn apply_udp(&self, s: &UdpSocket) -> Result<(), String> {
+        use std::os::fd::AsFd;
+        self.apply_common(s.as_fd())
+    }
+}
+
+/// What one stream sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Stream index (in the wire header).
+    pub stream: u16,
+    /// Message size in bytes (header included; at least 40).
+    pub size: usize,
+    /// Period.
+    pub period_ns: u64,
+    /// Pad each message so at least this many full segments are sent (0: off; TCP only).
+    pub pad_segments: u32,
+    /// Messages scheduled in the first `warmup_ns` are sent but not recorded.
+    pub warmup_ns: u64,
+    /// A round trip over this counts as a deadline miss.
+    pub deadline_ns: u64,
+    /// Scheduling of the sending and acknowledging threads.
+    pub policy: Policy,
+    /// Their priority.
+    pub prio: u32,
+}
+
+impl Plan {
+    /// As JSON (for a reverse stream's hello).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "stream": self.stream, "size": self.size, "period_ns": self.period_ns,
+            "pad_segments": self.pad_segments, "warmup_ns": self.warmup_ns,
+            "deadline_ns": self.deadline_ns, "policy": self.policy.as_str(), "prio": self.prio,
+        })
+    }
+
+    /// From a client's JSON, bounded so a hostile client cannot make the peer misbehave.
+    pub fn from_json(v: &Value) -> Result<Plan, String> {
+        let num = |k: &str| v[k].as_u64().ok_or(format!("plan without {k}"));
+        let size = num("size")? as usize;
+        let period_ns = num("period_ns")?;
+        if !(HEADER_LEN..=wire::MAX_BODY).contains(&size) || period_ns < 10_000 {
+            return Err(format!(
+                "plan out of range: {size} bytes every {period_ns} ns"
+            ));
+        }
+        Ok(Plan {
+            stream: num("stream")?.min(u16::MAX as u64) as u16,
+            size,
+            period_ns,
+            pad_segments: num("pad_segments")?.min(64) as u32,
+            warmup_ns: num("warmup_ns")?,
+            deadline_ns: num("deadline_ns")?,
+            policy: policy_from(&v["policy"]),
+            prio: num("prio")?.min(99) as u32,
+        })
+    }
+}
+
+/// A policy named in a peer's JSON (anything else: SCHED_OTHER).
+pub(crate) fn policy_from(v: &Value) -> Policy {
+    v.as_str()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(Policy::Other)
+}
+
+/// When a stream runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// First scheduled send (absolute CLOCK_MONOTONIC); 0: when the sender starts.
+    pub start_ns: u64,
+    /// No message is scheduled at or after this.
+    pub end_ns: u64,
+}
+
+impl Timing {
+    /// Runs until told to stop (a reverse stream on the peer).
+    pub fn until_stopped() -> Timing {
+        Timing {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        }
+    }
+}
+
+/// What one stream measured.
+#[derive(Debug, Default)]
+pub struct StreamStats {
+    /// Round trips from the scheduled send time to the acknowledgement.
+    pub rtt: LatencyHistogram,
+    /// Actual send start minus scheduled time.
+    pub lateness: LatencyHistogram,
+    /// Messages sent.
+    pub sent: u64,
+    /// Acknowledgements received.
+    pub acked: u64,
+    /// Sent but never acknowledged (UDP loss, or no ack within the drain time).
+    pub lost: u64,
+    /// Acknowledgements seen twice.
+    pub duplicates: u64,
+    /// Acknowledgements that arrived after a later one.
+    pub reordered: u64,
+    /// Round trips over the deadline.
+    pub deadline_misses: u64,
+    /// Messages sent during the warm-up and not recorded.
+    pub warmup_trimmed: u64,
+    /// Segments TCP retransmitted (from TCP_INFO).
+    pub retransmits: Option<u64>,
+    /// Padding bytes per message.
+    pub pad_bytes: usize,
+}
+
+impl StreamStats {
+    /// As JSON (a reverse stream's report; histograms encoded).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "rtt": self.rtt.encode_base64().unwrap_or_default(),
+            "lateness": self.lateness.encode_base64().unwrap_or_default(),
+            "counters": self.counters(),
+        })
+    }
+
+    /// The counters, as recorded in a series' config.
+    pub fn counters(&self) -> Value {
+        json!({
+            "sent": self.sent, "acked": self.acked, "lost": self.lost,
+            "duplicates": self.duplicates, "reordered": self.reordered,
+            "deadline_misses": self.deadline_misses, "warmup_trimmed": self.warmup_trimmed,
+            "retransmits": self.retransmits, "pad_bytes": self.pad_bytes,
+        })
+    }
+
+    /// From a peer's report.
+    pub fn from_json(v: &Value) -> Result<StreamStats, String> {
+        let hist = |k: &str| match v[k].as_str() {
+            Some("") | None => Ok(LatencyHistogram::new()),
+            Some(data) => LatencyHistogram::decode_base64(data).map_err(|e| e.to_string()),
+        };
+        let c = &v["counters"];
+        let n = |k: &str| c[k].as_u64().unwrap_or(0);
+        Ok(StreamStats {
+            rtt: hist("rtt")?,
+            lateness: hist("lateness")?,
+            sent: n("sent"),
+            acked: n("acked"),
+            lost: n("lost"),
+            duplicates: n("duplicates"),
+            reordered: n("reordered"),
+            deadline_misses: n("deadline_misses"),
+            warmup_trimmed: n("warmup_trimmed"),
+            retransmits: c["retransmits"].as_u64(),
+            pad_bytes: n("pad_bytes") as usize,
+        })
+    }
+}
+
+/// Reads exactly `buf.len()` bytes, tolerating read timeouts (the socket has one) until
+/// `give_up()` says so at such a timeout. Partial progress survives timeouts.
+fn read_polling(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    give_up: &dyn Fn() -> bool,
+) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if give_up() {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of one acknowledgement: the header, padded to `pad_segments` full segments.
+pub fn ack_length(s: &TcpStream, pad_segments: u32) -> usize {
+    if pad_segments == 0 {
+        return HEADER_LEN;
+    }
+    let mss = rtlab_sys::net::max_segment(s).unwrap_or(1448);
+    (pad_segments as usize * mss).max(HEADER_LEN)
+}
+
+/// Acknowledges `h` with a header (and padding) written into `buf` (of `ack_length`).
+pub fn write_ack(w: &mut impl Write, h: &Header, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut ack = *h;
+    ack.kind = Kind::Ack;
+    ack.payload = 0;
+    ack.pad = (buf.len() - HEADER_LEN) as u32;
+    ack.encode(buf);
+    w.write_all(buf)
+}
+
+/// How long after the last send the acknowledgements are still awaited.
+fn drain_ns(plan: &Plan) -> u64 {
+    (4 * plan.period_ns).max(2_000_000_000)
+}
+
+/// Ack bookkeeping shared by TCP and UDP.
+struct AckBook<'a> {
+    plan: &'a Plan,
+    start_ns: u64,
+    next: u64,
+    stats: StreamStats,
+}
+
+impl<'a> AckBook<'a> {
+    /// In the ack reader's thread: takes the stream's scheduling, waits until the sender fixed
+    /// the schedule's origin.
+    fn when_started(plan: &'a Plan, progress: &Progress) -> AckBook<'a> {
+        sched(plan);
+        while progress.start_ns.load(Ordering::Acquire) == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        AckBook {
+            plan,
+            start_ns: progress.start_ns.load(Ordering::Acquire),
+            next: 0,
+            stats: StreamStats::default(),
+        }
+    }
+
+    /// The final statistics once the sender sent `sent` messages.
+    fn finish(self, sent: u64, lateness: LatencyHistogram) -> StreamStats {
+        let mut stats = self.stats;
+        stats.sent = sent;
+        stats.lateness = lateness;
+        stats.lost = sent.saturating_sub(stats.acked);
+        stats
+    }
+
+    fn ack(&mut self, h: &Header, now: u64) {
+        if h.seq < self.next {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if h.seq > self.next {
+            self.stats.reordered += 1;
+        }
+        self.next = h.seq + 1;
+        self.stats.acked += 1;
+        let rtt = now.saturating_sub(h.sched_ns);
+        if h.sched_ns < self.start_ns + self.plan.warmup_ns {
+            self.stats.warmup_trimmed += 1;
+            return;
+        }
+        self.stats.rtt.record(Nanos(rtt));
+        if rtt > self.plan.deadline_ns {
+            self.stats.deadline_misses += 1;
+        }
+    }
+}
+
+/// Shared between a stream's sender and its ack reader.
+struct Progress {
+    /// Messages sent; `u64::MAX` while the sender still runs.
+    final_count: AtomicU64,
+    /// When the sender finished.
+    done_at: AtomicU64,
+    /// The schedule's origin, once the sender fixed it.
+    start_ns: AtomicU64,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            final_count: AtomicU64::new(u64::MAX),
+            done_at: AtomicU64::new(0),
+            start_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+fn sched(plan: &Plan) {
+    // Best effort: without the privilege the stream still runs, at normal priority (the
+    // caller warned once).
+    let _ = set_current_thread_scheduler(plan.policy, plan.prio);
+}
+
+/// The sending loop: returns (messages sent, lateness, warm-up count).
+fn send_loop(
+    plan: &Plan,
+    timing: &Timing,
+    stop: &AtomicBool,
+    buf: &mut [u8],
+    pad: usize,
+    progress: &Progress,
+    mut send: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<(u64, LatencyHistogram), String> {
+    let start = if timing.start_ns == 0 {
+        monotonic_now_ns()
+    } else {
+        timing.start_ns
+    };
+    progress.start_ns.store(start, Ordering::Release);
+    let mut lateness = LatencyHistogram::new();
+    let mut k = 0u64;
+    loop {
+        let due = start + k * plan.period_ns;
+        if due >= timing.end_ns || stop.load(Ordering::Relaxed) || rtlab_sys::signal::interrupted()
+        {
+            break;
+        }
+        let _ = sleep_until_monotonic_ns(due);
+        let now = monotonic_now_ns();
+        let h = Header {
+            kind: Kind::Data,
+            stream: plan.stream,
+            payload: (buf.len() - pad - HEADER_LEN) as u32,
+            pad: pad as u32,
+            seq: k,
+            sched_ns: due,
+            sent_ns: now,
+        };
+        h.encode(buf);
+        send(buf).map_err(|e| format!("send: {e}"))?;
+        if due >= start + plan.warmup_ns {
+            lateness.record(Nanos(now - due));
+        }
+        k += 1;
+    }
+    Ok((k, lateness))
+}
+
+/// Runs one periodic stream over a connected TCP socket whose hello was sent: this thread
+/// sends, a second one reads the acknowledgements. With `control_stop` (the peer's side of a
+/// reverse stream), a `Report` message from the other end stops the sender.
+pub fn run_tcp(
+    s: TcpStream,
+    plan: &Plan,
+    timing: &Timing,
+    options: &SocketOptions,
+    control_stop: bool,
+) -> Result<StreamStats, String> {
+    let mss = rtlab_sys::net::max_segment(&s).unwrap_or(1448);
+    let total = plan.size.max(HEADER_LEN);
+    let pad = if plan.pad_segments > 0 {
+        (plan.pad_segments as usize * mss).saturating_sub(total)
+    } else {
+        0
+    };
+    let mut buf = vec![0xa5u8; total + pad];
+    let mut reader = s.try_clone().map_err(|e| e.to_string())?;
+    reader
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| e.to_string())?;
+    let stop = AtomicBool::new(false);
+    let progress = Progress::new();
+    let quickack = options.quickack;
+    let (sent, lateness, book) = std::thread::scope(|scope| {
+        let acks = scope.spawn(|| -> Result<AckBook<'_>, String> {
+            let mut book = AckBook::when_started(plan, &progress);
+            let mut hbuf = [0u8; HEADER_LEN];
+            let mut scratch = Vec::new();
+            let finished = || {
+                let count = progress.final_count.load(Ordering::Acquire);
+                count != u64::MAX
+                    && monotonic_now_ns()
+                        > progress.done_at.load(Ordering::Acquire) + drain_ns(plan)
+            };
+            loop {
+                let count = progress.final_count.load(Ordering::Acquire);
+                if count != u64::MAX && book.next >= count {
+                    return Ok(book);
+                }
+                match read_polling(&mut reader, &mut hbuf, &finished) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Ok(book),
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && control_stop => {
+                        stop.store(true, Ordering::Relaxed);
+                        return Ok(book);
+                    }
+                    Err(e) => return Err(format!("reading acknowledgements: {e}")),
+                }
+                let now = monotonic_now_ns();
+                let h = Header::decode(&hbuf)?;
+                match h.kind {
+                    Kind::Ack => {
+                        book.ack(&h, now);
+                        if h.pad > 0 {
+                            scratch.resize(h.pad as usize, 0);
+                            read_polling(&mut reader, &mut scratch, &|| false)
+                                .map_err(|e| format!("reading an ack's padding: {e}"))?;
+                        }
+                    }
+                    Kind::Report if control_stop => {
+                        wire::skip(&mut reader, h.payload as u64 + h.pad as u64)
+                            .map_err(|e| e.to_string())?;
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    other => return Err(format!("unexpected {other:?} instead of an ack")),
+                }
+                if quickack {
+                    let _ = rtlab_sys::net::set_quickack(&reader, true);
+                }
+            }
+        });
+        sched(plan);
+        let mut w = &s;
+        let sent = send_loop(plan, timing, &stop, &mut buf, pad, &progress, |b| {
+            w.write_all(b)
+        });
+        let count = match &sent {
+            Ok((n, _)) => *n,
+            Err(_) => 0,
+        };
+        progress
+            .done_at
+            .store(monotonic_now_ns(), Ordering::Release);
+        progress.final_count.store(count, Ordering::Release);
+        if sent.is_err() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let book = acks.join().map_err(|_| "ack reader panicked".to_string());
+        sent.map(|(n, l)| (n, l, book))
+    })?;
+    let mut stats = book??.finish(sent, lateness);
+    stats.pad_bytes = pad;
+    stats.retransmits = rtlab_sys::net::tcp_counters(&s)
+        .ok()
+        .map(|c| c.total_retrans as u64);
+    Ok(stats)
+}
+
+/// Runs one periodic stream over a connected UDP socket (one datagram per message).
+pub fn run_udp(s: UdpSocket, plan: &Plan, timing: &Timing) -> Result<StreamStats, String> {
+    let total = plan.size.max(HEADER_LEN);
+    if total > 65_000 {
+        return Err(format!(
+            "{total}-byte messages do not fit one UDP datagram (max 65000)"
+        ));
+    }
+    let mut buf = vec![0xa5u8; total];
+    let reader = s.try_clone().map_err(|e| e.to_string())?;
+    reader
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| e.to_string())?;
+    let stop = AtomicBool::new(false);
+    let progress = Progress::new();
+    let (sent, lateness, book) = std::thread::scope(|scope| {
+        let acks = scope.spawn(|| {
+            let mut book = AckBook::when_started(plan, &progress);
+            let mut hbuf = [0u8; 128];
+            loop {
+                let count = progress.final_count.load(Ordering::Acquire);
+                if count != u64::MAX
+                    && (book.next >= count
+                        || monotonic_now_ns()
+                            > progress.done_at.load(Ordering::Acquire) + drain_ns(plan))
+                {
+                    return book;
+                }
+                if let Ok(n) = reader.recv(&mut hbuf) {
+                    let now = monotonic_now_ns();
+                    if let Ok(h) = Header::decode(&hbuf[..n]) {
+                        if h.kind == Kind::Ack && h.stream == plan.stream {
+                            book.ack(&h, now);
+                        }
+                    }
+                }
+            }
+        });
+        sched(plan);
+        let sent = send_loop(plan, timing, &stop, &mut buf, 0, &progress, |b| {
+            s.send(b).map(|_| ())
+        });
+        let count = sent.as_ref().map_or(0, |(n, _)| *n);
+        progress
+            .done_at
+            .store(monotonic_now_ns(), Ordering::Release);
+        progress.final_count.store(count, Ordering::Release);
+        let book = acks.join().map_err(|_| "ack reader panicked".to_string());
+        sent.map(|(n, l)| (n, l, book))
+    })?;
+    Ok(book?.finish(sent, lateness))
+}
+
+/// The client's side of a reverse stream (the peer sends, this side acknowledges): runs
+/// until `end_ns`, then asks the peer to stop and returns the peer's measurements.
+pub fn receive_reverse(
+    mut s: TcpStream,
+    end_ns: u64,
+    quickack: bool,
+    plan: &Plan,
+) -> Result<StreamStats, String> {
+    sched(plan);
+    let writer = std::sync::Mutex::new(s.try_clone().map_err(|e| e.to_string())?);
+    s.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| e.to_string())?;
+    let mut hbuf = [0u8; HEADER_LEN];
+    let mut body = Vec::new();
+    let mut ack_buf = vec![0u8; ack_length(&s, plan.pad_segments)];
+    let mut stop_sent = false;
+    let report_deadline = std::cell::Cell::new(u64::MAX);
+    loop {
+        let give_up = || {
+            let now = monotonic_now_ns();
+            if !stop_sent && (now >= end_ns || rtlab_sys::signal::interrupted()) {
+                return false; // handled below, between messages
+            }
+            now > report_deadline.get()
+        };
+        match read_polling(&mut s, &mut hbuf, &give_up) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err("the peer sent no report after the stop".into())
+            }
+            Err(e) => return Err(format!("reverse stream: {e}")),
+        }
+        let h = Header::decode(&hbuf)?;
+        match h.kind {
+            Kind::Data => {
+                body.resize(h.payload as usize, 0);
+                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
+                write_ack(&mut *writer.lock().expect("writer"), &h, &mut ack_buf)
+                    .map_err(|e| e.to_string())?;
+                if quickack {
+                    let _ = rtlab_sys::net::set_quickack(&s, true);
+                }
+                body.resize(h.pad as usize, 0);
+                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
+            }
+            Kind::Report => {
+                body.resize(h.payload as usize, 0);
+                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
+                let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                return StreamStats::from_json(&v);
+            }
+            other => return Err(format!("unexpected {other:?} on a reverse stream")),
+        }
+        let now = monotonic_now_ns();
+        if !stop_sent && (now >= end_ns || rtlab_sys::signal::interrupted()) {
+            wire::write_control(
+                &mut *writer.lock().expect("writer"),
+                Kind::Report,
+                &json!({}),
+            )
+            .map_err(|e| e.to_string())?;
+            stop_sent = true;
+            report_deadline.set(now + drain_ns(plan) + 5_000_000_000);
+        }
+    }
+}
+
+/// Ping-pong over TCP: one message of `size` bytes in flight, echoed whole; returns the
+/// round-trip distribution (messages sent before `warmup_until_ns` are not recorded).
+pub fn pingpong_tcp(
+    mut s: TcpStream,
+    size: usize,
+    end_ns: u64,
+    warmup_until_ns: u64,
+    quickack: bool,
+) -> Result<(LatencyHistogram, u64), String> {
+    let total = size.max(HEADER_LEN);
+    let mut out = vec![0x5au8; total];
+    let mut back = vec![0u8; total];
+    let mut hist = LatencyHistogram::new();
+    let mut seq = 0u64;
+    while monotonic_now_ns() < end_ns && !rtlab_sys::signal::interrupted() {
+        let mut h = Header::new(Kind::Echo);
+        h.payload = (total - HEADER_LEN) as u32;
+        h.seq = seq;
+        let t0 = monotonic_now_ns();
+        h.sched_ns = t0;
+        h.encode(&mut out);
+        s.write_all(&out).map_err(|e| format!("send: {e}"))?;
+        s.read_exact(&mut back)
+            .map_err(|e| format!("receive: {e}"))?;
+        let now = monotonic_now_ns();
+        if Header::decode(&back)?.seq != seq {
+            return Err("the echo carried another sequence number".into());
+        }
+        if quickack {
+            let _ = rtlab_sys::net::set_quickack(&s, true);
+        }
+        if t0 >= warmup_until_ns {
+            hist.record(Nanos(now - t0));
+        }
+        seq += 1;
+    }
+    Ok((hist, 0))
+}
+
+/// Ping-pong over UDP; a reply missing for 200 ms counts as lost. Returns (rtt, lost).
+pub fn pingpong_udp(
+    s: UdpSocket,
+    size: usize,
+    end_ns: u64,
+    warmup_until_ns: u64,
+) -> Result<(LatencyHistogram, u64), String> {
+    let total = size.max(HEADER_LEN);
+    if total > 65_000 {
+        return Err(format!("{total}-byte messages do not fit one UDP datagram"));
+    }
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|e| e.to_string())?;
+    let mut out = vec![0x5au8; total];
+    let mut back = vec![0u8; total + 64];
+    let mut hist = LatencyHistogram::new();
+    let (mut seq, mut lost) = (0u64, 0u64);
+    while monotonic_now_ns() < end_ns && !rtlab_sys::signal::interrupted() {
+        let mut h = Header::new(Kind::Echo);
+        h.payload = (total - HEADER_LEN) as u32;
+        h.seq = seq;
+        let t0 = monotonic_now_ns();
+        h.encode(&mut out);
+        s.send(&out).map_err(|e| format!("send: {e}"))?;
+        loop {
+            match s.recv(&mut back) {
+                Ok(n) => {
+                    // A late reply to an earlier (lost-counted) message is skipped.
+                    if Header::decode(&back[..n]).is_ok_and(|r| r.seq == seq) {
+                        if t0 >= warmup_until_ns {
+                            hist.record(Nanos(monotonic_now_ns() - t0));
+                        }
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    lost += 1;
+                    break;
+                }
+                Err(e) => return Err(format!("receive: {e}")),
+            }
+        }
+        seq += 1;
+    }
+    Ok((hist, lost))
+}

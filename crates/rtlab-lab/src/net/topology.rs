@@ -1,0 +1,373 @@
+//! Where the peer runs: in this process on loopback, in a network namespace behind a veth
+//! pair that this module creates (and always removes), or on another host.
+//!
+//! The namespace is `rtlab-<pid>`, the veth ends `rtl<pid>a` (here) and `rtl<pid>b` (there),
+//! addresses a /30 of 10.213.0.0/16 derived from the pid, with permanent neighbour entries
+//! on both sides (the seed's static ARP). The peer is this binary (`rtlab net serve
+//! --create-netns NAME ...`), started with a parent-death signal **before** anything is
+//! created: it creates the namespace and the veth pair itself, enters the namespace, listens,
+//! and deletes the namespace (with the veth pair and any nftables rules in it) when it stops.
+//! If this process is killed, even by SIGKILL and even during the setup, the peer gets SIGTERM
+//! and cleans up; this process deletes the namespace too when it ends normally. A namespace
+//! left by anything else is deleted at the next start when its pid is gone.
+
+use super::peer::PeerServer;
+use std::io::BufRead;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Port the peer listens on inside a namespace (and `rtlab net serve`'s default).
+pub const DEFAULT_PORT: u16 = 7471;
+
+/// Where the peer is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Topology {
+    /// A peer thread in this process on 127.0.0.1.
+    Loopback,
+    /// A peer process in a fresh network namespace behind a veth pair.
+    Netns {
+        /// MTU of both veth ends (None: the default 1500).
+        mtu: Option<u32>,
+        /// Random loss in percent, both directions (nftables inside the namespace).
+        loss_pct: Option<f64>,
+    },
+    /// `rtlab net serve` on another host.
+    Remote(SocketAddr),
+}
+
+impl Topology {
+    /// Short name for configs and tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Topology::Loopback => "loopback",
+            Topology::Netns { .. } => "netns",
+            Topology::Remote(_) => "remote",
+        }
+    }
+}
+
+/// A peer that is up; dropping it takes everything down.
+#[derive(Debug)]
+pub struct Running {
+    /// Where to connect.
+    pub peer: SocketAddr,
+    /// Facts for the result's config (namespace name, addresses, mtu, loss).
+    pub facts: serde_json::Value,
+    _local: Option<PeerServer>,
+    _netns: Option<Netns>,
+}
+
+/// Brings the topology up.
+pub fn bring_up(topology: &Topology) -> Result<Running, String> {
+    match topology {
+        Topology::Loopback => {
+            let server = PeerServer::start((Ipv4Addr::LOCALHOST, 0).into())?;
+            Ok(Running {
+                peer: server.addr(),
+                facts: serde_json::json!({"topology": "loopback"}),
+                _local: Some(server),
+                _netns: None,
+            })
+        }
+        Topology::Remote(addr) => Ok(Running {
+            peer: *addr,
+            facts: serde_json::json!({"topology": "remote", "peer": addr.to_string()}),
+            _local: None,
+            _netns: None,
+        }),
+        Topology::Netns { mtu, loss_pct } => {
+            let ns = Netns::create(*mtu, *loss_pct)?;
+            Ok(Running {
+                peer: SocketAddr::from((ns.peer_ip, DEFAULT_PORT)),
+                facts: serde_json::json!({
+                    "topology": "netns", "netns": ns.name, "mtu": mtu.unwrap_or(1500),
+                    "loss_pct": loss_pct.unwrap_or(0.0), "static_neighbours": true,
+                    "host_ip": ns.host_ip.to_string(), "peer_ip": ns.peer_ip.to_string(),
+                }),
+                _local: None,
+                _netns: Some(ns),
+            })
+        }
+    }
+}
+
+/// Runs `ip ARGS`; the error carries its stderr.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run ip (iproute2): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes `rtlab-<pid>` namespaces whose process is gone (left by a crash).
+pub fn reclaim_stale_namespaces() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(pid) = name
+            .strip_prefix("rtlab-")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", name]);
+        }
+    }
+}
+
+/// A namespace with a veth pair and the peer process in it; removed on drop.
+#[derive(Debug)]
+struct Netns {
+    name: String,
+    host_ip: Ipv4Addr,
+    peer_ip: Ipv4Addr,
+    child: Option<Child>,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGTERM lets the peer stop cleanly (it also deletes the namespace).
+            let _ = rtlab_sys::process::terminate(child.id());
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Deleting the namespace destroys its veth end, which destroys ours.
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+impl Netns {
+    fn create(mtu: Option<u32>, loss_pct: Option<f64>) -> Result<Netns, String> {
+        if rtlab_sys::process::effective_uid() != 0 {
+            return Err("--topology netns needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into());
+        }
+        reclaim_stale_namespaces();
+        let pid = std::process::id();
+        let idx = pid % 16_384;
+        let (third, fourth) = ((idx / 64) as u8, ((idx % 64) * 4) as u8);
+        let host_ip = Ipv4Addr::new(10, 213, third, fourth + 1);
+        let peer_ip = Ipv4Addr::new(10, 213, third, fourth + 2);
+        let name = format!("rtlab-{pid}");
+        let mut ns = Netns {
+            name: name.clone(),
+            host_ip,
+            peer_ip,
+            child: None,
+        };
+        ns.child = Some(start_peer(&NamespaceSpec {
+            name,
+            host_ip,
+            peer_ip,
+            mtu,
+            loss_pct,
+        })?);
+        Ok(ns)
+    }
+}
+
+/// What the peer creates (passed on its command line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceSpec {
+    /// Namespace name (`rtlab-<pid of the measuring process>`).
+    pub name: String,
+    /// Address of the veth end in the root namespace.
+    pub host_ip: Ipv4Addr,
+    /// Address of the end inside the namespace (where the peer listens).
+    pub peer_ip: Ipv4Addr,
+    /// MTU of both ends.
+    pub mtu: Option<u32>,
+    /// Random loss, percent.
+    pub loss_pct: Option<f64>,
+}
+
+/// Deletes a namespace on drop (the peer's side of the cleanup).
+#[derive(Debug)]
+pub struct NamespaceGuard {
+    name: String,
+}
+
+impl Drop for NamespaceGuard {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+impl NamespaceSpec {
+    /// Creates the namespace, the veth pair (one end moved inside), addresses, MTU,
+    /// permanent neighbour entries and the loss rules; the guard deletes it all. Runs in the
+    /// peer process, in the root namespace.
+    pub fn create(&self) -> Result<NamespaceGuard, String> {
+        let name = &self.name;
+        let suffix = name.trim_start_matches("rtlab-");
+        let (a, b) = (format!("rtl{suffix}a"), format!("rtl{suffix}b"));
+        let pid: u32 = suffix.parse().unwrap_or(0);
+        let mac = |end: u8| {
+            format!(
+                "02:72:{:02x}:{:02x}:{:02x}:{end:02x}",
+                (pid >> 16) & 0xff,
+                (pid >> 8) & 0xff,
+                pid & 0xff
+            )
+        };
+        let (mac_a, mac_b) = (mac(1), mac(2));
+        ip(&["netns", "add", name])?;
+        // From here on, dropping the guard removes everything made so far.
+        let guard = NamespaceGuard { name: name.clone() };
+        let mtu = self.mtu.unwrap_or(1500).to_string();
+        let (host_cidr, peer_cidr) = (
+            format!("{}/30", self.host_ip),
+            format!("{}/30", self.peer_ip),
+        );
+        let (host_s, peer_s) = (self.host_ip.to_string(), self.peer_ip.to_string());
+        ip(&[
+            "link", "add", &a, "address", &mac_a, "type", "veth", "peer", "name", &b, "address",
+            &mac_b,
+        ])?;
+        ip(&["link", "set", &b, "netns", name])?;
+        ip(&["addr", "add", &host_cidr, "dev", &a])?;
+        ip(&["link", "set", &a, "mtu", &mtu, "up"])?;
+        ip(&["-n", name, "addr", "add", &peer_cidr, "dev", &b])?;
+        ip(&["-n", name, "link", "set", &b, "mtu", &mtu, "up"])?;
+        ip(&["-n", name, "link", "set", "lo", "up"])?;
+        ip(&[
+            "neigh",
+            "replace",
+            &peer_s,
+            "lladdr",
+            &mac_b,
+            "dev",
+            &a,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            name,
+            "neigh",
+            "replace",
+            &host_s,
+            "lladdr",
+            &mac_a,
+            "dev",
+            &b,
+            "nud",
+            "permanent",
+        ])?;
+        if let Some(pct) = self.loss_pct.filter(|&p| p > 0.0) {
+            add_loss(name, pct)?;
+        }
+        Ok(guard)
+    }
+}
+
+/// Random drop of `pct` % of packets in both directions, by nftables rules inside the
+/// namespace (they vanish with it).
+fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
+    let per_10k = (pct * 100.0).round() as u32;
+    let rules = format!(
+        "table inet rtlab_loss {{\n\
+         chain input {{ type filter hook input priority 0; policy accept; numgen random mod 10000 < {per_10k} drop; }}\n\
+         chain output {{ type filter hook output priority 0; policy accept; numgen random mod 10000 < {per_10k} drop; }}\n\
+         }}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run nft: {e}"))?;
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(rules.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No such file") || err.contains("nft") && err.contains("not found") {
+            return Err("--loss needs nftables (Debian: apt-get install nftables)".into());
+        }
+        return Err(format!("nft: {}", err.trim()));
+    }
+    Ok(())
+}
+
+/// Starts `rtlab net serve`, which creates the namespace and listens in it, and waits until
+/// it listens.
+fn start_peer(spec: &NamespaceSpec) -> Result<Child, String> {
+    let ns = &spec.name;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "net",
+        "serve",
+        "--listen",
+        &SocketAddr::from((spec.peer_ip, DEFAULT_PORT)).to_string(),
+        "--create-netns",
+        ns,
+        "--host-ip",
+        &spec.host_ip.to_string(),
+    ]);
+    if let Some(mtu) = spec.mtu {
+        cmd.args(["--veth-mtu", &mtu.to_string()]);
+    }
+    if let Some(loss) = spec.loss_pct {
+        cmd.args(["--veth-loss", &loss.to_string()]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    rtlab_sys::process::terminate_with_parent(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the peer: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(line) if line.starts_with("listening") => Ok(child),
+        Ok(line) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let why = line.trim().trim_start_matches("error: ");
+            Err(if why.is_empty() {
+                format!("the peer for {ns} exited before listening")
+            } else {
+                why.to_string()
+            })
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!("the peer in {ns} did not start within 10 s"))
+        }
+    }
+}

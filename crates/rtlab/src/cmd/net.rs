@@ -1,0 +1,248 @@
+//! `rtlab net run | pingpong | serve`.
+
+use crate::cli::{NetAction, NetArgs, NetPathArgs, NetPingPongArgs, NetRunArgs, NetServeArgs};
+use crate::output::{result_doc, Console};
+use crate::{BadInput, Status};
+use rtlab_lab::net::{
+    seed_poc_profile, NetRun, NetRunConfig, PingPong, PingPongConfig, Proto, SocketOptions,
+    Topology,
+};
+use rtlab_report::table::Table;
+use rtlab_stats::result::ResultDoc;
+use rtlab_stats::Nanos;
+
+pub fn run(args: NetArgs) -> anyhow::Result<Status> {
+    match args.action {
+        NetAction::Run(a) => run_streams(a),
+        NetAction::Pingpong(a) => pingpong(a),
+        NetAction::Serve(a) => serve(a),
+    }
+}
+
+fn topology(path: &NetPathArgs) -> Result<Topology, BadInput> {
+    let netns_only = path.mtu.is_some() || path.loss.is_some();
+    match (path.peer, path.topology.as_str()) {
+        (Some(peer), _) if netns_only => Err(BadInput(format!(
+            "--mtu and --loss apply to --topology netns, not to --peer {peer}"
+        ))),
+        (Some(peer), _) => Ok(Topology::Remote(peer)),
+        (None, "netns") => Ok(Topology::Netns {
+            mtu: path.mtu,
+            loss_pct: path.loss,
+        }),
+        (None, _) if netns_only => Err(BadInput("--mtu and --loss need --topology netns".into())),
+        (None, _) => Ok(Topology::Loopback),
+    }
+}
+
+fn proto(path: &NetPathArgs) -> Proto {
+    if path.proto == "udp" {
+        Proto::Udp
+    } else {
+        Proto::Tcp
+    }
+}
+
+fn options(path: &NetPathArgs) -> SocketOptions {
+    SocketOptions {
+        nodelay: !path.no_nodelay,
+        quickack: path.quickack,
+        busy_poll_us: path.busy_poll.unwrap_or(0),
+        priority: path.priority,
+        tos: path.tos,
+        sndbuf: path.sndbuf.map(|b| b as usize),
+        rcvbuf: path.rcvbuf.map(|b| b as usize),
+        thin: path.thin_linear_timeouts,
+    }
+}
+
+/// Per stream: what was sent, acknowledged, lost, late.
+fn counters_table(doc: &ResultDoc) -> String {
+    let mut t = Table::new(&[
+        "stream",
+        "sent",
+        "acked",
+        "lost",
+        "deadline misses",
+        "retransmits",
+        "pad bytes",
+    ]);
+    let mut any = false;
+    for s in doc.series.iter().filter(|s| s.name.ends_with("/rtt")) {
+        let Some(c) = s.config.get("counters") else {
+            continue;
+        };
+        any = true;
+        let n = |k: &str| c[k].as_u64().map_or("-".into(), |v| v.to_string());
+        t.row(vec![
+            s.name.trim_end_matches("/rtt").to_string(),
+            n("sent"),
+            n("acked"),
+            n("lost"),
+            n("deadline_misses"),
+            n("retransmits"),
+            n("pad_bytes"),
+        ]);
+    }
+    if any {
+        t.render()
+    } else {
+        String::new()
+    }
+}
+
+fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
+    let common = args.common.validate(Nanos::from_secs(10), 80)?;
+    let topology = topology(&args.path)?;
+    let (mut streams, mut reverse) = (args.streams, args.reverse);
+    if args.profile.as_deref() == Some("seed-poc") {
+        let (f, r) = seed_poc_profile();
+        streams.extend(f);
+        reverse.extend(r);
+    }
+    let experiment = NetRun::new(NetRunConfig {
+        topology: topology.clone(),
+        proto: proto(&args.path),
+        streams: streams.clone(),
+        reverse: reverse.clone(),
+        options: options(&args.path),
+        pad_segments: args.pad_segments.unwrap_or(0),
+        deadline: args.deadline,
+        warmup: args.warmup,
+        background_traffic: args.background_traffic,
+        policy: common.policy,
+        prio: common.prio,
+        cpus: common.cpus.as_slice().to_vec(),
+    })?;
+    let mut console = Console::new(common.quiet);
+    let labels: Vec<&str> = streams
+        .iter()
+        .map(|s| s.label.as_str())
+        .chain(reverse.iter().map(|s| s.label.as_str()))
+        .collect();
+    console.note(&format!(
+        "net run: {} over {} ({}), streams {}{}, {} {}, for {}",
+        proto(&args.path).as_str(),
+        topology.name(),
+        match &topology {
+            Topology::Remote(p) => p.to_string(),
+            Topology::Netns { mtu, loss_pct } => format!(
+                "mtu {}, loss {}%",
+                mtu.unwrap_or(1500),
+                loss_pct.unwrap_or(0.0)
+            ),
+            Topology::Loopback => "127.0.0.1".into(),
+        },
+        labels.join(" "),
+        if reverse.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} from the peer)", reverse.len())
+        },
+        common.policy,
+        common.prio,
+        common.config.duration
+    ));
+    let record = rtlab_lab::run_experiment(&experiment, &common.config, &mut console)?;
+    console.finish();
+    let mut doc = result_doc("net run", record);
+    let mut text = rtlab_report::table::summary(&doc);
+    text.push_str(&counters_table(&doc));
+    common.outputs.finish(&mut doc, &text)
+}
+
+fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
+    let common = args.common.validate(Nanos::from_secs(10), 80)?;
+    let topology = topology(&args.path)?;
+    let experiment = PingPong::new(PingPongConfig {
+        topology: topology.clone(),
+        proto: proto(&args.path),
+        size: args.size as usize,
+        options: options(&args.path),
+        policy: common.policy,
+        prio: common.prio,
+        cpus: common.cpus.as_slice().to_vec(),
+    })?;
+    let mut console = Console::new(common.quiet);
+    console.note(&format!(
+        "net pingpong: {} over {}, {} bytes, {} {}, for {}",
+        proto(&args.path).as_str(),
+        topology.name(),
+        args.size,
+        common.policy,
+        common.prio,
+        common.config.duration
+    ));
+    let record = rtlab_lab::run_experiment(&experiment, &common.config, &mut console)?;
+    console.finish();
+    let mut doc = result_doc("net pingpong", record);
+    let text = rtlab_report::table::summary(&doc);
+    common.outputs.finish(&mut doc, &text)
+}
+
+fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
+    use std::io::Write;
+    rtlab_sys::signal::install_interrupt_handler();
+    let mut out = std::io::stdout();
+    // --create-netns: the whole namespace is this process's; the guard deletes it however
+    // this function ends (and SIGTERM from a dying parent ends it).
+    let _created = match &args.create_netns {
+        Some(name) => {
+            let std::net::IpAddr::V4(peer_ip) = args.listen.ip() else {
+                anyhow::bail!("--create-netns needs an IPv4 --listen address");
+            };
+            let spec = rtlab_lab::net::topology::NamespaceSpec {
+                name: name.clone(),
+                host_ip: args
+                    .host_ip
+                    .ok_or_else(|| anyhow::anyhow!("--create-netns needs --host-ip"))?,
+                peer_ip,
+                mtu: args.veth_mtu,
+                loss_pct: args.veth_loss,
+            };
+            match spec.create() {
+                Ok(guard) => {
+                    rtlab_sys::net::enter_netns(&std::path::Path::new("/run/netns").join(name))?;
+                    Some(guard)
+                }
+                Err(e) => {
+                    // The parent reads this line to say why.
+                    writeln!(out, "error: {e}")?;
+                    out.flush()?;
+                    anyhow::bail!("{e}");
+                }
+            }
+        }
+        None => None,
+    };
+    if rtlab_sys::signal::interrupted() {
+        return Ok(Status::Ok);
+    }
+    if let Some(ns) = &args.netns {
+        let path = std::path::Path::new("/run/netns").join(ns);
+        rtlab_sys::net::enter_netns(&path)?;
+    }
+    let server = match rtlab_lab::net::peer::PeerServer::start(args.listen) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(out, "error: {e}")?;
+            out.flush()?;
+            anyhow::bail!("{e}");
+        }
+    };
+    writeln!(out, "listening on {} (tcp and udp)", server.addr())?;
+    out.flush()?;
+    if args.netns.is_none() && args.create_netns.is_none() {
+        eprintln!("rtlab net serve: Ctrl-C stops");
+    }
+    while !rtlab_sys::signal::interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server.stop();
+    if let (Some(ns), true) = (&args.netns, args.owns_netns) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", ns])
+            .status();
+    }
+    Ok(Status::Ok)
+}

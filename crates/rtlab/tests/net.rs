@@ -1,0 +1,281 @@
+//! `rtlab net`: loopback and netns runs validate, clean up after themselves (also when
+//! interrupted or killed), keep every message in sequence, and refuse bad peers quickly.
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn counters(doc: &serde_json::Value, series: &str) -> serde_json::Value {
+    series_named(doc, series)["config"]["counters"].clone()
+}
+
+#[test]
+fn pingpong_over_tcp_and_udp_on_loopback() {
+    let _serial = realtime_serial();
+    for proto in ["tcp", "udp"] {
+        let (doc, _) = rtlab_json(&[
+            "net",
+            "pingpong",
+            "--proto",
+            proto,
+            "--size",
+            "64",
+            "--duration",
+            "1500ms",
+        ]);
+        assert_eq!(doc["command"], "net pingpong");
+        let s = series_named(&doc, "pingpong/rtt");
+        assert!(s["count"].as_u64().unwrap() > 100, "{proto}: {s}");
+        assert_eq!(s["config"]["proto"], proto);
+        assert_eq!(s["config"]["wire_bytes"], 64);
+    }
+}
+
+#[test]
+fn streams_both_ways_keep_every_message_in_sequence_up_to_1mib() {
+    let _serial = realtime_serial();
+    let (doc, stdout) = rtlab_json(&[
+        "net",
+        "run",
+        "--stream",
+        "1KiB@10ms",
+        "--stream",
+        "1MiB@100ms",
+        "--stream",
+        "100B@10ms",
+        "--reverse-stream",
+        "300B@20ms",
+        "--pad-segments",
+        "2",
+        "--duration",
+        "2500ms",
+        "--warmup",
+        "200ms",
+    ]);
+    for name in ["1KiB@10ms", "1MiB@100ms", "100B@10ms", "reverse/300B@20ms"] {
+        let c = counters(&doc, &format!("{name}/rtt"));
+        let sent = c["sent"].as_u64().unwrap();
+        assert!(sent >= 10, "{name}: {c}");
+        assert_eq!(c["acked"].as_u64().unwrap(), sent, "{name}: {c}");
+        assert_eq!(c["lost"], 0, "{name}");
+        assert_eq!(c["duplicates"], 0, "{name}");
+        assert_eq!(c["reordered"], 0, "{name}");
+        assert!(
+            c["pad_bytes"].as_u64().unwrap() > 0 || name.starts_with("1MiB"),
+            "{name}: {c}"
+        );
+        series_named(&doc, &format!("{name}/send_lateness"));
+    }
+    let all = series_named(&doc, "all/rtt");
+    assert!(all["config"]["sysctls"]["tcp_sack"].is_number(), "{all}");
+    assert!(stdout.contains("deadline misses"), "{stdout}");
+}
+
+#[test]
+fn bad_peers_and_options_fail_fast_with_one_line() {
+    for (args, expect) in [
+        (vec!["net", "run", "--stream", "1KiB"], "SIZE@PERIOD"),
+        (
+            vec![
+                "net",
+                "run",
+                "--stream",
+                "1KiB@1ms",
+                "--peer",
+                "256.1.1.1:80",
+            ],
+            "256.1.1.1",
+        ),
+        (vec!["net", "pingpong", "--peer", "nonsense"], "ADDR:PORT"),
+        (vec!["net", "pingpong", "--mtu", "9000"], "--topology netns"),
+        (
+            vec![
+                "net",
+                "run",
+                "--proto",
+                "udp",
+                "--reverse-stream",
+                "1KiB@10ms",
+            ],
+            "--proto tcp",
+        ),
+        (
+            vec![
+                "net",
+                "run",
+                "--stream",
+                "1KiB@10ms",
+                "--peer",
+                "127.0.0.1:1",
+            ],
+            "cannot connect",
+        ),
+        (
+            vec!["net", "pingpong", "--proto", "udp", "--peer", "127.0.0.1:1"],
+            "no answer",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = rtlab()
+            .args(&args)
+            .args(["--duration", "1s"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{args:?} took too long"
+        );
+    }
+}
+
+fn namespace_exists(name: &str) -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(name))
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn netns_ready() -> bool {
+    if !is_root() {
+        skip("netns", "needs root");
+        return false;
+    }
+    if std::process::Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip("netns", "needs nft (apt-get install nftables)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_netns_run_with_loss_and_padding_leaves_no_namespace_behind() {
+    if !netns_ready() {
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("y.json");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+        .args([
+            "net",
+            "run",
+            "--topology",
+            "netns",
+            "--loss",
+            "1",
+            "--mtu",
+            "9000",
+            "--stream",
+            "100B@10ms",
+            "--pad-segments",
+            "3",
+            "--duration",
+            "3s",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("rtlab-{}", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    let all = series_named(&doc, "all/rtt");
+    assert_eq!(all["config"]["topology"]["loss_pct"], 1.0);
+    assert_eq!(all["config"]["topology"]["mtu"], 9000);
+    assert!(
+        counters(&doc, "100B@10ms/rtt")["pad_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(!namespace_exists(&name), "{name} left behind");
+}
+
+#[test]
+fn a_netns_run_cleans_up_when_interrupted_and_when_killed() {
+    if !netns_ready() {
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    // SIGINT mid-run, SIGKILL mid-run, and SIGKILL as soon as the namespace exists (while
+    // the peer is still setting it up).
+    for (round, (signal, after)) in [(libc_sigint(), 1500), (9, 1500), (9, 0)]
+        .into_iter()
+        .enumerate()
+    {
+        let json = dir.path().join(format!("sig{round}.json"));
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+            .args([
+                "net",
+                "run",
+                "--topology",
+                "netns",
+                "--stream",
+                "1KiB@10ms",
+                "--duration",
+                "60s",
+                "--warmup",
+                "0s",
+                "--json",
+            ])
+            .arg(&json)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let name = format!("rtlab-{}", child.id());
+        wait_until("the namespace appears", Duration::from_secs(15), || {
+            namespace_exists(&name)
+        });
+        std::thread::sleep(Duration::from_millis(after));
+        std::process::Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = child.wait().unwrap();
+        wait_until(
+            &format!("{name} removed after signal {signal}"),
+            Duration::from_secs(10),
+            || !namespace_exists(&name),
+        );
+        if signal == libc_sigint() {
+            assert!(status.success(), "Ctrl-C ends the run normally: {status:?}");
+            let doc = load_valid_document(&json);
+            assert_eq!(doc["verdict"]["interrupted"], true);
+            series_named(&doc, "1KiB@10ms/rtt");
+        }
+    }
+}
+
+fn libc_sigint() -> i32 {
+    2
+}
