@@ -63,6 +63,8 @@ pub struct RunRecord {
     pub warnings: Vec<String>,
     /// Series measured.
     pub series: Vec<Series>,
+    /// Explained outliers (`--explain`).
+    pub outliers: Vec<rtlab_stats::result::Outlier>,
     /// Ctrl-C ended the run early.
     pub interrupted: bool,
     /// Work each load did.
@@ -170,6 +172,7 @@ pub fn run_experiment(
             .collect(),
         warnings: warnings.list,
         series: outcome.series,
+        outliers: outcome.outliers,
         interrupted: rtlab_sys::signal::interrupted(),
         load_reports,
     })

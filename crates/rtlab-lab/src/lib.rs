@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod error;
+pub mod explain;
 pub mod harness;
 pub mod invert;
 pub mod ipc;
@@ -28,6 +29,8 @@ pub struct Outcome {
     pub series: Vec<Series>,
     /// Degradations noticed while measuring.
     pub warnings: Vec<String>,
+    /// Outliers explained by the tracer (`--explain`).
+    pub outliers: Vec<rtlab_stats::result::Outlier>,
 }
 
 impl Outcome {

@@ -58,6 +58,34 @@ const LOCK_STAGE_IMPLS: [Impl; 5] = [
     Impl::GlibcRobust,
 ];
 
+/// The causes that account for most of the explained lateness: (name, share of the total).
+pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(String, f64)> {
+    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+    for c in outliers.iter().flat_map(|o| &o.causes) {
+        let name = match (&c.task, &c.detail) {
+            (Some(task), _) => format!("{} by {task}", c.kind.as_str()),
+            (None, Some(detail))
+                if matches!(
+                    c.kind,
+                    rtlab_stats::result::CauseKind::Irq | rtlab_stats::result::CauseKind::Softirq
+                ) =>
+            {
+                format!("{} {detail}", c.kind.as_str())
+            }
+            _ => c.kind.as_str().to_string(),
+        };
+        *by.entry(name).or_default() += c.duration_ns;
+    }
+    let total: u64 = by.values().sum();
+    let mut v: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(k, d)| (k, d as f64 / total.max(1) as f64))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v.truncate(n);
+    v
+}
+
 /// Adds one stage's record to the merged one.
 fn absorb(merged: Option<RunRecord>, record: RunRecord) -> RunRecord {
     let Some(mut m) = merged else { return record };
@@ -68,6 +96,7 @@ fn absorb(merged: Option<RunRecord>, record: RunRecord) -> RunRecord {
         }
     }
     m.series.extend(record.series);
+    m.outliers.extend(record.outliers);
     m.load.extend(record.load);
     m.load_reports.extend(record.load_reports);
     m.interrupted |= record.interrupted;
@@ -158,13 +187,19 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len() + 5);
+        observer.stage(stage.name, i, stages.len() + 6);
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
             policy: Policy::Fifo,
             prio: 95,
             aligned: false,
+            // The loaded stage names the causes of its worst wakeups.
+            explain: (!stage.loads.is_empty()).then_some(crate::explain::ExplainSettings {
+                threshold: None,
+                top: 10,
+                trace_out: None,
+            }),
         })?
         .with_series_prefix(&format!("{}/", stage.name));
         let common = CommonConfig {
@@ -295,6 +330,23 @@ pub fn run_survey(
     let idle_max = worst(&record.series, "wakeup-idle/", |s| s.max);
     let loaded_max = worst(&record.series, "wakeup-loaded/", |s| s.max);
     if let (Some(idle_max), Some(loaded_max)) = (idle_max, loaded_max) {
+        let causes = top_causes(&record.outliers, 3);
+        let causes_json: Vec<serde_json::Value> = causes
+            .iter()
+            .map(|(name, share)| json!({"cause": name, "share": share}))
+            .collect();
+        let mut reading = wakeup_reading(idle_max, loaded_max, interval);
+        if !causes.is_empty() {
+            reading.push_str(&format!(
+                "; its {} worst loaded wakeups were late because of {}",
+                record.outliers.len(),
+                causes
+                    .iter()
+                    .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         verdict_rows.push(json!({
             "area": "wakeup",
             "idle_p99_ns": worst(&record.series, "wakeup-idle/", |s| s.p99),
@@ -302,7 +354,8 @@ pub fn run_survey(
             "loaded_p99_ns": worst(&record.series, "wakeup-loaded/", |s| s.p99),
             "loaded_max_ns": loaded_max,
             "loaded_over_idle": (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
-            "reading": wakeup_reading(idle_max, loaded_max, interval),
+            "top_causes": causes_json,
+            "reading": reading,
         }));
     }
     if let Some(reading) = lock_reading(&record.series) {

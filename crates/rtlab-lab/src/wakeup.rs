@@ -59,6 +59,8 @@ pub struct WakeupConfig {
     /// by `i * interval / n`, so CPUs do not all leave idle at once (on a VM, simultaneous
     /// vCPU wakeups add latency of their own; cyclictest's threads are not in lockstep either).
     pub aligned: bool,
+    /// Trace the measured CPUs and attribute outliers to causes (`--explain`).
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 impl WakeupConfig {
@@ -162,7 +164,12 @@ struct ThreadPlan {
     duration: u64,
 }
 
-fn measure(plan: ThreadPlan, gate: &StartGate, live: &LiveHistogram) -> WorkerResult {
+fn measure(
+    plan: ThreadPlan,
+    gate: &StartGate,
+    live: &LiveHistogram,
+    reporter: Option<(rtlab_trace::Reporter, u16)>,
+) -> WorkerResult {
     let ThreadPlan {
         cpu,
         policy,
@@ -182,6 +189,7 @@ fn measure(plan: ThreadPlan, gate: &StartGate, live: &LiveHistogram) -> WorkerRe
         setup_error.get_or_insert(format!("cannot set {policy} {prio}: {e}"));
     }
     let timer_slack_ns = rtlab_sys::slack::current_timer_slack_ns().ok();
+    let tid = rtlab_sys::futex::current_tid() as i64;
     rtlab_sys::mem::prefault_stack(PREFAULT_STACK);
     if setup_error.is_some() {
         gate.abort.store(true, Ordering::Relaxed);
@@ -204,9 +212,21 @@ fn measure(plan: ThreadPlan, gate: &StartGate, live: &LiveHistogram) -> WorkerRe
             gate.abort.store(true, Ordering::Relaxed);
             break;
         }
-        let latency = Nanos(monotonic_now_ns().saturating_sub(next));
+        let woke = monotonic_now_ns();
+        let latency = Nanos(woke.saturating_sub(next));
         let missed = hist.record_periodic(latency, step);
         live.record(latency);
+        if let Some((reporter, series)) = &reporter {
+            if latency.get() > reporter.threshold_ns() {
+                reporter.report(rtlab_trace::Request {
+                    series: *series,
+                    cpu: rtlab_sys::affinity::current_cpu() as u16,
+                    tid,
+                    deadline_ns: next,
+                    woke_ns: woke,
+                });
+            }
+        }
         next += (1 + missed) * interval;
         if next >= end {
             break;
@@ -243,6 +263,24 @@ impl Experiment for Wakeup {
             })
             .collect();
         let (interval, duration) = (cfg.interval.get(), common.duration.get());
+        let measured: Vec<usize> = if cpus.iter().all(Option::is_some) {
+            let mut m: Vec<usize> = cpus.iter().flatten().copied().collect();
+            m.sort_unstable();
+            m.dedup();
+            m
+        } else {
+            rtlab_sys::affinity::usable_cpus().as_slice().to_vec()
+        };
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured,
+                live.iter().map(|l| l.name.clone()).collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let mut handles = Vec::new();
         for (i, &cpu) in cpus.iter().enumerate() {
             let (worker_gate, hist) = (gate.clone(), live[i].hist.clone());
@@ -254,10 +292,11 @@ impl Experiment for Wakeup {
                 phase: cfg.phase_ns(i, cpus.len()),
                 duration,
             };
+            let reporter = reporter.clone().map(|r| (r, i as u16));
             let spawned = std::thread::Builder::new()
                 .name(format!("rtlab-wakeup{i}"))
                 .stack_size(WORKER_STACK)
-                .spawn(move || measure(plan, &worker_gate, &hist));
+                .spawn(move || measure(plan, &worker_gate, &hist, reporter));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -271,6 +310,9 @@ impl Experiment for Wakeup {
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_nanos(TICK_NS));
             observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &live);
+        }
+        if let Some(session) = session {
+            session.finish(&measured, observer, &mut outcome);
         }
         for (i, handle) in handles.into_iter().enumerate() {
             let result = handle
@@ -317,6 +359,7 @@ mod tests {
             policy: Policy::Other,
             prio: 0,
             aligned: false,
+            explain: None,
         })
         .unwrap();
         let out = wakeup.run(&common(300), &mut NullObserver).unwrap();
@@ -342,6 +385,7 @@ mod tests {
             policy: Policy::Fifo,
             prio: 95,
             aligned: false,
+            explain: None,
         };
         assert!(Wakeup::new(WakeupConfig {
             interval: Nanos(10),

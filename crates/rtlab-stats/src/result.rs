@@ -256,6 +256,25 @@ pub enum CauseKind {
     Unexplained,
 }
 
+impl CauseKind {
+    /// The name used in JSON.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CauseKind::Irq => "irq",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Nmi => "nmi",
+            CauseKind::Preemption => "preemption",
+            CauseKind::Blocking => "blocking",
+            CauseKind::IdleExit => "idle_exit",
+            CauseKind::Migration => "migration",
+            CauseKind::HypervisorGap => "hypervisor_gap",
+            CauseKind::PageFault => "page_fault",
+            CauseKind::Syscall => "syscall",
+            CauseKind::Unexplained => "unexplained",
+        }
+    }
+}
+
 /// One cause of an outlier.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Cause {

@@ -33,5 +33,7 @@ pub mod slack;
 pub mod sleep;
 pub mod sysinfo;
 pub mod time;
+#[allow(unsafe_code)]
+pub mod tracefs;
 
 pub use error::SysError;

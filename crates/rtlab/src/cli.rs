@@ -73,10 +73,18 @@ records them too (coordinated-omission correction), so overruns are never hidden
 Thread i of n wakes i x interval / n after thread 0, so CPUs do not leave idle in lockstep;
 --aligned makes them wake together (a harsher, different test, like cyclictest -A).
 
+--explain (root: tracefs) traces the measured CPUs in a private tracefs instance while
+measuring and names the cause of each outlier (the --top worst, or all over --threshold):
+IRQs and vectors by name, softirqs, preempting tasks (name, pid, priority), the CPU idling
+past the deadline (idle_exit; hypervisor_gap on a VM), silent gaps in the trace
+(hypervisor_gap), and what is left (unexplained). They go to the result's outliers array and
+one line each after the table. Without tracefs it says so and reports /proc counters instead.
+
 Examples:
   rtlab wakeup --duration 10s --json out.json
   rtlab wakeup --cpus 0 --interval 200us --prio 99 --load cpu --fail-above 500us
-  rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads";
+  rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads
+  rtlab wakeup --cpus 0 --explain --threshold 1ms --load hog:99:3ms/200ms:0 --duration 10s";
 
 const LOCK_HELP: &str = "\
 Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
@@ -335,6 +343,20 @@ pub struct WakeupArgs {
     /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
     #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
     pub threads: Option<usize>,
+    /// Trace the measured CPUs (tracefs, root) and name the cause of each outlier: IRQs,
+    /// softirqs, preempting tasks, idle exit, hypervisor gaps.
+    #[arg(long)]
+    pub explain: bool,
+    /// Explain every wakeup later than DUR (implies --explain; default: the --top worst).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub threshold: Option<Nanos>,
+    /// How many outliers to keep, the worst first (default 10; 1000 with --threshold).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
+    /// Save the raw trace window of each outlier as DIR/outlier-NNNN-<series>.txt (implies
+    /// --explain).
+    #[arg(long, value_name = "DIR")]
+    pub trace_out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -588,6 +610,10 @@ pub struct NetPathArgs {
     /// Drop this percentage of packets in both directions (netns; nftables).
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     pub loss: Option<f64>,
+    /// A net.* sysctl for the peer's namespace (netns; repeatable), e.g.
+    /// net.ipv4.tcp_early_retrans=0 to turn tail-loss probes off on the peer's side.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub netns_sysctl: Vec<String>,
     /// tcp or udp.
     #[arg(long, value_name = "PROTO", value_parser = ["tcp", "udp"], default_value = "tcp")]
     pub proto: String,
@@ -681,6 +707,9 @@ pub struct NetServeArgs {
     /// With --create-netns: random loss in percent.
     #[arg(long, value_name = "PCT", hide = true, value_parser = parse_pct)]
     pub veth_loss: Option<f64>,
+    /// With --create-netns: net.* sysctls set inside the namespace.
+    #[arg(long, value_name = "KEY=VALUE", hide = true)]
+    pub veth_sysctl: Vec<String>,
 }
 
 fn parse_peer(text: &str) -> Result<std::net::SocketAddr, String> {

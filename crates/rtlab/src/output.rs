@@ -154,6 +154,25 @@ impl Outputs {
     }
 }
 
+/// The explained outliers, one readable line each, largest first (empty without any).
+pub fn outlier_lines(doc: &ResultDoc) -> String {
+    if doc.outliers.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("outliers ({}, worst first):\n", doc.outliers.len());
+    for o in &doc.outliers {
+        out.push_str("  ");
+        out.push_str(&rtlab_lab::explain::describe(
+            &o.series,
+            o.latency_ns,
+            o.at_ns,
+            &o.causes,
+        ));
+        out.push('\n');
+    }
+    out
+}
+
 /// Turns a run record into the result document.
 pub fn result_doc(command: &str, record: RunRecord) -> ResultDoc {
     ResultDoc {
@@ -170,7 +189,7 @@ pub fn result_doc(command: &str, record: RunRecord) -> ResultDoc {
         load: record.load,
         warnings: record.warnings,
         series: record.series,
-        outliers: vec![],
+        outliers: record.outliers,
         verdict: Verdict {
             interrupted: record.interrupted,
             ..Verdict::default()
@@ -197,6 +216,7 @@ pub fn standalone_doc(
             load,
             warnings,
             series,
+            outliers: vec![],
             interrupted: rtlab_sys::signal::interrupted(),
             load_reports: vec![],
         },

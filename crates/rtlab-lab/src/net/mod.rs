@@ -266,9 +266,17 @@ impl NetRun {
                 ));
             }
         }
-        if matches!(config.topology, Topology::Netns { loss_pct: Some(p), .. } if !(0.0..=100.0).contains(&p))
+        if let Topology::Netns {
+            loss_pct, sysctls, ..
+        } = &config.topology
         {
-            return Err(LabError::Config("--loss is a percentage, 0 to 100".into()));
+            if loss_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+                return Err(LabError::Config("--loss is a percentage, 0 to 100".into()));
+            }
+            for s in sysctls {
+                topology::netns_sysctl(s)
+                    .map_err(|e| LabError::Config(format!("--netns-sysctl {e}")))?;
+            }
         }
         Ok(NetRun {
             config,

@@ -31,6 +31,8 @@ pub enum Topology {
         mtu: Option<u32>,
         /// Random loss in percent, both directions (nftables inside the namespace).
         loss_pct: Option<f64>,
+        /// `net.*` sysctls set inside the namespace (`net.ipv4.tcp_early_retrans=0`).
+        sysctls: Vec<String>,
     },
     /// `rtlab net serve` on another host.
     Remote(SocketAddr),
@@ -76,13 +78,18 @@ pub fn bring_up(topology: &Topology) -> Result<Running, String> {
             _local: None,
             _netns: None,
         }),
-        Topology::Netns { mtu, loss_pct } => {
-            let ns = Netns::create(*mtu, *loss_pct)?;
+        Topology::Netns {
+            mtu,
+            loss_pct,
+            sysctls,
+        } => {
+            let ns = Netns::create(*mtu, *loss_pct, sysctls)?;
             Ok(Running {
                 peer: SocketAddr::from((ns.peer_ip, DEFAULT_PORT)),
                 facts: serde_json::json!({
                     "topology": "netns", "netns": ns.name, "mtu": mtu.unwrap_or(1500),
                     "loss_pct": loss_pct.unwrap_or(0.0), "static_neighbours": true,
+                    "netns_sysctls": sysctls,
                     "host_ip": ns.host_ip.to_string(), "peer_ip": ns.peer_ip.to_string(),
                 }),
                 _local: None,
@@ -158,7 +165,11 @@ impl Drop for Netns {
 }
 
 impl Netns {
-    fn create(mtu: Option<u32>, loss_pct: Option<f64>) -> Result<Netns, String> {
+    fn create(
+        mtu: Option<u32>,
+        loss_pct: Option<f64>,
+        sysctls: &[String],
+    ) -> Result<Netns, String> {
         if rtlab_sys::process::effective_uid() != 0 {
             return Err("--topology netns needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into());
         }
@@ -181,6 +192,7 @@ impl Netns {
             peer_ip,
             mtu,
             loss_pct,
+            sysctls: sysctls.to_vec(),
         })?);
         Ok(ns)
     }
@@ -199,6 +211,41 @@ pub struct NamespaceSpec {
     pub mtu: Option<u32>,
     /// Random loss, percent.
     pub loss_pct: Option<f64>,
+    /// `net.*` sysctls to set inside (`KEY=VALUE`).
+    pub sysctls: Vec<String>,
+}
+
+/// Checks a `net.KEY=VALUE` setting; returns the /proc/sys path and the value.
+pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), String> {
+    let (key, value) = setting
+        .split_once('=')
+        .ok_or_else(|| format!("'{setting}': expected net.KEY=VALUE"))?;
+    let valid = key.starts_with("net.")
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
+        && !key.contains("..");
+    if !valid || value.is_empty() {
+        return Err(format!(
+            "'{setting}': only net.* settings, e.g. net.ipv4.tcp_early_retrans=0"
+        ));
+    }
+    Ok((
+        std::path::Path::new("/proc/sys").join(key.replace('.', "/")),
+        value.to_string(),
+    ))
+}
+
+/// Applies `net.*` settings to the network namespace of the calling thread.
+pub fn apply_netns_sysctls(settings: &[String]) -> Result<(), String> {
+    for s in settings {
+        let (path, value) = netns_sysctl(s)?;
+        std::fs::write(&path, &value).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("--netns-sysctl {s}: no such setting here"),
+            _ => format!("--netns-sysctl {s}: {e}"),
+        })?;
+    }
+    Ok(())
 }
 
 /// Deletes a namespace on drop (the peer's side of the cleanup).
@@ -337,6 +384,9 @@ fn start_peer(spec: &NamespaceSpec) -> Result<Child, String> {
     }
     if let Some(loss) = spec.loss_pct {
         cmd.args(["--veth-loss", &loss.to_string()]);
+    }
+    for s in &spec.sysctls {
+        cmd.args(["--veth-sysctl", s]);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

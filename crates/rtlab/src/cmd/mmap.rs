@@ -136,6 +136,7 @@ mod tests {
                 load: vec![],
                 warnings: vec![],
                 series: vec![],
+                outliers: vec![],
                 interrupted: false,
                 load_reports: vec![],
             },

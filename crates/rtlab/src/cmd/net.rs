@@ -20,15 +20,16 @@ pub fn run(args: NetArgs) -> anyhow::Result<Status> {
 }
 
 fn topology(path: &NetPathArgs) -> Result<Topology, BadInput> {
-    let netns_only = path.mtu.is_some() || path.loss.is_some();
+    let netns_only = path.mtu.is_some() || path.loss.is_some() || !path.netns_sysctl.is_empty();
     match (path.peer, path.topology.as_str()) {
         (Some(peer), _) if netns_only => Err(BadInput(format!(
-            "--mtu and --loss apply to --topology netns, not to --peer {peer}"
+            "--mtu, --loss and --netns-sysctl apply to --topology netns, not to --peer {peer}"
         ))),
         (Some(peer), _) => Ok(Topology::Remote(peer)),
         (None, "netns") => Ok(Topology::Netns {
             mtu: path.mtu,
             loss_pct: path.loss,
+            sysctls: path.netns_sysctl.clone(),
         }),
         (None, _) if netns_only => Err(BadInput("--mtu and --loss need --topology netns".into())),
         (None, _) => Ok(Topology::Loopback),
@@ -126,7 +127,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
         topology.name(),
         match &topology {
             Topology::Remote(p) => p.to_string(),
-            Topology::Netns { mtu, loss_pct } => format!(
+            Topology::Netns { mtu, loss_pct, .. } => format!(
                 "mtu {}, loss {}%",
                 mtu.unwrap_or(1500),
                 loss_pct.unwrap_or(0.0)
@@ -199,10 +200,17 @@ fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
                 peer_ip,
                 mtu: args.veth_mtu,
                 loss_pct: args.veth_loss,
+                sysctls: args.veth_sysctl.clone(),
             };
             match spec.create() {
                 Ok(guard) => {
                     rtlab_sys::net::enter_netns(&std::path::Path::new("/run/netns").join(name))?;
+                    if let Err(e) = rtlab_lab::net::topology::apply_netns_sysctls(&args.veth_sysctl)
+                    {
+                        writeln!(out, "error: {e}")?;
+                        out.flush()?;
+                        anyhow::bail!("{e}");
+                    }
                     Some(guard)
                 }
                 Err(e) => {

@@ -19,6 +19,18 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         aligned: args.aligned,
+        explain: (args.explain
+            || args.threshold.is_some()
+            || args.trace_out.is_some()
+            || args.top.is_some())
+        .then(|| rtlab_lab::explain::ExplainSettings {
+            threshold: args.threshold,
+            top: args.top.map_or(
+                if args.threshold.is_some() { 1000 } else { 10 },
+                usize::from,
+            ),
+            trace_out: args.trace_out.clone(),
+        }),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -49,6 +61,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
     let record = rtlab_lab::run_experiment(&wakeup, &common.config, &mut console)?;
     console.finish();
     let mut doc = result_doc("wakeup", record);
-    let table = rtlab_report::table::summary(&doc);
+    let mut table = rtlab_report::table::summary(&doc);
+    table.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &table)
 }

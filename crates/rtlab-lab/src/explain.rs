@@ -1,0 +1,129 @@
+//! `--explain` for the experiments: starts the tracer around a run, or says why it cannot
+//! and falls back to what /proc tells.
+
+use crate::harness::Observer;
+use crate::Outcome;
+use rtlab_stats::Nanos;
+pub use rtlab_trace::explain::describe;
+pub use rtlab_trace::{Reporter, Request};
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct ExplainSettings {
+    /// Explain every sample over this (None: the `top` worst).
+    pub threshold: Option<Nanos>,
+    /// How many outliers to keep.
+    pub top: usize,
+    /// Save each outlier's raw trace window here.
+    pub trace_out: Option<std::path::PathBuf>,
+}
+
+/// The explainer of one run, or the /proc fallback.
+#[derive(Debug)]
+pub enum Session {
+    /// Tracing.
+    Traced(rtlab_trace::Explainer),
+    /// No tracer: /proc counters at the start.
+    Proc(rtlab_trace::ProcSnapshot, String),
+}
+
+impl Session {
+    /// Starts explaining the measured `cpus` for series `names`.
+    pub fn start(
+        settings: &ExplainSettings,
+        cpus: &[usize],
+        names: Vec<String>,
+        observer: &mut dyn Observer,
+        outcome: &mut Outcome,
+    ) -> Session {
+        let usable = rtlab_sys::affinity::usable_cpus();
+        let mut reader_cpus: Vec<usize> = usable
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|c| !cpus.contains(c))
+            .collect();
+        if reader_cpus.is_empty() {
+            reader_cpus = usable.as_slice().to_vec();
+        }
+        let options = rtlab_trace::Options {
+            threshold_ns: settings.threshold.map(Nanos::get),
+            top: settings.top,
+            trace_out: settings.trace_out.clone(),
+            reader_cpus,
+            series_names: names,
+            started_ns: rtlab_sys::time::monotonic_now_ns(),
+        };
+        match rtlab_trace::Explainer::start(cpus, options) {
+            Ok(e) => Session::Traced(e),
+            Err(e) => {
+                let why = e.to_string();
+                outcome.warn(
+                    observer,
+                    format!(
+                        "explain: no kernel tracer ({why}): outliers cannot be attributed; \
+                         falling back to /proc counters for the run"
+                    ),
+                );
+                Session::Proc(rtlab_trace::ProcSnapshot::take(), why)
+            }
+        }
+    }
+
+    /// For the measuring threads (None without a tracer).
+    pub fn reporter(&self) -> Option<Reporter> {
+        match self {
+            Session::Traced(e) => Some(e.reporter()),
+            Session::Proc(..) => None,
+        }
+    }
+
+    /// Ends the session: explained outliers into `outcome`, with warnings for anything lost.
+    pub fn finish(self, cpus: &[usize], observer: &mut dyn Observer, outcome: &mut Outcome) {
+        match self {
+            Session::Traced(e) => match e.finish() {
+                Ok(f) => {
+                    if f.lost_events > 0 {
+                        outcome.warn(
+                            observer,
+                            format!(
+                                "explain: the kernel lost {} trace events: attributions near them may be incomplete",
+                                f.lost_events
+                            ),
+                        );
+                    }
+                    if f.dropped_reports > 0 {
+                        outcome.warn(
+                            observer,
+                            format!(
+                                "explain: {} late samples were not explained (the trace reader fell behind)",
+                                f.dropped_reports
+                            ),
+                        );
+                    }
+                    if !f.missing_events.is_empty() {
+                        outcome.warn(
+                            observer,
+                            format!(
+                                "explain: events not available on this kernel: {}",
+                                f.missing_events.join(", ")
+                            ),
+                        );
+                    }
+                    outcome.outliers.extend(f.outliers);
+                }
+                Err(e) => outcome.warn(observer, format!("explain: failed: {e}")),
+            },
+            Session::Proc(before, why) => {
+                let after = rtlab_trace::ProcSnapshot::take();
+                outcome.warn(
+                    observer,
+                    format!(
+                        "explain (from /proc, {why}): {}",
+                        before.describe_since(&after, cpus)
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Parsing `trace_pipe` text lines into events.
+//!
+//! A line is `COMM-PID [CPU] FLAGS SECONDS.MICROS: EVENT: FIELDS`, e.g.
+//! `  rtlab-hog-42  [000] d.h2.  1234.567890: irq_handler_entry: irq=11 name=virtio0`.
+//! The command name may hold spaces and dashes, so the line is cut at the `[CPU]` field.
+//! With the `mono` trace clock the timestamp is CLOCK_MONOTONIC, the clock rtlab measures on.
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `sched_switch`.
+    Switch {
+        /// The task leaving the CPU.
+        prev: Task,
+        /// Its state letter (R: preempted, S/D: blocked ...).
+        prev_state: String,
+        /// The task taking it.
+        next: Task,
+    },
+    /// `sched_waking` (the wakeup decision, on the waker's CPU).
+    Waking {
+        /// The woken task.
+        task: Task,
+        /// The CPU it will run on.
+        target_cpu: u16,
+    },
+    /// `irq_handler_entry`.
+    IrqEntry {
+        /// IRQ number.
+        irq: u32,
+        /// Handler name.
+        name: String,
+    },
+    /// `irq_handler_exit`.
+    IrqExit,
+    /// `softirq_entry`.
+    SoftirqEntry {
+        /// Vector name (TIMER, NET_RX ...).
+        name: String,
+    },
+    /// `softirq_exit`.
+    SoftirqExit,
+    /// An `irq_vectors` entry (`local_timer`, `reschedule`, `call_function` ...).
+    VectorEntry {
+        /// The vector.
+        name: String,
+    },
+    /// Its exit.
+    VectorExit,
+    /// `hrtimer_expire_entry`.
+    HrtimerEntry {
+        /// The expiry function (`hrtimer_wakeup` for a sleeping task).
+        function: String,
+    },
+    /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
+    Idle(Option<u32>),
+    /// `nmi:nmi_handler`, with the handler's duration.
+    Nmi {
+        /// Handler.
+        handler: String,
+        /// How long it ran.
+        delta_ns: u64,
+    },
+    /// `sched_migrate_task`.
+    Migrate {
+        /// The task.
+        task: Task,
+        /// From.
+        orig_cpu: u16,
+        /// To.
+        dest_cpu: u16,
+    },
+    /// A `trace_marker` write.
+    Marker(String),
+    /// Anything else this parser keeps no detail of.
+    Other(String),
+}
+
+/// A task as the scheduler events name it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Task {
+    /// Command name.
+    pub comm: String,
+    /// Thread id.
+    pub pid: i64,
+    /// Kernel priority: 0-99 real-time (99 - rtprio), 100-139 normal (120 + nice).
+    pub prio: i64,
+}
+
+impl Task {
+    /// `FIFO 99` / `nice 0` style, from the kernel priority.
+    pub fn describe_prio(&self) -> String {
+        if self.prio < 100 {
+            format!("RT {}", 99 - self.prio)
+        } else {
+            format!("nice {}", self.prio - 120)
+        }
+    }
+
+    /// The idle task.
+    pub fn is_idle(&self) -> bool {
+        self.pid == 0
+    }
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// CPU it happened on.
+    pub cpu: u16,
+    /// CLOCK_MONOTONIC, ns (microsecond resolution in text output).
+    pub ts_ns: u64,
+    /// The task that was current (for `Waking`: the waker).
+    pub current_pid: i64,
+    /// What happened.
+    pub kind: Kind,
+}
+
+/// `key=value` fields; values end at the next ` key=` (command names may hold spaces).
+fn field<'a>(fields: &'a str, key: &str) -> Option<&'a str> {
+    let pat = format!("{key}=");
+    let mut search = 0;
+    let start = loop {
+        let i = fields[search..].find(&pat)? + search;
+        if i == 0 || fields.as_bytes()[i - 1] == b' ' {
+            break i + pat.len();
+        }
+        search = i + 1;
+    };
+    let rest = &fields[start..];
+    // The value runs until the next " word=" or " ==>".
+    let mut end = rest.len();
+    let bytes = rest.as_bytes();
+    for (i, _) in rest.match_indices(' ') {
+        let tail = &rest[i + 1..];
+        let next_key = tail
+            .split(' ')
+            .next()
+            .is_some_and(|w| w.contains('=') && !w.starts_with('='));
+        if next_key || tail.starts_with("==>") {
+            end = i;
+            break;
+        }
+        let _ = bytes;
+    }
+    Some(rest[..end].trim())
+}
+
+fn num<T: std::str::FromStr>(fields: &str, key: &str) -> Option<T> {
+    field(fields, key)?.parse().ok()
+}
+
+fn task(fields: &str, prefix: &str) -> Option<Task> {
+    Some(Task {
+        comm: field(fields, &format!("{prefix}comm"))?.to_string(),
+        pid: num(fields, &format!("{prefix}pid"))?,
+        prio: num(fields, &format!("{prefix}prio"))?,
+    })
+}
+
+/// Parses one `trace_pipe` line; `None` for lines that are not events (comments, garbage).
+pub fn parse_line(line: &str) -> Option<Event> {
+    // The CPU field: " [ddd] ".
+    let open = line.match_indices(" [").find_map(|(i, _)| {
+        let close = line[i + 2..].find(']')? + i + 2;
+        line[i + 2..close]
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some((i, close))
+    })?;
+    let (cpu_start, cpu_end) = open;
+    let cpu: u16 = line[cpu_start + 2..cpu_end].parse().ok()?;
+    let who = line[..cpu_start].trim();
+    let current_pid = who
+        .rsplit_once('-')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(-1);
+    let rest = line[cpu_end + 1..].trim_start();
+    // Optional flags column, then "SECONDS.MICROS: name: fields".
+    let (head, after) = rest.split_once(": ")?;
+    let ts_text = head.rsplit(' ').next()?;
+    let (secs, frac) = ts_text.split_once('.')?;
+    let secs: u64 = secs.parse().ok()?;
+    let frac_ns = match frac.len() {
+        6 => frac.parse::<u64>().ok()? * 1_000,
+        9 => frac.parse::<u64>().ok()?,
+        n if n < 9 => frac.parse::<u64>().ok()? * 10u64.pow(9 - n as u32),
+        _ => return None,
+    };
+    let ts_ns = secs * 1_000_000_000 + frac_ns;
+    let (name, fields) = after
+        .split_once(": ")
+        .unwrap_or((after.trim_end_matches(':'), ""));
+    let kind = match name {
+        "sched_switch" => {
+            let (left, right) = fields.split_once(" ==> ")?;
+            Kind::Switch {
+                prev: task(left, "prev_")?,
+                prev_state: field(left, "prev_state").unwrap_or("?").to_string(),
+                next: task(right, "next_")?,
+            }
+        }
+        "sched_waking" | "sched_wakeup" if name == "sched_waking" => Kind::Waking {
+            task: task(fields, "")?,
+            target_cpu: num(fields, "target_cpu")?,
+        },
+        "irq_handler_entry" => Kind::IrqEntry {
+            irq: num(fields, "irq")?,
+            name: field(fields, "name").unwrap_or("?").to_string(),
+        },
+        "irq_handler_exit" => Kind::IrqExit,
+        "softirq_entry" => Kind::SoftirqEntry {
+            name: fields
+                .split_once("action=")
+                .map(|(_, a)| a.trim().trim_end_matches(']').to_string())
+                .unwrap_or_else(|| "?".into()),
+        },
+        "softirq_exit" => Kind::SoftirqExit,
+        "hrtimer_expire_entry" => Kind::HrtimerEntry {
+            function: field(fields, "function").unwrap_or("?").to_string(),
+        },
+        "cpu_idle" => {
+            let state: u64 = num(fields, "state")?;
+            Kind::Idle((state != u32::MAX as u64).then_some(state as u32))
+        }
+        "nmi_handler" => Kind::Nmi {
+            handler: field(fields, "handler").unwrap_or("?").to_string(),
+            delta_ns: num(fields, "delta_ns").unwrap_or(0),
+        },
+        "sched_migrate_task" => Kind::Migrate {
+            task: task(fields, "")?,
+            orig_cpu: num(fields, "orig_cpu")?,
+            dest_cpu: num(fields, "dest_cpu")?,
+        },
+        "tracing_mark_write" => Kind::Marker(fields.to_string()),
+        n if n.ends_with("_entry") && !n.starts_with("hrtimer") => Kind::VectorEntry {
+            name: n.trim_end_matches("_entry").to_string(),
+        },
+        n if n.ends_with("_exit") && !n.starts_with("hrtimer") => Kind::VectorExit,
+        other => Kind::Other(other.to_string()),
+    };
+    Some(Event {
+        cpu,
+        ts_ns,
+        current_pid,
+        kind,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_lines_parse() {
+        let e = parse_line("     rtlab-hog-42      [000] d..2.   123.456789: sched_switch: prev_comm=rtlab-hog prev_pid=42 prev_prio=0 prev_state=R+ ==> next_comm=rtlab-wakeup0 next_pid=77 next_prio=4").unwrap();
+        assert_eq!((e.cpu, e.ts_ns, e.current_pid), (0, 123_456_789_000, 42));
+        match e.kind {
+            Kind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                assert_eq!(
+                    (prev.comm.as_str(), prev.pid, prev.prio),
+                    ("rtlab-hog", 42, 0)
+                );
+                assert_eq!(prev_state, "R+");
+                assert_eq!(
+                    (next.comm.as_str(), next.pid, next.prio),
+                    ("rtlab-wakeup0", 77, 4)
+                );
+                assert_eq!(prev.describe_prio(), "RT 99");
+            }
+            k => panic!("{k:?}"),
+        }
+        let e = parse_line("          <idle>-0       [001] d.h1.  9.000001: irq_handler_entry: irq=11 name=virtio0-input.0").unwrap();
+        assert_eq!(
+            e.kind,
+            Kind::IrqEntry {
+                irq: 11,
+                name: "virtio0-input.0".into()
+            }
+        );
+        let e =
+            parse_line(" Web Content-1234 [001] ..s1. 9.5: softirq_entry: vec=3 [action=NET_RX]")
+                .unwrap();
+        assert_eq!(e.current_pid, 1234);
+        assert_eq!(e.ts_ns, 9_500_000_000);
+        assert_eq!(
+            e.kind,
+            Kind::SoftirqEntry {
+                name: "NET_RX".into()
+            }
+        );
+        let e =
+            parse_line("  <idle>-0 [000] d.h1. 10.000002: local_timer_entry: vector=236").unwrap();
+        assert_eq!(
+            e.kind,
+            Kind::VectorEntry {
+                name: "local_timer".into()
+            }
+        );
+        let e = parse_line("  <idle>-0 [000] d..1. 10.000003: cpu_idle: state=4294967295 cpu_id=0")
+            .unwrap();
+        assert_eq!(e.kind, Kind::Idle(None));
+        let e = parse_line("  my task-9 [000] d..2. 10.000004: sched_waking: comm=my task pid=9 prio=120 target_cpu=001").unwrap();
+        assert_eq!(
+            e.kind,
+            Kind::Waking {
+                task: Task {
+                    comm: "my task".into(),
+                    pid: 9,
+                    prio: 120
+                },
+                target_cpu: 1
+            }
+        );
+        assert!(parse_line("# tracer: nop").is_none());
+        assert!(parse_line("").is_none());
+    }
+}

@@ -1,0 +1,601 @@
+//! The explainer: names the cause of each latency outlier from kernel events, on any stock
+//! kernel with tracefs (no timerlat/osnoise tracer, no hist triggers, no eBPF compiler).
+//!
+//! A private tracefs instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC timestamps, only the
+//! measured CPUs) records scheduler, IRQ, softirq, IRQ-vector, hrtimer, NMI, idle and
+//! migration events. A reader thread, kept off the measured CPUs, consumes them continuously
+//! into a short per-CPU history (a flight recorder). A measuring thread whose sample is over
+//! the threshold sends a [`Request`] (its TID, CPU, deadline and wake time; no formatting, no
+//! syscall); the reader attributes the window `[deadline, woke]` to causes
+//! ([`explain::attribute`]) once the trace has caught up. Nothing is written to the measured
+//! CPUs but the events themselves. Lost events are counted and reported.
+
+pub mod event;
+pub mod explain;
+
+use event::{parse_line, Event, Kind, Task};
+use rtlab_stats::result::{Cause, CauseKind, Outlier};
+use rtlab_sys::time::monotonic_now_ns;
+use std::collections::VecDeque;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+
+/// Why the tracer could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TraceError(pub String);
+
+/// Events the explainer enables (category/name); missing ones are listed, not fatal.
+const EVENTS: &[&str] = &[
+    "sched/sched_switch",
+    "sched/sched_waking",
+    "sched/sched_migrate_task",
+    "irq/irq_handler_entry",
+    "irq/irq_handler_exit",
+    "irq/softirq_entry",
+    "irq/softirq_exit",
+    "irq_vectors/local_timer_entry",
+    "irq_vectors/local_timer_exit",
+    "irq_vectors/reschedule_entry",
+    "irq_vectors/reschedule_exit",
+    "irq_vectors/call_function_entry",
+    "irq_vectors/call_function_exit",
+    "irq_vectors/call_function_single_entry",
+    "irq_vectors/call_function_single_exit",
+    "irq_vectors/irq_work_entry",
+    "irq_vectors/irq_work_exit",
+    "irq_vectors/x86_platform_ipi_entry",
+    "irq_vectors/x86_platform_ipi_exit",
+    "timer/hrtimer_expire_entry",
+    "nmi/nmi_handler",
+    "power/cpu_idle",
+];
+
+/// A private tracefs instance; removed (and tracefs unmounted if rtlab mounted it) on drop.
+#[derive(Debug)]
+struct Instance {
+    dir: PathBuf,
+    mounted_here: bool,
+    missing: Vec<String>,
+}
+
+fn write(path: &Path, value: &str) -> Result<(), TraceError> {
+    std::fs::write(path, value).map_err(|e| TraceError(format!("{}: {e}", path.display())))
+}
+
+impl Instance {
+    fn create(cpus: &[usize], buffer_kb: u32) -> Result<Instance, TraceError> {
+        if rtlab_sys::process::effective_uid() != 0 {
+            return Err(TraceError("needs root (tracefs is root-only here)".into()));
+        }
+        let mut mounted_here = false;
+        let root = match rtlab_sys::probe::tracefs_mount() {
+            Some(p) => p.to_path_buf(),
+            None => {
+                rtlab_sys::tracefs::mount()
+                    .map_err(|e| TraceError(format!("tracefs is not mounted and {e}")))?;
+                mounted_here = true;
+                PathBuf::from(rtlab_sys::tracefs::MOUNT_POINT)
+            }
+        };
+        let dir = root
+            .join("instances")
+            .join(format!("rtlab-{}", std::process::id()));
+        // An instance of a crashed run with our pid cannot exist (pids are unique while
+        // alive), but stale ones of dead pids are removed.
+        if let Ok(entries) = std::fs::read_dir(root.join("instances")) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                if let Some(pid) = name
+                    .strip_prefix("rtlab-")
+                    .and_then(|p| p.parse::<u32>().ok())
+                {
+                    if !Path::new(&format!("/proc/{pid}")).exists() {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
+                }
+            }
+        }
+        std::fs::create_dir(&dir)
+            .map_err(|e| TraceError(format!("cannot create {}: {e}", dir.display())))?;
+        let mut inst = Instance {
+            dir,
+            mounted_here,
+            missing: Vec::new(),
+        };
+        write(&inst.dir.join("trace_clock"), "mono")?;
+        write(&inst.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
+        let mask: u128 = cpus.iter().fold(0, |m, &c| m | (1u128 << c.min(127)));
+        write(&inst.dir.join("tracing_cpumask"), &format!("{mask:x}"))?;
+        for ev in EVENTS {
+            let enable = inst.dir.join("events").join(ev).join("enable");
+            if write(&enable, "1").is_err() {
+                inst.missing.push(ev.to_string());
+            }
+        }
+        if inst
+            .missing
+            .iter()
+            .any(|e| e.starts_with("sched/sched_switch"))
+        {
+            return Err(TraceError("the sched_switch event is unavailable".into()));
+        }
+        write(&inst.dir.join("tracing_on"), "1")?;
+        Ok(inst)
+    }
+
+    /// Events lost by the kernel ring buffers (overruns and drops), per the per-CPU stats.
+    fn lost(&self, cpus: &[usize]) -> u64 {
+        cpus.iter()
+            .filter_map(|c| {
+                std::fs::read_to_string(self.dir.join(format!("per_cpu/cpu{c}/stats"))).ok()
+            })
+            .map(|stats| {
+                stats
+                    .lines()
+                    .filter(|l| l.starts_with("overrun:") || l.starts_with("dropped events:"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = write(&self.dir.join("tracing_on"), "0");
+        let _ = write(&self.dir.join("events/enable"), "0");
+        // The kernel refuses to remove an instance while a reader holds trace_pipe open;
+        // the reader is joined before this runs.
+        let _ = std::fs::remove_dir(&self.dir);
+        if self.mounted_here {
+            let _ = rtlab_sys::tracefs::unmount();
+        }
+    }
+}
+
+/// A measuring thread's report of a late sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// Index of the series (the caller maps it to a name).
+    pub series: u16,
+    /// The CPU the thread ran on when it woke.
+    pub cpu: u16,
+    /// The thread.
+    pub tid: i64,
+    /// The deadline (CLOCK_MONOTONIC ns).
+    pub deadline_ns: u64,
+    /// When it ran.
+    pub woke_ns: u64,
+}
+
+/// Handed to measuring threads: cheap to clone, never blocks.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    tx: mpsc::SyncSender<Request>,
+    threshold: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Reporter {
+    /// The current threshold: samples later than this are worth reporting.
+    #[inline]
+    pub fn threshold_ns(&self) -> u64 {
+        self.threshold.load(Ordering::Relaxed)
+    }
+
+    /// Reports a late sample (dropped, and counted, if the reader is behind).
+    pub fn report(&self, request: Request) {
+        if self.tx.try_send(request).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How to explain.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Explain every sample over this; `None`: the `top` latest samples.
+    pub threshold_ns: Option<u64>,
+    /// How many outliers to keep (the largest).
+    pub top: usize,
+    /// Save each outlier's raw events as `DIR/outlier-<n>.txt`.
+    pub trace_out: Option<PathBuf>,
+    /// CPUs the reader may run on (not the measured ones when possible).
+    pub reader_cpus: Vec<usize>,
+    /// Names of the series, by index.
+    pub series_names: Vec<String>,
+    /// The run's start (CLOCK_MONOTONIC ns), for `at_ns`.
+    pub started_ns: u64,
+}
+
+/// What the explainer found.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// Explained outliers, largest first.
+    pub outliers: Vec<Outlier>,
+    /// Readable lines, one per outlier, in the same order.
+    pub lines: Vec<String>,
+    /// Samples over the threshold (explained or not).
+    pub over_threshold: u64,
+    /// Reports dropped because the reader was behind.
+    pub dropped_reports: u64,
+    /// Events the kernel lost.
+    pub lost_events: u64,
+    /// Events that were not available on this kernel.
+    pub missing_events: Vec<String>,
+}
+
+/// A running explainer.
+#[derive(Debug)]
+pub struct Explainer {
+    instance: Option<Instance>,
+    cpus: Vec<usize>,
+    reporter: Reporter,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<Result<ReaderOut, String>>>,
+    lines_limit: usize,
+}
+
+#[derive(Debug, Default)]
+struct ReaderOut {
+    outliers: Vec<(Outlier, String)>,
+    over_threshold: u64,
+}
+
+/// Keeps this much history per CPU.
+const RETENTION_NS: u64 = 1_000_000_000;
+/// History kept before a deadline, to know who was running.
+const LEAD_NS: u64 = 20_000_000;
+/// A request is explained once the trace reached this far past its wake time, or
+/// `GIVE_UP_NS` after it in wall time.
+const SETTLE_NS: u64 = 2_000_000;
+const GIVE_UP_NS: u64 = 300_000_000;
+
+impl Explainer {
+    /// Starts tracing `cpus`.
+    pub fn start(cpus: &[usize], options: Options) -> Result<Explainer, TraceError> {
+        let instance = Instance::create(cpus, 8192)?;
+        let pipe = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nonblock()
+            .open(instance.dir.join("trace_pipe"))
+            .map_err(|e| TraceError(format!("trace_pipe: {e}")))?;
+        let (tx, rx) = mpsc::sync_channel(4096);
+        let threshold = Arc::new(AtomicU64::new(options.threshold_ns.unwrap_or(50_000)));
+        let reporter = Reporter {
+            tx,
+            threshold: threshold.clone(),
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let rules = explain::Rules {
+            gap_ns: 8_000_000,
+            virtualized: rtlab_sys::sysinfo::system_facts().virtualized,
+        };
+        let reader = {
+            let stop = stop.clone();
+            let options = options.clone();
+            std::thread::Builder::new()
+                .name("rtlab-explain".into())
+                .spawn(move || read_loop(pipe, rx, &stop, &threshold, &options, &rules))
+                .map_err(|e| TraceError(e.to_string()))?
+        };
+        Ok(Explainer {
+            instance: Some(instance),
+            cpus: cpus.to_vec(),
+            reporter,
+            stop,
+            reader: Some(reader),
+            lines_limit: options.top,
+        })
+    }
+
+    /// For the measuring threads.
+    pub fn reporter(&self) -> Reporter {
+        self.reporter.clone()
+    }
+
+    /// Stops tracing, explains what is pending, removes the instance.
+    pub fn finish(mut self) -> Result<Findings, TraceError> {
+        // Let the reader catch up with the last outliers before it stops.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        self.stop.store(true, Ordering::Relaxed);
+        let out = self
+            .reader
+            .take()
+            .expect("joined once")
+            .join()
+            .map_err(|_| TraceError("the explainer's reader panicked".into()))?
+            .map_err(TraceError)?;
+        let instance = self.instance.take().expect("present");
+        let lost = instance.lost(&self.cpus);
+        let missing = instance.missing.clone();
+        drop(instance);
+        let mut outliers = out.outliers;
+        outliers.sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+        outliers.truncate(self.lines_limit);
+        Ok(Findings {
+            lines: outliers.iter().map(|o| o.1.clone()).collect(),
+            outliers: outliers.into_iter().map(|o| o.0).collect(),
+            over_threshold: out.over_threshold,
+            dropped_reports: self.reporter.dropped.load(Ordering::Relaxed),
+            lost_events: lost,
+            missing_events: missing,
+        })
+    }
+}
+
+impl Drop for Explainer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc_o_nonblock())
+    }
+}
+
+/// O_NONBLOCK on Linux (all architectures rtlab supports).
+const fn libc_o_nonblock() -> i32 {
+    0o4000
+}
+
+/// Per-CPU history.
+#[derive(Debug, Default)]
+struct History {
+    events: VecDeque<Event>,
+    raw: VecDeque<String>,
+    /// The task current before the oldest kept event.
+    base: Option<Task>,
+    newest_ns: u64,
+}
+
+impl History {
+    fn push(&mut self, e: Event, raw: Option<String>) {
+        self.newest_ns = self.newest_ns.max(e.ts_ns);
+        self.events.push_back(e);
+        if let Some(r) = raw {
+            self.raw.push_back(r);
+        }
+        while self
+            .events
+            .front()
+            .is_some_and(|f| f.ts_ns + RETENTION_NS < self.newest_ns)
+        {
+            if let Some(old) = self.events.pop_front() {
+                if let Kind::Switch { next, .. } = old.kind {
+                    self.base = Some(next);
+                }
+            }
+            self.raw.pop_front();
+        }
+    }
+}
+
+fn read_loop(
+    mut pipe: std::fs::File,
+    rx: mpsc::Receiver<Request>,
+    stop: &AtomicBool,
+    threshold: &AtomicU64,
+    options: &Options,
+    rules: &explain::Rules,
+) -> Result<ReaderOut, String> {
+    if !options.reader_cpus.is_empty() {
+        let _ = rtlab_sys::affinity::set_current_thread_affinity(
+            &rtlab_sys::affinity::CpuList::from(options.reader_cpus.clone()),
+        );
+    }
+    let keep_raw = options.trace_out.is_some();
+    if let Some(dir) = &options.trace_out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
+    }
+    let mut histories: Vec<History> = Vec::new();
+    let mut pending: Vec<(Request, u64)> = Vec::new();
+    let mut out = ReaderOut::default();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut partial = String::new();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let mut got = 0;
+        match pipe.read(&mut buf) {
+            Ok(n) => got = n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading trace_pipe: {e}")),
+        }
+        if got > 0 {
+            partial.push_str(&String::from_utf8_lossy(&buf[..got]));
+            let complete = partial.rfind('\n').map_or(0, |i| i + 1);
+            for line in partial[..complete].lines() {
+                if let Some(e) = parse_line(line) {
+                    let cpu = e.cpu as usize;
+                    if histories.len() <= cpu {
+                        histories.resize_with(cpu + 1, History::default);
+                    }
+                    histories[cpu].push(e, keep_raw.then(|| line.to_string()));
+                }
+            }
+            partial.drain(..complete);
+        }
+        while let Ok(r) = rx.try_recv() {
+            out.over_threshold += 1;
+            pending.push((r, monotonic_now_ns()));
+        }
+        let now = monotonic_now_ns();
+        let mut i = 0;
+        while i < pending.len() {
+            let (r, asked) = pending[i];
+            let h = histories.get(r.cpu as usize);
+            let caught_up = h.is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
+            if caught_up || now > asked + GIVE_UP_NS || stopping {
+                pending.swap_remove(i);
+                let o = explain_one(&r, h, rules, options, out.outliers.len())?;
+                out.outliers.push(o);
+                // Top-N mode: once N are in, only later samples above the N-th matter.
+                if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
+                    out.outliers
+                        .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+                    out.outliers.truncate(options.top);
+                    let nth = out.outliers.last().map_or(0, |o| o.0.latency_ns);
+                    threshold.fetch_max(nth, Ordering::Relaxed);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        if stopping && pending.is_empty() {
+            return Ok(out);
+        }
+        if got == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+fn explain_one(
+    r: &Request,
+    history: Option<&History>,
+    rules: &explain::Rules,
+    options: &Options,
+    index: usize,
+) -> Result<(Outlier, String), String> {
+    let late = explain::Late {
+        tid: r.tid,
+        deadline_ns: r.deadline_ns,
+        woke_ns: r.woke_ns,
+    };
+    let latency = r.woke_ns.saturating_sub(r.deadline_ns);
+    let series = options
+        .series_names
+        .get(r.series as usize)
+        .cloned()
+        .unwrap_or_else(|| format!("series{}", r.series));
+    let causes = match history {
+        Some(h) => {
+            let from = r.deadline_ns.saturating_sub(LEAD_NS);
+            let start = h.events.partition_point(|e| e.ts_ns < from);
+            // The task current at `start`: the base, updated by the switches before it.
+            let mut base = h.base.clone();
+            for e in h.events.range(..start) {
+                if let Kind::Switch { next, .. } = &e.kind {
+                    base = Some(next.clone());
+                }
+            }
+            let window: Vec<Event> = h.events.range(start..).cloned().collect();
+            if let Some(dir) = &options.trace_out {
+                let end = h
+                    .events
+                    .partition_point(|e| e.ts_ns <= r.woke_ns + SETTLE_NS);
+                let text: Vec<&str> = h
+                    .raw
+                    .range(start..end.max(start))
+                    .map(String::as_str)
+                    .collect();
+                let path = dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_"));
+                let header = format!(
+                    "# {series}: cpu {} tid {} deadline {} woke {} (latency {} ns)\n",
+                    r.cpu, r.tid, r.deadline_ns, r.woke_ns, latency
+                );
+                std::fs::write(&path, header + &text.join("\n") + "\n")
+                    .map_err(|e| format!("--trace-out {}: {e}", path.display()))?;
+            }
+            explain::attribute(&window, base.as_ref(), &late, rules)
+        }
+        None => vec![Cause {
+            kind: CauseKind::Unexplained,
+            duration_ns: latency,
+            task: None,
+            pid: None,
+            prio: None,
+            detail: Some(format!("no traced event on CPU {}", r.cpu)),
+        }],
+    };
+    let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
+    let line = explain::describe(&series, latency, at_ns, &causes);
+    Ok((
+        Outlier {
+            series,
+            at_ns,
+            latency_ns: latency,
+            cpu: Some(r.cpu as u32),
+            causes,
+        },
+        line,
+    ))
+}
+
+/// What /proc says about interference over a run, where no tracer is available.
+#[derive(Debug, Clone, Default)]
+pub struct ProcSnapshot {
+    steal_ticks: Vec<u64>,
+    irqs: Vec<u64>,
+    ctxt: u64,
+}
+
+impl ProcSnapshot {
+    /// Reads /proc/stat and /proc/interrupts now.
+    pub fn take() -> ProcSnapshot {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let mut steal_ticks = Vec::new();
+        let mut ctxt = 0;
+        for l in stat.lines() {
+            let mut f = l.split_whitespace();
+            match f.next() {
+                Some(cpu) if cpu.starts_with("cpu") && cpu.len() > 3 => {
+                    steal_ticks.push(f.nth(7).and_then(|v| v.parse().ok()).unwrap_or(0));
+                }
+                Some("ctxt") => ctxt = f.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+                _ => {}
+            }
+        }
+        let ints = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+        let ncpu = steal_ticks.len();
+        let mut irqs = vec![0u64; ncpu];
+        for l in ints.lines().skip(1) {
+            for (i, v) in l.split_whitespace().skip(1).take(ncpu).enumerate() {
+                irqs[i] += v.parse::<u64>().unwrap_or(0);
+            }
+        }
+        ProcSnapshot {
+            steal_ticks,
+            irqs,
+            ctxt,
+        }
+    }
+
+    /// One sentence on what happened on `cpus` between `self` and `later`.
+    pub fn describe_since(&self, later: &ProcSnapshot, cpus: &[usize]) -> String {
+        // /proc/stat counts in USER_HZ, 100 on every Linux ABI rtlab runs on.
+        let tick_ms = 10.0;
+        let parts: Vec<String> = cpus
+            .iter()
+            .map(|&c| {
+                let steal =
+                    later.steal_ticks.get(c).unwrap_or(&0) - self.steal_ticks.get(c).unwrap_or(&0);
+                let irqs = later.irqs.get(c).unwrap_or(&0) - self.irqs.get(c).unwrap_or(&0);
+                format!(
+                    "CPU {c}: {:.0} ms stolen by the host, {irqs} interrupts",
+                    steal as f64 * tick_ms
+                )
+            })
+            .collect();
+        format!(
+            "{}; {} context switches in all",
+            parts.join("; "),
+            later.ctxt.saturating_sub(self.ctxt)
+        )
+    }
+}

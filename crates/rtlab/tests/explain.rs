@@ -1,0 +1,99 @@
+//! `--explain`: a known cause (a FIFO 99 hog on the measured CPU) is named with its share of
+//! the lateness; the tracefs instance is gone afterwards; without privileges it says so.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn a_hog_on_the_measured_cpu_is_named_as_the_cause() {
+    if !is_root() {
+        return skip("explain hog", "needs root (tracefs, SCHED_FIFO)");
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace_out = dir.path().join("windows");
+    let trace_arg = trace_out.to_string_lossy().to_string();
+    let (doc, stdout) = rtlab_json(&[
+        "wakeup",
+        "--cpus",
+        "0",
+        "--threshold",
+        "1ms",
+        "--load",
+        "hog:99:3ms/200ms:0",
+        "--duration",
+        "3s",
+        "--trace-out",
+        &trace_arg,
+    ]);
+    let outliers = doc["outliers"].as_array().unwrap();
+    let big: Vec<_> = outliers
+        .iter()
+        .filter(|o| o["latency_ns"].as_u64().unwrap() > 2_000_000)
+        .collect();
+    assert!(
+        big.len() >= 5,
+        "a 3 ms hog every 200 ms for 3 s: {outliers:?}"
+    );
+    for o in &big {
+        let top = &o["causes"][0];
+        assert_eq!(top["kind"], "preemption", "{o}");
+        assert_eq!(top["task"], "rtlab-hog", "{o}");
+        assert_eq!(top["prio"], 99, "{o}");
+        let share = top["duration_ns"].as_f64().unwrap() / o["latency_ns"].as_f64().unwrap();
+        assert!((0.7..=1.1).contains(&share), "share {share}: {o}");
+        let attributed: u64 = o["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["duration_ns"].as_u64().unwrap())
+            .sum();
+        assert!(
+            attributed <= o["latency_ns"].as_u64().unwrap() + 1_000,
+            "{o}"
+        );
+    }
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+    let windows = std::fs::read_dir(&trace_out).unwrap().count();
+    assert_eq!(windows, outliers.len(), "one raw window per outlier");
+    let instances = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rtlab-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(instances, 0, "the tracefs instance is removed");
+}
+
+#[test]
+fn without_a_tracer_it_says_so_and_falls_back_to_proc() {
+    if !is_root() {
+        return skip("explain fallback", "needs root to drop privileges");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = rtlab_unprivileged(
+        &[
+            "wakeup",
+            "--explain",
+            "--policy",
+            "other",
+            "--duration",
+            "500ms",
+            "--no-mlock",
+            "--no-dma-latency",
+            "--json",
+            "r.json",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("explain: no kernel tracer"), "{stderr}");
+    assert!(stderr.contains("stolen by the host"), "{stderr}");
+    let doc = load_valid_document(&dir.path().join("r.json"));
+    assert_eq!(doc["outliers"].as_array().map_or(0, Vec::len), 0);
+}
