@@ -3,6 +3,7 @@
 # not disturb what it measures.
 #
 #   sudo bench/explain.sh [SECONDS] [ROUNDS]      (defaults: 30 s validation runs, 5 overhead rounds)
+#   PARTS=cross,overhead sudo bench/explain.sh    (any of hog,flood,cross,overhead; default all)
 #
 # 1. Hog: `rtlab wakeup --cpus 0 --explain --threshold 2ms --top 1000` under
 #    --load hog:99:3ms/200ms:0: the share of outliers over 2 ms whose largest cause is
@@ -29,13 +30,17 @@ cargo build --release -q
 R=$PWD/target/release/rtlab
 WORK=$(mktemp -d)
 PIDS=()
+PARTS=${PARTS:-hog,flood,cross,overhead}
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
 cleanup() { for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 echo "# explain: $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ)"
 
+if has hog; then
 "$R" wakeup --cpus 0 --explain --threshold 2ms --top 1000 --load hog:99:3ms/200ms:0 \
   --duration "${SECS}s" --quiet --json "$WORK/hog.json" >/dev/null
-
+fi
+if has flood; then
 taskset -c 0 sockperf server -i 127.0.0.1 -p 11113 --tcp >/dev/null 2>&1 & PIDS+=($!)
 sleep 1
 taskset -c 0 sockperf throughput -i 127.0.0.1 -p 11113 --tcp -m 1400 -t $((SECS + 5)) >/dev/null 2>&1 & PIDS+=($!)
@@ -43,86 +48,93 @@ sleep 1
 "$R" wakeup --cpus 0 --explain --threshold 200us --top 1000 --duration "${SECS}s" --quiet \
   --json "$WORK/flood.json" >/dev/null
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; PIDS=()
-
+fi
+if has cross; then
 perf sched record -k mono -C 0 -o "$WORK/perf.data" -- \
   "$R" wakeup --cpus 0 --explain --threshold 2ms --top 1000 --load hog:99:3ms/200ms:0 \
   --duration 10s --quiet --json "$WORK/cross.json" >/dev/null 2>"$WORK/perf.err"
-perf sched timehist -i "$WORK/perf.data" -C 0 > "$WORK/timehist.txt" 2>/dev/null || true
-
+perf sched timehist -i "$WORK/perf.data" -C 0 > "$WORK/timehist.txt" 2>"$WORK/timehist.err" || cat "$WORK/perf.err" "$WORK/timehist.err" >&2
+fi
+if has overhead; then
 for r in $(seq 1 "$ROUNDS"); do
   "$R" wakeup --cpus 0 --load cpu --duration 10s --quiet --json "$WORK/plain-$r.json" >/dev/null
   "$R" wakeup --cpus 0 --load cpu --explain --duration 10s --quiet --json "$WORK/explain-$r.json" >/dev/null
 done
+fi
 
-python3 - "$WORK" "$ROUNDS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$PARTS" <<'PY'
 import json, re, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 us = lambda ns: f"{ns/1000:.1f}"
 def load(n): return json.load(open(f"{work}/{n}.json"))
 
-doc = load("hog")
-outs = [o for o in doc["outliers"] if o["latency_ns"] > 2_000_000]
-named = [o for o in outs if o["causes"] and o["causes"][0]["kind"] == "preemption" and o["causes"][0].get("task") == "rtlab-hog"]
-shares = [o["causes"][0]["duration_ns"] / o["latency_ns"] for o in named]
-in_band = [s for s in shares if 0.7 <= s <= 1.1]
-print("\n### 1. --load hog:99:3ms/200ms:0 on the measured CPU\n")
-print(f"outliers over 2 ms: {len(outs)}; largest cause is preemption by rtlab-hog: {len(named)} "
-      f"({100*len(named)/max(len(outs),1):.0f} %); its share of the lateness within 70-110 %: {len(in_band)} of {len(named)}"
-      + (f" (median share {statistics.median(shares)*100:.0f} %, min {min(shares)*100:.0f} %, max {max(shares)*100:.0f} %)" if shares else ""))
-ok = len(outs) > 0 and len(named) >= 0.9 * len(outs) and len(in_band) == len(named)
-print(f"target (>= 90 % named, 70-110 % of the lateness): {'met' if ok else 'NOT met'}")
-for o in sorted(outs, key=lambda o: -o["latency_ns"])[:3]:
-    print("  e.g. " + f"{o['series']} late by {us(o['latency_ns'])} us: " + "; ".join(
-        f"{c['kind']} {c.get('task') or c.get('detail','')} {us(c['duration_ns'])} us" for c in o["causes"][:3]))
-print("warnings: " + json.dumps(doc["warnings"]))
+if "hog" in parts:
+  doc = load("hog")
+  outs = [o for o in doc["outliers"] if o["latency_ns"] > 2_000_000]
+  named = [o for o in outs if o["causes"] and o["causes"][0]["kind"] == "preemption" and o["causes"][0].get("task") == "rtlab-hog"]
+  shares = [o["causes"][0]["duration_ns"] / o["latency_ns"] for o in named]
+  in_band = [s for s in shares if 0.7 <= s <= 1.1]
+  print("\n### 1. --load hog:99:3ms/200ms:0 on the measured CPU\n")
+  print(f"outliers over 2 ms: {len(outs)}; largest cause is preemption by rtlab-hog: {len(named)} "
+        f"({100*len(named)/max(len(outs),1):.0f} %); its share of the lateness within 70-110 %: {len(in_band)} of {len(named)}"
+        + (f" (median share {statistics.median(shares)*100:.0f} %, min {min(shares)*100:.0f} %, max {max(shares)*100:.0f} %)" if shares else ""))
+  ok = len(outs) > 0 and len(named) >= 0.9 * len(outs) and len(in_band) == len(named)
+  print(f"target (>= 90 % named, 70-110 % of the lateness): {'met' if ok else 'NOT met'}")
+  for o in sorted(outs, key=lambda o: -o["latency_ns"])[:3]:
+      print("  e.g. " + f"{o['series']} late by {us(o['latency_ns'])} us: " + "; ".join(
+          f"{c['kind']} {c.get('task') or c.get('detail','')} {us(c['duration_ns'])} us" for c in o["causes"][:3]))
+  print("warnings: " + json.dumps(doc["warnings"]))
 
-doc = load("flood")
-print("\n### 2. loopback TCP flood (sockperf throughput) pinned to CPU 0, --threshold 200us\n")
-kinds = {}
-for o in doc["outliers"]:
-    for c in o["causes"]:
-        key = c["kind"] + (" " + (c.get("task") or c.get("detail") or "") if c["kind"] in ("preemption", "softirq", "irq") else "")
-        kinds[key] = kinds.get(key, 0) + c["duration_ns"]
-total = sum(kinds.values()) or 1
-print(f"outliers: {len(doc['outliers'])}; time attributed, by cause:")
-for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:
-    print(f"  {k}: {100*v/total:.1f} %")
+if "flood" in parts:
+  doc = load("flood")
+  print("\n### 2. loopback TCP flood (sockperf throughput) pinned to CPU 0, --threshold 200us\n")
+  kinds = {}
+  for o in doc["outliers"]:
+      for c in o["causes"]:
+          key = c["kind"] + (" " + (c.get("task") or c.get("detail") or "") if c["kind"] in ("preemption", "softirq", "irq") else "")
+          kinds[key] = kinds.get(key, 0) + c["duration_ns"]
+  total = sum(kinds.values()) or 1
+  print(f"outliers: {len(doc['outliers'])}; time attributed, by cause:")
+  for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]:
+      print(f"  {k}: {100*v/total:.1f} %")
 
-doc = load("cross")
-print("\n### 3. cross-check with perf sched timehist (same run, CPU 0)\n")
-rows = []
-for line in open(f"{work}/timehist.txt"):
-    m = re.match(r"\s*(\d+\.\d+)\s+\[(\d+)\]\s+(\S+)\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", line)
-    if m and m.group(3).startswith("rtlab-wakeup"):
-        rows.append((float(m.group(1)), float(m.group(6)) * 1e6))  # time (s), sch delay (ns)
-matched = []
-t0 = None
-# rtlab's at_ns is relative to the run; perf's times are CLOCK_MONOTONIC: align on the first outlier
-for o in doc["outliers"]:
-    ours = sum(c["duration_ns"] for c in o["causes"] if c["kind"] in ("preemption", "irq", "softirq"))
-    matched.append((o, ours))
-if rows and matched:
-    big = sorted(rows, key=lambda r: -r[1])[:len(matched)]
-    theirs = sorted(r[1] for r in big)
-    mine = sorted(m[1] for m in matched)
-    n = min(len(theirs), len(mine))
-    ratios = [mine[i] / theirs[i] for i in range(n) if theirs[i] > 0]
-    print(f"rtlab outliers: {len(matched)}; perf's largest scheduling delays of rtlab-wakeup0: {len(big)}")
-    print(f"rtlab's preemption+irq time / perf's sch delay, matched by rank: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}" if ratios else "no comparable rows")
-else:
-    print(f"no comparison: {len(rows)} perf rows, {len(matched)} outliers")
+if "cross" in parts:
+  doc = load("cross")
+  print("\n### 3. cross-check with perf sched timehist (same run, CPU 0)\n")
+  rows = []
+  for line in open(f"{work}/timehist.txt"):
+      m = re.match(r"\s*(\d+\.\d+)\s+\[(\d+)\]\s+(\S+)\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", line)
+      if m and m.group(3).startswith("rtlab-wakeup"):
+          rows.append((float(m.group(1)), float(m.group(6)) * 1e6))  # time (s), sch delay (ns)
+  # Matched by rank: the n largest scheduling delays perf saw against rtlab's n outliers.
+  matched = []
+  for o in doc["outliers"]:
+      ours = sum(c["duration_ns"] for c in o["causes"] if c["kind"] in ("preemption", "irq", "softirq"))
+      matched.append((o, ours))
+  if rows and matched:
+      big = sorted(rows, key=lambda r: -r[1])[:len(matched)]
+      theirs = sorted(r[1] for r in big)
+      mine = sorted(m[1] for m in matched)
+      n = min(len(theirs), len(mine))
+      ratios = [mine[i] / theirs[i] for i in range(n) if theirs[i] > 0]
+      print(f"rtlab outliers: {len(matched)}; perf's largest scheduling delays of rtlab-wakeup0: {len(big)}")
+      print(f"rtlab's preemption+irq time / perf's sch delay, matched by rank: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}" if ratios else "no comparable rows")
+  else:
+      print(f"no comparison: {len(rows)} perf rows, {len(matched)} outliers")
 
-print("\n### 4. overhead: interleaved 10 s runs, --cpus 0, --load cpu, without and with --explain\n")
-print("| round | p50 us plain | p50 us explain | p50 ratio | p99 us plain | p99 us explain | p99 ratio | events lost |")
-print("|---|---|---|---|---|---|---|---|")
-r50, r99 = [], []
-for r in range(1, rounds + 1):
-    a, b = load(f"plain-{r}"), load(f"explain-{r}")
-    sa, sb = a["series"][0], b["series"][0]
-    lost = next((w for w in b["warnings"] if "lost" in w), "0")
-    m = re.search(r"lost (\d+)", lost)
-    r50.append(sb["p50"] / sa["p50"]); r99.append(sb["p99"] / sa["p99"])
-    print(f"| {r} | {us(sa['p50'])} | {us(sb['p50'])} | {r50[-1]:.3f} | {us(sa['p99'])} | {us(sb['p99'])} | {r99[-1]:.3f} | {m.group(1) if m else 0} |")
-print(f"\nmedian p50 ratio {statistics.median(r50):.3f} (target <= 1.1: {'met' if statistics.median(r50) <= 1.1 else 'NOT met'}); "
-      f"median p99 ratio {statistics.median(r99):.3f} (target <= 1.2: {'met' if statistics.median(r99) <= 1.2 else 'NOT met'})")
+if "overhead" in parts:
+  print("\n### 4. overhead: interleaved 10 s runs, --cpus 0, --load cpu, without and with --explain\n")
+  print("| round | p50 us plain | p50 us explain | p50 ratio | p99 us plain | p99 us explain | p99 ratio | events lost |")
+  print("|---|---|---|---|---|---|---|---|")
+  r50, r99 = [], []
+  for r in range(1, rounds + 1):
+      a, b = load(f"plain-{r}"), load(f"explain-{r}")
+      sa, sb = a["series"][0], b["series"][0]
+      lost = next((w for w in b["warnings"] if "lost" in w), "0")
+      m = re.search(r"lost (\d+)", lost)
+      r50.append(sb["p50"] / sa["p50"]); r99.append(sb["p99"] / sa["p99"])
+      print(f"| {r} | {us(sa['p50'])} | {us(sb['p50'])} | {r50[-1]:.3f} | {us(sa['p99'])} | {us(sb['p99'])} | {r99[-1]:.3f} | {m.group(1) if m else 0} |")
+  print(f"\nmedian p50 ratio {statistics.median(r50):.3f} (target <= 1.1: {'met' if statistics.median(r50) <= 1.1 else 'NOT met'}); "
+        f"median p99 ratio {statistics.median(r99):.3f} (target <= 1.2: {'met' if statistics.median(r99) <= 1.2 else 'NOT met'})")
+
 PY

@@ -4,6 +4,7 @@
 //! probing with graceful degradation, and the facts of the result document.
 #![deny(unsafe_code)]
 
+pub mod check;
 mod error;
 pub mod explain;
 pub mod harness;

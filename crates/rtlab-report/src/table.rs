@@ -4,10 +4,12 @@ use rtlab_stats::result::{ResultDoc, Series, Unit};
 use rtlab_stats::{LiveHistogram, Nanos};
 use std::fmt::Write;
 
-/// A plain aligned text table: first column left-aligned, the rest right-aligned.
+/// A plain aligned text table: first column left-aligned, the rest right-aligned (or the
+/// first `left` columns left-aligned, for text tables).
 #[derive(Debug, Default)]
 pub struct Table {
     rows: Vec<Vec<String>>,
+    left: usize,
 }
 
 impl Table {
@@ -15,7 +17,14 @@ impl Table {
     pub fn new(header: &[&str]) -> Self {
         Table {
             rows: vec![header.iter().map(|s| s.to_string()).collect()],
+            left: 1,
         }
+    }
+
+    /// The same with every column left-aligned (a table of words, not numbers).
+    pub fn left_aligned(mut self) -> Self {
+        self.left = usize::MAX;
+        self
     }
 
     /// Adds a row.
@@ -43,7 +52,7 @@ impl Table {
                 if c > 0 {
                     line.push_str("  ");
                 }
-                if c == 0 {
+                if c < self.left {
                     let _ = write!(line, "{cell:<w$}", w = widths[c]);
                 } else {
                     let _ = write!(line, "{cell:>w$}", w = widths[c]);

@@ -130,6 +130,15 @@ pub fn terminate_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// This process's soft RLIMIT_MEMLOCK and RLIMIT_RTPRIO (`None`: unlimited).
+pub fn rt_limits() -> (Option<u64>, Option<u64>) {
+    use rustix::process::{getrlimit, Resource};
+    (
+        getrlimit(Resource::Memlock).current,
+        getrlimit(Resource::Rtprio).current,
+    )
+}
+
 /// The effective user id of this process (0 means root).
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()

@@ -14,18 +14,34 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
+extern "C" fn on_signal_keep(_sig: libc::c_int) {
+    // Relaxed: as above.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Like [`install_interrupt_handler`], but every further SIGINT/SIGTERM only sets the flag
+/// again: for a process that must always run its cleanup. (A child with a parent-death
+/// signal gets it once per exiting thread of a multi-threaded parent, i.e. several times.)
+pub fn install_persistent_interrupt_handler() {
+    install(on_signal_keep);
+}
+
 /// Installs the handler for SIGINT and SIGTERM. Idempotent.
 ///
 /// C: `sigaction(SIGINT/SIGTERM, {sa_handler, flags 0})`. Without `SA_RESTART`, a thread
 /// blocked in a sleep returns `EINTR`; rtlab's sleeps restart with the same absolute
 /// deadline, so delivery never perturbs a schedule.
 pub fn install_interrupt_handler() {
+    install(on_signal);
+}
+
+fn install(handler: extern "C" fn(libc::c_int)) {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: zeroed sigaction is a valid "no flags, empty mask" value; the handler is an
         // extern "C" fn that only does async-signal-safe work (an atomic store and signal()).
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_sigaction = handler as libc::sighandler_t;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(sig, &action, std::ptr::null_mut());
         }

@@ -119,9 +119,13 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 )),
             },
             Some(t) if t.is_idle() => Key {
-                kind: 4,
+                kind: if rules.virtualized { 5 } else { 4 },
                 task: None,
-                detail: Some("CPU idle after the wakeup".into()),
+                detail: Some(if rules.virtualized {
+                    "CPU idle after the wakeup: the host did not run the vCPU".into()
+                } else {
+                    "CPU idle after the wakeup".into()
+                }),
             },
             Some(t) => Key {
                 kind: 3,

@@ -54,6 +54,12 @@ pub enum Command {
     /// Bounded-latency messaging over TCP/UDP: periodic streams, ping-pong, the peer.
     #[command(after_help = NET_HELP)]
     Net(NetArgs),
+    /// Audit this machine's real-time settings: status, value, why, and the fix for each.
+    #[command(after_help = CHECK_HELP)]
+    Check(CheckArgs),
+    /// Compare two result documents: B/A per series and percentile, with significance.
+    #[command(after_help = DIFF_HELP)]
+    Diff(DiffArgs),
     /// Run disturbance loads alone (the same loads --load adds to any experiment).
     #[command(after_help = LOAD_HELP)]
     Load(LoadArgs),
@@ -275,6 +281,38 @@ counts as lost (config: lost). The first tenth of the run (at most 500 ms) is wa
 Examples:
   rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
   rtlab net pingpong --proto udp --size 1KiB --busy-poll 50";
+
+const CHECK_HELP: &str = "\
+Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
+(isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
+last one), cpufreq_governor, c_states, transparent_hugepages, swap, rlimits (MEMLOCK,
+RTPRIO), clocksource, virtualization (with a 1 s steal-time sample), timer_slack, numa,
+tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
+exact command that fixes it; the three that matter most are listed last.
+
+--json writes one value series per check (check/<id>: 0 ok, 1 warn, 2 fail, -1 skipped) with
+status, value, why and fix in its config.
+
+Examples:
+  rtlab check
+  rtlab check --json check.json";
+
+const DIFF_HELP: &str = "\
+For every series present in both documents (same name and metric): p50, p99, p99.9 and max
+of distributions, or the value of single-value series, with B/A. A percentile change is
+marked * when the 95 % intervals of the two percentiles do not overlap (order statistics of
+the stored histograms: no assumption about the distribution); the max has no interval.
+'worse' means higher latency or lower throughput.
+
+--fail-worse PCT exits 3 when a p50, p99, p99.9 or value got worse by more than PCT percent
+(and, for percentiles, the change is significant): a CI gate for tuning regressions. The
+max never fails the gate: one sample decides it.
+
+--json writes a result document whose series are <series>/<stat> ratios (unit ratio).
+
+Examples:
+  rtlab diff before/report.json after/report.json
+  rtlab diff base.json new.json --fail-worse 10 --json diff.json";
 
 const SURVEY_HELP: &str = "\
 Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
@@ -577,6 +615,29 @@ pub struct IpcArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Write the audit as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline result document.
+    #[arg(value_name = "A.json")]
+    pub a: std::path::PathBuf,
+    /// The result document to compare with it.
+    #[arg(value_name = "B.json")]
+    pub b: std::path::PathBuf,
+    /// Exit 3 when a statistic got worse by more than PCT percent (significantly).
+    #[arg(long, value_name = "PCT", value_parser = parse_regression_pct)]
+    pub fail_worse: Option<f64>,
+    /// Write the comparison as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct NetArgs {
     #[command(subcommand)]
     pub action: NetAction,
@@ -727,6 +788,15 @@ fn parse_pct(text: &str) -> Result<f64, String> {
     match text.trim_end_matches('%').parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
         _ => Err(format!("'{text}': a percentage from 0 to 100")),
+    }
+}
+
+fn parse_regression_pct(text: &str) -> Result<f64, String> {
+    match text.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p >= 0.0 && p.is_finite() => Ok(p),
+        _ => Err(format!(
+            "'{text}': a percentage, 0 or more (10 means 10 % worse)"
+        )),
     }
 }
 

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+mod check;
+mod diff;
 mod exec;
 mod invert;
 mod ipc;
@@ -29,6 +31,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Slack(args) => slack::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Net(args) => net::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Check(args) => check::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

@@ -183,7 +183,12 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
 
 fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
     use std::io::Write;
-    rtlab_sys::signal::install_interrupt_handler();
+    if args.create_netns.is_some() || args.owns_netns {
+        // The namespace must be removed however many signals arrive.
+        rtlab_sys::signal::install_persistent_interrupt_handler();
+    } else {
+        rtlab_sys::signal::install_interrupt_handler();
+    }
     let mut out = std::io::stdout();
     // --create-netns: the whole namespace is this process's; the guard deletes it however
     // this function ends (and SIGTERM from a dying parent ends it).

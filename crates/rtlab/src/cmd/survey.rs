@@ -69,21 +69,45 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     };
     let mut console = Console::new(args.quiet);
     console.note(&format!(
-        "survey on CPUs {}: wakeup idle ({}), wakeup under load {} ({}), then lock, invert, mmap, slack, ipc (up to 4 s each)",
+        "survey on CPUs {}: check, wakeup idle ({}), wakeup under load {} ({}, explained), then lock, invert, mmap, slack, ipc, net (up to 4 s each)",
         config.cpus,
         args.duration,
         rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
         args.duration,
     ));
+    let checks = rtlab_lab::check::run_checks(std::time::Duration::from_millis(500));
     let survey = run_survey(&config, &mut console)?;
     console.finish();
     let mut doc = result_doc("survey", survey.record);
+    // The tables show the measurements; the check's series go to the report only.
+    let mut text = rtlab_report::table::summary(&doc);
+    doc.series
+        .splice(0..0, rtlab_lab::check::as_series(&checks));
     doc.verdict
         .details
         .insert("survey".into(), Value::Array(survey.verdict_rows.clone()));
-    let mut text = rtlab_report::table::summary(&doc);
+    let actions = rtlab_lab::check::top_actions(&checks, 3);
+    doc.verdict.details.insert(
+        "top_actions".into(),
+        serde_json::json!(actions
+            .iter()
+            .map(|c| serde_json::json!({"check": c.id, "status": c.status.as_str(), "fix": c.fix}))
+            .collect::<Vec<_>>()),
+    );
     text.push('\n');
     text.push_str(&verdict_table(&survey.verdict_rows));
+    if !actions.is_empty() {
+        text.push_str("\nthe tuning actions that matter most here (rtlab check explains each):\n");
+        for (i, c) in actions.iter().enumerate() {
+            text.push_str(&format!(
+                "  {}. {} ({} {})\n",
+                i + 1,
+                c.fix,
+                c.id,
+                c.status.as_str()
+            ));
+        }
+    }
     text.push_str(&format!(
         "report: {}\n",
         args.out.join("report.json").display()

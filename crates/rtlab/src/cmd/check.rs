@@ -1,0 +1,65 @@
+//! `rtlab check`.
+
+use crate::cli::CheckArgs;
+use crate::output::{standalone_doc, Outputs};
+use crate::Status;
+use rtlab_lab::check::{as_series, run_checks, top_actions, Check};
+use rtlab_report::table::Table;
+use rtlab_stats::Nanos;
+
+/// The audit table and the advice, as printed.
+pub fn render(checks: &[Check]) -> String {
+    let mut t = Table::new(&["check", "status", "found"]).left_aligned();
+    for c in checks {
+        t.row(vec![
+            c.id.to_string(),
+            c.status.as_str().to_string(),
+            c.value.clone(),
+        ]);
+    }
+    let mut out = t.render();
+    for c in checks
+        .iter()
+        .filter(|c| c.status != rtlab_lab::check::Status::Ok)
+    {
+        out.push_str(&format!("\n{} {}: {}\n", c.status.as_str(), c.id, c.why));
+        if !c.fix.is_empty() {
+            out.push_str(&format!("  fix: {}\n", c.fix));
+        }
+    }
+    let top = top_actions(checks, 3);
+    if !top.is_empty() {
+        out.push_str("\nthe tuning actions that matter most here:\n");
+        for (i, c) in top.iter().enumerate() {
+            out.push_str(&format!("  {}. {} ({})\n", i + 1, c.fix, c.id));
+        }
+    }
+    out
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<Status> {
+    let outputs = Outputs {
+        json: args.json.clone(),
+        hgrm: None,
+        fail_above: None,
+    };
+    outputs.validate()?;
+    let started = rtlab_sys::time::realtime_now_ns();
+    let checks = run_checks(std::time::Duration::from_millis(1000));
+    let mut doc = standalone_doc(
+        "check",
+        started,
+        Nanos::from_secs(1),
+        vec![],
+        vec![],
+        as_series(&checks),
+    );
+    doc.verdict.details.insert(
+        "top_actions".into(),
+        serde_json::json!(top_actions(&checks, 3)
+            .iter()
+            .map(|c| serde_json::json!({"check": c.id, "fix": c.fix}))
+            .collect::<Vec<_>>()),
+    );
+    outputs.finish(&mut doc, &render(&checks))
+}

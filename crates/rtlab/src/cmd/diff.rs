@@ -1,0 +1,145 @@
+//! `rtlab diff A.json B.json`.
+
+use crate::cli::DiffArgs;
+use crate::output::{standalone_doc, Outputs};
+use crate::{BadInput, Status};
+use rtlab_report::diff::{self, Change};
+use rtlab_report::table::Table;
+use rtlab_stats::result::{ResultDoc, Unit};
+use rtlab_stats::Nanos;
+use std::path::Path;
+
+fn read(path: &Path) -> Result<ResultDoc, BadInput> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        BadInput(format!(
+            "{}: not an rtlab result document ({e})",
+            path.display()
+        ))
+    })
+}
+
+fn cell(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Ns => Nanos(v as u64).to_string(),
+        Unit::OpsPerSec => format!("{v:.0} ops/s"),
+        Unit::BytesPerSec => format!("{v:.0} B/s"),
+        Unit::Ratio | Unit::Count => format!("{v:.3}"),
+    }
+}
+
+fn table(changes: &[Change]) -> String {
+    let mut t = Table::new(&["series", "stat", "A", "B", "B/A", "", "verdict"]);
+    for c in changes {
+        let mark = match c.significant {
+            Some(true) => "*",
+            Some(false) => "",
+            None => "?",
+        };
+        let verdict = if (c.ratio - 1.0).abs() < 0.005 {
+            "same"
+        } else if c.significant == Some(false) {
+            "noise"
+        } else if c.worse {
+            "worse"
+        } else {
+            "better"
+        };
+        t.row(vec![
+            c.series.clone(),
+            c.stat.to_string(),
+            cell(c.a, c.unit),
+            cell(c.b, c.unit),
+            format!("{:.3}", c.ratio),
+            mark.to_string(),
+            verdict.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
+    let outputs = Outputs {
+        json: args.json.clone(),
+        hgrm: None,
+        fail_above: None,
+    };
+    outputs.validate()?;
+    let (a, b) = (read(&args.a)?, read(&args.b)?);
+    let changes = diff::compare(&a.series, &b.series);
+    if changes.is_empty() {
+        return Err(BadInput(format!(
+            "{} and {} have no series in common (same command and series names needed)",
+            args.a.display(),
+            args.b.display()
+        ))
+        .into());
+    }
+    let mut text = format!(
+        "A: {} ({} {}), B: {} ({} {})\n",
+        args.a.display(),
+        a.command,
+        a.started_at,
+        args.b.display(),
+        b.command,
+        b.started_at
+    );
+    text.push_str(&table(&changes));
+    text.push_str(
+        "*: the 95 % intervals of the two percentiles (order statistics of the histograms) do not \
+         overlap; ?: no interval for this statistic (max, single values)\n",
+    );
+    let failed = args.fail_worse.map(|pct| diff::gate(&changes, pct));
+    let mut warnings = Vec::new();
+    if a.command != b.command {
+        warnings.push(format!(
+            "comparing a '{}' run with a '{}' run",
+            a.command, b.command
+        ));
+    }
+    let mut doc = standalone_doc(
+        "diff",
+        rtlab_sys::time::realtime_now_ns(),
+        Nanos(0),
+        vec![],
+        warnings.clone(),
+        diff::as_series(
+            &changes,
+            &args.a.to_string_lossy(),
+            &args.b.to_string_lossy(),
+        ),
+    );
+    if let (Some(pct), Some(failed)) = (args.fail_worse, &failed) {
+        doc.verdict
+            .details
+            .insert("fail_worse_pct".into(), serde_json::json!(pct));
+        doc.verdict.details.insert(
+            "worse".into(),
+            serde_json::json!(failed
+                .iter()
+                .map(|c| format!("{}/{}", c.series, c.stat))
+                .collect::<Vec<_>>()),
+        );
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let status = outputs.finish(&mut doc, &text)?;
+    match (args.fail_worse, failed) {
+        (Some(pct), Some(failed)) if !failed.is_empty() => {
+            for c in failed {
+                eprintln!(
+                    "fail-worse: {}/{} {:.3}x ({} -> {}) is worse by more than {pct} %",
+                    c.series,
+                    c.stat,
+                    c.ratio,
+                    cell(c.a, c.unit),
+                    cell(c.b, c.unit)
+                );
+            }
+            Ok(Status::GateHit)
+        }
+        _ => Ok(status),
+    }
+}

@@ -1,0 +1,144 @@
+//! `rtlab diff` (compares two runs, gates on regressions, refuses bad input) and `rtlab check`.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn wakeup_doc(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let out = rtlab()
+        .args([
+            "wakeup",
+            "--policy",
+            "other",
+            "--threads",
+            "1",
+            "--duration",
+            "400ms",
+        ])
+        .args(["--no-dma-latency", "--quiet", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn a_run_against_itself_is_the_same_and_a_regression_trips_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = wakeup_doc(dir.path(), "a.json");
+    // B: the same distribution, plus a single-value series that doubled (a regression).
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let extra = |v: f64| json!({"name": "x/uncontended", "metric": "lock_unlock", "unit": "ns", "value": v});
+    doc["series"].as_array_mut().unwrap().push(extra(100.0));
+    std::fs::write(&a, doc.to_string()).unwrap();
+    doc["series"].as_array_mut().unwrap().last_mut().unwrap()["value"] = json!(200.0);
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, doc.to_string()).unwrap();
+
+    let out = rtlab().arg("diff").arg(&a).arg(&a).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("thread0") && stdout.contains("same"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("worse"), "{stdout}");
+
+    let json_out = dir.path().join("d.json");
+    let out = rtlab()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--fail-worse", "10", "--json"])
+        .arg(&json_out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("fail-worse: x/uncontended/value 2.000x"),
+        "{stderr}"
+    );
+    let d = load_valid_document(&json_out);
+    assert_eq!(d["command"], "diff");
+    assert_eq!(series_named(&d, "x/uncontended/value")["value"], 2.0);
+    assert_eq!(series_named(&d, "thread0/p50")["value"], 1.0);
+    assert_eq!(d["verdict"]["worse"][0], "x/uncontended/value");
+
+    let out = rtlab()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--fail-worse", "150"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "a 100 % regression passes a 150 % gate"
+    );
+}
+
+#[test]
+fn diff_refuses_files_that_are_not_result_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"not\": 1}").unwrap();
+    for args in [
+        vec![junk.to_str().unwrap(), junk.to_str().unwrap()],
+        vec!["/nonexistent/a.json", junk.to_str().unwrap()],
+    ] {
+        let out = rtlab().arg("diff").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
+#[test]
+fn check_audits_the_machine_and_writes_one_series_per_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("check.json");
+    let out = rtlab()
+        .args(["check", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    assert_eq!(doc["command"], "check");
+    for id in [
+        "preempt_model",
+        "rt_throttling",
+        "irq_affinity",
+        "virtualization",
+        "timer_slack",
+    ] {
+        let s = series_named(&doc, &format!("check/{id}"));
+        let status = s["config"]["status"].as_str().unwrap();
+        assert!(["ok", "warn", "fail", "skipped"].contains(&status), "{s}");
+        assert!(stdout.contains(id), "{stdout}");
+    }
+    // Every warning or failure comes with the exact fix.
+    for s in doc["series"].as_array().unwrap() {
+        if s["value"].as_f64().unwrap() >= 1.0 {
+            assert!(!s["config"]["fix"].as_str().unwrap().is_empty(), "{s}");
+        }
+    }
+}
