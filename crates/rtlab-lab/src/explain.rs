@@ -45,6 +45,12 @@ impl Session {
             .collect();
         if reader_cpus.is_empty() {
             reader_cpus = usable.as_slice().to_vec();
+            outcome.warn(
+                observer,
+                "explain: every CPU is measured, so the trace reader (rtlab-explain) shares them; \
+                 it may show up as a cause (measure fewer CPUs with --cpus to keep one free)"
+                    .into(),
+            );
         }
         let options = rtlab_trace::Options {
             threshold_ns: settings.threshold.map(Nanos::get),

@@ -4,6 +4,7 @@
 
 pub mod diff;
 mod export;
+pub mod html;
 pub mod table;
 
 pub use export::{

@@ -166,6 +166,41 @@ impl LatencyHistogram {
         Nanos(v.clamp(self.min, self.max))
     }
 
+    /// Counts in power-of-two latency bins: (bin upper bound in ns, count), from the bin of the
+    /// minimum to the bin of the maximum, empty bins included (for log-scale plots).
+    pub fn log2_bins(&self) -> Vec<(u64, u64)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let first = self.min.max(1).next_power_of_two().max(16);
+        self.hist
+            .iter_log(first, 2.0)
+            .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+            .take_while(|&(upper, _)| upper / 2 <= self.max.max(1))
+            .collect()
+    }
+
+    /// The percentile curve HdrHistogram plots: (percentile, latency ns) at points that get
+    /// denser towards the tail, ending at the maximum.
+    pub fn percentile_curve(&self) -> Vec<(f64, u64)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let mut v: Vec<(f64, u64)> = self
+            .hist
+            .iter_quantiles(4)
+            .map(|q| {
+                (
+                    q.percentile(),
+                    q.value_iterated_to().clamp(self.min, self.max),
+                )
+            })
+            .filter(|&(p, _)| p < 100.0)
+            .collect();
+        v.push((100.0, self.max));
+        v
+    }
+
     /// Count, missed, exact min/mean/max and the standard percentiles.
     pub fn summary(&self) -> Summary {
         let count = self.len();

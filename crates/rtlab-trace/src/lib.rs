@@ -406,7 +406,9 @@ fn read_loop(
     let mut histories: Vec<History> = Vec::new();
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
-    let mut buf = vec![0u8; 1 << 16];
+    // Small reads: the kernel formats the text inside each read, and on a non-preemptible
+    // kernel a long read would hold a measured CPU when there is no spare one.
+    let mut buf = vec![0u8; 4096];
     let mut partial = String::new();
     loop {
         let stopping = stop.load(Ordering::Relaxed);

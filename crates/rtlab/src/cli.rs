@@ -57,6 +57,9 @@ pub enum Command {
     /// Audit this machine's real-time settings: status, value, why, and the fix for each.
     #[command(after_help = CHECK_HELP)]
     Check(CheckArgs),
+    /// Render result documents as one self-contained HTML report with SVG plots.
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
     /// Compare two result documents: B/A per series and percentile, with significance.
     #[command(after_help = DIFF_HELP)]
     Diff(DiffArgs),
@@ -281,6 +284,18 @@ counts as lost (config: lost). The first tenth of the run (at most 500 ms) is wa
 Examples:
   rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
   rtlab net pingpong --proto udp --size 1KiB --busy-poll 50";
+
+const REPORT_HELP: &str = "\
+Writes DIR/report.html: one file, no scripts, no network, readable on a laptop and printable.
+Per document: the machine, the survey's verdict and tuning actions, the check table, and per
+area the percentile curves (HdrHistogram style, idle and loaded on one chart), log-scale
+histograms, explained outliers over time (causes on hover), bars for single values (lock,
+ipc throughput) and the slack sweep, with the numbers behind each chart. `rtlab survey`
+writes the same file next to its report.json.
+
+Examples:
+  rtlab report rtlab-report/report.json -o rtlab-report
+  rtlab report idle.json loaded.json net.json -o /tmp/report";
 
 const CHECK_HELP: &str = "\
 Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
@@ -615,6 +630,21 @@ pub struct IpcArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result documents (from --json of any command, or a survey's report.json).
+    #[arg(value_name = "FILE.json", required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// Directory to write report.html into.
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "rtlab-report"
+    )]
+    pub out: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Write the audit as a result document to PATH ('-' for stdout).
     #[arg(long, value_name = "PATH")]
@@ -844,9 +874,12 @@ pub struct LoadArgs {
 
 #[derive(Debug, Args)]
 pub struct SurveyArgs {
-    /// Duration of each stage.
+    /// Duration of each wakeup stage (the other stages take at most 4 s each).
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Nanos,
+    /// A quick survey (4 s per wakeup stage; about a minute in all).
+    #[arg(long, conflicts_with = "duration")]
+    pub quick: bool,
     /// Report directory.
     #[arg(long, value_name = "DIR", default_value = "rtlab-report")]
     pub out: PathBuf,

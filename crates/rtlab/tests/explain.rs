@@ -36,13 +36,26 @@ fn a_hog_on_the_measured_cpu_is_named_as_the_cause() {
         big.len() >= 5,
         "a 3 ms hog every 200 ms for 3 s: {outliers:?}"
     );
+    // The acceptance: >= 90 % of the outliers over 2 ms name rtlab-hog (FIFO 99) as
+    // the preempting task, for 70-110 % of the lateness (a VM may add a stall of its own).
+    let named: Vec<_> = big
+        .iter()
+        .filter(|o| {
+            let top = &o["causes"][0];
+            let share = top["duration_ns"].as_f64().unwrap() / o["latency_ns"].as_f64().unwrap();
+            top["kind"] == "preemption"
+                && top["task"] == "rtlab-hog"
+                && top["prio"] == 99
+                && (0.7..=1.1).contains(&share)
+        })
+        .collect();
+    assert!(
+        named.len() * 10 >= big.len() * 9,
+        "{} of {} named: {big:?}",
+        named.len(),
+        big.len()
+    );
     for o in &big {
-        let top = &o["causes"][0];
-        assert_eq!(top["kind"], "preemption", "{o}");
-        assert_eq!(top["task"], "rtlab-hog", "{o}");
-        assert_eq!(top["prio"], 99, "{o}");
-        let share = top["duration_ns"].as_f64().unwrap() / o["latency_ns"].as_f64().unwrap();
-        assert!((0.7..=1.1).contains(&share), "share {share}: {o}");
         let attributed: u64 = o["causes"]
             .as_array()
             .unwrap()

@@ -9,6 +9,7 @@ mod load;
 mod lock;
 mod mmap;
 mod net;
+mod report;
 mod slack;
 mod survey;
 mod wakeup;
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Net(args) => net::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Check(args) => check::run(args),
+        Command::Report(args) => report::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
     }

@@ -62,7 +62,11 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     rtlab_report::check_writable_dir(&args.out).map_err(|e| BadInput(format!("--out {e}")))?;
     outputs.validate()?;
     let config = SurveyConfig {
-        stage_duration: args.duration,
+        stage_duration: if args.quick {
+            Nanos::from_secs(4)
+        } else {
+            args.duration
+        },
         cpus: args.cpus.unwrap_or_else(usable_cpus),
         mlock: !args.no_mlock,
         dma_latency: !args.no_dma_latency,
@@ -71,9 +75,9 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     console.note(&format!(
         "survey on CPUs {}: check, wakeup idle ({}), wakeup under load {} ({}, explained), then lock, invert, mmap, slack, ipc, net (up to 4 s each)",
         config.cpus,
-        args.duration,
+        config.stage_duration,
         rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
-        args.duration,
+        config.stage_duration,
     ));
     let checks = rtlab_lab::check::run_checks(std::time::Duration::from_millis(500));
     let survey = run_survey(&config, &mut console)?;
@@ -109,8 +113,14 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         }
     }
     text.push_str(&format!(
-        "report: {}\n",
+        "report: {} and {}\n",
+        args.out.join("report.html").display(),
         args.out.join("report.json").display()
     ));
-    outputs.finish(&mut doc, &text)
+    let status = outputs.finish(&mut doc, &text)?;
+    rtlab_report::atomic_write(
+        &args.out.join("report.html"),
+        rtlab_report::html::render(std::slice::from_ref(&doc)).as_bytes(),
+    )?;
+    Ok(status)
 }

@@ -1,0 +1,143 @@
+//! `rtlab report` and the survey's report.html: self-contained, with the plots, and rendered
+//! without a console error by a headless browser (Debian chromium) when one is installed.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn doc(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let out = rtlab()
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let wakeup = doc(
+        dir.path(),
+        "w.json",
+        &[
+            "wakeup",
+            "--policy",
+            "other",
+            "--threads",
+            "2",
+            "--duration",
+            "500ms",
+            "--quiet",
+        ],
+    );
+    let pp = doc(
+        dir.path(),
+        "p.json",
+        &[
+            "net",
+            "pingpong",
+            "--policy",
+            "other",
+            "--duration",
+            "600ms",
+            "--quiet",
+        ],
+    );
+    let check = doc(dir.path(), "c.json", &["check"]);
+    let out_dir = dir.path().join("rep");
+    let out = rtlab()
+        .arg("report")
+        .args([&wakeup, &pp, &check])
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let charts = html.matches("<svg class=\"chart\"").count();
+    assert!(charts >= 4, "{charts} charts");
+    assert!(html.contains("latency by percentile") && html.contains("latency histogram"));
+    assert!(html.contains("preempt_model"), "the check table");
+    for external in ["<script", "http://", "https://", "<link", "@import", "src="] {
+        assert!(!html.contains(external), "not self-contained: {external}");
+    }
+
+    let bad = rtlab()
+        .args(["report", "/nonexistent.json"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        return skip(
+            "report in a browser",
+            "no chromium (apt-get install chromium)",
+        );
+    };
+    let url = format!("file://{}", out_dir.join("report.html").display());
+    let shot = dir.path().join("shot.png");
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let dom = Command::new(browser)
+        .args(base)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom_text.matches("<svg class=\"chart\"").count() >= 4,
+        "the browser's DOM has the charts"
+    );
+    let rendered = Command::new(browser)
+        .args(base)
+        .arg("--window-size=1400,2400")
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&rendered.stderr);
+    for line in log
+        .lines()
+        .chain(String::from_utf8_lossy(&dom.stderr).lines())
+    {
+        assert!(
+            !line.contains("CONSOLE") && !line.contains("ERR_FILE") && !line.contains("Uncaught"),
+            "{line}"
+        );
+    }
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+}
