@@ -187,7 +187,14 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        observer.stage(stage.name, i, stages.len() + 6);
+        // What is left: this and the other wakeup stages, then six short ones.
+        let left = config.stage_duration.get() * (stages.len() - i) as u64
+            + 6 * config.stage_duration.get().min(SHORT_STAGE.get());
+        observer.stage(
+            &format!("{}, about {} left", stage.name, Nanos(left)),
+            i,
+            stages.len() + 6,
+        );
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
             interval,
@@ -314,7 +321,12 @@ pub fn run_survey(
             }
             continue;
         }
-        observer.stage(name, stages.len() + i, total);
+        let left = short.get() * (6 - i) as u64;
+        observer.stage(
+            &format!("{name}, about {} left", Nanos(left)),
+            stages.len() + i,
+            total,
+        );
         let common = CommonConfig {
             duration: short,
             loads: vec![],

@@ -196,6 +196,52 @@ mod tests {
         );
     }
 
+    /// Snapshot of the exact terminal output (alignment, units, column order): a change to
+    /// what users read must be deliberate.
+    #[test]
+    fn tables_match_their_snapshot() {
+        let mut a = LatencyHistogram::new();
+        let mut b = LatencyHistogram::new();
+        for i in 0..1000u64 {
+            a.record(Nanos(10_000 + i * 10));
+            b.record(Nanos(50_000 + i * 1000));
+        }
+        b.record(Nanos(3_000_000));
+        let series = vec![
+            Series::distribution("wakeup-idle/thread0", "wakeup_latency", &a).unwrap(),
+            Series::distribution("wakeup-loaded/thread0", "wakeup_latency", &b).unwrap(),
+            Series::value("lock/rtlab-pi/uncontended", "lock_unlock", Unit::Ns, 5.25),
+            Series::value(
+                "ipc/rtlab-shm/throughput",
+                "throughput",
+                Unit::OpsPerSec,
+                12_345_678.0,
+            ),
+        ];
+        let expected = "\
+series                 count  missed      min      p50      p90      p99    p99.9   p99.99      max
+wakeup-idle/thread0     1000       0  10.0 us  15.0 us  19.0 us  19.9 us  20.0 us  20.0 us  20.0 us
+wakeup-loaded/thread0   1001       0  50.0 us   550 us   950 us  1.04 ms  1.05 ms  3.00 ms  3.00 ms
+";
+        assert_eq!(distribution_table(&series), expected);
+        let expected = "\
+series                          metric           value
+lock/rtlab-pi/uncontended  lock_unlock          5.2 ns
+ipc/rtlab-shm/throughput    throughput  12345678 ops/s
+";
+        assert_eq!(value_table(&series), expected);
+        let mut t = Table::new(&["check", "status", "found"]).left_aligned();
+        t.row(vec![
+            "preempt_model".into(),
+            "fail".into(),
+            "dynamic(none)".into(),
+        ]);
+        assert_eq!(
+            t.render(),
+            "check          status  found\npreempt_model  fail    dynamic(none)\n"
+        );
+    }
+
     #[test]
     fn value_table_formats_by_unit() {
         let s = Series::value("pi_mutex/uncontended", "lock_unlock", Unit::Ns, 9.14);

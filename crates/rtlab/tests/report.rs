@@ -141,3 +141,29 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
         png.len()
     );
 }
+
+#[test]
+fn a_quick_survey_writes_the_html_report_with_its_plots() {
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("quick");
+    let started = std::time::Instant::now();
+    let out = rtlab()
+        .args(["survey", "--quick", "--no-dma-latency", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!(
+        "survey --quick took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.matches("<svg class=\"chart\"").count() >= 4);
+    let doc = load_valid_document(&out_dir.join("report.json"));
+    assert!(series_names(&doc)
+        .iter()
+        .any(|n| n == "check/preempt_model"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("report.html"));
+}
