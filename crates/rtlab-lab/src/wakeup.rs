@@ -151,6 +151,13 @@ struct WorkerResult {
     hist: LatencyHistogram,
     timer_slack_ns: Option<u64>,
     setup_error: Option<String>,
+    /// The worst latency of each `timeline_step(duration)` window, from the first deadline.
+    timeline: Vec<u64>,
+}
+
+/// Width of a timeline window: 100 ms, or wider so a run has at most 1000 windows.
+pub fn timeline_step(duration_ns: u64) -> u64 {
+    (duration_ns / 1000).max(100_000_000)
 }
 
 /// What one measuring thread does.
@@ -194,15 +201,20 @@ fn measure(
     if setup_error.is_some() {
         gate.abort.store(true, Ordering::Relaxed);
     }
+    // Allocated before the loop: recording into it never allocates.
+    let step_ns = timeline_step(duration);
+    let mut timeline = vec![0u64; (duration / step_ns + 2) as usize];
     if !gate.arrive_and_wait() {
         return WorkerResult {
             hist,
             timer_slack_ns,
             setup_error,
+            timeline: Vec::new(),
         };
     }
     // Deadlines sit on a common grid plus this thread's phase, so runs are reproducible.
     let mut next = (monotonic_now_ns() / interval + 2) * interval + phase;
+    let first = next;
     let end = next + duration;
     let step = Nanos(interval);
     // The measuring loop: sleep, read the clock, record. No allocation, no lock, no syscall
@@ -216,6 +228,9 @@ fn measure(
         let latency = Nanos(woke.saturating_sub(next));
         let missed = hist.record_periodic(latency, step);
         live.record(latency);
+        if let Some(slot) = timeline.get_mut(((next - first) / step_ns) as usize) {
+            *slot = (*slot).max(latency.get());
+        }
         if let Some((reporter, series)) = &reporter {
             if latency.get() > reporter.threshold_ns() {
                 reporter.report(rtlab_trace::Request {
@@ -232,10 +247,13 @@ fn measure(
             break;
         }
     }
+    let used = ((next.min(end) - first) / step_ns + 1) as usize;
+    timeline.truncate(used.min(timeline.len()));
     WorkerResult {
         hist,
         timer_slack_ns,
         setup_error,
+        timeline,
     }
 }
 
@@ -330,6 +348,12 @@ impl Experiment for Wakeup {
                 .with_config("mlock", common.mlock);
             if let Some(slack) = result.timer_slack_ns {
                 series = series.with_config("timer_slack_ns", slack);
+            }
+            if !result.timeline.is_empty() {
+                series = series.with_config(
+                    "timeline",
+                    serde_json::json!({"step_ns": timeline_step(duration), "max_ns": result.timeline}),
+                );
             }
             outcome.series.push(series);
         }

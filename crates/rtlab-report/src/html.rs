@@ -6,7 +6,7 @@
 //! log-scale latency histograms, explained outliers over time (causes on hover, through SVG
 //! `<title>`), bars for single values (lock, ipc throughput), the slack sweep; the outliers.
 
-use rtlab_stats::result::{CauseKind, Outlier, ResultDoc, Series, Unit};
+use rtlab_stats::result::{Outlier, ResultDoc, Series, Unit};
 use rtlab_stats::{LatencyHistogram, Nanos};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -264,12 +264,21 @@ fn describe_causes(o: &Outlier) -> String {
         .join("; ")
 }
 
-/// Explained outliers over the run: x time, y latency (log), causes on hover.
-fn outliers_chart(title: &str, outliers: &[&Outlier]) -> String {
-    let lo = outliers.iter().map(|o| o.latency_ns).min().unwrap_or(1);
-    let hi = outliers.iter().map(|o| o.latency_ns).max().unwrap_or(10);
-    let (ya, yb) = latency_decades(lo, hi);
-    let tmax = outliers.iter().map(|o| o.at_ns).max().unwrap_or(1).max(1) as f64 / 1e9;
+/// Latency over time: the worst latency of each window per series (when the run recorded
+/// a timeline), with the explained outliers marked on top (causes on hover).
+fn time_chart(title: &str, timelines: &[(String, u64, Vec<u64>)], outliers: &[&Outlier]) -> String {
+    let values = timelines
+        .iter()
+        .flat_map(|t| t.2.iter().copied())
+        .chain(outliers.iter().map(|o| o.latency_ns))
+        .filter(|&v| v > 0);
+    let (lo, hi) = values.fold((u64::MAX, 1u64), |(a, b), v| (a.min(v), b.max(v)));
+    let (ya, yb) = latency_decades(lo.min(hi), hi);
+    let tmax = timelines
+        .iter()
+        .map(|t| t.1 as f64 * t.2.len() as f64 / 1e9)
+        .chain(outliers.iter().map(|o| o.at_ns as f64 / 1e9))
+        .fold(0.001f64, f64::max);
     let mut f = Frame::new(title);
     for i in 0..=4 {
         let t = tmax * i as f64 / 4.0;
@@ -280,33 +289,50 @@ fn outliers_chart(title: &str, outliers: &[&Outlier]) -> String {
         f.y_tick(px(e, ya, yb, H - MB, MT), &decade_label(e));
         e += 1.0;
     }
-    f.axis_labels("time since the start of the stage", "latency");
-    let mut names: Vec<String> = Vec::new();
-    for o in outliers {
-        let kind = o.causes.first().map_or(CauseKind::Unexplained, |c| c.kind);
-        let key = kind.as_str().to_string();
-        let idx = names.iter().position(|n| *n == key).unwrap_or_else(|| {
-            names.push(key.clone());
-            names.len() - 1
-        });
+    f.axis_labels(
+        "time since the start of the stage",
+        "worst latency per window",
+    );
+    let y_of = |v: u64| px((v.max(1) as f64).log10(), ya, yb, H - MB, MT);
+    for (i, (name, step, maxes)) in timelines.iter().enumerate() {
+        let points: Vec<String> = maxes
+            .iter()
+            .enumerate()
+            .filter(|(_, &v)| v > 0)
+            .map(|(k, &v)| {
+                format!(
+                    "{:.1},{:.1}",
+                    px((k as f64 + 0.5) * *step as f64 / 1e9, 0.0, tmax, ML, W - MR),
+                    y_of(v)
+                )
+            })
+            .collect();
         let _ = write!(
             f.svg,
-            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{c}"><title>{s} late by {l} at {t:.2} s: {why}</title></circle>"#,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="1.2" points="{p}"><title>{n}: worst latency per {s}</title></polyline>"#,
+            c = PALETTE[i % PALETTE.len()],
+            p = points.join(" "),
+            n = esc(name),
+            s = Nanos(*step)
+        );
+    }
+    for o in outliers {
+        let _ = write!(
+            f.svg,
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="none" stroke="#000" stroke-width="1.5"><title>{s} late by {l} at {t:.2} s: {why}</title></circle>"##,
             x = px(o.at_ns as f64 / 1e9, 0.0, tmax, ML, W - MR),
-            y = px((o.latency_ns.max(1) as f64).log10(), ya, yb, H - MB, MT),
-            c = PALETTE[idx % PALETTE.len()],
+            y = y_of(o.latency_ns),
             s = esc(&o.series),
             l = Nanos(o.latency_ns),
             t = o.at_ns as f64 / 1e9,
             why = esc(&describe_causes(o))
         );
     }
-    f.legend(
-        &names
-            .iter()
-            .map(|n| format!("largest cause: {n}"))
-            .collect::<Vec<_>>(),
-    );
+    let mut names: Vec<String> = timelines.iter().map(|t| t.0.clone()).collect();
+    if !outliers.is_empty() {
+        names.push("(circles: explained outliers, hover for causes)".into());
+    }
+    f.legend(&names);
     f.finish()
 }
 
@@ -495,9 +521,24 @@ pub fn render(docs: &[ResultDoc]) -> String {
                 .iter()
                 .filter(|o| area(&doc.command, &o.series) == *name)
                 .collect();
-            if !outs.is_empty() {
-                body.push_str(&outliers_chart(
-                    &format!("{name}: explained outliers (hover for causes)"),
+            let timelines: Vec<(String, u64, Vec<u64>)> = dists
+                .iter()
+                .filter_map(|s| {
+                    let t = s.config.get("timeline")?;
+                    let step = t["step_ns"].as_u64()?;
+                    let maxes: Vec<u64> = t["max_ns"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(|v| v.as_u64())
+                        .collect();
+                    Some((s.name.clone(), step, maxes))
+                })
+                .take(8)
+                .collect();
+            if !outs.is_empty() || !timelines.is_empty() {
+                body.push_str(&time_chart(
+                    &format!("{name}: latency over time"),
+                    &timelines,
                     &outs,
                 ));
                 charts += 1;

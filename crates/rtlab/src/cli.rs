@@ -330,7 +330,9 @@ Examples:
   rtlab diff base.json new.json --fail-worse 10 --json diff.json";
 
 const SURVEY_HELP: &str = "\
-Stages: wakeup idle, then wakeup under --load cpu --load mmap (each --duration long), then
+Stages: rtlab check, then wakeup idle, then wakeup under --load cpu --load mmap with
+--explain (each --duration long: 60 s by default, about 3 minutes in all; 4 s with
+--quick, about 30 s in all), then
 short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
 invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
 shared futex?), slack (what the default timer slack costs a 10 us wait), ipc (rtlab's
@@ -875,7 +877,7 @@ pub struct LoadArgs {
 #[derive(Debug, Args)]
 pub struct SurveyArgs {
     /// Duration of each wakeup stage (the other stages take at most 4 s each).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Nanos,
     /// A quick survey (4 s per wakeup stage; about a minute in all).
     #[arg(long, conflicts_with = "duration")]
