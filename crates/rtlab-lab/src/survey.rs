@@ -299,6 +299,7 @@ pub fn run_survey(
         policy: Policy::Fifo,
         prio: 80,
         cpus: vec![],
+        explain: None,
     })?
     .with_series_prefix("net/");
     let short_stages: [(&str, &dyn Experiment, bool); 6] = [

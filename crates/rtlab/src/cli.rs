@@ -29,6 +29,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Timed-wakeup latency: wake at absolute deadlines, latency = actual - scheduled.
     #[command(after_help = WAKEUP_HELP)]
@@ -270,6 +272,10 @@ entries; --loss PCT drops that share of packets both ways with nftables inside t
 namespace), runs the peer in it, and removes it all at the end, on Ctrl-C and on error; if
 rtlab is killed, the peer removes it (it gets SIGTERM when its parent dies).
 
+--explain (root) traces the CPUs of the stream threads and names the causes of the worst
+send_lateness samples (a sender thread woken late), as rtlab wakeup --explain does; pin the
+streams with --cpus to keep a CPU free for the trace reader.
+
 Examples:
   rtlab net run --stream 1KiB@10ms --duration 10s --json run.json
   rtlab net run --profile seed-poc --load cpu:2 --background-traffic
@@ -398,11 +404,18 @@ pub struct WakeupArgs {
     /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
     #[arg(long, value_name = "N", value_parser = parse_threads, allow_hyphen_values = true)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+}
+
+/// `--explain` and its settings (wakeup, net run).
+#[derive(Debug, Args, Clone)]
+pub struct ExplainArgs {
     /// Trace the measured CPUs (tracefs, root) and name the cause of each outlier: IRQs,
     /// softirqs, preempting tasks, idle exit, hypervisor gaps.
     #[arg(long)]
     pub explain: bool,
-    /// Explain every wakeup later than DUR (implies --explain; default: the --top worst).
+    /// Explain every sample later than DUR (implies --explain; default: the --top worst).
     #[arg(long, value_name = "DUR", value_parser = positive_duration)]
     pub threshold: Option<Nanos>,
     /// How many outliers to keep, the worst first (default 10; 1000 with --threshold).
@@ -412,6 +425,21 @@ pub struct WakeupArgs {
     /// --explain).
     #[arg(long, value_name = "DIR")]
     pub trace_out: Option<std::path::PathBuf>,
+}
+
+impl ExplainArgs {
+    /// The settings, when any of the options asks for explaining.
+    pub fn settings(&self) -> Option<rtlab_lab::explain::ExplainSettings> {
+        (self.explain || self.threshold.is_some() || self.trace_out.is_some() || self.top.is_some())
+            .then(|| rtlab_lab::explain::ExplainSettings {
+                threshold: self.threshold,
+                top: self.top.map_or(
+                    if self.threshold.is_some() { 1000 } else { 10 },
+                    usize::from,
+                ),
+                trace_out: self.trace_out.clone(),
+            })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -763,6 +791,9 @@ pub struct NetRunArgs {
     /// Not recorded at the start of each stream (default: min(1s, duration/5)).
     #[arg(long, value_name = "DUR", value_parser = duration_arg)]
     pub warmup: Option<Nanos>,
+    /// --explain here names the causes of late sends (the stream threads' send_lateness).
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 #[derive(Debug, Args)]

@@ -110,3 +110,45 @@ fn without_a_tracer_it_says_so_and_falls_back_to_proc() {
     let doc = load_valid_document(&dir.path().join("r.json"));
     assert_eq!(doc["outliers"].as_array().map_or(0, Vec::len), 0);
 }
+
+#[test]
+fn net_run_explains_late_sends() {
+    if !is_root() {
+        return skip("explain net", "needs root (tracefs, SCHED_FIFO)");
+    }
+    let _serial = realtime_serial();
+    let (doc, stdout) = rtlab_json(&[
+        "net",
+        "run",
+        "--cpus",
+        "0",
+        "--stream",
+        "100B@7ms",
+        "--load",
+        "hog:99:3ms/200ms:0",
+        "--threshold",
+        "500us",
+        "--warmup",
+        "0s",
+        "--duration",
+        "4s",
+    ]);
+    let outliers = doc["outliers"].as_array().unwrap();
+    let big: Vec<_> = outliers
+        .iter()
+        .filter(|o| o["latency_ns"].as_u64().unwrap() > 1_000_000)
+        .collect();
+    assert!(big.len() >= 3, "{outliers:?}");
+    // 7 ms does not divide the hog's 200 ms period, so the two drift through each other.
+    assert!(big.iter().all(|o| o["series"] == "100B@7ms/send_lateness"));
+    let named = big
+        .iter()
+        .filter(|o| o["causes"][0]["task"] == "rtlab-hog")
+        .count();
+    assert!(
+        named * 10 >= big.len() * 9,
+        "{named} of {}: {big:?}",
+        big.len()
+    );
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+}

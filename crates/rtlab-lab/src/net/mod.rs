@@ -231,6 +231,8 @@ pub struct NetRunConfig {
     pub prio: u32,
     /// CPUs the stream threads may use (empty: any).
     pub cpus: Vec<usize>,
+    /// Explain the worst send lateness of the stream threads.
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// `rtlab net run`.
@@ -395,6 +397,25 @@ impl Experiment for NetRun {
             };
             reverse.push((p, connect(running.peer, &hello).map_err(LabError::Config)?));
         }
+        let measured: Vec<usize> = if cfg.cpus.is_empty() {
+            rtlab_sys::affinity::usable_cpus().as_slice().to_vec()
+        } else {
+            cfg.cpus.clone()
+        };
+        let labels_now = unique_labels(&cfg.streams);
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured,
+                labels_now
+                    .iter()
+                    .map(|l| format!("{}{l}/send_lateness", self.prefix))
+                    .collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let start = monotonic_now_ns() + 20_000_000;
         let timing = Timing {
             start_ns: start,
@@ -416,14 +437,18 @@ impl Experiment for NetRun {
                 .then(|| scope.spawn(|| background(running.peer, &stop_background)));
             let fwd: Vec<_> = forward
                 .into_iter()
-                .map(|(p, conn)| {
+                .enumerate()
+                .map(|(i, (p, conn))| {
                     let options = cfg.options.clone();
                     let pin = pin.clone();
+                    let report = reporter.clone().map(|r| (r, i as u16));
                     scope.spawn(move || {
                         pin();
                         match conn {
-                            Conn::Tcp(s) => stream::run_tcp(s, &p, &timing, &options, false),
-                            Conn::Udp(s) => stream::run_udp(s, &p, &timing),
+                            Conn::Tcp(s) => {
+                                stream::run_tcp(s, &p, &timing, &options, false, report)
+                            }
+                            Conn::Udp(s) => stream::run_udp(s, &p, &timing, report),
                         }
                     })
                 })
@@ -459,6 +484,9 @@ impl Experiment for NetRun {
         });
         if let Some(Err(e)) = bg {
             outcome.warn(observer, format!("background traffic stopped: {e}"));
+        }
+        if let Some(session) = session {
+            session.finish(&measured, observer, &mut outcome);
         }
         let sysctls = tcp_sysctls();
         let mut all = LatencyHistogram::new();

@@ -217,6 +217,7 @@ fn serve_connection(mut s: TcpStream) -> Result<(), String> {
                 &stream::Timing::until_stopped(),
                 &hello.options,
                 true,
+                None,
             )?;
             wire::write_control(&mut s, Kind::Report, &stats.to_json()).map_err(|e| e.to_string())
         }

@@ -409,7 +409,9 @@ fn sched(plan: &Plan) {
     let _ = set_current_thread_scheduler(plan.policy, plan.prio);
 }
 
-/// The sending loop: returns (messages sent, lateness, warm-up count).
+/// The sending loop: returns (messages sent, lateness, warm-up count). `report` sends late
+/// wakeups to the explainer.
+#[allow(clippy::too_many_arguments)]
 fn send_loop(
     plan: &Plan,
     timing: &Timing,
@@ -417,8 +419,10 @@ fn send_loop(
     buf: &mut [u8],
     pad: usize,
     progress: &Progress,
+    report: Option<&(rtlab_trace::Reporter, u16)>,
     mut send: impl FnMut(&[u8]) -> std::io::Result<()>,
 ) -> Result<(u64, LatencyHistogram), String> {
+    let tid = rtlab_sys::futex::current_tid() as i64;
     let start = if timing.start_ns == 0 {
         monotonic_now_ns()
     } else {
@@ -435,6 +439,17 @@ fn send_loop(
         }
         let _ = sleep_until_monotonic_ns(due);
         let now = monotonic_now_ns();
+        if let Some((reporter, series)) = report {
+            if now - due > reporter.threshold_ns() && due >= start + plan.warmup_ns {
+                reporter.report(rtlab_trace::Request {
+                    series: *series,
+                    cpu: rtlab_sys::affinity::current_cpu() as u16,
+                    tid,
+                    deadline_ns: due,
+                    woke_ns: now,
+                });
+            }
+        }
         let h = Header {
             kind: Kind::Data,
             stream: plan.stream,
@@ -463,6 +478,7 @@ pub fn run_tcp(
     timing: &Timing,
     options: &SocketOptions,
     control_stop: bool,
+    report: Option<(rtlab_trace::Reporter, u16)>,
 ) -> Result<StreamStats, String> {
     let mss = rtlab_sys::net::max_segment(&s).unwrap_or(1448);
     let total = plan.size.max(HEADER_LEN);
@@ -529,9 +545,16 @@ pub fn run_tcp(
         });
         sched(plan);
         let mut w = &s;
-        let sent = send_loop(plan, timing, &stop, &mut buf, pad, &progress, |b| {
-            w.write_all(b)
-        });
+        let sent = send_loop(
+            plan,
+            timing,
+            &stop,
+            &mut buf,
+            pad,
+            &progress,
+            report.as_ref(),
+            |b| w.write_all(b),
+        );
         let count = match &sent {
             Ok((n, _)) => *n,
             Err(_) => 0,
@@ -555,7 +578,12 @@ pub fn run_tcp(
 }
 
 /// Runs one periodic stream over a connected UDP socket (one datagram per message).
-pub fn run_udp(s: UdpSocket, plan: &Plan, timing: &Timing) -> Result<StreamStats, String> {
+pub fn run_udp(
+    s: UdpSocket,
+    plan: &Plan,
+    timing: &Timing,
+    report: Option<(rtlab_trace::Reporter, u16)>,
+) -> Result<StreamStats, String> {
     let total = plan.size.max(HEADER_LEN);
     if total > 65_000 {
         return Err(format!(
@@ -593,9 +621,16 @@ pub fn run_udp(s: UdpSocket, plan: &Plan, timing: &Timing) -> Result<StreamStats
             }
         });
         sched(plan);
-        let sent = send_loop(plan, timing, &stop, &mut buf, 0, &progress, |b| {
-            s.send(b).map(|_| ())
-        });
+        let sent = send_loop(
+            plan,
+            timing,
+            &stop,
+            &mut buf,
+            0,
+            &progress,
+            report.as_ref(),
+            |b| s.send(b).map(|_| ()),
+        );
         let count = sent.as_ref().map_or(0, |(n, _)| *n);
         progress
             .done_at

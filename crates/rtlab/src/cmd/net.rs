@@ -114,6 +114,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         cpus: common.cpus.as_slice().to_vec(),
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     let labels: Vec<&str> = streams
@@ -149,6 +150,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
     let mut doc = result_doc("net run", record);
     let mut text = rtlab_report::table::summary(&doc);
     text.push_str(&counters_table(&doc));
+    text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
 

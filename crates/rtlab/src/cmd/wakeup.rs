@@ -19,18 +19,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         aligned: args.aligned,
-        explain: (args.explain
-            || args.threshold.is_some()
-            || args.trace_out.is_some()
-            || args.top.is_some())
-        .then(|| rtlab_lab::explain::ExplainSettings {
-            threshold: args.threshold,
-            top: args.top.map_or(
-                if args.threshold.is_some() { 1000 } else { 10 },
-                usize::from,
-            ),
-            trace_out: args.trace_out.clone(),
-        }),
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
