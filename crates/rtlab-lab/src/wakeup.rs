@@ -232,15 +232,7 @@ fn measure(
             *slot = (*slot).max(latency.get());
         }
         if let Some((reporter, series)) = &reporter {
-            if latency.get() > reporter.threshold_ns() {
-                reporter.report(rtlab_trace::Request {
-                    series: *series,
-                    cpu: rtlab_sys::affinity::current_cpu() as u16,
-                    tid,
-                    deadline_ns: next,
-                    woke_ns: woke,
-                });
-            }
+            reporter.report_if_late(*series, tid, next, woke);
         }
         next += (1 + missed) * interval;
         if next >= end {

@@ -187,6 +187,21 @@ impl Reporter {
         self.threshold.load(Ordering::Relaxed)
     }
 
+    /// Reports the calling thread's sample if it is later than the threshold: it should have
+    /// run at `deadline_ns` and ran at `woke_ns` on the CPU it is on now.
+    #[inline]
+    pub fn report_if_late(&self, series: u16, tid: i64, deadline_ns: u64, woke_ns: u64) {
+        if woke_ns.saturating_sub(deadline_ns) > self.threshold_ns() {
+            self.report(Request {
+                series,
+                cpu: rtlab_sys::affinity::current_cpu() as u16,
+                tid,
+                deadline_ns,
+                woke_ns,
+            });
+        }
+    }
+
     /// Reports a late sample (dropped, and counted, if the reader is behind).
     pub fn report(&self, request: Request) {
         if self.tx.try_send(request).is_err() {

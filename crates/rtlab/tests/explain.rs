@@ -131,7 +131,7 @@ fn net_run_explains_late_sends() {
         "--warmup",
         "0s",
         "--duration",
-        "4s",
+        "6s",
     ]);
     let outliers = doc["outliers"].as_array().unwrap();
     let big: Vec<_> = outliers

@@ -439,16 +439,8 @@ fn send_loop(
         }
         let _ = sleep_until_monotonic_ns(due);
         let now = monotonic_now_ns();
-        if let Some((reporter, series)) = report {
-            if now - due > reporter.threshold_ns() && due >= start + plan.warmup_ns {
-                reporter.report(rtlab_trace::Request {
-                    series: *series,
-                    cpu: rtlab_sys::affinity::current_cpu() as u16,
-                    tid,
-                    deadline_ns: due,
-                    woke_ns: now,
-                });
-            }
+        if let Some((reporter, series)) = report.filter(|_| due >= start + plan.warmup_ns) {
+            reporter.report_if_late(*series, tid, due, now);
         }
         let h = Header {
             kind: Kind::Data,
