@@ -6,9 +6,10 @@ use common::*;
 use serde_json::json;
 
 fn wakeup_doc(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    let out = rtlab()
-        .args([
+    rtlab_doc(
+        dir,
+        name,
+        &[
             "wakeup",
             "--policy",
             "other",
@@ -16,17 +17,10 @@ fn wakeup_doc(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
             "1",
             "--duration",
             "400ms",
-        ])
-        .args(["--no-dma-latency", "--quiet", "--json"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
+            "--no-dma-latency",
+            "--quiet",
+        ],
+    )
 }
 
 #[test]

@@ -6,27 +6,11 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn doc(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
-    let path = dir.join(name);
-    let out = rtlab()
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
-}
-
 #[test]
 fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
-    let wakeup = doc(
+    let wakeup = rtlab_doc(
         dir.path(),
         "w.json",
         &[
@@ -40,7 +24,7 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
             "--quiet",
         ],
     );
-    let pp = doc(
+    let pp = rtlab_doc(
         dir.path(),
         "p.json",
         &[
@@ -53,7 +37,7 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
             "--quiet",
         ],
     );
-    let check = doc(dir.path(), "c.json", &["check"]);
+    let check = rtlab_doc(dir.path(), "c.json", &["check"]);
     let out_dir = dir.path().join("rep");
     let out = rtlab()
         .arg("report")

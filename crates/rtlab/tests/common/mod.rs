@@ -122,3 +122,21 @@ pub fn rtlab_json_stdout(args: &[&str]) -> (Value, String) {
     assert_valid(&doc);
     (doc, stderr)
 }
+
+/// Runs `rtlab ARGS --json DIR/NAME`, requires success, returns the path of the document.
+#[allow(dead_code)]
+pub fn rtlab_doc(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let out = rtlab()
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
