@@ -14,9 +14,10 @@
 # 3. Cross-check: one hog run traced by `perf sched record -k mono` at the same time; for each
 #    outlier, perf sched timehist's scheduling delay of rtlab-wakeup0 against rtlab's
 #    preemption + irq time.
-# 4. Overhead: ROUNDS interleaved pairs of 10 s `rtlab wakeup --cpus 0` runs without and with
-#    --explain, under --load cpu: p50 and p99 ratios (target p50 <= 1.1x, p99 <= 1.2x), and the
-#    events lost.
+# 4. Overhead: ROUNDS interleaved triples of 10 s `rtlab wakeup --cpus 0` runs without
+#    --explain, with --explain-with bpf (the default source) and with --explain-with tracefs,
+#    under --load cpu: p50 and p99 ratios (target p50 <= 1.1x, p99 <= 1.2x), and events lost.
+# Parts 1-3 use the default source (bpf where it starts, else tracefs with a warning).
 set -euo pipefail
 SECS=${1:-30}
 ROUNDS=${2:-5}
@@ -58,7 +59,8 @@ fi
 if has overhead; then
 for r in $(seq 1 "$ROUNDS"); do
   "$R" wakeup --cpus 0 --load cpu --duration 10s --quiet --json "$WORK/plain-$r.json" >/dev/null
-  "$R" wakeup --cpus 0 --load cpu --explain --duration 10s --quiet --json "$WORK/explain-$r.json" >/dev/null
+  "$R" wakeup --cpus 0 --load cpu --explain --explain-with bpf --duration 10s --quiet --json "$WORK/explain-$r.json" >/dev/null
+  "$R" wakeup --cpus 0 --load cpu --explain --explain-with tracefs --duration 10s --quiet --json "$WORK/tracefs-$r.json" >/dev/null
 done
 fi
 
@@ -123,18 +125,25 @@ if "cross" in parts:
       print(f"no comparison: {len(rows)} perf rows, {len(matched)} outliers")
 
 if "overhead" in parts:
-  print("\n### 4. overhead: interleaved 10 s runs, --cpus 0, --load cpu, without and with --explain\n")
-  print("| round | p50 us plain | p50 us explain | p50 ratio | p99 us plain | p99 us explain | p99 ratio | events lost |")
-  print("|---|---|---|---|---|---|---|---|")
-  r50, r99 = [], []
+  print("\n### 4. overhead: interleaved 10 s runs, --cpus 0, --load cpu, without --explain, with the bpf source, with the tracefs source\n")
+  print("| round | p50 us plain | p50 us bpf | p50 us tracefs | p50 ratio bpf | p50 ratio tracefs | p99 us plain | p99 us bpf | p99 us tracefs | p99 ratio bpf | p99 ratio tracefs | lost bpf/tracefs |")
+  print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  ratios = {"bpf": ([], []), "tracefs": ([], [])}
+  def lost(doc):
+      m = re.search(r"lost (\d+)", next((w for w in doc["warnings"] if "lost" in w), ""))
+      return m.group(1) if m else "0"
   for r in range(1, rounds + 1):
-      a, b = load(f"plain-{r}"), load(f"explain-{r}")
-      sa, sb = a["series"][0], b["series"][0]
-      lost = next((w for w in b["warnings"] if "lost" in w), "0")
-      m = re.search(r"lost (\d+)", lost)
-      r50.append(sb["p50"] / sa["p50"]); r99.append(sb["p99"] / sa["p99"])
-      print(f"| {r} | {us(sa['p50'])} | {us(sb['p50'])} | {r50[-1]:.3f} | {us(sa['p99'])} | {us(sb['p99'])} | {r99[-1]:.3f} | {m.group(1) if m else 0} |")
-  print(f"\nmedian p50 ratio {statistics.median(r50):.3f} (target <= 1.1: {'met' if statistics.median(r50) <= 1.1 else 'NOT met'}); "
-        f"median p99 ratio {statistics.median(r99):.3f} (target <= 1.2: {'met' if statistics.median(r99) <= 1.2 else 'NOT met'})")
+      a, b, t = load(f"plain-{r}"), load(f"explain-{r}"), load(f"tracefs-{r}")
+      for doc in (b, t):
+          for w in doc["warnings"]:
+              if "could not start" in w: print(f"(round {r}: {w})")
+      sa, sb, st = a["series"][0], b["series"][0], t["series"][0]
+      for name, s in (("bpf", sb), ("tracefs", st)):
+          ratios[name][0].append(s["p50"] / sa["p50"]); ratios[name][1].append(s["p99"] / sa["p99"])
+      print(f"| {r} | {us(sa['p50'])} | {us(sb['p50'])} | {us(st['p50'])} | {ratios['bpf'][0][-1]:.3f} | {ratios['tracefs'][0][-1]:.3f} "
+            f"| {us(sa['p99'])} | {us(sb['p99'])} | {us(st['p99'])} | {ratios['bpf'][1][-1]:.3f} | {ratios['tracefs'][1][-1]:.3f} | {lost(b)}/{lost(t)} |")
+  for name, (r50, r99) in ratios.items():
+      print(f"\n{name}: median p50 ratio {statistics.median(r50):.3f} (target <= 1.1: {'met' if statistics.median(r50) <= 1.1 else 'NOT met'}); "
+            f"median p99 ratio {statistics.median(r99):.3f} (target <= 1.2: {'met' if statistics.median(r99) <= 1.2 else 'NOT met'})")
 
 PY

@@ -5,7 +5,8 @@ use crate::harness::Observer;
 use crate::Outcome;
 use rtlab_stats::Nanos;
 pub use rtlab_trace::explain::describe;
-pub use rtlab_trace::{Reporter, Request};
+pub use rtlab_trace::explain::Wait;
+pub use rtlab_trace::{Backend, Reporter, Request};
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct ExplainSettings {
     pub top: usize,
     /// Save each outlier's raw trace window here.
     pub trace_out: Option<std::path::PathBuf>,
+    /// Event source.
+    pub backend: rtlab_trace::Backend,
 }
 
 /// The explainer of one run, or the /proc fallback.
@@ -53,6 +56,7 @@ impl Session {
             );
         }
         let options = rtlab_trace::Options {
+            backend: settings.backend,
             threshold_ns: settings.threshold.map(Nanos::get),
             top: settings.top,
             trace_out: settings.trace_out.clone(),
@@ -89,6 +93,15 @@ impl Session {
         match self {
             Session::Traced(e) => match e.finish() {
                 Ok(f) => {
+                    if let Some(why) = &f.fallback {
+                        outcome.warn(
+                            observer,
+                            format!(
+                                "explain: the eBPF recorder could not start ({why}); using tracefs, \
+                                 which costs the measured CPUs more per event"
+                            ),
+                        );
+                    }
                     if f.lost_events > 0 {
                         outcome.warn(
                             observer,

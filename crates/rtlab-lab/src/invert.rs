@@ -94,6 +94,9 @@ pub struct InvertConfig {
     pub high_prio: u32,
     /// Variants to run.
     pub variants: Vec<Variant>,
+    /// Attribute the high thread's late lock waits to causes (`--explain`): the lock holder,
+    /// the tasks that kept it off the CPU, IRQs ...
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 impl InvertConfig {
@@ -109,6 +112,7 @@ impl InvertConfig {
             hog_period: Nanos::from_millis(50),
             high_prio: 30,
             variants,
+            explain: None,
         }
     }
 }
@@ -190,12 +194,32 @@ struct Slice {
     wakeups: LatencyHistogram,
 }
 
-fn run_slice<L: BenchLock>(lock: &L, cfg: &InvertConfig, slice_end: u64) -> Result<Slice, String> {
+/// A reporter of late samples and the series they belong to.
+type Report<'a> = Option<(&'a crate::explain::Reporter, u16)>;
+
+fn spawn_named<'scope, 'env, T: Send + 'scope>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    name: String,
+    f: impl FnOnce() -> Result<T, String> + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, Result<T, String>>, String> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn_scoped(s, f)
+        .map_err(|e| e.to_string())
+}
+
+fn run_slice<L: BenchLock>(
+    lock: &L,
+    cfg: &InvertConfig,
+    slice_end: u64,
+    report: Report<'_>,
+) -> Result<Slice, String> {
     let cpus = cfg.cpus.as_slice();
     let (high, hog, low) = (cfg.high_prio, cfg.high_prio - 1, cfg.high_prio - 2);
     let hold = cfg.hold.get();
+    // Named threads, so an explained outlier says who held the lock and who ran.
     std::thread::scope(|s| {
-        let owner = s.spawn(|| -> Result<(), String> {
+        let owner = spawn_named(s, "rtlab-owner".into(), || -> Result<(), String> {
             enter(cpus[0], Policy::Fifo, low)?;
             let mut rng = monotonic_now_ns() | 1;
             while monotonic_now_ns() < slice_end {
@@ -209,26 +233,31 @@ fn run_slice<L: BenchLock>(lock: &L, cfg: &InvertConfig, slice_end: u64) -> Resu
                 let _ = sleep_until_monotonic_ns(monotonic_now_ns() + rng % (2 * hold));
             }
             Ok(())
-        });
-        let hogs: Vec<_> = (0..cfg.hogs)
+        })?;
+        let hogs = (0..cfg.hogs)
             .map(|i| {
                 let cpu = cpus[i % cpus.len()];
-                s.spawn(move || -> Result<(), String> {
-                    enter(cpu, Policy::Fifo, hog)?;
-                    // Offset each hog so they do not all pause together.
-                    let mut next = monotonic_now_ns()
-                        + cfg.hog_period.get() * i as u64 / cfg.hogs.max(1) as u64;
-                    while next < slice_end {
-                        let _ = sleep_until_monotonic_ns(next);
-                        spin_until((next + cfg.hog_run.get()).min(slice_end));
-                        next += cfg.hog_period.get();
-                    }
-                    Ok(())
-                })
+                spawn_named(
+                    s,
+                    format!("rtlab-inv-hog{i}"),
+                    move || -> Result<(), String> {
+                        enter(cpu, Policy::Fifo, hog)?;
+                        // Offset each hog so they do not all pause together.
+                        let mut next = monotonic_now_ns()
+                            + cfg.hog_period.get() * i as u64 / cfg.hogs.max(1) as u64;
+                        while next < slice_end {
+                            let _ = sleep_until_monotonic_ns(next);
+                            spin_until((next + cfg.hog_run.get()).min(slice_end));
+                            next += cfg.hog_period.get();
+                        }
+                        Ok(())
+                    },
+                )
             })
-            .collect();
-        let measurer = s.spawn(|| -> Result<Slice, String> {
+            .collect::<Result<Vec<_>, String>>()?;
+        let measurer = spawn_named(s, "rtlab-high".into(), || -> Result<Slice, String> {
             enter(cpus[0], Policy::Fifo, high)?;
+            let tid = rtlab_sys::futex::current_tid() as i64;
             let (mut waits, mut wakeups) = (LatencyHistogram::new(), LatencyHistogram::new());
             let period = cfg.period.get();
             let mut next = monotonic_now_ns() + period;
@@ -238,6 +267,15 @@ fn run_slice<L: BenchLock>(lock: &L, cfg: &InvertConfig, slice_end: u64) -> Resu
                 let guard = lock.acquire()?;
                 let got = monotonic_now_ns();
                 drop(guard);
+                if let Some((reporter, series)) = report {
+                    reporter.report_wait_if_late(
+                        crate::explain::Wait::Lock,
+                        series,
+                        tid,
+                        next,
+                        got,
+                    );
+                }
                 wakeups.record(Nanos(woke - next));
                 // From the scheduled request time, as every periodic latency in rtlab: under
                 // priority protect the delay shows up before the wakeup, not in the lock call.
@@ -249,7 +287,7 @@ fn run_slice<L: BenchLock>(lock: &L, cfg: &InvertConfig, slice_end: u64) -> Resu
                 }
             }
             Ok(Slice { waits, wakeups })
-        });
+        })?;
         let slice = measurer
             .join()
             .map_err(|_| "high thread panicked".to_string())?;
@@ -286,12 +324,12 @@ impl Subject {
         }
     }
 
-    fn slice(&self, cfg: &InvertConfig, end: u64) -> Result<Slice, String> {
+    fn slice(&self, cfg: &InvertConfig, end: u64, report: Report<'_>) -> Result<Slice, String> {
         match self {
-            Subject::Futex(l) => run_slice(l, cfg, end),
-            Subject::Pi(l) => run_slice(l, cfg, end),
-            Subject::Ceiling(l) => run_slice(l, cfg, end),
-            Subject::Pthread(l) => run_slice(l, cfg, end),
+            Subject::Futex(l) => run_slice(l, cfg, end, report),
+            Subject::Pi(l) => run_slice(l, cfg, end, report),
+            Subject::Ceiling(l) => run_slice(l, cfg, end, report),
+            Subject::Pthread(l) => run_slice(l, cfg, end, report),
         }
     }
 }
@@ -318,6 +356,19 @@ impl Experiment for Invert {
                 Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", v.name())),
             }
         }
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                cfg.cpus.as_slice(),
+                tracks
+                    .iter()
+                    .map(|t| format!("{}{}", self.prefix, t.0.name()))
+                    .collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let mut wakeups = LatencyHistogram::new();
         let began = monotonic_now_ns();
         let end = began + common.duration.get();
@@ -325,10 +376,14 @@ impl Experiment for Invert {
         let slice = (common.duration.get() / (tracks.len().max(1) as u64 * 2))
             .clamp(200_000_000, 2_000_000_000);
         while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {
-            for (_, subject, waits, failed) in tracks.iter_mut().filter(|t| t.3.is_none()) {
+            for (index, (_, subject, waits, failed)) in tracks.iter_mut().enumerate() {
+                if failed.is_some() {
+                    continue;
+                }
                 let slice_end =
                     (monotonic_now_ns() + slice).min(end.max(monotonic_now_ns() + 100_000_000));
-                match subject.slice(cfg, slice_end) {
+                let report = reporter.as_ref().map(|r| (r, index as u16));
+                match subject.slice(cfg, slice_end, report) {
                     Ok(s) => {
                         waits.merge(&s.waits);
                         wakeups.merge(&s.wakeups);
@@ -340,6 +395,9 @@ impl Experiment for Invert {
                     break;
                 }
             }
+        }
+        if let Some(session) = session {
+            session.finish(cfg.cpus.as_slice(), observer, &mut outcome);
         }
         let wake_p99 = wakeups.value_at_quantile(0.99).get();
         let bound = cfg.hold.get() + wake_p99;

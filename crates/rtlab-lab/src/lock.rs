@@ -116,6 +116,8 @@ pub struct LockConfig {
     pub cpus: CpuList,
     /// Scheduling of the measuring threads.
     pub sched: Sched,
+    /// Attribute late condition-variable wakeups to causes (`--explain`).
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// The lock experiment.
@@ -372,20 +374,35 @@ fn condvar_batch<C: BenchCondvar>(
     cpus: (usize, usize),
     sched: Sched,
     hist: &mut LatencyHistogram,
+    report: Option<(&crate::explain::Reporter, u16)>,
 ) -> Result<(), String> {
     let armed = AtomicBool::new(false);
     let stamp = AtomicU64::new(0);
     let samples = std::thread::scope(|s| {
         let waiter = s.spawn(|| -> Result<Vec<u64>, String> {
+            // Named, so an explained outlier says who notified whom.
+            let _ = rtlab_sys::process::set_current_thread_name("rtlab-cv-waiter");
             enter(cpus.1, sched.policy, sched.prio)?;
+            let tid = rtlab_sys::futex::current_tid() as i64;
             let mut samples = Vec::with_capacity(CONDVAR_BATCH as usize);
             for _ in 0..CONDVAR_BATCH {
                 let woke = cond.wait_and_clear(&armed);
-                samples.push(woke.saturating_sub(stamp.load(Ordering::Relaxed)));
+                let stamped = stamp.load(Ordering::Relaxed);
+                if let Some((reporter, series)) = report {
+                    reporter.report_wait_if_late(
+                        crate::explain::Wait::Notify,
+                        series,
+                        tid,
+                        stamped,
+                        woke,
+                    );
+                }
+                samples.push(woke.saturating_sub(stamped));
             }
             Ok(samples)
         });
         let notifier = s.spawn(|| -> Result<(), String> {
+            let _ = rtlab_sys::process::set_current_thread_name("rtlab-cv-notify");
             enter(cpus.0, sched.policy, sched.prio)?;
             for _ in 0..CONDVAR_BATCH {
                 // Acquire: pairs with the waiter's Release; it holds or held the mutex then.
@@ -447,12 +464,13 @@ impl CondSubject {
         cpus: (usize, usize),
         sched: Sched,
         hist: &mut LatencyHistogram,
+        report: Option<(&crate::explain::Reporter, u16)>,
     ) -> Result<(), String> {
         match self {
-            CondSubject::Rtlab(c) => condvar_batch(c, cpus, sched, hist),
-            CondSubject::Std(c) => condvar_batch(c, cpus, sched, hist),
-            CondSubject::ParkingLot(c) => condvar_batch(c, cpus, sched, hist),
-            CondSubject::Glibc(c) => condvar_batch(c, cpus, sched, hist),
+            CondSubject::Rtlab(c) => condvar_batch(c, cpus, sched, hist, report),
+            CondSubject::Std(c) => condvar_batch(c, cpus, sched, hist, report),
+            CondSubject::ParkingLot(c) => condvar_batch(c, cpus, sched, hist, report),
+            CondSubject::Glibc(c) => condvar_batch(c, cpus, sched, hist, report),
         }
     }
 }
@@ -502,19 +520,40 @@ impl Experiment for LockExperiment {
                 Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", which.name())),
             }
         }
+        let mut measured = vec![cpu_b, cpu_c];
+        measured.dedup();
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured,
+                tracks
+                    .iter()
+                    .map(|t| format!("{}{}/condvar_wake", self.prefix, t.which.name()))
+                    .collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
         let end = began + common.duration.get();
         // Round-robin: one batch of each mode of each implementation per round, so machine
         // noise spreads evenly; at least three rounds so a median exists.
         let mut rounds = 0;
         while (monotonic_now_ns() < end || rounds < 3) && !rtlab_sys::signal::interrupted() {
-            for t in tracks.iter_mut().filter(|t| t.failed.is_none()) {
+            for (index, t) in tracks.iter_mut().enumerate() {
+                if t.failed.is_some() {
+                    continue;
+                }
+                let report = reporter.as_ref().map(|r| (r, index as u16));
                 let result = t
                     .subject
                     .uncontended(cpu_b, sched)
                     .and_then(|u| Ok((u, t.subject.handoff((cpu_b, cpu_c), sched)?)));
                 let result = result.and_then(|(u, h)| match &mut t.condvar {
-                    Some((cond, hist)) => cond.batch((cpu_b, cpu_c), sched, hist).map(|_| (u, h)),
+                    Some((cond, hist)) => cond
+                        .batch((cpu_b, cpu_c), sched, hist, report)
+                        .map(|_| (u, h)),
                     None => Ok((u, h)),
                 });
                 match result {
@@ -530,6 +569,9 @@ impl Experiment for LockExperiment {
             if rounds >= 10_000 {
                 break;
             }
+        }
+        if let Some(session) = session {
+            session.finish(&measured, observer, &mut outcome);
         }
         for t in &mut tracks {
             let name = format!("{}{}", self.prefix, t.which.name());
@@ -607,6 +649,7 @@ mod tests {
                 policy: Policy::Other,
                 prio: 0,
             },
+            explain: None,
         })
         .unwrap();
         let common = CommonConfig {

@@ -206,6 +206,7 @@ pub fn run_survey(
                 threshold: None,
                 top: 10,
                 trace_out: None,
+                backend: Default::default(),
             }),
         })?
         .with_series_prefix(&format!("{}/", stage.name));
@@ -233,6 +234,7 @@ pub fn run_survey(
             policy: Policy::Fifo,
             prio: 10,
         },
+        explain: None,
     })?
     .with_series_prefix("lock/");
     let invert = Invert::new(InvertConfig::with_defaults(

@@ -7,6 +7,8 @@
 #![deny(unsafe_code)]
 
 pub mod affinity;
+#[allow(unsafe_code)]
+pub mod bpf;
 pub mod dma;
 mod error;
 #[allow(unsafe_code)]

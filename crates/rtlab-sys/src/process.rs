@@ -144,6 +144,15 @@ pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// Names the calling thread (what `ps -L`, `/proc/<tid>/comm` and the explainer show); names
+/// longer than 15 bytes are cut. C: `prctl(PR_SET_NAME, name)`.
+pub fn set_current_thread_name(name: &str) -> Result<(), SysError> {
+    let mut bytes: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
+    bytes.push(0);
+    let cname = std::ffi::CStr::from_bytes_with_nul(&bytes).expect("one trailing NUL");
+    rustix::thread::set_name(cname).map_err(|e| SysError::from_errno("prctl(PR_SET_NAME)", e))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -247,6 +247,67 @@ pub fn parse_line(line: &str) -> Option<Event> {
     })
 }
 
+/// The event as a `trace_pipe` line (what `--trace-out` saves, and what [`parse_line`]
+/// reads back): for events that did not come from tracefs text.
+pub fn format_line(e: &Event) -> String {
+    let task = |t: &Task, prefix: &str| {
+        format!(
+            "{prefix}comm={} {prefix}pid={} {prefix}prio={}",
+            t.comm, t.pid, t.prio
+        )
+    };
+    let body = match &e.kind {
+        Kind::Switch {
+            prev,
+            prev_state,
+            next,
+        } => format!(
+            "sched_switch: {} prev_state={prev_state} ==> {}",
+            task(prev, "prev_"),
+            task(next, "next_")
+        ),
+        Kind::Waking {
+            task: t,
+            target_cpu,
+        } => {
+            format!("sched_waking: {} target_cpu={target_cpu:03}", task(t, ""))
+        }
+        Kind::IrqEntry { irq, name } => format!("irq_handler_entry: irq={irq} name={name}"),
+        Kind::IrqExit => "irq_handler_exit: ret=handled".into(),
+        Kind::SoftirqEntry { name } => format!("softirq_entry: [action={name}]"),
+        Kind::SoftirqExit => "softirq_exit:".into(),
+        Kind::VectorEntry { name } => format!("{name}_entry:"),
+        Kind::VectorExit => "vector_exit:".into(),
+        Kind::HrtimerEntry { function } => format!("hrtimer_expire_entry: function={function}"),
+        Kind::Idle(state) => format!(
+            "cpu_idle: state={} cpu_id={}",
+            state.unwrap_or(u32::MAX),
+            e.cpu
+        ),
+        Kind::Nmi { handler, delta_ns } => {
+            format!("nmi_handler: handler={handler} delta_ns={delta_ns}")
+        }
+        Kind::Migrate {
+            task: t,
+            orig_cpu,
+            dest_cpu,
+        } => format!(
+            "sched_migrate_task: {} orig_cpu={orig_cpu} dest_cpu={dest_cpu}",
+            task(t, "")
+        ),
+        Kind::Marker(m) => format!("tracing_mark_write: {m}"),
+        Kind::Other(name) => format!("{name}:"),
+    };
+    format!(
+        "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",
+        "task",
+        e.current_pid,
+        e.cpu,
+        e.ts_ns / 1_000_000_000,
+        e.ts_ns % 1_000_000_000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +379,56 @@ mod tests {
         );
         assert!(parse_line("# tracer: nop").is_none());
         assert!(parse_line("").is_none());
+    }
+
+    #[test]
+    fn formatted_lines_parse_back() {
+        let t = |comm: &str, pid, prio| Task {
+            comm: comm.into(),
+            pid,
+            prio,
+        };
+        let kinds = vec![
+            Kind::Switch {
+                prev: t("rtlab hog", 42, 0),
+                prev_state: "R+".into(),
+                next: t("swapper/0", 0, 120),
+            },
+            Kind::Waking {
+                task: t("w", 7, 4),
+                target_cpu: 1,
+            },
+            Kind::IrqEntry {
+                irq: 11,
+                name: "virtio0-input.0".into(),
+            },
+            Kind::IrqExit,
+            Kind::SoftirqEntry {
+                name: "NET_RX".into(),
+            },
+            Kind::SoftirqExit,
+            Kind::VectorEntry {
+                name: "local_timer".into(),
+            },
+            Kind::VectorExit,
+            Kind::Nmi {
+                handler: "perf_event_nmi_handler".into(),
+                delta_ns: 1234,
+            },
+            Kind::Migrate {
+                task: t("m", 9, 120),
+                orig_cpu: 0,
+                dest_cpu: 1,
+            },
+        ];
+        for kind in kinds {
+            let e = Event {
+                cpu: 1,
+                ts_ns: 12_345_678_901,
+                current_pid: 42,
+                kind,
+            };
+            assert_eq!(parse_line(&format_line(&e)), Some(e.clone()), "{e:?}");
+        }
     }
 }

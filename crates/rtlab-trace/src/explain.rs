@@ -9,12 +9,32 @@
 //! event for longer than `gap_ns` while a task ran is a `hypervisor_gap` (even a busy CPU
 //! takes a timer tick every few ms; on a VM the vCPU was not running). Time before the first
 //! event is `unexplained`.
+//!
+//! Lock waits ([`Wait::Lock`]): once the thread has run and blocked (switched out asleep), the
+//! time until it is woken again is spent waiting for the lock holder, the task that wakes it:
+//! the slices where the holder runs are `blocking` (named after the holder), the slices where
+//! another task runs are `preemption` by it, marked as priority inversion when that task has a
+//! lower priority than the waiting thread (it keeps the holder off the CPU), and an idle CPU is
+//! `blocking` too (the holder runs elsewhere). Woken by another thread ([`Wait::Notify`]),
+//! the time before the wakeup is the notifier's.
 
 use crate::event::{Event, Kind, Task};
 use rtlab_stats::result::{Cause, CauseKind};
 
+/// What the late thread was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wait {
+    /// Its own timer (a periodic wakeup).
+    #[default]
+    Timer,
+    /// Its timer, then a lock: the sample ends when it holds the lock.
+    Lock,
+    /// Another thread's wake-up call (condition variable, message), issued at the deadline.
+    Notify,
+}
+
 /// What is known about the outlier.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Late {
     /// The thread (TID).
     pub tid: i64,
@@ -22,6 +42,12 @@ pub struct Late {
     pub deadline_ns: u64,
     /// When it did.
     pub woke_ns: u64,
+    /// What it waited for.
+    pub wait: Wait,
+    /// The task that woke it last in the window (any CPU): for a lock wait, the holder.
+    pub waker: Option<Task>,
+    /// The CPU it ran on (the events of other CPUs in the window are its wakeups there).
+    pub cpu: u16,
 }
 
 /// Settings of the attribution.
@@ -46,6 +72,10 @@ struct Key {
     detail: Option<String>,
 }
 
+fn task_key(t: &Task) -> Option<(String, i64, i64)> {
+    Some((t.comm.clone(), t.pid, t.prio))
+}
+
 fn kind_of(k: u8) -> CauseKind {
     match k {
         0 => CauseKind::Irq,
@@ -56,6 +86,7 @@ fn kind_of(k: u8) -> CauseKind {
         5 => CauseKind::HypervisorGap,
         6 => CauseKind::Syscall,
         7 => CauseKind::Migration,
+        9 => CauseKind::Blocking,
         _ => CauseKind::Unexplained,
     }
 }
@@ -77,9 +108,17 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
     let mut seen_any = false;
     let mut last = None::<u64>;
     let mut woken_prio: Option<i64> = None;
+    // Lock waits: the thread ran and blocked (asleep until the holder wakes it).
+    let mut blocked = false;
+    let holder = late.waker.as_ref().filter(|_| late.wait == Wait::Lock);
+    // Woken from another CPU: until an interrupt arrives here, nothing can make this CPU
+    // switch (the wake-up IPI is on its way).
+    let mut ipi_pending: Option<u16> = None;
     let slice_owner = |stack: &[Who],
                        current: &Option<Task>,
                        woken: bool,
+                       blocked: bool,
+                       ipi_pending: Option<u16>,
                        woken_prio: Option<i64>,
                        len: u64|
      -> Key {
@@ -94,11 +133,80 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 detail: Some(detail),
             };
         }
+        if blocked {
+            return match current {
+                Some(t) if holder.is_some_and(|h| h.pid == t.pid) => Key {
+                    kind: 9,
+                    task: task_key(t),
+                    detail: Some("the lock holder ran (its critical section)".into()),
+                },
+                Some(t) if t.is_idle() => Key {
+                    kind: 9,
+                    task: holder.and_then(task_key),
+                    detail: Some("waiting for the lock holder (CPU idle: it ran elsewhere or slept)".into()),
+                },
+                Some(t) => Key {
+                    kind: 3,
+                    task: task_key(t),
+                    detail: Some(match (holder, woken_prio) {
+                        (Some(h), Some(p)) if t.prio > p => format!(
+                            "priority inversion: a lower-priority task ran while the thread waited for the lock held by {} (pid {})",
+                            h.comm, h.pid
+                        ),
+                        (Some(h), _) => format!("ran while the thread waited for the lock held by {} (pid {})", h.comm, h.pid),
+                        (None, _) => "ran while the thread waited for a lock".into(),
+                    }),
+                },
+                None => Key {
+                    kind: 9,
+                    task: holder.and_then(task_key),
+                    detail: Some("waiting for the lock holder".into()),
+                },
+            };
+        }
+        if let (Some(from), Some(t)) = (ipi_pending, current) {
+            if woken && t.pid != late.tid && !t.is_idle() {
+                return if rules.virtualized {
+                    Key {
+                        kind: 5,
+                        task: None,
+                        detail: Some(format!(
+                            "woken from CPU {from}, but no interrupt reached this vCPU while {} ran: the host delivered the wake-up IPI late",
+                            t.comm
+                        )),
+                    }
+                } else {
+                    Key {
+                        kind: 3,
+                        task: task_key(t),
+                        detail: Some(format!(
+                            "woken from CPU {from}; the wake-up IPI waited while it ran with interrupts disabled"
+                        )),
+                    }
+                };
+            }
+        }
+        if late.wait == Wait::Notify && !woken {
+            return Key {
+                kind: 6,
+                task: late.waker.as_ref().and_then(task_key),
+                detail: Some(
+                    "before the wakeup: the notifying thread's unlock and wake call".into(),
+                ),
+            };
+        }
         match current {
             Some(t) if t.pid == late.tid => Key {
                 kind: 6,
                 task: None,
-                detail: Some("from the wakeup to user space".into()),
+                detail: Some(
+                    if late.wait == Wait::Lock {
+                        "the thread itself ran: its wakeup and the lock call"
+                    } else {
+                        "from the wakeup to user space"
+                    }
+                    .into(),
+                ),
             },
             Some(t) if t.is_idle() && !woken => Key {
                 kind: if rules.virtualized { 5 } else { 4 },
@@ -148,7 +256,15 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
     for e in events {
         if let Some(prev) = last {
             if e.ts_ns > prev {
-                let key = slice_owner(&stack, &current, woken, woken_prio, e.ts_ns - prev);
+                let key = slice_owner(
+                    &stack,
+                    &current,
+                    woken,
+                    blocked,
+                    ipi_pending,
+                    woken_prio,
+                    e.ts_ns - prev,
+                );
                 add(key, prev, e.ts_ns);
             }
         } else if e.ts_ns > t0 {
@@ -169,13 +285,37 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             break;
         }
         match &e.kind {
-            Kind::Switch { next, .. } => current = Some(next.clone()),
+            Kind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                ipi_pending = None;
+                if prev.pid == late.tid
+                    && late.wait == Wait::Lock
+                    && e.ts_ns >= t0
+                    && !prev_state.starts_with('R')
+                {
+                    blocked = true;
+                    woken_prio.get_or_insert(prev.prio);
+                }
+                current = Some(next.clone());
+            }
             Kind::Waking { task, .. } if task.pid == late.tid => {
                 woken = true;
+                blocked = false;
                 woken_prio = Some(task.prio);
+                ipi_pending = (e.cpu != late.cpu).then_some(e.cpu);
             }
-            Kind::IrqEntry { irq, name } => stack.push(Who::Irq(format!("IRQ {irq} {name}"))),
-            Kind::VectorEntry { name } => stack.push(Who::Irq(name.clone())),
+            _ if e.cpu != late.cpu => {}
+            Kind::IrqEntry { irq, name } => {
+                ipi_pending = None;
+                stack.push(Who::Irq(format!("IRQ {irq} {name}")))
+            }
+            Kind::VectorEntry { name } => {
+                ipi_pending = None;
+                stack.push(Who::Irq(name.clone()))
+            }
             Kind::SoftirqEntry { name } => stack.push(Who::Softirq(name.clone())),
             Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => {
                 stack.pop();
@@ -209,7 +349,15 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         }
     }
     if let Some(prev) = last.filter(|&p| p < t1) {
-        let key = slice_owner(&stack, &current, woken, woken_prio, t1 - prev);
+        let key = slice_owner(
+            &stack,
+            &current,
+            woken,
+            blocked,
+            ipi_pending,
+            woken_prio,
+            t1 - prev,
+        );
         add(key, prev, t1);
     }
     if !seen_any {
@@ -253,14 +401,31 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
         .map(|c| {
             let d = Nanos(c.duration_ns);
             match (&c.kind, &c.task) {
+                (CauseKind::Blocking, Some(task)) => format!(
+                    "{d} blocked on {task} (pid {}, {})",
+                    c.pid.unwrap_or(-1),
+                    match c.prio {
+                        Some(p) if p > 0 => format!("RT {p}"),
+                        _ => "time-sharing".into(),
+                    }
+                ),
                 (CauseKind::Preemption, Some(task)) => {
                     let prio = match c.prio {
                         Some(p) if p > 0 => format!("RT {p}"),
                         _ => "time-sharing".into(),
                     };
+                    let inversion = c
+                        .detail
+                        .as_deref()
+                        .is_some_and(|d| d.starts_with("priority inversion"));
                     format!(
-                        "{d} preempted by {task} (pid {}, {prio})",
-                        c.pid.unwrap_or(-1)
+                        "{d} preempted by {task} (pid {}, {prio}){}",
+                        c.pid.unwrap_or(-1),
+                        if inversion {
+                            " while the lock holder waited: priority inversion"
+                        } else {
+                            ""
+                        }
                     )
                 }
                 (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
@@ -315,6 +480,7 @@ mod tests {
             tid: 77,
             deadline_ns: 10_001_000_000,
             woke_ns: 10_004_010_000,
+            ..Late::default()
         };
         let rules = Rules {
             gap_ns: 8_000_000,
@@ -366,6 +532,7 @@ mod tests {
             tid: 7,
             deadline_ns: 5_000_050_000,
             woke_ns: 5_000_412_000,
+            ..Late::default()
         };
         let causes = attribute(
             &ev,
@@ -388,5 +555,126 @@ mod tests {
             },
         );
         assert_eq!(on_metal[0].kind, CauseKind::IdleExit);
+    }
+
+    #[test]
+    fn a_lock_wait_names_the_holder_and_the_task_that_kept_it_off_the_cpu() {
+        // One CPU. The high thread (pid 7, FIFO 90 = prio 9) wakes at its deadline 20.000000,
+        // finds the lock held by the owner (pid 5, FIFO 88 = prio 11) and blocks; a hog (pid 6,
+        // FIFO 89 = prio 10) runs 3 ms, then the owner finishes 0.5 ms and wakes the thread.
+        let ev = events(&[
+            "owner-5 [000] d.h1. 20.000000: local_timer_entry: vector=236",
+            "owner-5 [000] d.h3. 20.000001: sched_waking: comm=high pid=7 prio=9 target_cpu=000",
+            "owner-5 [000] d.h1. 20.000002: local_timer_exit: vector=236",
+            "owner-5 [000] d..2. 20.000003: sched_switch: prev_comm=owner prev_pid=5 prev_prio=11 prev_state=R+ ==> next_comm=high next_pid=7 next_prio=9",
+            "high-7 [000] d..2. 20.000010: sched_switch: prev_comm=high prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=hog next_pid=6 next_prio=10",
+            "hog-6 [000] d..2. 20.003010: sched_switch: prev_comm=hog prev_pid=6 prev_prio=10 prev_state=S ==> next_comm=owner next_pid=5 next_prio=11",
+            "owner-5 [000] d..2. 20.003510: sched_waking: comm=high pid=7 prio=9 target_cpu=000",
+            "owner-5 [000] d..2. 20.003512: sched_switch: prev_comm=owner prev_pid=5 prev_prio=11 prev_state=R+ ==> next_comm=high next_pid=7 next_prio=9",
+        ]);
+        let owner = Task {
+            comm: "owner".into(),
+            pid: 5,
+            prio: 11,
+        };
+        let late = Late {
+            tid: 7,
+            deadline_ns: 20_000_000_000,
+            woke_ns: 20_003_520_000,
+            wait: Wait::Lock,
+            waker: Some(owner.clone()),
+            cpu: 0,
+        };
+        let rules = Rules {
+            gap_ns: 8_000_000,
+            virtualized: true,
+        };
+        let causes = attribute(&ev, Some(&owner), &late, &rules);
+        let total: u64 = causes.iter().map(|c| c.duration_ns).sum();
+        assert_eq!(total, 3_520_000, "every ns attributed once: {causes:?}");
+        assert_eq!(causes[0].kind, CauseKind::Preemption);
+        assert_eq!(causes[0].task.as_deref(), Some("hog"));
+        assert_eq!(causes[0].duration_ns, 3_000_000);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("priority inversion"));
+        let blocking = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Blocking)
+            .unwrap();
+        assert_eq!(
+            (
+                blocking.task.as_deref(),
+                blocking.duration_ns,
+                blocking.prio
+            ),
+            (Some("owner"), 500_000, Some(88))
+        );
+        let line = describe("none/rtlab", 3_520_000, 1_000_000_000, &causes);
+        assert!(
+            line.contains("500 us blocked on owner (pid 5, RT 88)"),
+            "{line}"
+        );
+        assert!(line.contains("3.00 ms preempted by hog (pid 6, RT 89) while the lock holder waited: priority inversion"), "{line}");
+        // The same events read as a timer wakeup know nothing of locks.
+        let as_wakeup = attribute(
+            &ev,
+            Some(&owner),
+            &Late {
+                wait: Wait::Timer,
+                ..late
+            },
+            &rules,
+        );
+        assert!(as_wakeup.iter().all(|c| c.kind != CauseKind::Blocking));
+    }
+
+    #[test]
+    fn a_wakeup_from_another_cpu_waits_for_its_ipi() {
+        // The notifier on CPU 1 wakes pid 7 (on CPU 0, where a time-sharing spinner runs) at
+        // 30.000010; the reschedule IPI only arrives at 30.000900.
+        let ev = events(&[
+            "spin-3 [000] d..2. 29.990000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
+            "notify-8 [001] d..2. 30.000010: sched_waking: comm=w pid=7 prio=9 target_cpu=000",
+            "spin-3 [000] d.h1. 30.000900: reschedule_entry: vector=253",
+            "spin-3 [000] d.h1. 30.000901: reschedule_exit: vector=253",
+            "spin-3 [000] d..2. 30.000903: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=R+ ==> next_comm=w next_pid=7 next_prio=9",
+        ]);
+        let late = Late {
+            tid: 7,
+            deadline_ns: 30_000_000_000,
+            woke_ns: 30_000_905_000,
+            wait: Wait::Notify,
+            cpu: 0,
+            ..Late::default()
+        };
+        let vm = Rules {
+            gap_ns: 8_000_000,
+            virtualized: true,
+        };
+        let causes = attribute(&ev, None, &late, &vm);
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 890_000);
+        let notifier = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Syscall)
+            .unwrap();
+        assert_eq!(
+            notifier.duration_ns, 10_000,
+            "before the wake call: {causes:?}"
+        );
+        let metal = attribute(
+            &ev,
+            None,
+            &late,
+            &Rules {
+                virtualized: false,
+                ..vm
+            },
+        );
+        assert_eq!(metal[0].kind, CauseKind::Preemption);
+        assert_eq!(metal[0].task.as_deref(), Some("spin"));
     }
 }

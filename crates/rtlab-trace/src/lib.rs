@@ -1,8 +1,10 @@
 //! The explainer: names the cause of each latency outlier from kernel events, on any stock
-//! kernel with tracefs (no timerlat/osnoise tracer, no hist triggers, no eBPF compiler).
+//! kernel with eBPF or tracefs (no timerlat/osnoise tracer, no hist triggers, no compiler).
 //!
-//! A private tracefs instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC timestamps, only the
-//! measured CPUs) records scheduler, IRQ, softirq, IRQ-vector, hrtimer, NMI, idle and
+//! Events come from the eBPF flight recorder ([`recorder`]: programs assembled at run time on
+//! raw tracepoints, writing per-CPU rings the reader maps) or, where it cannot start, from a
+//! private tracefs instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC timestamps, only the
+//! measured CPUs): scheduler switches and wakeups, IRQ, softirq, IRQ-vector, NMI and
 //! migration events. A reader thread, kept off the measured CPUs, consumes them continuously
 //! into a short per-CPU history (a flight recorder). A measuring thread whose sample is over
 //! the threshold sends a [`Request`] (its TID, CPU, deadline and wake time; no formatting, no
@@ -10,10 +12,12 @@
 //! ([`explain::attribute`]) once the trace has caught up. Nothing is written to the measured
 //! CPUs but the events themselves. Lost events are counted and reported.
 
+pub mod btf;
 pub mod event;
 pub mod explain;
+mod recorder;
 
-use event::{parse_line, Event, Kind, Task};
+use event::{format_line, parse_line, Event, Kind, Task};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::time::monotonic_now_ns;
 use std::collections::VecDeque;
@@ -170,6 +174,8 @@ pub struct Request {
     pub deadline_ns: u64,
     /// When it ran.
     pub woke_ns: u64,
+    /// What it waited for.
+    pub wait: explain::Wait,
 }
 
 /// Handed to measuring threads: cheap to clone, never blocks.
@@ -191,6 +197,20 @@ impl Reporter {
     /// run at `deadline_ns` and ran at `woke_ns` on the CPU it is on now.
     #[inline]
     pub fn report_if_late(&self, series: u16, tid: i64, deadline_ns: u64, woke_ns: u64) {
+        self.report_wait_if_late(explain::Wait::Timer, series, tid, deadline_ns, woke_ns);
+    }
+
+    /// [`Reporter::report_if_late`] for a thread that waited for `wait` (a lock after its
+    /// timer, another thread's wake-up call ...); `woke_ns` is when the wait ended.
+    #[inline]
+    pub fn report_wait_if_late(
+        &self,
+        wait: explain::Wait,
+        series: u16,
+        tid: i64,
+        deadline_ns: u64,
+        woke_ns: u64,
+    ) {
         if woke_ns.saturating_sub(deadline_ns) > self.threshold_ns() {
             self.report(Request {
                 series,
@@ -198,6 +218,7 @@ impl Reporter {
                 tid,
                 deadline_ns,
                 woke_ns,
+                wait,
             });
         }
     }
@@ -210,9 +231,34 @@ impl Reporter {
     }
 }
 
+/// Where the events come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The eBPF recorder when it can start, else tracefs.
+    #[default]
+    Auto,
+    /// The eBPF flight recorder (raw tracepoints, BTF; cheapest per event).
+    Bpf,
+    /// A private tracefs instance read as text (any kernel with tracefs).
+    Tracefs,
+}
+
+impl Backend {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Bpf => "bpf",
+            Backend::Tracefs => "tracefs",
+        }
+    }
+}
+
 /// How to explain.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Event source.
+    pub backend: Backend,
     /// Explain every sample over this; `None`: the `top` latest samples.
     pub threshold_ns: Option<u64>,
     /// How many outliers to keep (the largest).
@@ -242,12 +288,20 @@ pub struct Findings {
     pub lost_events: u64,
     /// Events that were not available on this kernel.
     pub missing_events: Vec<String>,
+    /// The event source used (`bpf` or `tracefs`).
+    pub backend: &'static str,
+    /// Why the eBPF recorder was not used, when `auto` fell back to tracefs.
+    pub fallback: Option<String>,
 }
 
 /// A running explainer.
 #[derive(Debug)]
 pub struct Explainer {
     instance: Option<Instance>,
+    backend: &'static str,
+    fallback: Option<String>,
+    recorder_lost: Arc<AtomicU64>,
+    recorder_missing: Vec<String>,
     cpus: Vec<usize>,
     reporter: Reporter,
     stop: Arc<AtomicBool>,
@@ -273,12 +327,51 @@ const GIVE_UP_NS: u64 = 300_000_000;
 impl Explainer {
     /// Starts tracing `cpus`.
     pub fn start(cpus: &[usize], options: Options) -> Result<Explainer, TraceError> {
-        let instance = Instance::create(cpus, 8192)?;
-        let pipe = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags_nonblock()
-            .open(instance.dir.join("trace_pipe"))
-            .map_err(|e| TraceError(format!("trace_pipe: {e}")))?;
+        if rtlab_sys::process::effective_uid() != 0 {
+            return Err(TraceError(
+                "needs root (eBPF and tracefs are root-only here)".into(),
+            ));
+        }
+        let mut fallback = None;
+        let mut source = None;
+        if options.backend != Backend::Tracefs {
+            match recorder::Recorder::start(cpus) {
+                Ok(r) => source = Some(Source::Bpf(Box::new(r))),
+                Err(e) if options.backend == Backend::Bpf => {
+                    return Err(TraceError(format!("eBPF recorder: {e}")))
+                }
+                Err(e) => fallback = Some(e.to_string()),
+            }
+        }
+        let mut instance = None;
+        let mut recorder_missing = Vec::new();
+        let source = match source {
+            Some(s) => {
+                if let Source::Bpf(r) = &s {
+                    recorder_missing = r.missing.clone();
+                }
+                s
+            }
+            None => {
+                let inst = Instance::create(cpus, 8192)?;
+                let pipe = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags_nonblock()
+                    .open(inst.dir.join("trace_pipe"))
+                    .map_err(|e| TraceError(format!("trace_pipe: {e}")))?;
+                instance = Some(inst);
+                Source::Text {
+                    pipe,
+                    buf: vec![0u8; 4096],
+                    partial: String::new(),
+                }
+            }
+        };
+        let backend = match source {
+            Source::Bpf(_) => Backend::Bpf.name(),
+            Source::Text { .. } => Backend::Tracefs.name(),
+        };
+        let recorder_lost = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::sync_channel(4096);
         let threshold = Arc::new(AtomicU64::new(options.threshold_ns.unwrap_or(50_000)));
         let reporter = Reporter {
@@ -294,13 +387,18 @@ impl Explainer {
         let reader = {
             let stop = stop.clone();
             let options = options.clone();
+            let lost = recorder_lost.clone();
             std::thread::Builder::new()
                 .name("rtlab-explain".into())
-                .spawn(move || read_loop(pipe, rx, &stop, &threshold, &options, &rules))
+                .spawn(move || read_loop(source, rx, &stop, &threshold, &options, &rules, &lost))
                 .map_err(|e| TraceError(e.to_string()))?
         };
         Ok(Explainer {
-            instance: Some(instance),
+            instance,
+            backend,
+            fallback,
+            recorder_lost,
+            recorder_missing,
             cpus: cpus.to_vec(),
             reporter,
             stop,
@@ -326,10 +424,13 @@ impl Explainer {
             .join()
             .map_err(|_| TraceError("the explainer's reader panicked".into()))?
             .map_err(TraceError)?;
-        let instance = self.instance.take().expect("present");
-        let lost = instance.lost(&self.cpus);
-        let missing = instance.missing.clone();
-        drop(instance);
+        let (lost, missing) = match self.instance.take() {
+            Some(instance) => (instance.lost(&self.cpus), instance.missing.clone()),
+            None => (
+                self.recorder_lost.load(Ordering::Relaxed),
+                self.recorder_missing.clone(),
+            ),
+        };
         let mut outliers = out.outliers;
         outliers.sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
         outliers.truncate(self.lines_limit);
@@ -340,6 +441,8 @@ impl Explainer {
             dropped_reports: self.reporter.dropped.load(Ordering::Relaxed),
             lost_events: lost,
             missing_events: missing,
+            backend: self.backend,
+            fallback: self.fallback.take(),
         })
     }
 }
@@ -382,9 +485,18 @@ struct History {
 impl History {
     fn push(&mut self, e: Event, raw: Option<String>) {
         self.newest_ns = self.newest_ns.max(e.ts_ns);
-        self.events.push_back(e);
+        // The eBPF recorder can store an NMI's or IRQ's record between another event's
+        // timestamp and its slot: keep the history sorted.
+        let at = if self.events.back().is_some_and(|l| l.ts_ns > e.ts_ns) {
+            self.events.partition_point(|x| x.ts_ns <= e.ts_ns)
+        } else {
+            self.events.len()
+        };
+        self.events.insert(at, e);
         if let Some(r) = raw {
-            self.raw.push_back(r);
+            if at <= self.raw.len() {
+                self.raw.insert(at, r);
+            }
         }
         while self
             .events
@@ -401,13 +513,70 @@ impl History {
     }
 }
 
+/// Where the reader gets events.
+enum Source {
+    /// trace_pipe text.
+    Text {
+        pipe: std::fs::File,
+        buf: Vec<u8>,
+        partial: String,
+    },
+    /// The eBPF recorder's per-CPU rings.
+    Bpf(Box<recorder::Recorder>),
+}
+
+impl Source {
+    /// Hands newly arrived events (and their raw text) to `f`; returns how many arrived.
+    fn poll(
+        &mut self,
+        keep_raw: bool,
+        f: &mut dyn FnMut(Event, Option<String>),
+    ) -> Result<usize, String> {
+        match self {
+            Source::Text { pipe, buf, partial } => {
+                let got = match pipe.read(buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+                    Err(e) => return Err(format!("reading trace_pipe: {e}")),
+                };
+                if got > 0 {
+                    partial.push_str(&String::from_utf8_lossy(&buf[..got]));
+                    let complete = partial.rfind('\n').map_or(0, |i| i + 1);
+                    for line in partial[..complete].lines() {
+                        if let Some(e) = parse_line(line) {
+                            f(e, keep_raw.then(|| line.to_string()));
+                        }
+                    }
+                    partial.drain(..complete);
+                }
+                Ok(got)
+            }
+            Source::Bpf(r) => Ok(r.drain(|e| {
+                let raw = keep_raw.then(|| format_line(&e));
+                f(e, raw)
+            })),
+        }
+    }
+
+    /// How long to sleep when nothing arrived: the text pipe is read in small pieces and
+    /// often; the eBPF rings hold seconds of events, and every poll is a wakeup of a CPU.
+    fn idle_ms(&self) -> u64 {
+        match self {
+            Source::Text { .. } => 2,
+            Source::Bpf(_) => 10,
+        }
+    }
+}
+
 fn read_loop(
-    mut pipe: std::fs::File,
+    mut source: Source,
     rx: mpsc::Receiver<Request>,
     stop: &AtomicBool,
     threshold: &AtomicU64,
     options: &Options,
     rules: &explain::Rules,
+    lost: &AtomicU64,
 ) -> Result<ReaderOut, String> {
     if !options.reader_cpus.is_empty() {
         let _ = rtlab_sys::affinity::set_current_thread_affinity(
@@ -421,32 +590,19 @@ fn read_loop(
     let mut histories: Vec<History> = Vec::new();
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
-    // Small reads: the kernel formats the text inside each read, and on a non-preemptible
-    // kernel a long read would hold a measured CPU when there is no spare one.
-    let mut buf = vec![0u8; 4096];
-    let mut partial = String::new();
+    // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
+    // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
         let stopping = stop.load(Ordering::Relaxed);
-        let mut got = 0;
-        match pipe.read(&mut buf) {
-            Ok(n) => got = n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading trace_pipe: {e}")),
-        }
-        if got > 0 {
-            partial.push_str(&String::from_utf8_lossy(&buf[..got]));
-            let complete = partial.rfind('\n').map_or(0, |i| i + 1);
-            for line in partial[..complete].lines() {
-                if let Some(e) = parse_line(line) {
-                    let cpu = e.cpu as usize;
-                    if histories.len() <= cpu {
-                        histories.resize_with(cpu + 1, History::default);
-                    }
-                    histories[cpu].push(e, keep_raw.then(|| line.to_string()));
-                }
+        let got = source.poll(keep_raw, &mut |e, raw| {
+            let cpu = e.cpu as usize;
+            if histories.len() <= cpu {
+                histories.resize_with(cpu + 1, History::default);
             }
-            partial.drain(..complete);
+            histories[cpu].push(e, raw);
+        })?;
+        if let Source::Bpf(r) = &source {
+            lost.store(r.lost(), Ordering::Relaxed);
         }
         while let Ok(r) = rx.try_recv() {
             out.over_threshold += 1;
@@ -456,11 +612,12 @@ fn read_loop(
         let mut i = 0;
         while i < pending.len() {
             let (r, asked) = pending[i];
-            let h = histories.get(r.cpu as usize);
-            let caught_up = h.is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
+            let caught_up = histories
+                .get(r.cpu as usize)
+                .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
             if caught_up || now > asked + GIVE_UP_NS || stopping {
                 pending.swap_remove(i);
-                let o = explain_one(&r, h, rules, options, out.outliers.len())?;
+                let o = explain_one(&r, &histories, rules, options, out.outliers.len())?;
                 out.outliers.push(o);
                 // Top-N mode: once N are in, only later samples above the N-th matter.
                 if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
@@ -478,22 +635,87 @@ fn read_loop(
             return Ok(out);
         }
         if got == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(std::time::Duration::from_millis(source.idle_ms()));
         }
     }
 }
 
+/// The wake-ups of `tid` on the other CPUs within `[from, to]` (the waker's side of a
+/// cross-CPU wakeup), in time order.
+fn wakings_elsewhere(histories: &[History], cpu: u16, tid: i64, from: u64, to: u64) -> Vec<Event> {
+    let mut out: Vec<Event> = histories
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| *c != cpu as usize)
+        .flat_map(|(_, h)| {
+            let start = h.events.partition_point(|e| e.ts_ns < from);
+            h.events
+                .range(start..)
+                .take_while(move |e| e.ts_ns <= to)
+                .filter(move |e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+                .cloned()
+        })
+        .collect();
+    out.sort_by_key(|e| e.ts_ns);
+    out
+}
+
+/// The task `pid` as the scheduler events last named it, else as /proc names it now.
+fn find_task(histories: &[History], pid: i64) -> Task {
+    for h in histories {
+        for e in h.events.iter().rev() {
+            if let Kind::Switch { prev, next, .. } = &e.kind {
+                for t in [prev, next] {
+                    if t.pid == pid {
+                        return t.clone();
+                    }
+                }
+            }
+        }
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_else(|_| "<...>".into());
+    // Field 18 of /proc/<pid>/stat is the kernel priority minus 100.
+    let prio = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1.to_string();
+            after.split_whitespace().nth(15)?.parse::<i64>().ok()
+        })
+        .map_or(120, |p| p + 100);
+    Task { comm, pid, prio }
+}
+
 fn explain_one(
     r: &Request,
-    history: Option<&History>,
+    histories: &[History],
     rules: &explain::Rules,
     options: &Options,
     index: usize,
 ) -> Result<(Outlier, String), String> {
+    let history = histories.get(r.cpu as usize);
+    let from = r.deadline_ns.saturating_sub(LEAD_NS);
+    let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
+    // Who woke the thread last within the window (for a lock wait: the holder).
+    let waker_pid = history
+        .into_iter()
+        .flat_map(|h| {
+            let start = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
+            h.events.range(start..).take_while(|e| e.ts_ns <= r.woke_ns)
+        })
+        .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
+        .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == r.tid))
+        .max_by_key(|e| e.ts_ns)
+        .map(|e| e.current_pid)
+        .filter(|&p| p > 0 && p != r.tid);
     let late = explain::Late {
         tid: r.tid,
         deadline_ns: r.deadline_ns,
         woke_ns: r.woke_ns,
+        wait: r.wait,
+        waker: waker_pid.map(|p| find_task(histories, p)),
+        cpu: r.cpu,
     };
     let latency = r.woke_ns.saturating_sub(r.deadline_ns);
     let series = options
@@ -503,7 +725,6 @@ fn explain_one(
         .unwrap_or_else(|| format!("series{}", r.series));
     let causes = match history {
         Some(h) => {
-            let from = r.deadline_ns.saturating_sub(LEAD_NS);
             let start = h.events.partition_point(|e| e.ts_ns < from);
             // The task current at `start`: the base, updated by the switches before it.
             let mut base = h.base.clone();
@@ -512,7 +733,11 @@ fn explain_one(
                     base = Some(next.clone());
                 }
             }
-            let window: Vec<Event> = h.events.range(start..).cloned().collect();
+            let mut window: Vec<Event> = h.events.range(start..).cloned().collect();
+            if !elsewhere.is_empty() {
+                window.extend(elsewhere.iter().cloned());
+                window.sort_by_key(|e| e.ts_ns);
+            }
             if let Some(dir) = &options.trace_out {
                 let end = h
                     .events

@@ -411,8 +411,8 @@ pub struct WakeupArgs {
 /// `--explain` and its settings (wakeup, net run).
 #[derive(Debug, Args, Clone)]
 pub struct ExplainArgs {
-    /// Trace the measured CPUs (tracefs, root) and name the cause of each outlier: IRQs,
-    /// softirqs, preempting tasks, idle exit, hypervisor gaps.
+    /// Trace the measured CPUs (eBPF or tracefs, root) and name the cause of each outlier:
+    /// IRQs, softirqs, preempting tasks, lock holders, idle exit, hypervisor gaps.
     #[arg(long)]
     pub explain: bool,
     /// Explain every sample later than DUR (implies --explain; default: the --top worst).
@@ -425,6 +425,19 @@ pub struct ExplainArgs {
     /// --explain).
     #[arg(long, value_name = "DIR")]
     pub trace_out: Option<std::path::PathBuf>,
+    /// Where the events come from: `bpf` (programs on raw tracepoints write per-CPU rings in a
+    /// BPF map; the cheapest per event), `tracefs` (a private tracefs instance, any kernel with tracefs), or `auto`
+    /// (bpf, else tracefs with a warning).
+    #[arg(long, value_name = "SOURCE", default_value = "auto", value_parser = parse_backend)]
+    pub explain_with: rtlab_lab::explain::Backend,
+}
+
+fn parse_backend(text: &str) -> Result<rtlab_lab::explain::Backend, String> {
+    use rtlab_lab::explain::Backend;
+    [Backend::Auto, Backend::Bpf, Backend::Tracefs]
+        .into_iter()
+        .find(|b| b.name() == text)
+        .ok_or_else(|| format!("unknown event source `{text}` (auto, bpf, tracefs)"))
 }
 
 impl ExplainArgs {
@@ -438,6 +451,7 @@ impl ExplainArgs {
                     usize::from,
                 ),
                 trace_out: self.trace_out.clone(),
+                backend: self.explain_with,
             })
     }
 }
@@ -449,6 +463,8 @@ pub struct LockArgs {
     /// Implementations to measure, comma-separated (default: all).
     #[arg(long = "impl", value_name = "LIST", value_delimiter = ',', value_parser = parse_impl)]
     pub impls: Vec<rtlab_lab::lock::Impl>,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 fn parse_impl(text: &str) -> Result<rtlab_lab::lock::Impl, String> {
@@ -492,6 +508,10 @@ pub struct InvertArgs {
     /// Correctness mode: pi_stress-style inversion groups; exit 1 on a stall.
     #[arg(long)]
     pub check: bool,
+    /// Attribute the high thread's late lock waits: the holder, the tasks that ran while it
+    /// waited (priority inversion), IRQs.
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 fn parse_variant(text: &str) -> Result<rtlab_lab::invert::Variant, String> {

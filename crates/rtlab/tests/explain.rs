@@ -1,14 +1,24 @@
 //! `--explain`: a known cause (a FIFO 99 hog on the measured CPU) is named with its share of
-//! the lateness; the tracefs instance is gone afterwards; without privileges it says so.
+//! the lateness, from either event source (the eBPF recorder and tracefs); the tracefs instance
+//! is gone afterwards; without privileges it says so.
 
 mod common;
 
 use common::*;
 
 #[test]
-fn a_hog_on_the_measured_cpu_is_named_as_the_cause() {
+fn a_hog_on_the_measured_cpu_is_named_as_the_cause_from_ebpf() {
+    hog_is_named("bpf");
+}
+
+#[test]
+fn a_hog_on_the_measured_cpu_is_named_as_the_cause_from_tracefs() {
+    hog_is_named("tracefs");
+}
+
+fn hog_is_named(source: &str) {
     if !is_root() {
-        return skip("explain hog", "needs root (tracefs, SCHED_FIFO)");
+        return skip("explain hog", "needs root (bpf/tracefs, SCHED_FIFO)");
     }
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
@@ -26,7 +36,15 @@ fn a_hog_on_the_measured_cpu_is_named_as_the_cause() {
         "3s",
         "--trace-out",
         &trace_arg,
+        "--explain-with",
+        source,
     ]);
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([]),
+        "{source}: {}",
+        doc["warnings"]
+    );
     let outliers = doc["outliers"].as_array().unwrap();
     let big: Vec<_> = outliers
         .iter()

@@ -121,6 +121,72 @@ fn invert_shows_inversion_without_a_protocol_and_bounds_it_with_one() {
 }
 
 #[test]
+fn invert_explain_names_the_inversion_and_with_pi_the_boosted_holder() {
+    let _serial = realtime_serial();
+    if !is_root() {
+        return skip(
+            "invert --explain",
+            "needs SCHED_FIFO and bpf/tracefs (root)",
+        );
+    }
+    let (doc, stdout) = rtlab_json(&[
+        "invert",
+        "--duration",
+        "4s",
+        "--variant",
+        "none/rtlab,inherit/rtlab",
+        "--explain",
+        "--threshold",
+        "500us",
+        "--no-dma-latency",
+    ]);
+    let outliers = doc["outliers"].as_array().unwrap();
+    let of = |series: &str| -> Vec<&serde_json::Value> {
+        outliers.iter().filter(|o| o["series"] == series).collect()
+    };
+    // Without a protocol: the waits over 5 ms are a hog running while the owner holds the lock.
+    let long: Vec<_> = of("none/rtlab")
+        .into_iter()
+        .filter(|o| o["latency_ns"].as_u64().unwrap() > 5_000_000)
+        .collect();
+    assert!(long.len() >= 3, "hogs spin 30 ms of 50 ms: {outliers:?}");
+    let inversions = long
+        .iter()
+        .filter(|o| {
+            let top = &o["causes"][0];
+            top["kind"] == "preemption"
+                && top["task"].as_str().unwrap().starts_with("rtlab-inv-hog")
+                && top["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("held by rtlab-owner")
+                && top["duration_ns"].as_f64().unwrap() >= 0.7 * o["latency_ns"].as_f64().unwrap()
+        })
+        .count();
+    assert!(
+        inversions * 10 >= long.len() * 9,
+        "{inversions} of {}: {long:?}",
+        long.len()
+    );
+    // With PI the owner runs at the waiter's priority: the wait is the holder's own work.
+    let pi = of("inherit/rtlab");
+    let boosted =
+        pi.iter()
+            .filter(|o| {
+                o["causes"].as_array().unwrap().iter().any(|c| {
+                    c["kind"] == "blocking" && c["task"] == "rtlab-owner" && c["prio"] == 30
+                })
+            })
+            .count();
+    assert!(
+        !pi.is_empty() && boosted * 10 >= pi.len() * 8,
+        "{boosted} of {} name the boosted holder: {pi:?}",
+        pi.len()
+    );
+    assert!(stdout.contains("priority inversion"), "{stdout}");
+}
+
+#[test]
 fn invert_check_passes_with_priority_inheritance() {
     let _serial = realtime_serial();
     if !is_root() {

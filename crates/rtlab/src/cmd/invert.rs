@@ -125,6 +125,7 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
         } else {
             args.variants
         },
+        explain: args.explain.settings(),
     })?;
     console.note(&format!(
         "invert: CPUs {cpus}, hold {}, high every {}, hogs spin {} of {}, for {}",
@@ -136,5 +137,6 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
     let mut table = rtlab_report::table::summary(&doc);
     table.push('\n');
     table.push_str(&verdict_table(&doc));
+    table.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &table)
 }

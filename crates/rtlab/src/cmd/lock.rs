@@ -35,6 +35,7 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
             policy: common.policy,
             prio: common.prio,
         },
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -54,5 +55,6 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
             table.push_str(&format!("{ours} / {theirs} = {:.2}x\n", a / b));
         }
     }
+    table.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &table)
 }

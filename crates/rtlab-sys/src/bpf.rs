@@ -1,0 +1,418 @@
+//! The `bpf(2)` system call, as much of it as a flight recorder needs: array maps that user
+//! space maps and reads in place (no system call per read), loading a raw-tracepoint program
+//! from instructions assembled at run time (no compiler, no object files), attaching it.
+//!
+//! C: `syscall(SYS_bpf, cmd, &attr, sizeof attr)` with `union bpf_attr` from `<linux/bpf.h>`.
+
+use crate::SysError;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const BPF_MAP_CREATE: i32 = 0;
+const BPF_MAP_LOOKUP_ELEM: i32 = 1;
+const BPF_PROG_LOAD: i32 = 5;
+const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+const BPF_PROG_TYPE_TRACING: u32 = 26;
+const BPF_TRACE_RAW_TP: u32 = 23;
+
+/// One BPF instruction (`struct bpf_insn`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    /// Opcode.
+    pub code: u8,
+    /// `dst_reg` in the low nibble, `src_reg` in the high one.
+    pub regs: u8,
+    /// Offset.
+    pub off: i16,
+    /// Immediate.
+    pub imm: i32,
+}
+
+impl Insn {
+    /// An instruction from its parts.
+    pub const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: (dst & 0xf) | (src << 4),
+            off,
+            imm,
+        }
+    }
+}
+
+/// `union bpf_attr`, as a zeroed 128-byte block the commands fill at their offsets.
+#[repr(C, align(8))]
+struct Attr([u8; 128]);
+
+impl Attr {
+    fn new() -> Attr {
+        Attr([0; 128])
+    }
+    fn u32(mut self, off: usize, v: u32) -> Attr {
+        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn u64(mut self, off: usize, v: u64) -> Attr {
+        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+}
+
+#[allow(unsafe_code)]
+fn bpf(cmd: i32, attr: &mut Attr, what: &str) -> Result<i64, SysError> {
+    // SAFETY: attr is a valid, writable 128-byte block; pointers inside it were set by the
+    // callers to memory that outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.0.as_mut_ptr(),
+            std::mem::size_of::<Attr>(),
+        )
+    };
+    if r < 0 {
+        return Err(SysError::from_io(what, std::io::Error::last_os_error()));
+    }
+    Ok(r)
+}
+
+#[allow(unsafe_code)]
+fn owned(fd: i64) -> OwnedFd {
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// A map (`BPF_MAP_CREATE`).
+#[derive(Debug)]
+pub struct Map {
+    fd: OwnedFd,
+    value_size: u32,
+    entries: u32,
+}
+
+impl Map {
+    /// An array of `entries` values of `value_size` bytes (zeroed); `mmapable` ones can be
+    /// mapped with [`Map::map_read`].
+    pub fn array(value_size: u32, entries: u32, mmapable: bool) -> Result<Map, SysError> {
+        let mut a = Attr::new()
+            .u32(0, BPF_MAP_TYPE_ARRAY)
+            .u32(4, 4)
+            .u32(8, value_size)
+            .u32(12, entries)
+            .u32(16, if mmapable { BPF_F_MMAPABLE } else { 0 });
+        let fd = bpf(BPF_MAP_CREATE, &mut a, "bpf(BPF_MAP_CREATE, array)")?;
+        Ok(Map {
+            fd: owned(fd),
+            value_size,
+            entries,
+        })
+    }
+
+    /// Maps an array created `mmapable`, read-only.
+    #[allow(unsafe_code)]
+    pub fn map_read(&self) -> Result<MappedArray, SysError> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        let page = rustix::param::page_size();
+        let bytes = (self.value_size as usize).div_ceil(8) * 8 * self.entries as usize;
+        let len = bytes.div_ceil(page) * page;
+        // SAFETY: the descriptor is a live map owned by self.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd.as_raw_fd()) };
+        // SAFETY: a fresh read-only shared mapping at an address the kernel picks.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(|e| SysError::from_errno("mmap(bpf array)", e))?;
+        Ok(MappedArray {
+            ptr: ptr.cast::<u8>(),
+            len,
+        })
+    }
+
+    /// The descriptor, for `BPF_PSEUDO_MAP_FD` loads in programs.
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Element `key` of an array map.
+    pub fn lookup(&self, key: u32) -> Result<Vec<u8>, SysError> {
+        let mut value = vec![0u8; self.value_size as usize];
+        let key = key.to_ne_bytes();
+        let mut a = Attr::new()
+            .u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64)
+            .u64(16, value.as_mut_ptr() as u64);
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut a, "bpf(BPF_MAP_LOOKUP_ELEM)")?;
+        Ok(value)
+    }
+}
+
+/// Why a program was refused: the error, and the verifier's log.
+#[derive(Debug)]
+pub struct LoadError {
+    /// The system call's error.
+    pub error: SysError,
+    /// The verifier's explanation (may be empty).
+    pub log: String,
+}
+
+/// A loaded program.
+#[derive(Debug)]
+pub struct Program {
+    fd: OwnedFd,
+}
+
+impl Program {
+    /// Loads a `BPF_PROG_TYPE_RAW_TRACEPOINT` program (GPL: the helpers it calls need it).
+    pub fn load_raw_tracepoint(insns: &[Insn]) -> Result<Program, LoadError> {
+        Self::load(insns, BPF_PROG_TYPE_RAW_TRACEPOINT, None)
+    }
+
+    /// Loads a BTF-typed raw-tracepoint program (`tp_btf`): its pointer arguments are typed,
+    /// so it reads kernel structures with plain loads instead of `bpf_probe_read_kernel`.
+    /// `typedef_id` is the BTF id of the tracepoint's `btf_trace_<name>` typedef in vmlinux.
+    pub fn load_btf_raw_tracepoint(insns: &[Insn], typedef_id: u32) -> Result<Program, LoadError> {
+        Self::load(insns, BPF_PROG_TYPE_TRACING, Some(typedef_id))
+    }
+
+    fn load(insns: &[Insn], prog_type: u32, btf_id: Option<u32>) -> Result<Program, LoadError> {
+        let license = c"GPL";
+        let mut log = vec![0u8; 64 * 1024];
+        let mut a = Attr::new()
+            .u32(0, prog_type)
+            .u32(4, insns.len() as u32)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64)
+            .u32(24, 1)
+            .u32(28, log.len() as u32)
+            .u64(32, log.as_mut_ptr() as u64);
+        if let Some(id) = btf_id {
+            a = a.u32(68, BPF_TRACE_RAW_TP).u32(108, id);
+        }
+        match bpf(BPF_PROG_LOAD, &mut a, "bpf(BPF_PROG_LOAD, raw_tracepoint)") {
+            Ok(fd) => Ok(Program { fd: owned(fd) }),
+            Err(error) => {
+                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                Err(LoadError {
+                    error,
+                    log: String::from_utf8_lossy(&log[..end]).into_owned(),
+                })
+            }
+        }
+    }
+
+    /// Attaches to the raw tracepoint `name` (e.g. `sched_switch`; `None` for a program
+    /// loaded with its BTF target); detached when the returned link is dropped.
+    pub fn attach_raw_tracepoint(&self, name: Option<&str>) -> Result<OwnedFd, SysError> {
+        let what = format!("bpf(BPF_RAW_TRACEPOINT_OPEN, {})", name.unwrap_or("btf"));
+        let cname = name
+            .map(CString::new)
+            .transpose()
+            .map_err(|_| SysError::Invalid { what: what.clone() })?;
+        let mut a = Attr::new()
+            .u64(0, cname.as_ref().map_or(0, |c| c.as_ptr() as u64))
+            .u32(8, self.fd.as_raw_fd() as u32);
+        Ok(owned(bpf(BPF_RAW_TRACEPOINT_OPEN, &mut a, &what)?))
+    }
+}
+
+/// A read-only mapping of a `BPF_F_MMAPABLE` array map: the values, contiguous, each rounded
+/// up to 8 bytes. Programs write it while it is read: reads are atomic or volatile copies.
+#[derive(Debug)]
+pub struct MappedArray {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, only read through atomics and volatile copies.
+#[allow(unsafe_code)]
+unsafe impl Send for MappedArray {}
+
+impl Drop for MappedArray {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the mapping now.
+        let _ = unsafe { rustix::mm::munmap(self.ptr as *mut _, self.len) };
+    }
+}
+
+impl MappedArray {
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is mapped (never, for a created map).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The u64 at `offset` (8-aligned), read atomically with acquire ordering.
+    #[allow(unsafe_code)]
+    pub fn load_u64(&self, offset: usize) -> u64 {
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.len,
+            "offset {offset} out of the map"
+        );
+        // SAFETY: in bounds and aligned (the mapping is page-aligned); the kernel side only
+        // writes whole u64s here.
+        unsafe { (*(self.ptr.add(offset) as *const AtomicU64)).load(Ordering::Acquire) }
+    }
+
+    /// Copies `out.len()` bytes from `offset`.
+    #[allow(unsafe_code)]
+    pub fn copy(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset + out.len() <= self.len, "read past the map");
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: in bounds (checked above); volatile because programs write concurrently.
+            *b = unsafe { std::ptr::read_volatile(self.ptr.add(offset + i)) };
+        }
+        std::sync::atomic::fence(Ordering::Acquire);
+    }
+}
+
+/// Instructions, with the constants the programs use. Only what rtlab's programs need.
+pub mod asm {
+    use super::Insn;
+
+    /// `r0`..`r10` (`r10`: frame pointer).
+    pub const R0: u8 = 0;
+    /// Argument 1 / context.
+    pub const R1: u8 = 1;
+    /// Argument 2.
+    pub const R2: u8 = 2;
+    /// Argument 3.
+    pub const R3: u8 = 3;
+    /// Callee-saved.
+    pub const R6: u8 = 6;
+    /// Callee-saved.
+    pub const R7: u8 = 7;
+    /// Callee-saved.
+    pub const R8: u8 = 8;
+    /// Callee-saved.
+    pub const R9: u8 = 9;
+    /// The frame pointer (read-only).
+    pub const R10: u8 = 10;
+
+    /// Helper numbers (`enum bpf_func_id`).
+    pub mod helper {
+        /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC).
+        pub const KTIME_GET_NS: i32 = 5;
+        /// `bpf_get_smp_processor_id`.
+        pub const GET_SMP_PROCESSOR_ID: i32 = 8;
+        /// `bpf_get_current_pid_tgid`.
+        pub const GET_CURRENT_PID_TGID: i32 = 14;
+        /// `bpf_probe_read_kernel`.
+        pub const PROBE_READ_KERNEL: i32 = 113;
+        /// `bpf_map_lookup_elem` (inlined by the verifier for arrays).
+        pub const MAP_LOOKUP_ELEM: i32 = 1;
+    }
+
+    const ALU64: u8 = 0x07;
+    const JMP: u8 = 0x05;
+    const X: u8 = 0x08;
+    const K: u8 = 0x00;
+
+    /// `dst = src`.
+    pub const fn mov(dst: u8, src: u8) -> Insn {
+        Insn::new(ALU64 | 0xb0 | X, dst, src, 0, 0)
+    }
+    /// `dst = imm`.
+    pub const fn mov_imm(dst: u8, imm: i32) -> Insn {
+        Insn::new(ALU64 | 0xb0 | K, dst, 0, 0, imm)
+    }
+    /// `dst += imm`.
+    pub const fn add_imm(dst: u8, imm: i32) -> Insn {
+        Insn::new(ALU64 | K, dst, 0, 0, imm)
+    }
+    /// `dst &= imm`.
+    pub const fn and_imm(dst: u8, imm: i32) -> Insn {
+        Insn::new(ALU64 | 0x50 | K, dst, 0, 0, imm)
+    }
+    /// `dst += src`.
+    pub const fn add(dst: u8, src: u8) -> Insn {
+        Insn::new(ALU64 | X, dst, src, 0, 0)
+    }
+    /// `dst *= imm`.
+    pub const fn mul_imm(dst: u8, imm: i32) -> Insn {
+        Insn::new(ALU64 | 0x20 | K, dst, 0, 0, imm)
+    }
+    /// `dst >>= src` (logical).
+    pub const fn rsh(dst: u8, src: u8) -> Insn {
+        Insn::new(ALU64 | 0x70 | X, dst, src, 0, 0)
+    }
+    /// `dst = imm64` (two instructions).
+    pub const fn ld_imm64(dst: u8, imm: u64) -> [Insn; 2] {
+        [
+            Insn::new(0x18, dst, 0, 0, imm as u32 as i32),
+            Insn::new(0, 0, 0, 0, (imm >> 32) as u32 as i32),
+        ]
+    }
+    /// `dst = &map` (two instructions, `BPF_PSEUDO_MAP_FD`).
+    pub const fn ld_map_fd(dst: u8, fd: i32) -> [Insn; 2] {
+        [Insn::new(0x18, dst, 1, 0, fd), Insn::new(0, 0, 0, 0, 0)]
+    }
+    /// `dst = &map's value[0] + off` (two instructions, `BPF_PSEUDO_MAP_VALUE`).
+    pub const fn ld_map_value(dst: u8, fd: i32, off: i32) -> [Insn; 2] {
+        [Insn::new(0x18, dst, 2, 0, fd), Insn::new(0, 0, 0, 0, off)]
+    }
+    /// `dst = *(u64 *)(src + off)`.
+    pub const fn ldx64(dst: u8, src: u8, off: i16) -> Insn {
+        Insn::new(0x61 | 0x18, dst, src, off, 0)
+    }
+    /// `dst = *(u32 *)(src + off)`.
+    pub const fn ldx32(dst: u8, src: u8, off: i16) -> Insn {
+        Insn::new(0x61, dst, src, off, 0)
+    }
+    /// `*(u64 *)(dst + off) = src`.
+    pub const fn stx64(dst: u8, off: i16, src: u8) -> Insn {
+        Insn::new(0x63 | 0x18, dst, src, off, 0)
+    }
+    /// `*(u32 *)(dst + off) = src`.
+    pub const fn stx32(dst: u8, off: i16, src: u8) -> Insn {
+        Insn::new(0x63, dst, src, off, 0)
+    }
+    /// `*(u32 *)(dst + off) = imm`.
+    pub const fn st32(dst: u8, off: i16, imm: i32) -> Insn {
+        Insn::new(0x62, dst, 0, off, imm)
+    }
+    /// `lock *(u64 *)(dst + off) += src`.
+    pub const fn atomic_add64(dst: u8, off: i16, src: u8) -> Insn {
+        Insn::new(0xdb, dst, src, off, 0)
+    }
+    /// `src = atomic_fetch_add((u64 *)(dst + off), src)`: the old value lands in `src`.
+    pub const fn atomic_fetch_add64(dst: u8, off: i16, src: u8) -> Insn {
+        Insn::new(0xdb, dst, src, off, 0x01)
+    }
+    /// `call helper`.
+    pub const fn call(helper: i32) -> Insn {
+        Insn::new(JMP | 0x80, 0, 0, 0, helper)
+    }
+    /// `if dst == imm goto +off`.
+    pub const fn jeq_imm(dst: u8, imm: i32, off: i16) -> Insn {
+        Insn::new(JMP | 0x10 | K, dst, 0, off, imm)
+    }
+    /// `if dst > imm goto +off` (unsigned).
+    pub const fn jgt_imm(dst: u8, imm: i32, off: i16) -> Insn {
+        Insn::new(JMP | 0x20 | K, dst, 0, off, imm)
+    }
+    /// `goto +off`.
+    pub const fn ja(off: i16) -> Insn {
+        Insn::new(JMP, 0, 0, off, 0)
+    }
+    /// `exit`.
+    pub const fn exit() -> Insn {
+        Insn::new(JMP | 0x90, 0, 0, 0, 0)
+    }
+}

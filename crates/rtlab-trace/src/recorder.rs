@@ -1,0 +1,685 @@
+//! The eBPF flight recorder: small programs, assembled here at run time, on the raw
+//! tracepoints the attribution needs. Each writes one fixed-size record per event on a
+//! measured CPU into that CPU's ring of slots in an array map (a per-CPU head counter picks
+//! the slot; the record's sequence number, written last, says it is complete), which the
+//! reader maps and copies without system calls. No lock, no wakeup, nothing shared between
+//! CPUs on the measured side; a reader that falls a whole ring behind counts the overwritten
+//! records as lost.
+//!
+//! Why not tracefs: on this kind of VM a tracefs event costs the measured CPU ~200-300 ns
+//! (ring-buffer reserve/commit, the generic event layout, cmdline recording), and a wakeup of a
+//! busy CPU crosses four or five of them; a raw tracepoint calling a few BPF helpers costs a
+//! fraction of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and
+//! priorities read from `struct task_struct` at the offsets the kernel's BTF gives. Names are
+//! looked up in user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached,
+//! refreshed every second; a task that exited before the reader saw it is `<...>`, as in
+//! ftrace), IRQ names in `/proc/interrupts`, NMI handlers in `/proc/kallsyms`.
+
+use crate::btf::Btf;
+use crate::event::{Event, Kind, Task};
+use crate::TraceError;
+use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+/// Bytes per record.
+const REC: i32 = 56;
+// Record layout.
+const OFF_TS: i16 = 0;
+const OFF_KIND: i16 = 8;
+const OFF_CPU: i16 = 12;
+const OFF_CUR: i16 = 16;
+const OFF_A: i16 = 20;
+const OFF_PID1: i16 = 24;
+const OFF_PRIO1: i16 = 28;
+const OFF_PID2: i16 = 32;
+const OFF_PRIO2: i16 = 36;
+const OFF_X: i16 = 40;
+/// Index + 1 of the record in its CPU's ring, written last.
+const OFF_SEQ: i16 = 48;
+
+const K_SWITCH: i32 = 1;
+const K_WAKING: i32 = 2;
+const K_MIGRATE: i32 = 3;
+const K_IRQ_ENTRY: i32 = 4;
+const K_IRQ_EXIT: i32 = 5;
+const K_SOFTIRQ_ENTRY: i32 = 6;
+const K_SOFTIRQ_EXIT: i32 = 7;
+const K_NMI: i32 = 8;
+/// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
+const K_VECTOR: i32 = 16;
+
+/// The IRQ vectors traced (x86 names; absent elsewhere, which is reported, not fatal).
+const VECTORS: &[&str] = &[
+    "local_timer",
+    "reschedule",
+    "call_function",
+    "call_function_single",
+    "irq_work",
+    "x86_platform_ipi",
+];
+
+const SOFTIRQS: &[&str] = &[
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// Slots per CPU (a power of two): about a second of a busy CPU's events, 448 KiB.
+const SLOTS: u32 = 8192;
+/// Bytes per head counter: one cache line each, so CPUs never share one.
+const HEAD_BYTES: u32 = 64;
+
+/// Offsets in `struct task_struct`.
+#[derive(Debug, Clone, Copy)]
+struct TaskOffsets {
+    pid: i32,
+    prio: i32,
+}
+
+impl TaskOffsets {
+    fn from_btf(btf: &Btf) -> Result<TaskOffsets, TraceError> {
+        let need = |f: &str| {
+            btf.offset_of("task_struct", f)
+                .map(|o| o as i32)
+                .ok_or_else(|| TraceError(format!("BTF has no task_struct.{f}")))
+        };
+        Ok(TaskOffsets {
+            pid: need("pid")?,
+            prio: need("prio")?,
+        })
+    }
+}
+
+/// Builds one program: the common prologue (CPU filter, timestamp, claim a slot, kind, CPU),
+/// `body` (with r6 = ctx, r7 = the slot), then the sequence number.
+struct Builder {
+    insns: Vec<Insn>,
+    to_end: Vec<usize>,
+    /// BTF-typed program: task fields are plain loads; else `bpf_probe_read_kernel`.
+    direct: bool,
+}
+
+/// Stack slots: the lookup key (u32) and the claimed index (u64).
+const FP_KEY: i16 = -4;
+const FP_INDEX: i16 = -16;
+
+impl Builder {
+    fn new(kind: i32, cpu_mask: u64, heads: i32, slots: i32, direct: bool) -> Builder {
+        let mut b = Builder {
+            insns: Vec::new(),
+            to_end: Vec::new(),
+            direct,
+        };
+        b.push(asm::mov(R6, R1));
+        b.push(asm::call(helper::GET_SMP_PROCESSOR_ID));
+        b.jump_end(asm::jgt_imm(R0, 63, 0));
+        b.extend(asm::ld_imm64(R1, cpu_mask));
+        b.push(asm::rsh(R1, R0));
+        b.push(asm::and_imm(R1, 1));
+        b.jump_end(asm::jeq_imm(R1, 0, 0));
+        b.push(asm::mov(R8, R0));
+        b.push(asm::call(helper::KTIME_GET_NS));
+        b.push(asm::mov(R9, R0));
+        // index = heads[cpu]++ (atomic: an NMI's program may interrupt this one).
+        b.lookup(heads, R8);
+        b.push(asm::mov_imm(R1, 1));
+        b.push(asm::atomic_fetch_add64(R0, 0, R1));
+        b.push(asm::stx64(R10, FP_INDEX, R1));
+        // slot = slots[cpu * SLOTS + index % SLOTS]
+        b.push(asm::and_imm(R1, SLOTS as i32 - 1));
+        b.push(asm::mov(R2, R8));
+        b.push(asm::mul_imm(R2, SLOTS as i32));
+        b.push(asm::add(R1, R2));
+        b.lookup(slots, R1);
+        b.push(asm::mov(R7, R0));
+        b.push(asm::stx64(R7, OFF_TS, R9));
+        b.push(asm::st32(R7, OFF_KIND, kind));
+        b.push(asm::stx32(R7, OFF_CPU, R8));
+        b
+    }
+
+    /// `r0 = &map[key register]`, or exit when out of range.
+    fn lookup(&mut self, map: i32, key: u8) {
+        self.push(asm::stx32(R10, FP_KEY, key));
+        self.extend(asm::ld_map_fd(R1, map));
+        self.push(asm::mov(R2, R10));
+        self.push(asm::add_imm(R2, FP_KEY as i32));
+        self.push(asm::call(helper::MAP_LOOKUP_ELEM));
+        self.jump_end(asm::jeq_imm(R0, 0, 0));
+    }
+
+    /// `record.cur = current TID` (only where the attribution uses it).
+    fn current(&mut self) {
+        self.push(asm::call(helper::GET_CURRENT_PID_TGID));
+        self.push(asm::stx32(R7, OFF_CUR, R0));
+    }
+
+    fn push(&mut self, i: Insn) {
+        self.insns.push(i);
+    }
+
+    fn extend(&mut self, i: [Insn; 2]) {
+        self.insns.extend_from_slice(&i);
+    }
+
+    fn jump_end(&mut self, i: Insn) {
+        self.to_end.push(self.insns.len());
+        self.insns.push(i);
+    }
+
+    /// `record[dst] = ctx->args[arg]` (32 or 64 bits).
+    fn arg(&mut self, arg: i16, dst: i16, wide: bool) {
+        self.push(asm::ldx64(R1, R6, arg * 8));
+        self.push(if wide {
+            asm::stx64(R7, dst, R1)
+        } else {
+            asm::stx32(R7, dst, R1)
+        });
+    }
+
+    /// `record[dst..dst+size] = *(task in ctx->args[arg] + field)` (size 4 when direct).
+    fn task_field(&mut self, arg: i16, field: i32, dst: i16, size: i32) {
+        if self.direct {
+            self.push(asm::ldx64(R3, R6, arg * 8));
+            self.push(asm::ldx32(R1, R3, field as i16));
+            self.push(asm::stx32(R7, dst, R1));
+            return;
+        }
+        self.push(asm::mov(R1, R7));
+        self.push(asm::add_imm(R1, dst as i32));
+        self.push(asm::mov_imm(R2, size));
+        self.push(asm::ldx64(R3, R6, arg * 8));
+        self.push(asm::add_imm(R3, field));
+        self.push(asm::call(helper::PROBE_READ_KERNEL));
+    }
+
+    /// TID and priority of the task in `ctx->args[arg]` into slot 1 or 2.
+    fn task(&mut self, arg: i16, t: &TaskOffsets, second: bool) {
+        let (pid, prio) = if second {
+            (OFF_PID2, OFF_PRIO2)
+        } else {
+            (OFF_PID1, OFF_PRIO1)
+        };
+        self.task_field(arg, t.pid, pid, 4);
+        self.task_field(arg, t.prio, prio, 4);
+    }
+
+    fn finish(mut self) -> Vec<Insn> {
+        // The sequence number last: the record is complete (x86-64 keeps stores in order).
+        self.push(asm::ldx64(R1, R10, FP_INDEX));
+        self.push(asm::add_imm(R1, 1));
+        self.push(asm::stx64(R7, OFF_SEQ, R1));
+        let end = self.insns.len();
+        self.push(asm::mov_imm(R0, 0));
+        self.push(asm::exit());
+        for &at in &self.to_end {
+            self.insns[at].off = (end - at - 1) as i16;
+        }
+        self.insns
+    }
+}
+
+/// A raw tracepoint, its kind, and the number of arguments its BTF prototype must have.
+struct Probe {
+    tracepoint: String,
+    kind: i32,
+    args: usize,
+}
+
+fn probes() -> Vec<Probe> {
+    let p = |tp: &str, kind, args| Probe {
+        tracepoint: tp.to_string(),
+        kind,
+        args,
+    };
+    let mut v = vec![
+        p("sched_switch", K_SWITCH, 4),
+        p("sched_waking", K_WAKING, 1),
+        p("sched_migrate_task", K_MIGRATE, 2),
+        p("irq_handler_entry", K_IRQ_ENTRY, 2),
+        p("irq_handler_exit", K_IRQ_EXIT, 3),
+        p("softirq_entry", K_SOFTIRQ_ENTRY, 1),
+        p("softirq_exit", K_SOFTIRQ_EXIT, 1),
+        p("nmi_handler", K_NMI, 3),
+    ];
+    for (i, name) in VECTORS.iter().enumerate() {
+        v.push(p(&format!("{name}_entry"), K_VECTOR + 2 * i as i32, 1));
+        v.push(p(&format!("{name}_exit"), K_VECTOR + 2 * i as i32 + 1, 1));
+    }
+    v
+}
+
+fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: bool) -> Vec<Insn> {
+    let mut b = Builder::new(probe.kind, mask, maps.0, maps.1, direct);
+    match probe.kind {
+        K_SWITCH => {
+            // (bool preempt, prev, next, unsigned int prev_state); prev is current.
+            b.current();
+            b.arg(0, OFF_A, false);
+            b.arg(3, OFF_X, true);
+            b.task_field(1, t.prio, OFF_PRIO1, 4);
+            b.task(2, t, true);
+        }
+        K_WAKING => {
+            // The waker (for a lock wait: the holder).
+            b.current();
+            b.task(0, t, false);
+        }
+        K_MIGRATE => {
+            b.current();
+            b.task(0, t, false);
+            b.arg(1, OFF_A, false);
+        }
+        K_IRQ_ENTRY | K_IRQ_EXIT | K_SOFTIRQ_ENTRY | K_SOFTIRQ_EXIT => b.arg(0, OFF_A, false),
+        K_NMI => {
+            // (void *handler, s64 delta_ns, int handled)
+            b.arg(0, OFF_PID1, true);
+            b.arg(1, OFF_X, true);
+        }
+        _ => {}
+    }
+    b.finish()
+}
+
+/// A running recorder; detaches everything on drop.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    heads: MappedArray,
+    slots: MappedArray,
+    /// Per recorded CPU: (cpu, next index to read).
+    next: Vec<(usize, u64)>,
+    lost: u64,
+    _links: Vec<OwnedFd>,
+    _programs: Vec<Program>,
+    _maps: [Map; 2],
+    /// Tracepoints that could not be attached.
+    pub missing: Vec<String>,
+    irq_names: HashMap<u32, String>,
+    symbols: Option<Vec<(u64, String)>>,
+    comms: HashMap<i64, String>,
+    comms_since: u64,
+}
+
+impl Recorder {
+    /// Attaches the programs, recording the CPUs in `cpus` (all below 64).
+    pub fn start(cpus: &[usize]) -> Result<Recorder, TraceError> {
+        if cpus.iter().any(|&c| c >= 64) {
+            return Err(TraceError(
+                "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
+            ));
+        }
+        let mask = cpus.iter().fold(0u64, |m, &c| m | 1 << c);
+        let btf = Btf::vmlinux().map_err(TraceError)?;
+        let offsets = TaskOffsets::from_btf(&btf)?;
+        let ncpu = cpus.iter().max().map_or(1, |&c| c as u32 + 1);
+        let sys = |e: rtlab_sys::SysError| TraceError(e.to_string());
+        let heads_map = Map::array(HEAD_BYTES, ncpu, true).map_err(sys)?;
+        let slots_map = Map::array(REC as u32, ncpu * SLOTS, true).map_err(sys)?;
+        let heads = heads_map.map_read().map_err(sys)?;
+        let slots = slots_map.map_read().map_err(sys)?;
+        let mut links = Vec::new();
+        let mut programs = Vec::new();
+        let mut missing = Vec::new();
+        for probe in probes() {
+            // The prototype's first parameter is the context.
+            let proto = btf.typedef_fn_params(&format!("btf_trace_{}", probe.tracepoint));
+            if proto != Some(probe.args + 1) {
+                if probe.kind == K_SWITCH {
+                    return Err(TraceError(format!(
+                        "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
+                    )));
+                }
+                missing.push(probe.tracepoint);
+                continue;
+            }
+            let maps = (heads_map.raw_fd(), slots_map.raw_fd());
+            let typed = btf
+                .typedef_id(&format!("btf_trace_{}", probe.tracepoint))
+                .and_then(|id| {
+                    let insns = program(&probe, &offsets, mask, maps, true);
+                    Program::load_btf_raw_tracepoint(&insns, id).ok()
+                });
+            let (prog, name) = match typed {
+                Some(p) => (p, None),
+                None => {
+                    let insns = program(&probe, &offsets, mask, maps, false);
+                    let p = Program::load_raw_tracepoint(&insns).map_err(|e| {
+                        let last = e
+                            .log
+                            .lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("");
+                        TraceError(format!("{} ({}): {}", e.error, probe.tracepoint, last))
+                    })?;
+                    (p, Some(probe.tracepoint.as_str()))
+                }
+            };
+            match prog.attach_raw_tracepoint(name) {
+                Ok(link) => links.push(link),
+                Err(e) if probe.kind == K_SWITCH => return Err(TraceError(e.to_string())),
+                Err(_) => missing.push(probe.tracepoint),
+            }
+            programs.push(prog);
+        }
+        Ok(Recorder {
+            heads,
+            slots,
+            next: cpus.iter().map(|&c| (c, 0)).collect(),
+            lost: 0,
+            _links: links,
+            _programs: programs,
+            _maps: [heads_map, slots_map],
+            missing,
+            irq_names: irq_names(),
+            symbols: None,
+            comms: HashMap::new(),
+            comms_since: 0,
+        })
+    }
+
+    /// Records overwritten before the reader copied them.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Decodes every complete record not read yet, CPU by CPU.
+    pub fn drain(&mut self, mut f: impl FnMut(Event)) -> usize {
+        let mut records: Vec<[u8; REC as usize]> = Vec::new();
+        let slots = SLOTS as u64;
+        for (cpu, next) in self.next.iter_mut() {
+            let head = self.heads.load_u64(*cpu * HEAD_BYTES as usize);
+            // Fallen a whole ring behind: skip to what is still there, with a margin for
+            // the slots being overwritten while we copy.
+            if head > *next + slots {
+                let resume = head - slots + 64;
+                self.lost += resume - *next;
+                *next = resume;
+            }
+            while *next < head {
+                let at = (*cpu as u64 * slots + *next % slots) as usize * REC as usize;
+                let want = *next + 1;
+                let seq_at = at + OFF_SEQ as usize;
+                let before = self.slots.load_u64(seq_at);
+                if before < want {
+                    break; // claimed, still being written: next time
+                }
+                let mut rec = [0u8; REC as usize];
+                self.slots.copy(at, &mut rec);
+                if before != want || self.slots.load_u64(seq_at) != want {
+                    self.lost += 1; // overwritten by a later lap
+                } else {
+                    records.push(rec);
+                }
+                *next += 1;
+            }
+        }
+        let n = records.len();
+        let now = rtlab_sys::time::monotonic_now_ns();
+        if now > self.comms_since + 1_000_000_000 {
+            self.comms.clear();
+            self.comms_since = now;
+        }
+        for r in &records {
+            if let Some(e) = self.decode(r) {
+                f(e);
+            }
+        }
+        n
+    }
+
+    fn decode(&mut self, r: &[u8; REC as usize]) -> Option<Event> {
+        let u32_at = |o: i16| u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap());
+        let i32_at = |o: i16| u32_at(o) as i32 as i64;
+        let u64_at = |o: i16| u64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap());
+        let cpu = u32_at(OFF_CPU) as u16;
+        let kind_code = u32_at(OFF_KIND) as i32;
+        // Slots are reused: only the fields this kind wrote are meaningful.
+        let current_pid = if matches!(kind_code, K_SWITCH | K_WAKING | K_MIGRATE) {
+            u32_at(OFF_CUR) as i64
+        } else {
+            -1
+        };
+        let mut task = |pid: i64, prio: i64| Task {
+            comm: self.comm(pid, cpu),
+            pid,
+            prio,
+        };
+        let kind = match kind_code {
+            K_SWITCH => Kind::Switch {
+                prev: task(current_pid, i32_at(OFF_PRIO1)),
+                prev_state: state_letters(u32_at(OFF_A) != 0, u64_at(OFF_X)),
+                next: task(i32_at(OFF_PID2), i32_at(OFF_PRIO2)),
+            },
+            // The CPU the woken task will run on is not recorded (the attribution does not
+            // use it): the waker's CPU stands in.
+            K_WAKING => Kind::Waking {
+                task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
+                target_cpu: cpu,
+            },
+            K_MIGRATE => Kind::Migrate {
+                task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
+                orig_cpu: cpu,
+                dest_cpu: u32_at(OFF_A) as u16,
+            },
+            K_IRQ_ENTRY => {
+                let irq = u32_at(OFF_A);
+                if !self.irq_names.contains_key(&irq) {
+                    self.irq_names = irq_names();
+                }
+                Kind::IrqEntry {
+                    irq,
+                    name: self
+                        .irq_names
+                        .get(&irq)
+                        .cloned()
+                        .unwrap_or_else(|| "?".into()),
+                }
+            }
+            K_IRQ_EXIT => Kind::IrqExit,
+            K_SOFTIRQ_ENTRY => Kind::SoftirqEntry {
+                name: SOFTIRQS
+                    .get(u32_at(OFF_A) as usize)
+                    .map_or_else(|| format!("vec{}", u32_at(OFF_A)), |s| s.to_string()),
+            },
+            K_SOFTIRQ_EXIT => Kind::SoftirqExit,
+            K_NMI => Kind::Nmi {
+                handler: self.symbol(u64_at(OFF_PID1)),
+                delta_ns: u64_at(OFF_X),
+            },
+            k if k >= K_VECTOR => {
+                let i = ((k - K_VECTOR) / 2) as usize;
+                if (k - K_VECTOR) % 2 == 0 {
+                    Kind::VectorEntry {
+                        name: VECTORS.get(i)?.to_string(),
+                    }
+                } else {
+                    Kind::VectorExit
+                }
+            }
+            _ => return None,
+        };
+        Some(Event {
+            cpu,
+            ts_ns: u64_at(OFF_TS),
+            current_pid,
+            kind,
+        })
+    }
+
+    /// A task's name: `swapper/N` for the idle task, else `/proc/<tid>/comm`.
+    fn comm(&mut self, pid: i64, cpu: u16) -> String {
+        if pid == 0 {
+            return format!("swapper/{cpu}");
+        }
+        self.comms
+            .entry(pid)
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|s| s.trim_end().to_string())
+                    .unwrap_or_else(|_| "<...>".into())
+            })
+            .clone()
+    }
+
+    /// The kernel symbol at or below `addr` (NMIs are rare: read on first use).
+    fn symbol(&mut self, addr: u64) -> String {
+        let syms = self.symbols.get_or_insert_with(|| {
+            let mut v: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| {
+                    let mut it = l.split_whitespace();
+                    let a = u64::from_str_radix(it.next()?, 16).ok()?;
+                    let _ty = it.next()?;
+                    Some((a, it.next()?.to_string()))
+                })
+                .filter(|(a, _)| *a != 0)
+                .collect();
+            v.sort();
+            v
+        });
+        let i = syms.partition_point(|(a, _)| *a <= addr);
+        match i.checked_sub(1).and_then(|i| syms.get(i)) {
+            Some((_, name)) => name.clone(),
+            None => format!("{addr:#x}"),
+        }
+    }
+}
+
+/// `R+` for a preempted task, else the state's letter, as `sched_switch` prints it.
+fn state_letters(preempt: bool, state: u64) -> String {
+    if preempt {
+        return "R+".into();
+    }
+    const LETTERS: &[(u64, &str)] = &[
+        (0x1, "S"),
+        (0x2, "D"),
+        (0x4, "T"),
+        (0x8, "t"),
+        (0x10, "X"),
+        (0x20, "Z"),
+        (0x40, "P"),
+        (0x80, "I"),
+    ];
+    let s: Vec<&str> = LETTERS
+        .iter()
+        .filter(|(bit, _)| state & bit != 0)
+        .map(|(_, l)| *l)
+        .collect();
+    if s.is_empty() {
+        "R".into()
+    } else {
+        s.join("|")
+    }
+}
+
+/// IRQ number -> the names of its handlers (the last column of /proc/interrupts).
+fn irq_names() -> HashMap<u32, String> {
+    std::fs::read_to_string("/proc/interrupts")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            let irq: u32 = n.parse().ok()?;
+            Some((irq, rest.split_whitespace().last()?.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_land_inside_the_program() {
+        let t = TaskOffsets {
+            pid: 100,
+            prio: 104,
+        };
+        for probe in probes() {
+            for direct in [true, false] {
+                let insns = program(&probe, &t, 1, (3, 4), direct);
+                assert!(insns.len() < 200, "{} instructions", insns.len());
+                let len = insns.len() as i64;
+                for (i, insn) in insns.iter().enumerate() {
+                    let class_jmp = insn.code & 0x07 == 0x05;
+                    let is_call_or_exit = insn.code == 0x85 || insn.code == 0x95;
+                    if class_jmp && !is_call_or_exit {
+                        let to = i as i64 + 1 + insn.off as i64;
+                        assert!(
+                            to > i as i64 && to < len,
+                            "{}: jump at {i} to {to}",
+                            probe.tracepoint
+                        );
+                    }
+                }
+                assert_eq!(insns.last().unwrap().code, 0x95, "ends with exit");
+            }
+        }
+    }
+
+    #[test]
+    fn state_letters_match_sched_switch() {
+        assert_eq!(state_letters(true, 1), "R+");
+        assert_eq!(state_letters(false, 0), "R");
+        assert_eq!(state_letters(false, 1), "S");
+        assert_eq!(state_letters(false, 2), "D");
+    }
+
+    #[test]
+    fn records_this_threads_switches_with_names_and_priorities() {
+        if rtlab_sys::process::effective_uid() != 0 {
+            eprintln!("skipped: needs root (bpf)");
+            return;
+        }
+        let cpu = rtlab_sys::affinity::usable_cpus().as_slice()[0];
+        rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
+            vec![cpu],
+        ))
+        .unwrap();
+        let mut r = match Recorder::start(&[cpu]) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let tid = rtlab_sys::futex::current_tid() as i64;
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let mut events = Vec::new();
+        r.drain(|e| events.push(e));
+        assert_eq!(r.lost(), 0);
+        let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        let switches_out = events
+            .iter()
+            .filter(|e| {
+                matches!(&e.kind, Kind::Switch { prev, prev_state, .. }
+                    if prev.pid == tid && prev.comm == me.trim_end() && prev_state == "S")
+            })
+            .count();
+        assert!(
+            switches_out >= 20,
+            "{switches_out} of 20 sleeps seen: {events:?}"
+        );
+        assert!(
+            events.iter().all(|e| e.cpu as usize == cpu),
+            "only the recorded CPU"
+        );
+        assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns) || events.len() < 2);
+        let now = rtlab_sys::time::monotonic_now_ns();
+        assert!(
+            events
+                .iter()
+                .all(|e| e.ts_ns <= now && e.ts_ns + 10_000_000_000 > now),
+            "CLOCK_MONOTONIC stamps"
+        );
+        let wakings = events
+            .iter()
+            .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+            .count();
+        assert!(wakings >= 19, "{wakings} wakings of this thread");
+    }
+}
