@@ -129,6 +129,34 @@ impl Session {
                             ),
                         );
                     }
+                    let gaps: Vec<u64> = f
+                        .outliers
+                        .iter()
+                        .map(|o| {
+                            o.causes
+                                .iter()
+                                .filter(|c| c.kind == rtlab_stats::result::CauseKind::HypervisorGap)
+                                .map(|c| c.duration_ns)
+                                .sum::<u64>()
+                        })
+                        .filter(|&ns| ns > 0)
+                        .collect();
+                    if !gaps.is_empty() {
+                        outcome.warn(
+                            observer,
+                            format!(
+                                "explain: {} outliers include {} of hypervisor_gap; the host's steal time on the measured CPUs grew {:.0} ms over the run{}",
+                                gaps.len(),
+                                Nanos(gaps.iter().sum()),
+                                f.steal_ms,
+                                if f.steal_ms > 0.0 {
+                                    " (the host did take the CPUs away)"
+                                } else {
+                                    " (none counted: at 10 ms resolution short stalls may not show)"
+                                }
+                            ),
+                        );
+                    }
                     outcome.outliers.extend(f.outliers);
                 }
                 Err(e) => outcome.warn(observer, format!("explain: failed: {e}")),

@@ -237,14 +237,23 @@ pub fn run_survey(
         explain: None,
     })?
     .with_series_prefix("lock/");
-    let invert = Invert::new(InvertConfig::with_defaults(
-        last_cpu.clone(),
-        vec![
-            Variant::NoneRtlab,
-            Variant::InheritRtlab,
-            Variant::InheritGlibc,
-        ],
-    ))?
+    let invert = Invert::new(InvertConfig {
+        // Its worst waits are explained too: the inversion is named in the reading.
+        explain: Some(crate::explain::ExplainSettings {
+            threshold: None,
+            top: 5,
+            trace_out: None,
+            backend: Default::default(),
+        }),
+        ..InvertConfig::with_defaults(
+            last_cpu.clone(),
+            vec![
+                Variant::NoneRtlab,
+                Variant::InheritRtlab,
+                Variant::InheritGlibc,
+            ],
+        )
+    })?
     .with_series_prefix("invert/");
     let mmap = MmapExperiment::new(MmapConfig {
         cpu: last_cpu.as_slice()[0],
@@ -344,8 +353,18 @@ pub fn run_survey(
     let mut verdict_rows = Vec::new();
     let idle_max = worst(&record.series, "wakeup-idle/", |s| s.max);
     let loaded_max = worst(&record.series, "wakeup-loaded/", |s| s.max);
+    let outliers_of = |prefix: &str| -> Vec<rtlab_stats::result::Outlier> {
+        record
+            .outliers
+            .iter()
+            .filter(|o| o.series.starts_with(prefix))
+            .cloned()
+            .collect()
+    };
     if let (Some(idle_max), Some(loaded_max)) = (idle_max, loaded_max) {
-        let causes = top_causes(&record.outliers, 3);
+        let loaded_outliers = outliers_of("wakeup-loaded/");
+        let mut causes = top_causes(&loaded_outliers, 3);
+        causes.retain(|c| c.1 >= 0.01);
         let causes_json: Vec<serde_json::Value> = causes
             .iter()
             .map(|(name, share)| json!({"cause": name, "share": share}))
@@ -354,7 +373,7 @@ pub fn run_survey(
         if !causes.is_empty() {
             reading.push_str(&format!(
                 "; its {} worst loaded wakeups were late because of {}",
-                record.outliers.len(),
+                loaded_outliers.len(),
                 causes
                     .iter()
                     .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
@@ -376,7 +395,19 @@ pub fn run_survey(
     if let Some(reading) = lock_reading(&record.series) {
         verdict_rows.push(json!({"area": "lock", "reading": reading}));
     }
-    if let Some(reading) = crate::invert::reading(&record.series, "invert/") {
+    if let Some(mut reading) = crate::invert::reading(&record.series, "invert/") {
+        let mut causes = top_causes(&outliers_of("invert/none/"), 2);
+        causes.retain(|c| c.1 >= 0.01);
+        if !causes.is_empty() {
+            reading.push_str(&format!(
+                "; the worst waits without a protocol: {}",
+                causes
+                    .iter()
+                    .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         verdict_rows.push(json!({"area": "invert", "reading": reading}));
     }
     if let Some(reading) = crate::slack::reading(

@@ -292,6 +292,9 @@ pub struct Findings {
     pub backend: &'static str,
     /// Why the eBPF recorder was not used, when `auto` fell back to tracefs.
     pub fallback: Option<String>,
+    /// Steal time on the measured CPUs over the run (ms; /proc/stat, 10 ms resolution): the
+    /// host's own account of taking the CPUs away, to corroborate `hypervisor_gap` causes.
+    pub steal_ms: f64,
 }
 
 /// A running explainer.
@@ -302,6 +305,7 @@ pub struct Explainer {
     fallback: Option<String>,
     recorder_lost: Arc<AtomicU64>,
     recorder_missing: Vec<String>,
+    proc_at_start: ProcSnapshot,
     cpus: Vec<usize>,
     reporter: Reporter,
     stop: Arc<AtomicBool>,
@@ -399,6 +403,7 @@ impl Explainer {
             fallback,
             recorder_lost,
             recorder_missing,
+            proc_at_start: ProcSnapshot::take(),
             cpus: cpus.to_vec(),
             reporter,
             stop,
@@ -443,6 +448,9 @@ impl Explainer {
             missing_events: missing,
             backend: self.backend,
             fallback: self.fallback.take(),
+            steal_ms: self
+                .proc_at_start
+                .steal_ms_since(&ProcSnapshot::take(), &self.cpus),
         })
     }
 }
@@ -817,6 +825,20 @@ impl ProcSnapshot {
             irqs,
             ctxt,
         }
+    }
+
+    /// Time the host took from `cpus` (steal time) between `self` and `later`, in ms.
+    pub fn steal_ms_since(&self, later: &ProcSnapshot, cpus: &[usize]) -> f64 {
+        cpus.iter()
+            .map(|&c| {
+                later
+                    .steal_ticks
+                    .get(c)
+                    .unwrap_or(&0)
+                    .saturating_sub(*self.steal_ticks.get(c).unwrap_or(&0))
+            })
+            .sum::<u64>() as f64
+            * 10.0
     }
 
     /// One sentence on what happened on `cpus` between `self` and `later`.

@@ -20,6 +20,9 @@ fn hog_is_named(source: &str) {
     if !is_root() {
         return skip("explain hog", "needs root (bpf/tracefs, SCHED_FIFO)");
     }
+    if source == "bpf" && !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return skip("explain hog from ebpf", "the kernel has no BTF");
+    }
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let trace_out = dir.path().join("windows");
@@ -39,12 +42,16 @@ fn hog_is_named(source: &str) {
         "--explain-with",
         source,
     ]);
-    assert_eq!(
-        doc["warnings"],
-        serde_json::json!([]),
-        "{source}: {}",
-        doc["warnings"]
-    );
+    // The source asked for ran (no fallback), and lost nothing.
+    for w in doc["warnings"].as_array().unwrap() {
+        let w = w.as_str().unwrap();
+        assert!(
+            !["could not start", "no kernel tracer", "lost", "failed"]
+                .iter()
+                .any(|bad| w.contains(bad)),
+            "{source}: {w}"
+        );
+    }
     let outliers = doc["outliers"].as_array().unwrap();
     let big: Vec<_> = outliers
         .iter()
