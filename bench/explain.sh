@@ -3,7 +3,7 @@
 # not disturb what it measures.
 #
 #   sudo bench/explain.sh [SECONDS] [ROUNDS]      (defaults: 30 s validation runs, 5 overhead rounds)
-#   PARTS=cross,overhead sudo bench/explain.sh    (any of hog,flood,cross,overhead; default all)
+#   PARTS=cross,overhead sudo bench/explain.sh    (any of hog,flood,cross,overhead,invert; default all)
 #
 # 1. Hog: `rtlab wakeup --cpus 0 --explain --threshold 2ms --top 1000` under
 #    --load hog:99:3ms/200ms:0: the share of outliers over 2 ms whose largest cause is
@@ -17,7 +17,10 @@
 # 4. Overhead: ROUNDS interleaved triples of 10 s `rtlab wakeup --cpus 0` runs without
 #    --explain, with --explain-with bpf (the default source) and with --explain-with tracefs,
 #    under --load cpu: p50 and p99 ratios (target p50 <= 1.1x, p99 <= 1.2x), and events lost.
-# Parts 1-3 use the default source (bpf where it starts, else tracefs with a warning).
+# 5. Lock waits: `rtlab invert --explain --threshold 500us` (none/rtlab, inherit/rtlab, one
+#    CPU): the share of no-protocol waits over 5 ms whose largest cause is a hog named as
+#    priority inversion, and of PI waits that name the holder boosted to the waiter's priority.
+# Parts 1-3 and 5 use the default source (bpf where it starts, else tracefs with a warning).
 set -euo pipefail
 SECS=${1:-30}
 ROUNDS=${2:-5}
@@ -31,7 +34,7 @@ cargo build --release -q
 R=$PWD/target/release/rtlab
 WORK=$(mktemp -d)
 PIDS=()
-PARTS=${PARTS:-hog,flood,cross,overhead}
+PARTS=${PARTS:-hog,flood,cross,overhead,invert}
 has() { [[ ",$PARTS," == *",$1,"* ]]; }
 cleanup() { for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -55,6 +58,10 @@ perf sched record -k mono -C 0 -o "$WORK/perf.data" -- \
   "$R" wakeup --cpus 0 --explain --threshold 2ms --top 1000 --load hog:99:3ms/200ms:0 \
   --duration 10s --quiet --json "$WORK/cross.json" >/dev/null 2>"$WORK/perf.err"
 perf sched timehist -i "$WORK/perf.data" -C 0 > "$WORK/timehist.txt" 2>"$WORK/timehist.err" || cat "$WORK/perf.err" "$WORK/timehist.err" >&2
+fi
+if has invert; then
+"$R" invert --explain --threshold 500us --top 1000 --variant none/rtlab,inherit/rtlab \
+  --duration "${SECS}s" --quiet --json "$WORK/invert.json" >/dev/null
 fi
 if has overhead; then
 for r in $(seq 1 "$ROUNDS"); do
@@ -146,5 +153,23 @@ if "overhead" in parts:
   for name, (r50, r99) in ratios.items():
       print(f"\n{name}: median p50 ratio {statistics.median(r50):.3f} (target <= 1.1: {'met' if statistics.median(r50) <= 1.1 else 'NOT met'}); "
             f"median p99 ratio {statistics.median(r99):.3f} (target <= 1.2: {'met' if statistics.median(r99) <= 1.2 else 'NOT met'})")
+
+if "invert" in parts:
+  doc = load("invert")
+  outs = doc.get("outliers", [])
+  print("\n### 5. lock waits: rtlab invert --explain --threshold 500us (none/rtlab, inherit/rtlab)\n")
+  long = [o for o in outs if o["series"] == "none/rtlab" and o["latency_ns"] > 5_000_000]
+  inv = [o for o in long if o["causes"] and o["causes"][0]["kind"] == "preemption"
+         and o["causes"][0].get("task", "").startswith("rtlab-inv-hog")
+         and "priority inversion" in o["causes"][0].get("detail", "")]
+  shares = [o["causes"][0]["duration_ns"] / o["latency_ns"] for o in inv]
+  print(f"none/rtlab waits over 5 ms: {len(long)}; largest cause a hog named as priority inversion: {len(inv)} "
+        f"({100*len(inv)/max(len(long),1):.0f} %)" + (f", median share of the wait {statistics.median(shares)*100:.0f} %" if shares else ""))
+  pi = [o for o in outs if o["series"] == "inherit/rtlab"]
+  boosted = [o for o in pi if any(c["kind"] == "blocking" and c.get("task") == "rtlab-owner" and c.get("prio") == 30 for c in o["causes"])]
+  print(f"inherit/rtlab waits over 500 us: {len(pi)}; naming the holder rtlab-owner boosted to RT 30: {len(boosted)} ({100*len(boosted)/max(len(pi),1):.0f} %)")
+  for o in (sorted(long, key=lambda o: -o["latency_ns"])[:1] + sorted(pi, key=lambda o: -o["latency_ns"])[:1]):
+      print("  e.g. " + f"{o['series']} waited {us(o['latency_ns'])} us: " + "; ".join(
+          f"{c['kind']} {c.get('task') or c.get('detail','')} {us(c['duration_ns'])} us" for c in o["causes"][:3]))
 
 PY
