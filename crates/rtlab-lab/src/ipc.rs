@@ -36,6 +36,8 @@ pub struct IpcConfig {
     pub policy: Policy,
     /// Priority.
     pub prio: u32,
+    /// Attribute late round trips and late one-way messages to causes (`--explain`).
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// The ipc experiment.
@@ -119,12 +121,16 @@ fn placement(cfg: &IpcConfig) -> ChildPlacement {
     }
 }
 
+/// A reporter of late samples and the series they go to.
+type Report = Option<(crate::explain::Reporter, u16)>;
+
 fn rtt_phase(
     mechanism: Mechanism,
     size: usize,
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
+    report: &Report,
 ) -> Result<(), String> {
     let measured = with_peer(
         mechanism,
@@ -133,6 +139,7 @@ fn rtt_phase(
         PeerRole::Echo,
         |mut end| {
             enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+            let tid = rtlab_sys::futex::current_tid() as i64;
             let (mut msg, mut buf) = (vec![DATA; size], vec![0u8; size]);
             let mut local = LatencyHistogram::new();
             let end_at = monotonic_now_ns() + budget;
@@ -142,7 +149,11 @@ fn rtt_phase(
                 let t0 = monotonic_now_ns();
                 end.send(&msg)?;
                 end.recv(&mut buf)?;
-                local.record(Nanos(monotonic_now_ns() - t0));
+                let t1 = monotonic_now_ns();
+                if let Some((reporter, series)) = report {
+                    reporter.report_wait_if_late(crate::explain::Wait::Reply, *series, tid, t0, t1);
+                }
+                local.record(Nanos(t1 - t0));
                 if buf[1..9] != msg[1..9] {
                     return Err("echo returned a different message".into());
                 }
@@ -177,6 +188,7 @@ fn oneway_phase(
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
+    report: &Report,
 ) -> Result<(), String> {
     let count = (budget / ONEWAY_INTERVAL_NS).max(10);
     let role = PeerRole::Pace {
@@ -185,6 +197,7 @@ fn oneway_phase(
     };
     let measured = with_peer(mechanism, size, placement(cfg), role, |mut end| {
         enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+        let tid = rtlab_sys::futex::current_tid() as i64;
         let mut buf = vec![0u8; size];
         let mut local = LatencyHistogram::new();
         for expected in 0..count {
@@ -196,6 +209,9 @@ fn oneway_phase(
                 return Err(format!(
                     "oneway: message {seq} arrived where {expected} was due"
                 ));
+            }
+            if let Some((reporter, series)) = report {
+                reporter.report_wait_if_late(crate::explain::Wait::Notify, *series, tid, sent, now);
             }
             local.record(Nanos(now.saturating_sub(sent)));
         }
@@ -278,6 +294,34 @@ impl Experiment for IpcExperiment {
         // Two rounds (interleaved), each phase gets a quarter of a cell's share per round.
         let share = common.duration.get() / (cells.len() as u64 * 2).max(1);
         let mut results: Vec<Measured> = cells.iter().map(|_| Measured::default()).collect();
+        let several = cfg.sizes.len() > 1;
+        let suffix = |size: usize| {
+            if several {
+                format!("/{}", size_label(size))
+            } else {
+                String::new()
+            }
+        };
+        let mut measured_cpus = vec![cfg.cpus.0, cfg.cpus.1];
+        measured_cpus.dedup();
+        // Series 2i: cell i's round trips, 2i + 1: its one-way messages.
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured_cpus,
+                cells
+                    .iter()
+                    .flat_map(|&(m, size)| {
+                        ["rtt", "oneway"].map(|what| {
+                            format!("{}{}/{what}{}", self.prefix, m.name(), suffix(size))
+                        })
+                    })
+                    .collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
         for _round in 0..2 {
             for (i, &(m, size)) in cells.iter().enumerate() {
@@ -285,9 +329,11 @@ impl Experiment for IpcExperiment {
                     continue;
                 }
                 let cell = &mut results[i];
+                let rtt_report = reporter.clone().map(|r| (r, 2 * i as u16));
+                let oneway_report = reporter.clone().map(|r| (r, 2 * i as u16 + 1));
                 let r = on_own_thread(|| {
-                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt)?;
-                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway)?;
+                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt, &rtt_report)?;
+                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway, &oneway_report)?;
                     throughput_phase(m, size, &cfg, share * 2 / 5)
                 });
                 match r {
@@ -297,7 +343,9 @@ impl Experiment for IpcExperiment {
                 observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
             }
         }
-        let several = cfg.sizes.len() > 1;
+        if let Some(session) = session {
+            session.finish(&measured_cpus, observer, &mut outcome);
+        }
         for (i, &(m, size)) in cells.iter().enumerate() {
             let Measured {
                 rtt: hist,
@@ -305,11 +353,7 @@ impl Experiment for IpcExperiment {
                 rates,
                 failed,
             } = &results[i];
-            let suffix = if several {
-                format!("/{}", size_label(size))
-            } else {
-                String::new()
-            };
+            let suffix = suffix(size);
             if let Some(e) = failed {
                 outcome.warn(observer, format!("{}{suffix}: skipped: {e}", m.name()));
                 continue;
@@ -369,6 +413,7 @@ mod tests {
             cpus: (c[0], c[1 % c.len()]),
             policy: Policy::Other,
             prio: 0,
+            explain: None,
         })
         .unwrap();
         let common = CommonConfig {

@@ -291,6 +291,7 @@ pub fn run_survey(
         cpus: (cpus[0], cpus[1 % cpus.len()]),
         policy: Policy::Fifo,
         prio: 50,
+        explain: None,
     })?
     .with_series_prefix("ipc/");
     let parse = |s: &str| {

@@ -74,6 +74,9 @@ pub enum Kind {
     Marker(String),
     /// Anything else this parser keeps no detail of.
     Other(String),
+    /// Events of this CPU were lost just before this point (the reader fell a ring behind):
+    /// what happened since the previous event is unknown.
+    Lost(u64),
 }
 
 /// A task as the scheduler events name it.
@@ -233,6 +236,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
             dest_cpu: num(fields, "dest_cpu")?,
         },
         "tracing_mark_write" => Kind::Marker(fields.to_string()),
+        "lost_events" => Kind::Lost(num(fields, "count")?),
         n if n.ends_with("_entry") && !n.starts_with("hrtimer") => Kind::VectorEntry {
             name: n.trim_end_matches("_entry").to_string(),
         },
@@ -297,6 +301,7 @@ pub fn format_line(e: &Event) -> String {
         ),
         Kind::Marker(m) => format!("tracing_mark_write: {m}"),
         Kind::Other(name) => format!("{name}:"),
+        Kind::Lost(n) => format!("lost_events: count={n}"),
     };
     format!(
         "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",
@@ -420,6 +425,7 @@ mod tests {
                 orig_cpu: 0,
                 dest_cpu: 1,
             },
+            Kind::Lost(42),
         ];
         for kind in kinds {
             let e = Event {

@@ -15,8 +15,9 @@
 //! the slices where the holder runs are `blocking` (named after the holder), the slices where
 //! another task runs are `preemption` by it, marked as priority inversion when that task has a
 //! lower priority than the waiting thread (it keeps the holder off the CPU), and an idle CPU is
-//! `blocking` too (the holder runs elsewhere). Woken by another thread ([`Wait::Notify`]),
-//! the time before the wakeup is the notifier's.
+//! `blocking` too (the holder runs elsewhere). A round trip ([`Wait::Reply`]) is read the
+//! same way, with the peer that answers in the holder's place. Woken by another thread
+//! ([`Wait::Notify`]), the time before the wakeup is the notifier's.
 
 use crate::event::{Event, Kind, Task};
 use rtlab_stats::result::{Cause, CauseKind};
@@ -31,6 +32,15 @@ pub enum Wait {
     Lock,
     /// Another thread's wake-up call (condition variable, message), issued at the deadline.
     Notify,
+    /// A reply: the thread sends at the deadline, blocks, and the peer's answer wakes it.
+    Reply,
+}
+
+impl Wait {
+    /// Waits in which the thread blocks on another task within the window.
+    fn blocks(self) -> bool {
+        matches!(self, Wait::Lock | Wait::Reply)
+    }
 }
 
 /// What is known about the outlier.
@@ -110,7 +120,20 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
     let mut woken_prio: Option<i64> = None;
     // Lock waits: the thread ran and blocked (asleep until the holder wakes it).
     let mut blocked = false;
-    let holder = late.waker.as_ref().filter(|_| late.wait == Wait::Lock);
+    let holder = late.waker.as_ref().filter(|_| late.wait.blocks());
+    let (held_by, holder_ran, waiting) = if late.wait == Wait::Reply {
+        (
+            "the reply of",
+            "the peer ran (handling the message)",
+            "waiting for the peer's reply (CPU idle: the peer ran elsewhere)",
+        )
+    } else {
+        (
+            "the lock held by",
+            "the lock holder ran (its critical section)",
+            "waiting for the lock holder (CPU idle: it ran elsewhere or slept)",
+        )
+    };
     // Woken from another CPU: until an interrupt arrives here, nothing can make this CPU
     // switch (the wake-up IPI is on its way).
     let mut ipi_pending: Option<u16> = None;
@@ -138,34 +161,37 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 Some(t) if holder.is_some_and(|h| h.pid == t.pid) => Key {
                     kind: 9,
                     task: task_key(t),
-                    detail: Some("the lock holder ran (its critical section)".into()),
+                    detail: Some(holder_ran.into()),
                 },
                 Some(t) if t.is_idle() => Key {
                     kind: 9,
                     task: holder.and_then(task_key),
-                    detail: Some("waiting for the lock holder (CPU idle: it ran elsewhere or slept)".into()),
+                    detail: Some(waiting.into()),
                 },
                 Some(t) => Key {
                     kind: 3,
                     task: task_key(t),
                     detail: Some(match (holder, woken_prio) {
-                        (Some(h), Some(p)) if t.prio > p => format!(
-                            "priority inversion: a lower-priority task ran while the thread waited for the lock held by {} (pid {})",
+                        (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => format!(
+                            "priority inversion: a lower-priority task ran while the thread waited for {held_by} {} (pid {})",
                             h.comm, h.pid
                         ),
-                        (Some(h), _) => format!("ran while the thread waited for the lock held by {} (pid {})", h.comm, h.pid),
-                        (None, _) => "ran while the thread waited for a lock".into(),
+                        (Some(h), _) => format!("ran while the thread waited for {held_by} {} (pid {})", h.comm, h.pid),
+                        (None, _) => "ran while the thread was blocked".into(),
                     }),
                 },
                 None => Key {
                     kind: 9,
                     task: holder.and_then(task_key),
-                    detail: Some("waiting for the lock holder".into()),
+                    detail: Some(waiting.into()),
                 },
             };
         }
         if let (Some(from), Some(t)) = (ipi_pending, current) {
-            if woken && t.pid != late.tid && !t.is_idle() {
+            // Only a task the woken thread outranks had to be interrupted: for one of higher
+            // priority the kernel sends no IPI and the wait is plain preemption.
+            let outranked = woken_prio.is_some_and(|p| t.prio > p);
+            if woken && outranked && t.pid != late.tid && !t.is_idle() {
                 return if rules.virtualized {
                     Key {
                         kind: 5,
@@ -200,10 +226,10 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 kind: 6,
                 task: None,
                 detail: Some(
-                    if late.wait == Wait::Lock {
-                        "the thread itself ran: its wakeup and the lock call"
-                    } else {
-                        "from the wakeup to user space"
+                    match late.wait {
+                        Wait::Lock => "the thread itself ran: its wakeup and the lock call",
+                        Wait::Reply => "the thread itself ran: its send and receive calls",
+                        Wait::Timer | Wait::Notify => "from the wakeup to user space",
                     }
                     .into(),
                 ),
@@ -255,7 +281,20 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
     };
     for e in events {
         if let Some(prev) = last {
-            if e.ts_ns > prev {
+            if let (Kind::Lost(n), true) = (&e.kind, e.cpu == late.cpu) {
+                // Nothing is known of the time before a loss.
+                add(
+                    Key {
+                        kind: 8,
+                        task: None,
+                        detail: Some(format!(
+                            "{n} trace events lost here (the reader fell behind)"
+                        )),
+                    },
+                    prev,
+                    e.ts_ns,
+                );
+            } else if e.ts_ns > prev {
                 let key = slice_owner(
                     &stack,
                     &current,
@@ -292,7 +331,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             } => {
                 ipi_pending = None;
                 if prev.pid == late.tid
-                    && late.wait == Wait::Lock
+                    && late.wait.blocks()
                     && e.ts_ns >= t0
                     && !prev_state.starts_with('R')
                 {
@@ -300,6 +339,11 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                     woken_prio.get_or_insert(prev.prio);
                 }
                 current = Some(next.clone());
+            }
+            Kind::Lost(_) if e.cpu == late.cpu => {
+                // Who runs now is unknown until the next switch.
+                current = None;
+                stack.clear();
             }
             Kind::Waking { task, .. } if task.pid == late.tid => {
                 woken = true;
@@ -676,5 +720,46 @@ mod tests {
         );
         assert_eq!(metal[0].kind, CauseKind::Preemption);
         assert_eq!(metal[0].task.as_deref(), Some("spin"));
+    }
+
+    #[test]
+    fn time_before_lost_events_is_unexplained_not_a_gap() {
+        let mut ev = events(&[
+            "spin-3 [000] d..2. 40.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
+            "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
+        ]);
+        ev.insert(
+            1,
+            Event {
+                cpu: 0,
+                ts_ns: 40_029_999_999,
+                current_pid: -1,
+                kind: Kind::Lost(500),
+            },
+        );
+        let late = Late {
+            tid: 7,
+            deadline_ns: 40_010_000_000,
+            woke_ns: 40_030_000_000,
+            ..Late::default()
+        };
+        let rules = Rules {
+            gap_ns: 8_000_000,
+            virtualized: true,
+        };
+        let causes = attribute(&ev, None, &late, &rules);
+        assert!(
+            causes.iter().all(|c| c.kind == CauseKind::Unexplained),
+            "{causes:?}"
+        );
+        assert_eq!(
+            causes.iter().map(|c| c.duration_ns).sum::<u64>(),
+            20_000_000
+        );
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("500 trace events lost"));
     }
 }

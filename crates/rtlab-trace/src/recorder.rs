@@ -64,8 +64,9 @@ const SOFTIRQS: &[&str] = &[
     "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
 ];
 
-/// Slots per CPU (a power of two): about a second of a busy CPU's events, 448 KiB.
-const SLOTS: u32 = 8192;
+/// Slots per CPU (a power of two), 3.5 MiB: a fifth of a second of a CPU saturated by a
+/// message ping-pong (~300 k events/s), seconds of an ordinary busy CPU.
+const SLOTS: u32 = 65536;
 /// Bytes per head counter: one cache line each, so CPUs never share one.
 const HEAD_BYTES: u32 = 64;
 
@@ -286,8 +287,8 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
 pub(crate) struct Recorder {
     heads: MappedArray,
     slots: MappedArray,
-    /// Per recorded CPU: (cpu, next index to read).
-    next: Vec<(usize, u64)>,
+    /// Per recorded CPU: (cpu, next index to read, records lost since the last one read).
+    next: Vec<(usize, u64, u64)>,
     lost: u64,
     _links: Vec<OwnedFd>,
     _programs: Vec<Program>,
@@ -365,7 +366,7 @@ impl Recorder {
         Ok(Recorder {
             heads,
             slots,
-            next: cpus.iter().map(|&c| (c, 0)).collect(),
+            next: cpus.iter().map(|&c| (c, 0, 0)).collect(),
             lost: 0,
             _links: links,
             _programs: programs,
@@ -385,15 +386,17 @@ impl Recorder {
 
     /// Decodes every complete record not read yet, CPU by CPU.
     pub fn drain(&mut self, mut f: impl FnMut(Event)) -> usize {
-        let mut records: Vec<[u8; REC as usize]> = Vec::new();
+        // A record, or (Err) a count of records lost before the next one of that CPU.
+        let mut records: Vec<Result<[u8; REC as usize], (u16, u64)>> = Vec::new();
         let slots = SLOTS as u64;
-        for (cpu, next) in self.next.iter_mut() {
+        for (cpu, next, gap) in self.next.iter_mut() {
             let head = self.heads.load_u64(*cpu * HEAD_BYTES as usize);
             // Fallen a whole ring behind: skip to what is still there, with a margin for
             // the slots being overwritten while we copy.
             if head > *next + slots {
                 let resume = head - slots + 64;
                 self.lost += resume - *next;
+                *gap += resume - *next;
                 *next = resume;
             }
             while *next < head {
@@ -408,8 +411,13 @@ impl Recorder {
                 self.slots.copy(at, &mut rec);
                 if before != want || self.slots.load_u64(seq_at) != want {
                     self.lost += 1; // overwritten by a later lap
+                    *gap += 1;
                 } else {
-                    records.push(rec);
+                    if *gap > 0 {
+                        records.push(Err((*cpu as u16, *gap)));
+                        *gap = 0;
+                    }
+                    records.push(Ok(rec));
                 }
                 *next += 1;
             }
@@ -420,9 +428,24 @@ impl Recorder {
             self.comms.clear();
             self.comms_since = now;
         }
+        let mut lost_before: Option<(u16, u64)> = None;
         for r in &records {
-            if let Some(e) = self.decode(r) {
-                f(e);
+            match r {
+                Err(lost) => lost_before = Some(*lost),
+                Ok(r) => {
+                    if let Some(e) = self.decode(r) {
+                        // The loss sits just before the first event after it.
+                        if let Some((cpu, n)) = lost_before.take() {
+                            f(Event {
+                                cpu,
+                                ts_ns: e.ts_ns.saturating_sub(1),
+                                current_pid: -1,
+                                kind: Kind::Lost(n),
+                            });
+                        }
+                        f(e);
+                    }
+                }
             }
         }
         n

@@ -677,6 +677,8 @@ pub struct IpcArgs {
     /// each burning a CPU; reported as separate series.
     #[arg(long)]
     pub busy_poll: bool,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 #[derive(Debug, Args)]

@@ -330,6 +330,58 @@ fn ipc_compares_every_mechanism_and_names_the_ratios() {
 }
 
 #[test]
+fn ipc_explain_names_a_hog_on_the_measured_cpu() {
+    let _serial = realtime_serial();
+    if !is_root() {
+        return skip("ipc --explain", "needs SCHED_FIFO and bpf/tracefs (root)");
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return skip("ipc --explain", "needs two CPUs");
+    }
+    let (doc, stdout) = rtlab_json(&[
+        "ipc",
+        "--mechanism",
+        "posix-mq",
+        "--cpus",
+        "0,1",
+        "--duration",
+        "4s",
+        "--explain",
+        "--threshold",
+        "1ms",
+        "--load",
+        "hog:99:3ms/200ms:0",
+        "--no-dma-latency",
+    ]);
+    for w in doc["warnings"].as_array().unwrap() {
+        assert!(!w.as_str().unwrap().contains("lost"), "{w}");
+    }
+    // The parent measures on CPU 0, where the hog runs; its peer is on CPU 1.
+    let big: Vec<_> = doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["latency_ns"].as_u64().unwrap() > 2_000_000)
+        .collect();
+    assert!(big.len() >= 3, "a 3 ms hog every 200 ms: {big:?}");
+    let named = big
+        .iter()
+        .filter(|o| o["causes"][0]["kind"] == "preemption" && o["causes"][0]["task"] == "rtlab-hog")
+        .count();
+    assert!(
+        named * 10 >= big.len() * 9,
+        "{named} of {}: {big:?}",
+        big.len()
+    );
+    assert!(
+        big.iter().any(|o| o["series"] == "posix-mq/rtt")
+            && big.iter().any(|o| o["series"] == "posix-mq/oneway"),
+        "round trips and one-way messages both explained: {big:?}"
+    );
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+}
+
+#[test]
 fn ipc_sizes_over_a_kernel_limit_are_skipped_with_the_sysctl_to_raise() {
     let limit: usize = std::fs::read_to_string("/proc/sys/fs/mqueue/msgsize_max")
         .unwrap()

@@ -71,6 +71,7 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
         cpus: pair,
         policy: common.policy,
         prio: common.prio,
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -91,5 +92,6 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
     let mut doc = result_doc("ipc", record);
     let mut text = rtlab_report::table::summary(&doc);
     text.push_str(&ratios(&doc, &sizes));
+    text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
