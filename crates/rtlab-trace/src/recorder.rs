@@ -254,8 +254,13 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
     let mut b = Builder::new(probe.kind, mask, maps.0, maps.1, direct);
     match probe.kind {
         K_SWITCH => {
-            // (bool preempt, prev, next, unsigned int prev_state); prev is current.
-            b.current();
+            // (bool preempt, prev, next, unsigned int prev_state); prev is current: its TID
+            // is a plain load where the program is typed, else the helper.
+            if b.direct {
+                b.task_field(1, t.pid, OFF_CUR, 4);
+            } else {
+                b.current();
+            }
             b.arg(0, OFF_A, false);
             b.arg(3, OFF_X, true);
             b.task_field(1, t.prio, OFF_PRIO1, 4);
