@@ -8,6 +8,19 @@ pub use rtlab_trace::explain::describe;
 pub use rtlab_trace::explain::Wait;
 pub use rtlab_trace::{Backend, Reporter, Request};
 
+/// Where a measuring thread reports its late samples: the explainer's reporter and the
+/// index of the series (None when not explaining).
+pub type Report<'a> = Option<(&'a Reporter, u16)>;
+
+/// Reports a sample that waited for `wait` from `deadline_ns` to `woke_ns`, if explaining and
+/// it is late.
+#[inline]
+pub fn report_wait(report: Report<'_>, wait: Wait, tid: i64, deadline_ns: u64, woke_ns: u64) {
+    if let Some((reporter, series)) = report {
+        reporter.report_wait_if_late(wait, series, tid, deadline_ns, woke_ns);
+    }
+}
+
 /// What the user asked for.
 #[derive(Debug, Clone)]
 pub struct ExplainSettings {

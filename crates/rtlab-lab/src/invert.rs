@@ -11,6 +11,7 @@
 //! The variants run in interleaved slices, and every thread stops at the end of its slice, so
 //! a no-protocol run can never hang the machine.
 
+use crate::explain::Report;
 use crate::harness::{CommonConfig, Observer};
 use crate::locks::{enter, spin_until, BenchLock};
 use crate::{Experiment, LabError, Outcome};
@@ -194,9 +195,6 @@ struct Slice {
     wakeups: LatencyHistogram,
 }
 
-/// A reporter of late samples and the series they belong to.
-type Report<'a> = Option<(&'a crate::explain::Reporter, u16)>;
-
 fn spawn_named<'scope, 'env, T: Send + 'scope>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     name: String,
@@ -267,15 +265,7 @@ fn run_slice<L: BenchLock>(
                 let guard = lock.acquire()?;
                 let got = monotonic_now_ns();
                 drop(guard);
-                if let Some((reporter, series)) = report {
-                    reporter.report_wait_if_late(
-                        crate::explain::Wait::Lock,
-                        series,
-                        tid,
-                        next,
-                        got,
-                    );
-                }
+                crate::explain::report_wait(report, crate::explain::Wait::Lock, tid, next, got);
                 wakeups.record(Nanos(woke - next));
                 // From the scheduled request time, as every periodic latency in rtlab: under
                 // priority protect the delay shows up before the wakeup, not in the lock call.

@@ -122,7 +122,7 @@ fn placement(cfg: &IpcConfig) -> ChildPlacement {
 }
 
 /// A reporter of late samples and the series they go to.
-type Report = Option<(crate::explain::Reporter, u16)>;
+type OwnedReport = Option<(crate::explain::Reporter, u16)>;
 
 fn rtt_phase(
     mechanism: Mechanism,
@@ -130,7 +130,7 @@ fn rtt_phase(
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
-    report: &Report,
+    report: &OwnedReport,
 ) -> Result<(), String> {
     let measured = with_peer(
         mechanism,
@@ -150,9 +150,13 @@ fn rtt_phase(
                 end.send(&msg)?;
                 end.recv(&mut buf)?;
                 let t1 = monotonic_now_ns();
-                if let Some((reporter, series)) = report {
-                    reporter.report_wait_if_late(crate::explain::Wait::Reply, *series, tid, t0, t1);
-                }
+                crate::explain::report_wait(
+                    report.as_ref().map(|(r, s)| (r, *s)),
+                    crate::explain::Wait::Reply,
+                    tid,
+                    t0,
+                    t1,
+                );
                 local.record(Nanos(t1 - t0));
                 if buf[1..9] != msg[1..9] {
                     return Err("echo returned a different message".into());
@@ -188,7 +192,7 @@ fn oneway_phase(
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
-    report: &Report,
+    report: &OwnedReport,
 ) -> Result<(), String> {
     let count = (budget / ONEWAY_INTERVAL_NS).max(10);
     let role = PeerRole::Pace {
@@ -210,9 +214,13 @@ fn oneway_phase(
                     "oneway: message {seq} arrived where {expected} was due"
                 ));
             }
-            if let Some((reporter, series)) = report {
-                reporter.report_wait_if_late(crate::explain::Wait::Notify, *series, tid, sent, now);
-            }
+            crate::explain::report_wait(
+                report.as_ref().map(|(r, s)| (r, *s)),
+                crate::explain::Wait::Notify,
+                tid,
+                sent,
+                now,
+            );
             local.record(Nanos(now.saturating_sub(sent)));
         }
         Ok(local)

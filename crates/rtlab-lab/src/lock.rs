@@ -374,7 +374,7 @@ fn condvar_batch<C: BenchCondvar>(
     cpus: (usize, usize),
     sched: Sched,
     hist: &mut LatencyHistogram,
-    report: Option<(&crate::explain::Reporter, u16)>,
+    report: crate::explain::Report<'_>,
 ) -> Result<(), String> {
     let armed = AtomicBool::new(false);
     let stamp = AtomicU64::new(0);
@@ -388,15 +388,13 @@ fn condvar_batch<C: BenchCondvar>(
             for _ in 0..CONDVAR_BATCH {
                 let woke = cond.wait_and_clear(&armed);
                 let stamped = stamp.load(Ordering::Relaxed);
-                if let Some((reporter, series)) = report {
-                    reporter.report_wait_if_late(
-                        crate::explain::Wait::Notify,
-                        series,
-                        tid,
-                        stamped,
-                        woke,
-                    );
-                }
+                crate::explain::report_wait(
+                    report,
+                    crate::explain::Wait::Notify,
+                    tid,
+                    stamped,
+                    woke,
+                );
                 samples.push(woke.saturating_sub(stamped));
             }
             Ok(samples)
@@ -464,7 +462,7 @@ impl CondSubject {
         cpus: (usize, usize),
         sched: Sched,
         hist: &mut LatencyHistogram,
-        report: Option<(&crate::explain::Reporter, u16)>,
+        report: crate::explain::Report<'_>,
     ) -> Result<(), String> {
         match self {
             CondSubject::Rtlab(c) => condvar_batch(c, cpus, sched, hist, report),

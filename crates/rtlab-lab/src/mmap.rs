@@ -97,6 +97,9 @@ pub struct MmapConfig {
     pub size: u64,
     /// Waiters to compare.
     pub waiters: Vec<Waiter>,
+    /// Attribute late wakeups to causes (`--explain`): a wait that blocks after its timeout
+    /// (on `mmap_lock`, say) names the task that released it.
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// The mmap experiment.
@@ -219,6 +222,7 @@ fn slice(
     disturbance: Disturbance,
     end: u64,
     hist: &mut LatencyHistogram,
+    report: crate::explain::Report<'_>,
 ) -> Result<(), String> {
     let load = match disturbance {
         Disturbance::Idle => None,
@@ -235,11 +239,15 @@ fn slice(
     let measured = std::thread::scope(|s| {
         s.spawn(|| -> Result<LatencyHistogram, String> {
             enter(cfg.cpu, cfg.policy, cfg.prio)?;
+            let tid = rtlab_sys::futex::current_tid() as i64;
             let mut local = LatencyHistogram::new();
             let mut next = monotonic_now_ns() + interval;
             while next < end && !rtlab_sys::signal::interrupted() {
                 waiter.wait_until(next);
-                let late = Nanos(monotonic_now_ns().saturating_sub(next));
+                let now = monotonic_now_ns();
+                // A lock wait: after its timeout the futex call may block on mmap_lock.
+                crate::explain::report_wait(report, crate::explain::Wait::Lock, tid, next, now);
+                let late = Nanos(now.saturating_sub(next));
                 let missed = local.record_periodic(late, Nanos(interval));
                 next += (1 + missed) * interval;
             }
@@ -284,19 +292,39 @@ impl Experiment for MmapExperiment {
                 tracks.push((i, d, LatencyHistogram::new()));
             }
         }
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &[cfg.cpu],
+                tracks
+                    .iter()
+                    .map(|(i, d, _)| {
+                        format!("{}{}/{}", self.prefix, waiters[*i].0.name(), d.name())
+                    })
+                    .collect(),
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
         let end = began + common.duration.get();
         let slice_ns = (common.duration.get() / (tracks.len().max(1) as u64 * 2))
             .clamp(200_000_000, 1_000_000_000);
         while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {
-            for (i, d, hist) in tracks.iter_mut() {
+            for (index, (i, d, hist)) in tracks.iter_mut().enumerate() {
                 let slice_end = monotonic_now_ns() + slice_ns;
-                slice(&waiters[*i].1, &cfg, *d, slice_end, hist).map_err(LabError::Thread)?;
+                let report = reporter.as_ref().map(|r| (r, index as u16));
+                slice(&waiters[*i].1, &cfg, *d, slice_end, hist, report)
+                    .map_err(LabError::Thread)?;
                 observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
                 if rtlab_sys::signal::interrupted() {
                     break;
                 }
             }
+        }
+        if let Some(session) = session {
+            session.finish(&[cfg.cpu], observer, &mut outcome);
         }
         for (i, d, hist) in &tracks {
             if hist.is_empty() {

@@ -262,6 +262,7 @@ pub fn run_survey(
         prio: 95,
         size: 100 << 20,
         waiters: vec![Waiter::Private, Waiter::Shared],
+        explain: None,
     })?
     .with_series_prefix("mmap/");
     // The slack this process inherited is the one the user's programs get too.

@@ -227,7 +227,9 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 task: None,
                 detail: Some(
                     match late.wait {
-                        Wait::Lock => "the thread itself ran: its wakeup and the lock call",
+                        Wait::Lock => {
+                            "the thread itself ran: its wakeup and the lock or futex call"
+                        }
                         Wait::Reply => "the thread itself ran: its send and receive calls",
                         Wait::Timer | Wait::Notify => "from the wakeup to user space",
                     }

@@ -541,6 +541,8 @@ pub struct MmapArgs {
     /// Waiters to compare, comma-separated (default: all).
     #[arg(long = "waiter", value_name = "LIST", value_delimiter = ',', value_parser = parse_waiter)]
     pub waiters: Vec<rtlab_lab::mmap::Waiter>,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {

@@ -261,6 +261,51 @@ fn mmap_compares_every_waiter_under_every_disturbance() {
 }
 
 #[test]
+fn mmap_explain_attributes_its_worst_wakeups() {
+    let _serial = realtime_serial();
+    if !is_root() {
+        return skip("mmap --explain", "needs bpf/tracefs (root)");
+    }
+    let (doc, stdout) = rtlab_json(&[
+        "mmap",
+        "--duration",
+        "2s",
+        "--size",
+        "8MiB",
+        "--waiter",
+        "private,shared",
+        "--explain",
+        "--top",
+        "3",
+        "--no-dma-latency",
+    ]);
+    for w in doc["warnings"].as_array().unwrap() {
+        let w = w.as_str().unwrap();
+        assert!(
+            !w.contains("no kernel tracer") && !w.contains("failed"),
+            "{w}"
+        );
+    }
+    let outliers = doc["outliers"].as_array().unwrap();
+    assert_eq!(outliers.len(), 3, "the 3 worst wakeups: {outliers:?}");
+    let names = series_names(&doc);
+    for o in outliers {
+        assert!(
+            names.contains(&o["series"].as_str().unwrap().to_string()),
+            "{o}"
+        );
+        let causes: u64 = o["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["duration_ns"].as_u64().unwrap())
+            .sum();
+        assert!(causes <= o["latency_ns"].as_u64().unwrap() + 1_000, "{o}");
+    }
+    assert!(stdout.contains("outliers (3, worst first)"), "{stdout}");
+}
+
+#[test]
 fn ipc_compares_every_mechanism_and_names_the_ratios() {
     let _serial = realtime_serial();
     let (doc, stdout) = rtlab_json(&[

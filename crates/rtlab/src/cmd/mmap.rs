@@ -71,6 +71,7 @@ pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
         } else {
             args.waiters
         },
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -93,6 +94,7 @@ pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
     text.push_str(&table);
     text.push_str(&sentence);
     text.push('\n');
+    text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
 
