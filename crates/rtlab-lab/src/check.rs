@@ -333,6 +333,64 @@ fn thp() -> Check {
     )
 }
 
+/// DAMON's monitoring threads (`kdamond.N`): kernel threads that sample page accesses on any
+/// CPU; on a non-preemptible kernel each pass holds its CPU (rtlab's explainer saw 139-225 us
+/// on this project's test VM, the worst wakeups of `rtlab mmap`).
+fn damon() -> Check {
+    let running: Vec<String> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| read(e.path().join("comm")))
+        .map(|c| c.trim().to_string())
+        .filter(|c| c.starts_with("kdamond"))
+        .collect();
+    let admin = "/sys/kernel/mm/damon/admin/kdamonds";
+    let on_by_sysfs: Vec<String> = std::fs::read_dir(admin)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| read(e.path().join("state")).is_some_and(|s| s.trim() == "on"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let fix = if running.is_empty() {
+        String::new()
+    } else if !on_by_sysfs.is_empty() {
+        on_by_sysfs
+            .iter()
+            .map(|k| format!("echo off > {admin}/{k}/state"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    } else {
+        "stop the DAMON user (e.g. echo N > /sys/module/damon_reclaim/parameters/enabled, or the \
+         same for damon_lru_sort)"
+            .into()
+    };
+    check(
+        "damon",
+        if running.is_empty() {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        if running.is_empty() {
+            "not running".to_string()
+        } else {
+            format!("{} running", running.join(", "))
+        },
+        "DAMON's kdamond threads sample memory accesses on any CPU; on a non-preemptible kernel \
+         each pass holds the CPU for 100+ us (rtlab mmap --explain names them)",
+        fix,
+        30,
+    )
+}
+
 fn swap() -> Check {
     let swaps = read("/proc/swaps").unwrap_or_default();
     let active = swaps.lines().skip(1).count();
@@ -507,6 +565,7 @@ pub fn run_checks(steal_sample: std::time::Duration) -> Vec<Check> {
         governor(),
         cstates(),
         thp(),
+        damon(),
         swap(),
         limits(),
         clocksource(),
@@ -559,10 +618,10 @@ mod tests {
     #[test]
     fn every_check_reports_and_actions_are_ordered() {
         let checks = run_checks(std::time::Duration::from_millis(10));
-        assert_eq!(checks.len(), 14);
+        assert_eq!(checks.len(), 15);
         let mut ids: Vec<&str> = checks.iter().map(|c| c.id).collect();
         ids.dedup();
-        assert_eq!(ids.len(), 14, "ids are unique");
+        assert_eq!(ids.len(), 15, "ids are unique");
         for c in &checks {
             assert!(!c.value.is_empty() && !c.why.is_empty(), "{c:?}");
             if matches!(c.status, Status::Warn | Status::Fail) {

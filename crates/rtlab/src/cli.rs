@@ -306,7 +306,7 @@ Examples:
 const CHECK_HELP: &str = "\
 Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
 (isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
-last one), cpufreq_governor, c_states, transparent_hugepages, swap, rlimits (MEMLOCK,
+last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
 RTPRIO), clocksource, virtualization (with a 1 s steal-time sample), timer_slack, numa,
 tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
 exact command that fixes it; the three that matter most are listed last.
