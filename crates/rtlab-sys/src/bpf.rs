@@ -10,7 +10,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BPF_MAP_CREATE: i32 = 0;
-const BPF_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_PROG_LOAD: i32 = 5;
 const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
@@ -143,18 +142,6 @@ impl Map {
     /// The descriptor, for `BPF_PSEUDO_MAP_FD` loads in programs.
     pub fn raw_fd(&self) -> i32 {
         self.fd.as_raw_fd()
-    }
-
-    /// Element `key` of an array map.
-    pub fn lookup(&self, key: u32) -> Result<Vec<u8>, SysError> {
-        let mut value = vec![0u8; self.value_size as usize];
-        let key = key.to_ne_bytes();
-        let mut a = Attr::new()
-            .u32(0, self.fd.as_raw_fd() as u32)
-            .u64(8, key.as_ptr() as u64)
-            .u64(16, value.as_mut_ptr() as u64);
-        bpf(BPF_MAP_LOOKUP_ELEM, &mut a, "bpf(BPF_MAP_LOOKUP_ELEM)")?;
-        Ok(value)
     }
 }
 
@@ -363,10 +350,6 @@ pub mod asm {
     pub const fn ld_map_fd(dst: u8, fd: i32) -> [Insn; 2] {
         [Insn::new(0x18, dst, 1, 0, fd), Insn::new(0, 0, 0, 0, 0)]
     }
-    /// `dst = &map's value[0] + off` (two instructions, `BPF_PSEUDO_MAP_VALUE`).
-    pub const fn ld_map_value(dst: u8, fd: i32, off: i32) -> [Insn; 2] {
-        [Insn::new(0x18, dst, 2, 0, fd), Insn::new(0, 0, 0, 0, off)]
-    }
     /// `dst = *(u64 *)(src + off)`.
     pub const fn ldx64(dst: u8, src: u8, off: i16) -> Insn {
         Insn::new(0x61 | 0x18, dst, src, off, 0)
@@ -387,10 +370,6 @@ pub mod asm {
     pub const fn st32(dst: u8, off: i16, imm: i32) -> Insn {
         Insn::new(0x62, dst, 0, off, imm)
     }
-    /// `lock *(u64 *)(dst + off) += src`.
-    pub const fn atomic_add64(dst: u8, off: i16, src: u8) -> Insn {
-        Insn::new(0xdb, dst, src, off, 0)
-    }
     /// `src = atomic_fetch_add((u64 *)(dst + off), src)`: the old value lands in `src`.
     pub const fn atomic_fetch_add64(dst: u8, off: i16, src: u8) -> Insn {
         Insn::new(0xdb, dst, src, off, 0x01)
@@ -406,10 +385,6 @@ pub mod asm {
     /// `if dst > imm goto +off` (unsigned).
     pub const fn jgt_imm(dst: u8, imm: i32, off: i16) -> Insn {
         Insn::new(JMP | 0x20 | K, dst, 0, off, imm)
-    }
-    /// `goto +off`.
-    pub const fn ja(off: i16) -> Insn {
-        Insn::new(JMP, 0, 0, off, 0)
     }
     /// `exit`.
     pub const fn exit() -> Insn {
