@@ -121,16 +121,13 @@ fn placement(cfg: &IpcConfig) -> ChildPlacement {
     }
 }
 
-/// A reporter of late samples and the series they go to.
-type OwnedReport = Option<(crate::explain::Reporter, u16)>;
-
 fn rtt_phase(
     mechanism: Mechanism,
     size: usize,
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
-    report: &OwnedReport,
+    report: crate::explain::Report<'_>,
 ) -> Result<(), String> {
     let measured = with_peer(
         mechanism,
@@ -150,13 +147,7 @@ fn rtt_phase(
                 end.send(&msg)?;
                 end.recv(&mut buf)?;
                 let t1 = monotonic_now_ns();
-                crate::explain::report_wait(
-                    report.as_ref().map(|(r, s)| (r, *s)),
-                    crate::explain::Wait::Reply,
-                    tid,
-                    t0,
-                    t1,
-                );
+                crate::explain::report_wait(report, crate::explain::Wait::Reply, tid, t0, t1);
                 local.record(Nanos(t1 - t0));
                 if buf[1..9] != msg[1..9] {
                     return Err("echo returned a different message".into());
@@ -192,7 +183,7 @@ fn oneway_phase(
     cfg: &IpcConfig,
     budget: u64,
     hist: &mut LatencyHistogram,
-    report: &OwnedReport,
+    report: crate::explain::Report<'_>,
 ) -> Result<(), String> {
     let count = (budget / ONEWAY_INTERVAL_NS).max(10);
     let role = PeerRole::Pace {
@@ -214,13 +205,7 @@ fn oneway_phase(
                     "oneway: message {seq} arrived where {expected} was due"
                 ));
             }
-            crate::explain::report_wait(
-                report.as_ref().map(|(r, s)| (r, *s)),
-                crate::explain::Wait::Notify,
-                tid,
-                sent,
-                now,
-            );
+            crate::explain::report_wait(report, crate::explain::Wait::Notify, tid, sent, now);
             local.record(Nanos(now.saturating_sub(sent)));
         }
         Ok(local)
@@ -337,11 +322,11 @@ impl Experiment for IpcExperiment {
                     continue;
                 }
                 let cell = &mut results[i];
-                let rtt_report = reporter.clone().map(|r| (r, 2 * i as u16));
-                let oneway_report = reporter.clone().map(|r| (r, 2 * i as u16 + 1));
+                let rtt_report = reporter.as_ref().map(|r| (r, 2 * i as u16));
+                let oneway_report = reporter.as_ref().map(|r| (r, 2 * i as u16 + 1));
                 let r = on_own_thread(|| {
-                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt, &rtt_report)?;
-                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway, &oneway_report)?;
+                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt, rtt_report)?;
+                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway, oneway_report)?;
                     throughput_phase(m, size, &cfg, share * 2 / 5)
                 });
                 match r {

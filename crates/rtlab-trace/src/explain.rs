@@ -506,6 +506,14 @@ mod tests {
     use super::*;
     use crate::event::parse_line;
 
+    /// The rules rtlab uses (8 ms gap), on a VM or not.
+    fn rules(virtualized: bool) -> Rules {
+        Rules {
+            gap_ns: 8_000_000,
+            virtualized,
+        }
+    }
+
     fn events(lines: &[&str]) -> Vec<Event> {
         lines.iter().map(|l| parse_line(l).expect(l)).collect()
     }
@@ -528,10 +536,7 @@ mod tests {
             woke_ns: 10_004_010_000,
             ..Late::default()
         };
-        let rules = Rules {
-            gap_ns: 8_000_000,
-            virtualized: true,
-        };
+        let rules = rules(true);
         let causes = attribute(&ev, None, &late, &rules);
         assert_eq!(causes[0].kind, CauseKind::Preemption);
         assert_eq!(causes[0].task.as_deref(), Some("rtlab-hog"));
@@ -580,26 +585,10 @@ mod tests {
             woke_ns: 5_000_412_000,
             ..Late::default()
         };
-        let causes = attribute(
-            &ev,
-            Some(&base),
-            &late,
-            &Rules {
-                gap_ns: 8_000_000,
-                virtualized: true,
-            },
-        );
+        let causes = attribute(&ev, Some(&base), &late, &rules(true));
         assert_eq!(causes[0].kind, CauseKind::HypervisorGap);
         assert_eq!(causes[0].duration_ns, 350_000);
-        let on_metal = attribute(
-            &ev,
-            Some(&base),
-            &late,
-            &Rules {
-                gap_ns: 8_000_000,
-                virtualized: false,
-            },
-        );
+        let on_metal = attribute(&ev, Some(&base), &late, &rules(false));
         assert_eq!(on_metal[0].kind, CauseKind::IdleExit);
     }
 
@@ -631,10 +620,7 @@ mod tests {
             waker: Some(owner.clone()),
             cpu: 0,
         };
-        let rules = Rules {
-            gap_ns: 8_000_000,
-            virtualized: true,
-        };
+        let rules = rules(true);
         let causes = attribute(&ev, Some(&owner), &late, &rules);
         let total: u64 = causes.iter().map(|c| c.duration_ns).sum();
         assert_eq!(total, 3_520_000, "every ns attributed once: {causes:?}");
@@ -696,10 +682,7 @@ mod tests {
             cpu: 0,
             ..Late::default()
         };
-        let vm = Rules {
-            gap_ns: 8_000_000,
-            virtualized: true,
-        };
+        let vm = rules(true);
         let causes = attribute(&ev, None, &late, &vm);
         assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
         assert_eq!(causes[0].duration_ns, 890_000);
@@ -711,15 +694,7 @@ mod tests {
             notifier.duration_ns, 10_000,
             "before the wake call: {causes:?}"
         );
-        let metal = attribute(
-            &ev,
-            None,
-            &late,
-            &Rules {
-                virtualized: false,
-                ..vm
-            },
-        );
+        let metal = attribute(&ev, None, &late, &rules(false));
         assert_eq!(metal[0].kind, CauseKind::Preemption);
         assert_eq!(metal[0].task.as_deref(), Some("spin"));
     }
@@ -745,10 +720,7 @@ mod tests {
             woke_ns: 40_030_000_000,
             ..Late::default()
         };
-        let rules = Rules {
-            gap_ns: 8_000_000,
-            virtualized: true,
-        };
+        let rules = rules(true);
         let causes = attribute(&ev, None, &late, &rules);
         assert!(
             causes.iter().all(|c| c.kind == CauseKind::Unexplained),
