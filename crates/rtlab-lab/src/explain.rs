@@ -44,11 +44,13 @@ pub enum Session {
 }
 
 impl Session {
-    /// Starts explaining the measured `cpus` for series `names`.
+    /// Starts explaining the measured `cpus` for series `names`, whose samples wait for
+    /// `waits` (what the tracer must record to attribute them).
     pub fn start(
         settings: &ExplainSettings,
         cpus: &[usize],
         names: Vec<String>,
+        waits: &[Wait],
         observer: &mut dyn Observer,
         outcome: &mut Outcome,
     ) -> Session {
@@ -76,6 +78,7 @@ impl Session {
             reader_cpus,
             series_names: names,
             started_ns: rtlab_sys::time::monotonic_now_ns(),
+            waits: waits.to_vec(),
         };
         match rtlab_trace::Explainer::start(cpus, options) {
             Ok(e) => Session::Traced(e),

@@ -354,6 +354,7 @@ impl Experiment for Invert {
                     .iter()
                     .map(|t| format!("{}{}", self.prefix, t.0.name()))
                     .collect(),
+                &[crate::explain::Wait::Lock],
                 observer,
                 &mut outcome,
             )

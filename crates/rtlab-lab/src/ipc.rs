@@ -310,6 +310,7 @@ impl Experiment for IpcExperiment {
                         })
                     })
                     .collect(),
+                &[crate::explain::Wait::Reply, crate::explain::Wait::Notify],
                 observer,
                 &mut outcome,
             )

@@ -528,6 +528,7 @@ impl Experiment for LockExperiment {
                     .iter()
                     .map(|t| format!("{}{}/condvar_wake", self.prefix, t.which.name()))
                     .collect(),
+                &[crate::explain::Wait::Notify],
                 observer,
                 &mut outcome,
             )

@@ -302,6 +302,7 @@ impl Experiment for MmapExperiment {
                         format!("{}{}/{}", self.prefix, waiters[*i].0.name(), d.name())
                     })
                     .collect(),
+                &[crate::explain::Wait::Lock],
                 observer,
                 &mut outcome,
             )

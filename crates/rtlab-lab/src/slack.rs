@@ -3,6 +3,10 @@
 //! For every mechanism x requested sleep x timer slack, a SCHED_OTHER thread sleeps again and
 //! again and records the oversleep (actual - requested). The 50 us default slack shows as a
 //! 50 us step; one SCHED_FIFO row shows that slack does not apply to real-time threads.
+//!
+//! With `--explain`, a sleep is late when it ends after the requested time *plus the slack*
+//! (the kernel may fire the timer anywhere in that window: that part is by design); what came
+//! after is attributed like a late wakeup. SCHED_FIFO threads get no slack.
 
 use crate::harness::{CommonConfig, Observer};
 use crate::locks::enter;
@@ -33,6 +37,8 @@ pub struct SweepConfig {
     pub fifo_row: bool,
     /// Series name prefix (the survey's `slack/`).
     pub prefix: String,
+    /// Attribute sleeps that end after requested + slack (`--explain`).
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// The sweep.
@@ -106,14 +112,27 @@ struct Cell {
     hist: LatencyHistogram,
 }
 
-fn measure_cell(sleeper: &Sleeper, cell: &mut Cell, budget_ns: u64) {
+fn measure_cell(
+    sleeper: &Sleeper,
+    cell: &mut Cell,
+    budget_ns: u64,
+    report: crate::explain::Report<'_>,
+    tid: i64,
+) {
     let end = monotonic_now_ns() + budget_ns;
+    // The kernel may end the sleep anywhere up to requested + slack (no slack for FIFO).
+    let allowed = cell.sleep.get() + if cell.fifo { 0 } else { cell.slack.get() };
     let mut n = 0;
     while n < MAX_SAMPLES
         && (n < MIN_SAMPLES || monotonic_now_ns() < end)
         && !rtlab_sys::signal::interrupted()
     {
         let took = sleeper.sleep(cell.sleep.get());
+        if report.is_some() {
+            let woke = monotonic_now_ns();
+            let deadline = woke.saturating_sub(took) + allowed;
+            crate::explain::report_wait(report, crate::explain::Wait::Timer, tid, deadline, woke);
+        }
         cell.hist
             .record(Nanos(took.saturating_sub(cell.sleep.get())));
         n += 1;
@@ -178,17 +197,30 @@ impl Experiment for SlackSweep {
         }
         // Two passes over all cells, half the budget each, so drift spreads over all of them.
         let budget = common.duration.get() / (cells.len() as u64 * 2).max(1);
-        let began = monotonic_now_ns();
         let cpu = cfg.cpu;
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &[cpu],
+                cells.iter().map(|c| c.name.clone()).collect(),
+                &[crate::explain::Wait::Timer],
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
+        let began = monotonic_now_ns();
         let cells = std::thread::scope(|s| {
+            let reporter = reporter.as_ref();
             s.spawn(move || -> Result<Vec<Cell>, String> {
                 enter(cpu, Policy::Other, 0)?;
+                let tid = rtlab_sys::futex::current_tid() as i64;
                 let sleepers: Vec<(Mechanism, Sleeper)> = Mechanism::ALL
                     .iter()
                     .map(|&m| Sleeper::new(m).map(|s| (m, s)).map_err(|e| e.to_string()))
                     .collect::<Result<_, _>>()?;
                 for _pass in 0..2 {
-                    for cell in cells.iter_mut() {
+                    for (index, cell) in cells.iter_mut().enumerate() {
                         if rtlab_sys::signal::interrupted() {
                             break;
                         }
@@ -209,7 +241,8 @@ impl Experiment for SlackSweep {
                             .find(|(m, _)| *m == cell.mechanism)
                             .expect("all built")
                             .1;
-                        measure_cell(sleeper, cell, budget);
+                        let report = reporter.map(|r| (r, index as u16));
+                        measure_cell(sleeper, cell, budget, report, tid);
                     }
                 }
                 Ok(cells)
@@ -219,6 +252,9 @@ impl Experiment for SlackSweep {
         })
         .map_err(LabError::Thread)?;
         observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
+        if let Some(session) = session {
+            session.finish(&[cpu], observer, &mut outcome);
+        }
         for cell in &cells {
             if cell.hist.is_empty() {
                 continue;
@@ -250,6 +286,7 @@ mod tests {
             cpu: 0,
             fifo_row: false,
             prefix: String::new(),
+            explain: None,
         })
         .unwrap();
         let common = CommonConfig {
@@ -289,6 +326,7 @@ mod tests {
             cpu: 0,
             fifo_row: false,
             prefix: String::new(),
+            explain: None,
         };
         assert!(SlackSweep::new(SweepConfig {
             slacks: vec![Nanos(0)],

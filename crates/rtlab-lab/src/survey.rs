@@ -280,6 +280,7 @@ pub fn run_survey(
         cpu: last_cpu.as_slice()[0],
         fifo_row: false,
         prefix: "slack/".into(),
+        explain: None,
     })?;
     let cpus = config.cpus.as_slice();
     let ipc = IpcExperiment::new(IpcConfig {

@@ -286,6 +286,7 @@ impl Experiment for Wakeup {
                 settings,
                 &measured,
                 live.iter().map(|l| l.name.clone()).collect(),
+                &[crate::explain::Wait::Timer],
                 observer,
                 &mut outcome,
             )

@@ -378,6 +378,14 @@ pub mod asm {
     pub const fn call(helper: i32) -> Insn {
         Insn::new(JMP | 0x80, 0, 0, 0, helper)
     }
+    /// `call kfunc` (a kernel function by its BTF id in vmlinux).
+    pub const fn kfunc_call(btf_id: i32) -> Insn {
+        Insn::new(JMP | 0x80, 0, 2, 0, btf_id)
+    }
+    /// `if dst != src goto +off`.
+    pub const fn jne(dst: u8, src: u8, off: i16) -> Insn {
+        Insn::new(JMP | 0x50 | X, dst, src, off, 0)
+    }
     /// `if dst == imm goto +off`.
     pub const fn jeq_imm(dst: u8, imm: i32, off: i16) -> Insn {
         Insn::new(JMP | 0x10 | K, dst, 0, off, imm)

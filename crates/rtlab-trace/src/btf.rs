@@ -23,6 +23,7 @@ struct Type {
 const KIND_STRUCT: u8 = 4;
 const KIND_UNION: u8 = 5;
 const KIND_TYPEDEF: u8 = 8;
+const KIND_FUNC: u8 = 12;
 const KIND_FUNC_PROTO: u8 = 13;
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
@@ -173,9 +174,27 @@ impl Btf {
 
     /// The type id of the typedef `name`.
     pub fn typedef_id(&self, name: &str) -> Option<u32> {
+        self.id_of(KIND_TYPEDEF, name)
+    }
+
+    /// The type id of `struct name` (the one [`Btf::offset_of`] reads).
+    pub fn struct_id(&self, name: &str) -> Option<u32> {
+        let found = self.find_struct(name)?;
         self.types
             .iter()
-            .position(|t| t.kind == KIND_TYPEDEF && self.name(t.name_off) == name.as_bytes())
+            .position(|t| std::ptr::eq(t, found))
+            .map(|i| i as u32)
+    }
+
+    /// The type id of the function `name` (a kfunc is called by this id).
+    pub fn func_id(&self, name: &str) -> Option<u32> {
+        self.id_of(KIND_FUNC, name)
+    }
+
+    fn id_of(&self, kind: u8, name: &str) -> Option<u32> {
+        self.types
+            .iter()
+            .position(|t| t.kind == kind && self.name(t.name_off) == name.as_bytes())
             .map(|i| i as u32)
     }
 
@@ -259,6 +278,13 @@ mod tests {
         assert_eq!(btf.offset_of("outer", "b.cpu"), Some(12));
         assert_eq!(btf.offset_of("outer", "nope"), None);
         assert_eq!(btf.offset_of("missing", "a"), None);
+        let id = btf.struct_id("outer").expect("struct outer") as usize;
+        assert_eq!(btf.name(btf.types[id].name_off), b"outer");
+        assert_eq!(
+            btf.struct_id("in").map(|i| btf.types[i as usize].kind),
+            Some(KIND_STRUCT)
+        );
+        assert_eq!(btf.func_id("outer"), None, "a struct is not a function");
     }
 
     #[test]
@@ -284,5 +310,9 @@ mod tests {
         assert_eq!(tgid, pid + 4, "pid and tgid are adjacent pid_t");
         let comm = btf.offset_of("task_struct", "comm").expect("comm");
         assert!(comm > pid);
+        // What the recorder reads to name the task a sleep timer wakes.
+        assert!(btf.struct_id("hrtimer_sleeper").is_some());
+        assert!(btf.offset_of("hrtimer_sleeper", "task").expect("task") > 0);
+        assert!(btf.offset_of("hrtimer", "function").is_some());
     }
 }

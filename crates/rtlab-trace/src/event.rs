@@ -47,10 +47,12 @@ pub enum Kind {
     },
     /// Its exit.
     VectorExit,
-    /// `hrtimer_expire_entry`.
+    /// `hrtimer_expire_entry`: a high-resolution timer expires (in the timer interrupt).
     HrtimerEntry {
         /// The expiry function (`hrtimer_wakeup` for a sleeping task).
         function: String,
+        /// The task a sleep timer wakes (the eBPF recorder names it; the text event does not).
+        task: Option<Task>,
     },
     /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
     Idle(Option<u32>),
@@ -77,6 +79,17 @@ pub enum Kind {
     /// Events of this CPU were lost just before this point (the reader fell a ring behind):
     /// what happened since the previous event is unknown.
     Lost(u64),
+}
+
+impl Kind {
+    /// The task this event wakes: `sched_waking`'s, or the sleeper whose timer expires.
+    pub fn woken(&self) -> Option<&Task> {
+        match self {
+            Kind::Waking { task, .. } => Some(task),
+            Kind::HrtimerEntry { task, .. } => task.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// A task as the scheduler events name it.
@@ -221,6 +234,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
         "softirq_exit" => Kind::SoftirqExit,
         "hrtimer_expire_entry" => Kind::HrtimerEntry {
             function: field(fields, "function").unwrap_or("?").to_string(),
+            task: None,
         },
         "cpu_idle" => {
             let state: u64 = num(fields, "state")?;
@@ -282,7 +296,10 @@ pub fn format_line(e: &Event) -> String {
         Kind::SoftirqExit => "softirq_exit:".into(),
         Kind::VectorEntry { name } => format!("{name}_entry:"),
         Kind::VectorExit => "vector_exit:".into(),
-        Kind::HrtimerEntry { function } => format!("hrtimer_expire_entry: function={function}"),
+        Kind::HrtimerEntry { function, task: t } => match t {
+            Some(t) => format!("hrtimer_expire_entry: function={function} {}", task(t, "")),
+            None => format!("hrtimer_expire_entry: function={function}"),
+        },
         Kind::Idle(state) => format!(
             "cpu_idle: state={} cpu_id={}",
             state.unwrap_or(u32::MAX),

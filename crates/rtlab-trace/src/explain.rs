@@ -101,6 +101,51 @@ fn kind_of(k: u8) -> CauseKind {
     }
 }
 
+/// The slice right after a timer expiry on the late thread's CPU, where the expiry says more
+/// than who is current: up to a `sched_waking` it makes, the timer interrupt; after the late
+/// thread's own expiry (no `sched_waking` recorded), the rest of the interrupt and the way to
+/// the switch, whose end is not traced (`expiry`: the last event was an expiry, and whether it
+/// was the late thread's).
+fn timer_tail(
+    expiry: Option<bool>,
+    waking_next: bool,
+    current: Option<&Task>,
+    woken_prio: Option<i64>,
+    len: u64,
+    rules: &Rules,
+) -> Option<Key> {
+    let own = expiry?;
+    if waking_next {
+        return Some(Key {
+            kind: 0,
+            task: None,
+            detail: Some("local_timer".into()),
+        });
+    }
+    if !own || len > rules.gap_ns {
+        return None;
+    }
+    let t = current?;
+    if t.is_idle() {
+        return Some(Key {
+            kind: 4,
+            task: None,
+            detail: Some(
+                "after the timer woke the thread: the rest of the timer interrupt and the exit from idle (the interrupt's end is not traced)"
+                    .into(),
+            ),
+        });
+    }
+    woken_prio.filter(|&p| t.prio > p).map(|_| Key {
+        kind: 3,
+        task: task_key(t),
+        detail: Some(
+            "after the timer woke the thread: the rest of the timer interrupt, then this lower-priority task until the switch (the interrupt's end is not traced)"
+                .into(),
+        ),
+    })
+}
+
 /// Attributes `late` using the events of its CPU (`events`, in time order, starting before
 /// the deadline) and `base`, the task current before the first of them.
 pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rules) -> Vec<Cause> {
@@ -116,6 +161,9 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         }
     };
     let mut seen_any = false;
+    // The last event of this CPU was a timer expiry (true: the late thread's own); the eBPF
+    // source traces no local-timer exit, so the interrupt's end is not known.
+    let mut expiry: Option<bool> = None;
     let mut last = None::<u64>;
     let mut woken_prio: Option<i64> = None;
     // Lock waits: the thread ran and blocked (asleep until the holder wakes it).
@@ -281,6 +329,35 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             },
         }
     };
+    // Who owns a slice of `len` ns ending here (`waking_next`: at a sched_waking of this CPU).
+    macro_rules! owner {
+        ($len:expr, $waking_next:expr) => {
+            stack
+                .is_empty()
+                .then(|| {
+                    timer_tail(
+                        expiry,
+                        $waking_next,
+                        current.as_ref(),
+                        woken_prio,
+                        $len,
+                        rules,
+                    )
+                })
+                .flatten()
+                .unwrap_or_else(|| {
+                    slice_owner(
+                        &stack,
+                        &current,
+                        woken,
+                        blocked,
+                        ipi_pending,
+                        woken_prio,
+                        $len,
+                    )
+                })
+        };
+    }
     for e in events {
         if let Some(prev) = last {
             if let (Kind::Lost(n), true) = (&e.kind, e.cpu == late.cpu) {
@@ -297,15 +374,8 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                     e.ts_ns,
                 );
             } else if e.ts_ns > prev {
-                let key = slice_owner(
-                    &stack,
-                    &current,
-                    woken,
-                    blocked,
-                    ipi_pending,
-                    woken_prio,
-                    e.ts_ns - prev,
-                );
+                let waking_here = e.cpu == late.cpu && matches!(e.kind, Kind::Waking { .. });
+                let key = owner!(e.ts_ns - prev, waking_here);
                 add(key, prev, e.ts_ns);
             }
         } else if e.ts_ns > t0 {
@@ -322,6 +392,14 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         }
         seen_any = true;
         last = Some(e.ts_ns);
+        if e.cpu == late.cpu {
+            expiry = match &e.kind {
+                Kind::HrtimerEntry { task, .. } => {
+                    Some(task.as_ref().is_some_and(|t| t.pid == late.tid))
+                }
+                _ => None,
+            };
+        }
         if e.ts_ns > t1 {
             break;
         }
@@ -347,7 +425,10 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 current = None;
                 stack.clear();
             }
-            Kind::Waking { task, .. } if task.pid == late.tid => {
+            Kind::Waking { task, .. }
+            | Kind::HrtimerEntry {
+                task: Some(task), ..
+            } if task.pid == late.tid => {
                 woken = true;
                 blocked = false;
                 woken_prio = Some(task.prio);
@@ -395,15 +476,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         }
     }
     if let Some(prev) = last.filter(|&p| p < t1) {
-        let key = slice_owner(
-            &stack,
-            &current,
-            woken,
-            blocked,
-            ipi_pending,
-            woken_prio,
-            t1 - prev,
-        );
+        let key = owner!(t1 - prev, false);
         add(key, prev, t1);
     }
     if !seen_any {
@@ -563,6 +636,104 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_sleep_timers_expiry_stands_for_the_wakeup_and_ticks_are_not_interrupt_time() {
+        // The eBPF source: no local_timer entry/exit; the timer's expiry names the task it
+        // wakes (there may be no sched_waking at all), and a tick expires 1 ms later.
+        let expiry = |ts_ns: u64, function: &str, task: Option<Task>| Event {
+            cpu: 0,
+            ts_ns,
+            current_pid: -1,
+            kind: Kind::HrtimerEntry {
+                function: function.into(),
+                task,
+            },
+        };
+        let thread = Task {
+            comm: "rtlab-wakeup0".into(),
+            pid: 77,
+            prio: 4,
+        };
+        let mut ev = events(&[
+            "rtlab-hog-42 [000] d..2. 10.000500: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rtlab-hog next_pid=42 next_prio=0",
+            "rtlab-hog-42 [000] d..2. 10.004000: sched_switch: prev_comm=rtlab-hog prev_pid=42 prev_prio=0 prev_state=S ==> next_comm=rtlab-wakeup0 next_pid=77 next_prio=4",
+        ]);
+        ev.insert(
+            1,
+            expiry(10_001_001_000, "hrtimer_wakeup", Some(thread.clone())),
+        );
+        ev.insert(2, expiry(10_002_000_000, "tick_nohz_handler", None));
+        let late = Late {
+            tid: 77,
+            deadline_ns: 10_001_000_000,
+            woke_ns: 10_004_010_000,
+            ..Late::default()
+        };
+        let causes = attribute(&ev, None, &late, &rules(true));
+        let woken_then = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Preemption && c.detail.is_none())
+            .expect("preempted after the wakeup");
+        assert_eq!(woken_then.task.as_deref(), Some("rtlab-hog"));
+        assert_eq!(woken_then.duration_ns, 2_999_000, "{causes:?}");
+        assert!(
+            causes.iter().all(|c| c.kind != CauseKind::Irq),
+            "{causes:?}"
+        );
+        assert_eq!(causes.iter().map(|c| c.duration_ns).sum::<u64>(), 3_010_000);
+
+        // With sched_waking recorded too, expiry -> waking is the timer interrupt.
+        let waking = Event {
+            cpu: 0,
+            ts_ns: 10_001_003_000,
+            current_pid: 42,
+            kind: Kind::Waking {
+                task: thread,
+                target_cpu: 0,
+            },
+        };
+        ev.insert(2, waking);
+        let causes = attribute(&ev, None, &late, &rules(true));
+        let irq = causes.iter().find(|c| c.kind == CauseKind::Irq).unwrap();
+        assert_eq!(
+            (irq.duration_ns, irq.detail.as_deref()),
+            (2_000, Some("local_timer"))
+        );
+        assert_eq!(causes.iter().map(|c| c.duration_ns).sum::<u64>(), 3_010_000);
+
+        // An idle CPU: the timer fires 400 us late (the host), then 12 us pass before the
+        // switch; without the interrupt's end, that is the interrupt's rest and idle exit.
+        let mut ev = events(&[
+            "t-7 [000] d..2. 4.999000: sched_switch: prev_comm=t prev_pid=7 prev_prio=4 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+            "<idle>-0 [000] d..2. 5.000412: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=4",
+        ]);
+        let t = Task {
+            comm: "t".into(),
+            pid: 7,
+            prio: 4,
+        };
+        ev.insert(1, expiry(5_000_400_000, "hrtimer_wakeup", Some(t)));
+        let late = Late {
+            tid: 7,
+            deadline_ns: 5_000_000_000,
+            woke_ns: 5_000_412_000,
+            ..Late::default()
+        };
+        let causes = attribute(&ev, None, &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap);
+        assert_eq!(causes[0].duration_ns, 400_000);
+        let exit = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::IdleExit)
+            .unwrap();
+        assert_eq!(exit.duration_ns, 12_000);
+        assert!(exit
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("rest of the timer interrupt"));
     }
 
     #[test]

@@ -271,6 +271,10 @@ pub struct Options {
     pub series_names: Vec<String>,
     /// The run's start (CLOCK_MONOTONIC ns), for `at_ns`.
     pub started_ns: u64,
+    /// What the reported samples wait for. When every one is [`explain::Wait::Timer`], the eBPF
+    /// recorder leaves `sched_waking` out (one event less on every wakeup in the measured
+    /// path): the expiry of the thread's own sleep timer names it as the woken task.
+    pub waits: Vec<explain::Wait>,
 }
 
 /// What the explainer found.
@@ -339,7 +343,8 @@ impl Explainer {
         let mut fallback = None;
         let mut source = None;
         if options.backend != Backend::Tracefs {
-            match recorder::Recorder::start(cpus) {
+            let wakings = options.waits.iter().any(|&w| w != explain::Wait::Timer);
+            match recorder::Recorder::start(cpus, wakings) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError(format!("eBPF recorder: {e}")))
@@ -648,7 +653,7 @@ fn read_loop(
     }
 }
 
-/// The wake-ups of `tid` on the other CPUs within `[from, to]` (the waker's side of a
+/// The wake-ups of `tid` (wakings, its timer's expiry) on the other CPUs within `[from, to]` (the waker's side of a
 /// cross-CPU wakeup), in time order.
 fn wakings_elsewhere(histories: &[History], cpu: u16, tid: i64, from: u64, to: u64) -> Vec<Event> {
     let mut out: Vec<Event> = histories
@@ -660,7 +665,7 @@ fn wakings_elsewhere(histories: &[History], cpu: u16, tid: i64, from: u64, to: u
             h.events
                 .range(start..)
                 .take_while(move |e| e.ts_ns <= to)
-                .filter(move |e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+                .filter(move |e| e.kind.woken().is_some_and(|t| t.pid == tid))
                 .cloned()
         })
         .collect();
@@ -713,7 +718,7 @@ fn explain_one(
             h.events.range(start..).take_while(|e| e.ts_ns <= r.woke_ns)
         })
         .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
-        .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == r.tid))
+        .filter(|e| e.kind.woken().is_some_and(|t| t.pid == r.tid))
         .max_by_key(|e| e.ts_ns)
         .map(|e| e.current_pid)
         .filter(|&p| p > 0 && p != r.tid);

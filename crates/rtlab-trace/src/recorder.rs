@@ -8,12 +8,19 @@
 //!
 //! Why not tracefs: on this kind of VM a tracefs event costs the measured CPU ~200-300 ns
 //! (ring-buffer reserve/commit, the generic event layout, cmdline recording), and a wakeup of a
-//! busy CPU crosses four or five of them; a raw tracepoint calling a few BPF helpers costs a
-//! fraction of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and
-//! priorities read from `struct task_struct` at the offsets the kernel's BTF gives. Names are
-//! looked up in user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached,
-//! refreshed every second; a task that exited before the reader saw it is `<...>`, as in
-//! ftrace), IRQ names in `/proc/interrupts`, NMI handlers in `/proc/kallsyms`.
+//! busy CPU crosses four of them; a raw tracepoint calling a few BPF helpers costs a fraction
+//! of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and priorities
+//! read from `struct task_struct` at the offsets the kernel's BTF gives. Names are looked up in
+//! user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached, refreshed every
+//! second; a task that exited before the reader saw it is `<...>`, as in ftrace), IRQ names in
+//! `/proc/interrupts`, NMI handlers and timer functions in `/proc/kallsyms`.
+//!
+//! What one event costs here (a pipe ping-pong on one CPU, measured while building this):
+//! ~90 ns to dispatch the program at all, ~70 ns for `bpf_ktime_get_ns`, ~20 ns for the rest.
+//! So the fewer events on the measured path the better: the timer interrupt is marked by one
+//! event (the timer's expiry) instead of the local-timer vector's entry and exit, and where
+//! every wait is a timer wait, the expiry of the thread's sleep timer names the woken task and
+//! `sched_waking` is left out: a timer wakeup of a busy CPU crosses two events, not four.
 
 use crate::btf::Btf;
 use crate::event::{Event, Kind, Task};
@@ -47,12 +54,16 @@ const K_IRQ_EXIT: i32 = 5;
 const K_SOFTIRQ_ENTRY: i32 = 6;
 const K_SOFTIRQ_EXIT: i32 = 7;
 const K_NMI: i32 = 8;
+const K_TIMER: i32 = 9;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
 const K_VECTOR: i32 = 16;
 
-/// The IRQ vectors traced (x86 names; absent elsewhere, which is reported, not fatal).
+/// The IRQ vectors traced (x86 names; absent elsewhere, which is reported, not fatal). Not
+/// `local_timer`: its entry and exit would be two of the four events on every timer wakeup
+/// of a busy CPU; `hrtimer_expire_entry`, one event, marks the timer interrupt instead (it
+/// carries the timer, the tick's or the sleeping thread's), and the rest of the interrupt
+/// counts to the task it interrupted.
 const VECTORS: &[&str] = &[
-    "local_timer",
     "reschedule",
     "call_function",
     "call_function_single",
@@ -70,23 +81,52 @@ const SLOTS: u32 = 65536;
 /// Bytes per head counter: one cache line each, so CPUs never share one.
 const HEAD_BYTES: u32 = 64;
 
-/// Offsets in `struct task_struct`.
+/// Where the programs find what they record, in this kernel's structures.
 #[derive(Debug, Clone, Copy)]
 struct TaskOffsets {
+    /// `task_struct.pid`, `.prio`.
     pid: i32,
     prio: i32,
+    /// `hrtimer.function`.
+    timer_function: i32,
+    /// How to name the task a sleep timer wakes, where this kernel allows it.
+    sleeper: Option<Sleeper>,
+}
+
+/// A timer whose function is `hrtimer_wakeup` sits in a `struct hrtimer_sleeper`, next to the
+/// task it wakes; `bpf_rdonly_cast` (a kfunc the verifier turns into nothing) lets a typed
+/// program read it with plain loads.
+#[derive(Debug, Clone, Copy)]
+struct Sleeper {
+    /// `hrtimer_wakeup`'s address (from /proc/kallsyms).
+    wakeup: u64,
+    /// BTF ids of `struct hrtimer_sleeper` and of the kfunc.
+    type_id: i32,
+    cast: i32,
+    /// `hrtimer_sleeper.task`.
+    task: i32,
 }
 
 impl TaskOffsets {
-    fn from_btf(btf: &Btf) -> Result<TaskOffsets, TraceError> {
-        let need = |f: &str| {
-            btf.offset_of("task_struct", f)
+    fn from_btf(btf: &Btf, symbols: &[(u64, String)]) -> Result<TaskOffsets, TraceError> {
+        let need = |s: &str, f: &str| {
+            btf.offset_of(s, f)
                 .map(|o| o as i32)
-                .ok_or_else(|| TraceError(format!("BTF has no task_struct.{f}")))
+                .ok_or_else(|| TraceError(format!("BTF has no {s}.{f}")))
         };
+        let sleeper = (|| {
+            Some(Sleeper {
+                wakeup: symbols.iter().find(|(_, n)| n == "hrtimer_wakeup")?.0,
+                type_id: btf.struct_id("hrtimer_sleeper")? as i32,
+                cast: btf.func_id("bpf_rdonly_cast")? as i32,
+                task: btf.offset_of("hrtimer_sleeper", "task")? as i32,
+            })
+        })();
         Ok(TaskOffsets {
-            pid: need("pid")?,
-            prio: need("prio")?,
+            pid: need("task_struct", "pid")?,
+            prio: need("task_struct", "prio")?,
+            timer_function: need("hrtimer", "function")?,
+            sleeper,
         })
     }
 }
@@ -95,7 +135,10 @@ impl TaskOffsets {
 /// `body` (with r6 = ctx, r7 = the slot), then the sequence number.
 struct Builder {
     insns: Vec<Insn>,
+    /// Jumps past the record (before a slot is claimed) ...
     to_end: Vec<usize>,
+    /// ... and to its sequence number (after: a claimed slot must always be completed).
+    to_finish: Vec<usize>,
     /// BTF-typed program: task fields are plain loads; else `bpf_probe_read_kernel`.
     direct: bool,
 }
@@ -109,6 +152,7 @@ impl Builder {
         let mut b = Builder {
             insns: Vec::new(),
             to_end: Vec::new(),
+            to_finish: Vec::new(),
             direct,
         };
         b.push(asm::mov(R6, R1));
@@ -168,6 +212,11 @@ impl Builder {
         self.insns.push(i);
     }
 
+    fn jump_finish(&mut self, i: Insn) {
+        self.to_finish.push(self.insns.len());
+        self.insns.push(i);
+    }
+
     /// `record[dst] = ctx->args[arg]` (32 or 64 bits).
     fn arg(&mut self, arg: i16, dst: i16, wide: bool) {
         self.push(asm::ldx64(R1, R6, arg * 8));
@@ -194,6 +243,32 @@ impl Builder {
         self.push(asm::call(helper::PROBE_READ_KERNEL));
     }
 
+    /// `hrtimer_expire_entry(struct hrtimer *, ktime_t *now)`: the function (in X), and for
+    /// a sleep timer the task it wakes (slot 1, A = 1).
+    fn timer(&mut self, t: &TaskOffsets) {
+        self.push(asm::st32(R7, OFF_A, 0));
+        if !self.direct {
+            self.task_field(0, t.timer_function, OFF_X, 8);
+            return;
+        }
+        self.push(asm::ldx64(R3, R6, 0));
+        self.push(asm::ldx64(R2, R3, t.timer_function as i16));
+        self.push(asm::stx64(R7, OFF_X, R2));
+        let Some(s) = t.sleeper else { return };
+        self.extend(asm::ld_imm64(R1, s.wakeup));
+        self.jump_finish(asm::jne(R2, R1, 0));
+        self.push(asm::mov(R1, R3));
+        self.push(asm::mov_imm(R2, s.type_id));
+        self.push(asm::kfunc_call(s.cast));
+        self.push(asm::ldx64(R3, R0, s.task as i16));
+        self.jump_finish(asm::jeq_imm(R3, 0, 0));
+        self.push(asm::ldx32(R1, R3, t.pid as i16));
+        self.push(asm::stx32(R7, OFF_PID1, R1));
+        self.push(asm::ldx32(R1, R3, t.prio as i16));
+        self.push(asm::stx32(R7, OFF_PRIO1, R1));
+        self.push(asm::st32(R7, OFF_A, 1));
+    }
+
     /// TID and priority of the task in `ctx->args[arg]` into slot 1 or 2.
     fn task(&mut self, arg: i16, t: &TaskOffsets, second: bool) {
         let (pid, prio) = if second {
@@ -207,6 +282,10 @@ impl Builder {
 
     fn finish(mut self) -> Vec<Insn> {
         // The sequence number last: the record is complete (x86-64 keeps stores in order).
+        let finish = self.insns.len();
+        for &at in &self.to_finish {
+            self.insns[at].off = (finish - at - 1) as i16;
+        }
         self.push(asm::ldx64(R1, R10, FP_INDEX));
         self.push(asm::add_imm(R1, 1));
         self.push(asm::stx64(R7, OFF_SEQ, R1));
@@ -227,6 +306,7 @@ struct Probe {
     args: usize,
 }
 
+/// The probes, the timer's before `sched_waking` (which may be left out once it loaded).
 fn probes() -> Vec<Probe> {
     let p = |tp: &str, kind, args| Probe {
         tracepoint: tp.to_string(),
@@ -235,6 +315,7 @@ fn probes() -> Vec<Probe> {
     };
     let mut v = vec![
         p("sched_switch", K_SWITCH, 4),
+        p("hrtimer_expire_entry", K_TIMER, 2),
         p("sched_waking", K_WAKING, 1),
         p("sched_migrate_task", K_MIGRATE, 2),
         p("irq_handler_entry", K_IRQ_ENTRY, 2),
@@ -282,6 +363,7 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
             b.arg(0, OFF_PID1, true);
             b.arg(1, OFF_X, true);
         }
+        K_TIMER => b.timer(t),
         _ => {}
     }
     b.finish()
@@ -300,15 +382,21 @@ pub(crate) struct Recorder {
     _maps: [Map; 2],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
+    /// The timer program names the task each sleep timer wakes.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub names_timer_wakeups: bool,
     irq_names: HashMap<u32, String>,
-    symbols: Option<Vec<(u64, String)>>,
+    /// Kernel text symbols, sorted by address.
+    symbols: Vec<(u64, String)>,
     comms: HashMap<i64, String>,
     comms_since: u64,
 }
 
 impl Recorder {
-    /// Attaches the programs, recording the CPUs in `cpus` (all below 64).
-    pub fn start(cpus: &[usize]) -> Result<Recorder, TraceError> {
+    /// Attaches the programs, recording the CPUs in `cpus` (all below 64). Without
+    /// `wakings`, `sched_waking` is left out where the timer program names the task each
+    /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
+    pub fn start(cpus: &[usize], wakings: bool) -> Result<Recorder, TraceError> {
         if cpus.iter().any(|&c| c >= 64) {
             return Err(TraceError(
                 "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
@@ -316,7 +404,8 @@ impl Recorder {
         }
         let mask = cpus.iter().fold(0u64, |m, &c| m | 1 << c);
         let btf = Btf::vmlinux().map_err(TraceError)?;
-        let offsets = TaskOffsets::from_btf(&btf)?;
+        let symbols = kallsyms();
+        let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
         let ncpu = cpus.iter().max().map_or(1, |&c| c as u32 + 1);
         let sys = |e: rtlab_sys::SysError| TraceError(e.to_string());
         let heads_map = Map::array(HEAD_BYTES, ncpu, true).map_err(sys)?;
@@ -326,7 +415,11 @@ impl Recorder {
         let mut links = Vec::new();
         let mut programs = Vec::new();
         let mut missing = Vec::new();
+        let mut names_sleepers = false;
         for probe in probes() {
+            if probe.kind == K_WAKING && !wakings && names_sleepers {
+                continue;
+            }
             // The prototype's first parameter is the context.
             let proto = btf.typedef_fn_params(&format!("btf_trace_{}", probe.tracepoint));
             if proto != Some(probe.args + 1) {
@@ -342,11 +435,27 @@ impl Recorder {
             let typed = btf
                 .typedef_id(&format!("btf_trace_{}", probe.tracepoint))
                 .and_then(|id| {
-                    let insns = program(&probe, &offsets, mask, maps, true);
-                    Program::load_btf_raw_tracepoint(&insns, id).ok()
+                    let load = |o: &TaskOffsets| {
+                        let insns = program(&probe, o, mask, maps, true);
+                        Program::load_btf_raw_tracepoint(&insns, id).ok()
+                    };
+                    // Naming sleepers needs the kfunc; without it, the function alone.
+                    let plain = TaskOffsets {
+                        sleeper: None,
+                        ..offsets
+                    };
+                    match load(&offsets) {
+                        Some(p) => Some((p, offsets.sleeper.is_some())),
+                        None => load(&plain).map(|p| (p, false)),
+                    }
                 });
             let (prog, name) = match typed {
-                Some(p) => (p, None),
+                Some((p, sleepers)) => {
+                    if probe.kind == K_TIMER {
+                        names_sleepers = sleepers;
+                    }
+                    (p, None)
+                }
                 None => {
                     let insns = program(&probe, &offsets, mask, maps, false);
                     let p = Program::load_raw_tracepoint(&insns).map_err(|e| {
@@ -364,7 +473,12 @@ impl Recorder {
             match prog.attach_raw_tracepoint(name) {
                 Ok(link) => links.push(link),
                 Err(e) if probe.kind == K_SWITCH => return Err(TraceError(e.to_string())),
-                Err(_) => missing.push(probe.tracepoint),
+                Err(_) => {
+                    if probe.kind == K_TIMER {
+                        names_sleepers = false;
+                    }
+                    missing.push(probe.tracepoint)
+                }
             }
             programs.push(prog);
         }
@@ -377,8 +491,9 @@ impl Recorder {
             _programs: programs,
             _maps: [heads_map, slots_map],
             missing,
+            names_timer_wakeups: names_sleepers,
             irq_names: irq_names(),
-            symbols: None,
+            symbols,
             comms: HashMap::new(),
             comms_since: 0,
         })
@@ -468,6 +583,7 @@ impl Recorder {
         } else {
             -1
         };
+        let function = (kind_code == K_TIMER).then(|| self.symbol(u64_at(OFF_X)));
         let mut task = |pid: i64, prio: i64| Task {
             comm: self.comm(pid, cpu),
             pid,
@@ -511,6 +627,10 @@ impl Recorder {
                     .map_or_else(|| format!("vec{}", u32_at(OFF_A)), |s| s.to_string()),
             },
             K_SOFTIRQ_EXIT => Kind::SoftirqExit,
+            K_TIMER => Kind::HrtimerEntry {
+                function: function.unwrap_or_default(),
+                task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
+            },
             K_NMI => Kind::Nmi {
                 handler: self.symbol(u64_at(OFF_PID1)),
                 delta_ns: u64_at(OFF_X),
@@ -550,29 +670,31 @@ impl Recorder {
             .clone()
     }
 
-    /// The kernel symbol at or below `addr` (NMIs are rare: read on first use).
-    fn symbol(&mut self, addr: u64) -> String {
-        let syms = self.symbols.get_or_insert_with(|| {
-            let mut v: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| {
-                    let mut it = l.split_whitespace();
-                    let a = u64::from_str_radix(it.next()?, 16).ok()?;
-                    let _ty = it.next()?;
-                    Some((a, it.next()?.to_string()))
-                })
-                .filter(|(a, _)| *a != 0)
-                .collect();
-            v.sort();
-            v
-        });
-        let i = syms.partition_point(|(a, _)| *a <= addr);
-        match i.checked_sub(1).and_then(|i| syms.get(i)) {
+    /// The kernel function at or below `addr`.
+    fn symbol(&self, addr: u64) -> String {
+        let i = self.symbols.partition_point(|(a, _)| *a <= addr);
+        match i.checked_sub(1).and_then(|i| self.symbols.get(i)) {
             Some((_, name)) => name.clone(),
             None => format!("{addr:#x}"),
         }
     }
+}
+
+/// The kernel's text symbols by address (empty where the addresses are hidden).
+fn kallsyms() -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let a = u64::from_str_radix(it.next()?, 16).ok()?;
+            let ty = it.next()?;
+            let name = it.next()?;
+            (a != 0 && matches!(ty, "t" | "T") && it.next().is_none()).then(|| (a, name.into()))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// `R+` for a preempted task, else the state's letter, as `sched_switch` prints it.
@@ -621,15 +743,37 @@ mod tests {
 
     #[test]
     fn jumps_land_inside_the_program() {
-        let t = TaskOffsets {
+        let with = TaskOffsets {
             pid: 100,
             prio: 104,
+            timer_function: 40,
+            sleeper: Some(Sleeper {
+                wakeup: 0xffff_ffff_8100_0000,
+                type_id: 5,
+                cast: 6,
+                task: 64,
+            }),
+        };
+        let without = TaskOffsets {
+            sleeper: None,
+            ..with
         };
         for probe in probes() {
-            for direct in [true, false] {
-                let insns = program(&probe, &t, 1, (3, 4), direct);
+            for (direct, t) in [(true, &with), (true, &without), (false, &with)] {
+                let insns = program(&probe, t, 1, (3, 4), direct);
                 assert!(insns.len() < 200, "{} instructions", insns.len());
                 let len = insns.len() as i64;
+                // Once the record is being written, no jump may skip the store of its
+                // sequence number (the reader would wait on that slot for ever). (The slot's
+                // lookup before that cannot fail: the index is always in range.)
+                let claim = insns
+                    .iter()
+                    .position(|i| i.code == 0x7b && i.regs & 0x0f == R7 && i.off == OFF_TS)
+                    .unwrap() as i64;
+                let seq = insns
+                    .iter()
+                    .rposition(|i| i.code == 0x7b && i.off == OFF_SEQ)
+                    .unwrap() as i64;
                 for (i, insn) in insns.iter().enumerate() {
                     let class_jmp = insn.code & 0x07 == 0x05;
                     let is_call_or_exit = insn.code == 0x85 || insn.code == 0x95;
@@ -640,6 +784,13 @@ mod tests {
                             "{}: jump at {i} to {to}",
                             probe.tracepoint
                         );
+                        if i as i64 > claim {
+                            assert!(
+                                to < seq - 1,
+                                "{}: jump at {i} skips the sequence number",
+                                probe.tracepoint
+                            );
+                        }
                     }
                 }
                 assert_eq!(insns.last().unwrap().code, 0x95, "ends with exit");
@@ -655,22 +806,23 @@ mod tests {
         assert_eq!(state_letters(false, 2), "D");
     }
 
-    #[test]
-    fn records_this_threads_switches_with_names_and_priorities() {
+    /// This thread, pinned to one CPU and recorded, sleeps 200 us twenty times: the
+    /// recorder, its events, this thread's TID and the CPU (`None`: not root, or no eBPF).
+    fn twenty_sleeps(wakings: bool) -> Option<(Recorder, Vec<Event>, i64, usize)> {
         if rtlab_sys::process::effective_uid() != 0 {
             eprintln!("skipped: needs root (bpf)");
-            return;
+            return None;
         }
         let cpu = rtlab_sys::affinity::usable_cpus().as_slice()[0];
         rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
             vec![cpu],
         ))
         .unwrap();
-        let mut r = match Recorder::start(&[cpu]) {
+        let mut r = match Recorder::start(&[cpu], wakings) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");
-                return;
+                return None;
             }
         };
         let tid = rtlab_sys::futex::current_tid() as i64;
@@ -679,6 +831,14 @@ mod tests {
         }
         let mut events = Vec::new();
         r.drain(|e| events.push(e));
+        Some((r, events, tid, cpu))
+    }
+
+    #[test]
+    fn records_this_threads_switches_with_names_and_priorities() {
+        let Some((r, events, tid, cpu)) = twenty_sleeps(true) else {
+            return;
+        };
         assert_eq!(r.lost(), 0);
         let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
         let switches_out = events
@@ -709,5 +869,52 @@ mod tests {
             .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
             .count();
         assert!(wakings >= 19, "{wakings} wakings of this thread");
+        if r.names_timer_wakeups {
+            let expiries = events
+                .iter()
+                .filter(|e| {
+                    matches!(&e.kind, Kind::HrtimerEntry { function, task: Some(t) }
+                    if t.pid == tid && function == "hrtimer_wakeup")
+                })
+                .count();
+            assert!(expiries >= 19, "{expiries} sleep timers of this thread");
+        }
+    }
+
+    #[test]
+    fn timer_waits_alone_need_no_sched_waking() {
+        let Some((r, events, tid, _)) = twenty_sleeps(false) else {
+            return;
+        };
+        let wakings = events
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Waking { .. }))
+            .count();
+        if !r.names_timer_wakeups {
+            assert!(
+                wakings > 0,
+                "sched_waking stays when no timer names its task"
+            );
+            eprintln!("skipped: this kernel lets no program name a sleep timer's task");
+            return;
+        }
+        assert_eq!(wakings, 0, "sched_waking left out");
+        let named: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.kind.woken().is_some_and(|t| t.pid == tid))
+            .collect();
+        assert!(
+            named.len() >= 19,
+            "{} of 20 sleeps: {events:?}",
+            named.len()
+        );
+        assert!(named
+            .iter()
+            .all(|e| matches!(&e.kind, Kind::HrtimerEntry { function, .. } if function == "hrtimer_wakeup")));
+        // Each expiry comes before the thread runs again.
+        for e in &named {
+            assert!(events.iter().any(|s| s.ts_ns >= e.ts_ns
+                && matches!(&s.kind, Kind::Switch { next, .. } if next.pid == tid)));
+        }
     }
 }

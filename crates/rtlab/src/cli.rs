@@ -586,6 +586,10 @@ pub struct SweepArgs {
     /// nanosleep, futex, cond_timedwait, timerfd_epoll.
     #[arg(long = "mechanism", value_name = "LIST", value_delimiter = ',', value_parser = parse_mechanism)]
     pub mechanisms: Vec<rtlab_sys::sleep::Mechanism>,
+    /// Attribute sleeps that end later than requested + slack (the slack itself is by
+    /// design): IRQs, preempting tasks, hypervisor gaps.
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 fn parse_mechanism(text: &str) -> Result<rtlab_sys::sleep::Mechanism, String> {

@@ -411,6 +411,7 @@ impl Experiment for NetRun {
                     .iter()
                     .map(|l| format!("{}{l}/send_lateness", self.prefix))
                     .collect(),
+                &[crate::explain::Wait::Timer],
                 observer,
                 &mut outcome,
             )

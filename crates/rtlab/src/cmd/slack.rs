@@ -215,6 +215,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
         cpu,
         fifo_row: true,
         prefix: String::new(),
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -224,6 +225,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
     let record = rtlab_lab::run_experiment(&sweep, &common.config, &mut console)?;
     console.finish();
     let mut doc = result_doc("slack", record);
-    let table = sweep_table(&doc, &args.slacks);
-    common.outputs.finish(&mut doc, &table)
+    let mut text = sweep_table(&doc, &args.slacks);
+    text.push_str(&crate::output::outlier_lines(&doc));
+    common.outputs.finish(&mut doc, &text)
 }

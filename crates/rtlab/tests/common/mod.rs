@@ -140,3 +140,30 @@ pub fn rtlab_doc(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     );
     path
 }
+
+/// The outliers of `doc` later than `over_ns` (at least `at_least` of them, else the test
+/// fails); >= 90 % of them must name rtlab-hog as their largest cause, a preemption.
+pub fn hog_named_in(doc: &Value, over_ns: u64, at_least: usize) -> Vec<Value> {
+    let big: Vec<Value> = doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["latency_ns"].as_u64().unwrap() > over_ns)
+        .cloned()
+        .collect();
+    assert!(
+        big.len() >= at_least,
+        "{} outliers over {over_ns} ns: {big:?}",
+        big.len()
+    );
+    let named = big
+        .iter()
+        .filter(|o| o["causes"][0]["kind"] == "preemption" && o["causes"][0]["task"] == "rtlab-hog")
+        .count();
+    assert!(
+        named * 10 >= big.len() * 9,
+        "{named} of {} name rtlab-hog: {big:?}",
+        big.len()
+    );
+    big
+}
