@@ -286,10 +286,13 @@ const NET_PINGPONG_HELP: &str = "\
 Series: pingpong/rtt (metric rtt): one message of --size bytes in flight, echoed whole by the
 peer, timed from the send to the last byte of the echo; over UDP a reply missing for 200 ms
 counts as lost (config: lost). The first tenth of the run (at most 500 ms) is warm-up.
+With --explain the slowest round trips are attributed on the measured CPUs (--cpus): what ran
+there while the thread waited for the echo (the peer, when it shares the CPU).
 
 Examples:
   rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
-  rtlab net pingpong --proto udp --size 1KiB --busy-poll 50";
+  rtlab net pingpong --proto udp --size 1KiB --busy-poll 50
+  sudo rtlab net pingpong --cpus 0 --load hog:99:2ms/100ms:0 --explain --top 5";
 
 const REPORT_HELP: &str = "\
 Writes DIR/report.html: one file, no scripts, no network, readable on a laptop and printable.
@@ -833,6 +836,8 @@ pub struct NetPingPongArgs {
     /// Message size (rtlab's 40-byte header included; smaller sizes send 40 bytes).
     #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size_arg)]
     pub size: u64,
+    #[command(flatten)]
+    pub explain: ExplainArgs,
 }
 
 #[derive(Debug, Args)]

@@ -213,3 +213,30 @@ fn slack_explains_sleeps_late_beyond_their_slack() {
     }
     assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
 }
+
+#[test]
+fn net_pingpong_explains_slow_round_trips() {
+    if !is_root() {
+        return skip(
+            "explain net pingpong",
+            "needs root (bpf/tracefs, SCHED_FIFO)",
+        );
+    }
+    let _serial = realtime_serial();
+    let (doc, stdout) = rtlab_json(&[
+        "net",
+        "pingpong",
+        "--cpus",
+        "0",
+        "--load",
+        "hog:99:2ms/100ms:0",
+        "--threshold",
+        "1ms",
+        "--duration",
+        "4s",
+    ]);
+    // A 2 ms hog every 100 ms on the measuring thread's CPU.
+    let big = hog_named_in(&doc, 1_500_000, 5);
+    assert!(big.iter().all(|o| o["series"] == "pingpong/rtt"));
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+}

@@ -597,6 +597,8 @@ pub struct PingPongConfig {
     pub prio: u32,
     /// CPUs it may use (empty: any).
     pub cpus: Vec<usize>,
+    /// Attribute the slowest round trips (`--explain`): a reply wait, the peer named.
+    pub explain: Option<crate::explain::ExplainSettings>,
 }
 
 /// `rtlab net pingpong`: one message in flight, echoed whole.
@@ -647,11 +649,28 @@ impl Experiment for PingPong {
         let running = topology::bring_up(&cfg.topology).map_err(LabError::Config)?;
         let duration = common.duration.get();
         let warmup = (duration / 10).min(500_000_000);
+        let measured: Vec<usize> = if cfg.cpus.is_empty() {
+            rtlab_sys::affinity::usable_cpus().as_slice().to_vec()
+        } else {
+            cfg.cpus.clone()
+        };
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured,
+                vec![format!("{}pingpong/rtt", self.prefix)],
+                &[crate::explain::Wait::Reply],
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
         let start = monotonic_now_ns();
         let end = start + duration;
         let peer = running.peer;
         let (hist, lost) = std::thread::scope(|scope| {
-            let h = scope.spawn(|| -> Result<(LatencyHistogram, u64), String> {
+            let report = reporter.as_ref().map(|r| (r, 0u16));
+            let h = scope.spawn(move || -> Result<(LatencyHistogram, u64), String> {
                 if !cfg.cpus.is_empty() {
                     let _ = rtlab_sys::affinity::set_current_thread_affinity(
                         &rtlab_sys::affinity::CpuList::from(cfg.cpus.clone()),
@@ -669,11 +688,12 @@ impl Experiment for PingPong {
                             pad_segments: 0,
                         };
                         let s = connect(peer, &hello)?;
-                        stream::pingpong_tcp(s, cfg.size, end, start + warmup, cfg.options.quickack)
+                        let quickack = cfg.options.quickack;
+                        stream::pingpong_tcp(s, cfg.size, (end, start + warmup), quickack, report)
                     }
                     Proto::Udp => {
                         let s = connect_udp(peer, &cfg.options)?;
-                        stream::pingpong_udp(s, cfg.size, end, start + warmup)
+                        stream::pingpong_udp(s, cfg.size, (end, start + warmup), report)
                     }
                 }
             });
@@ -695,6 +715,9 @@ impl Experiment for PingPong {
                 LabError::Thread(e)
             }
         })?;
+        if let Some(session) = session {
+            session.finish(&measured, observer, &mut outcome);
+        }
         if lost > 0 {
             outcome.warn(
                 observer,

@@ -701,15 +701,17 @@ pub fn receive_reverse(
     }
 }
 
-/// Ping-pong over TCP: one message of `size` bytes in flight, echoed whole; returns the
-/// round-trip distribution (messages sent before `warmup_until_ns` are not recorded).
+/// Ping-pong over TCP: one message of `size` bytes in flight, echoed whole, until `end_ns`;
+/// returns the round-trip distribution (messages sent before `warmup_until_ns` are not
+/// recorded, nor reported to the explainer as reply waits).
 pub fn pingpong_tcp(
     mut s: TcpStream,
     size: usize,
-    end_ns: u64,
-    warmup_until_ns: u64,
+    (end_ns, warmup_until_ns): (u64, u64),
     quickack: bool,
+    report: crate::explain::Report<'_>,
 ) -> Result<(LatencyHistogram, u64), String> {
+    let tid = rtlab_sys::futex::current_tid() as i64;
     let total = size.max(HEADER_LEN);
     let mut out = vec![0x5au8; total];
     let mut back = vec![0u8; total];
@@ -734,6 +736,7 @@ pub fn pingpong_tcp(
         }
         if t0 >= warmup_until_ns {
             hist.record(Nanos(now - t0));
+            crate::explain::report_wait(report, crate::explain::Wait::Reply, tid, t0, now);
         }
         seq += 1;
     }
@@ -744,9 +747,10 @@ pub fn pingpong_tcp(
 pub fn pingpong_udp(
     s: UdpSocket,
     size: usize,
-    end_ns: u64,
-    warmup_until_ns: u64,
+    (end_ns, warmup_until_ns): (u64, u64),
+    report: crate::explain::Report<'_>,
 ) -> Result<(LatencyHistogram, u64), String> {
+    let tid = rtlab_sys::futex::current_tid() as i64;
     let total = size.max(HEADER_LEN);
     if total > 65_000 {
         return Err(format!("{total}-byte messages do not fit one UDP datagram"));
@@ -770,7 +774,15 @@ pub fn pingpong_udp(
                     // A late reply to an earlier (lost-counted) message is skipped.
                     if Header::decode(&back[..n]).is_ok_and(|r| r.seq == seq) {
                         if t0 >= warmup_until_ns {
-                            hist.record(Nanos(monotonic_now_ns() - t0));
+                            let now = monotonic_now_ns();
+                            hist.record(Nanos(now - t0));
+                            crate::explain::report_wait(
+                                report,
+                                crate::explain::Wait::Reply,
+                                tid,
+                                t0,
+                                now,
+                            );
                         }
                         break;
                     }

@@ -165,6 +165,7 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         cpus: common.cpus.as_slice().to_vec(),
+        explain: args.explain.settings(),
     })?;
     let mut console = Console::new(common.quiet);
     console.note(&format!(
@@ -179,7 +180,8 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
     let record = rtlab_lab::run_experiment(&experiment, &common.config, &mut console)?;
     console.finish();
     let mut doc = result_doc("net pingpong", record);
-    let text = rtlab_report::table::summary(&doc);
+    let mut text = rtlab_report::table::summary(&doc);
+    text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
 
