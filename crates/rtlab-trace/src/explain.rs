@@ -5,7 +5,8 @@
 //! then the current task: another task (`preemption`, with its name, pid and priority), the
 //! idle task before the thread was woken (`idle_exit`: the CPU slept past the deadline and
 //! the timer interrupt came late; on a VM `hypervisor_gap`, as the host delivers it), the
-//! thread itself once switched in (`syscall`: the way back to user space). A slice with no
+//! idle task after the wakeup (`idle_exit`: the way out of idle, which on a VM includes the
+//! host's part; `hypervisor_gap` only past `gap_ns`), the thread itself once switched in (`syscall`: the way back to user space). A slice with no
 //! event for longer than `gap_ns` while a task ran is a `hypervisor_gap` (even a busy CPU
 //! takes a timer tick every few ms; on a VM the vCPU was not running). Time before the first
 //! event is `unexplained`.
@@ -302,13 +303,24 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                     t.comm
                 )),
             },
+            // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the
+            // gap is the host's for sure; shorter, on a VM the guest's idle exit includes work
+            // the host does for it, which the trace cannot separate.
+            Some(t) if t.is_idle() && rules.virtualized && len > rules.gap_ns => Key {
+                kind: 5,
+                task: None,
+                detail: Some(format!(
+                    "no event for {} while leaving idle after the wakeup: the vCPU was not running",
+                    rtlab_stats::Nanos(len)
+                )),
+            },
             Some(t) if t.is_idle() => Key {
-                kind: if rules.virtualized { 5 } else { 4 },
+                kind: 4,
                 task: None,
                 detail: Some(if rules.virtualized {
-                    "CPU idle after the wakeup: the host did not run the vCPU".into()
+                    "CPU idle after the wakeup: the way out of idle (on a VM, with the host's part of it)".into()
                 } else {
-                    "CPU idle after the wakeup".into()
+                    "CPU idle after the wakeup: the way out of idle".into()
                 }),
             },
             Some(t) => Key {
@@ -759,8 +771,35 @@ mod tests {
         let causes = attribute(&ev, Some(&base), &late, &rules(true));
         assert_eq!(causes[0].kind, CauseKind::HypervisorGap);
         assert_eq!(causes[0].duration_ns, 350_000);
+        // After the interrupt, still idle until the switch: the way out of idle.
+        let leaving = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::IdleExit)
+            .unwrap();
+        assert_eq!(leaving.duration_ns, 5_000);
+        assert!(leaving
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("way out of idle"));
         let on_metal = attribute(&ev, Some(&base), &late, &rules(false));
         assert_eq!(on_metal[0].kind, CauseKind::IdleExit);
+
+        // Silent for 10 ms after the wakeup on an idle vCPU: that much is the host's.
+        let mut slow = ev.clone();
+        slow.last_mut().unwrap().ts_ns = 5_010_405_000;
+        let late = Late {
+            woke_ns: 5_010_407_000,
+            ..late
+        };
+        let causes = attribute(&slow, Some(&base), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap);
+        assert_eq!(causes[0].duration_ns, 10_000_000);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("leaving idle"));
     }
 
     #[test]
