@@ -327,7 +327,11 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 kind: 3,
                 task: Some((t.comm.clone(), t.pid, t.prio)),
                 detail: if !woken {
-                    Some("before the wakeup: the timer interrupt was held off (interrupts disabled) while it ran".into())
+                    Some(if rules.virtualized {
+                        "before the wakeup: no timer interrupt came while it ran (it ran with interrupts disabled, or the host held the vCPU or its timer back)".into()
+                    } else {
+                        "before the wakeup: no timer interrupt came while it ran (interrupts disabled)".into()
+                    })
                 } else if woken_prio.is_some_and(|p| t.prio > p) {
                     Some("lower priority than the woken thread: it held the CPU in a non-preemptible kernel section".into())
                 } else {
@@ -422,6 +426,11 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 next,
             } => {
                 ipi_pending = None;
+                if prev.pid == late.tid && !prev_state.starts_with('R') {
+                    // It went to sleep: a wakeup before this one (an earlier period's, in the
+                    // history before the deadline) is spent.
+                    woken = false;
+                }
                 if prev.pid == late.tid
                     && late.wait.blocks()
                     && e.ts_ns >= t0
@@ -549,6 +558,17 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                         .detail
                         .as_deref()
                         .is_some_and(|d| d.starts_with("priority inversion"));
+                    let before = c
+                        .detail
+                        .as_deref()
+                        .is_some_and(|d| d.starts_with("before the wakeup: no timer"));
+                    if before {
+                        // Not woken yet: nothing was preempted, the timer interrupt was late.
+                        return format!(
+                            "{d} timer interrupt late while {task} (pid {}, {prio}) ran",
+                            c.pid.unwrap_or(-1)
+                        );
+                    }
                     format!(
                         "{d} preempted by {task} (pid {}, {prio}){}",
                         c.pid.unwrap_or(-1),
@@ -746,6 +766,56 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("rest of the timer interrupt"));
+    }
+
+    #[test]
+    fn an_earlier_periods_wakeup_does_not_make_a_late_timer_look_woken() {
+        // The history starts before the deadline: the previous period's expiry, run and sleep;
+        // then a SCHED_OTHER task runs and this period's timer fires 1.35 ms late.
+        let thread = Task {
+            comm: "rtlab-wakeup0".into(),
+            pid: 77,
+            prio: 4,
+        };
+        let expiry = |ts_ns: u64| Event {
+            cpu: 0,
+            ts_ns,
+            current_pid: -1,
+            kind: Kind::HrtimerEntry {
+                function: "hrtimer_wakeup".into(),
+                task: Some(thread.clone()),
+            },
+        };
+        let mut ev = events(&[
+            "load-5 [000] d..2. 10.015004: sched_switch: prev_comm=load prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=rtlab-wakeup0 next_pid=77 next_prio=4",
+            "rtlab-wakeup0-77 [000] d..2. 10.015006: sched_switch: prev_comm=rtlab-wakeup0 prev_pid=77 prev_prio=4 prev_state=S ==> next_comm=load next_pid=5 next_prio=120",
+            "load-5 [000] d..2. 10.017355: sched_switch: prev_comm=load prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=rtlab-wakeup0 next_pid=77 next_prio=4",
+        ]);
+        ev.insert(0, expiry(10_015_001_000));
+        ev.insert(3, expiry(10_017_351_000));
+        let late = Late {
+            tid: 77,
+            deadline_ns: 10_016_000_000,
+            woke_ns: 10_017_357_000,
+            ..Late::default()
+        };
+        for virtualized in [true, false] {
+            let causes = attribute(&ev, None, &late, &rules(virtualized));
+            assert_eq!(causes[0].duration_ns, 1_351_000, "{causes:?}");
+            assert!(
+                causes[0]
+                    .detail
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("before the wakeup"),
+                "{causes:?}"
+            );
+            let line = describe("thread0", 1_357_000, 10_000_000_000, &causes);
+            assert!(
+                line.contains("1.35 ms timer interrupt late while load (pid 5, time-sharing)"),
+                "{line}"
+            );
+        }
     }
 
     #[test]
