@@ -174,6 +174,41 @@ fn task(fields: &str, prefix: &str) -> Option<Task> {
     })
 }
 
+/// Parses `trace_pipe`'s loss line, `CPU:3 [LOST 120 EVENTS]` (printed before the next event
+/// of that CPU once its ring buffer overran): the CPU and the count.
+pub fn parse_lost_line(line: &str) -> Option<(u16, u64)> {
+    let rest = line.trim().strip_prefix("CPU:")?;
+    let (cpu, rest) = rest.split_once(' ')?;
+    let n = rest.strip_prefix("[LOST ")?.strip_suffix(" EVENTS]")?;
+    Some((cpu.parse().ok()?, n.parse().ok()?))
+}
+
+/// Turns `trace_pipe` text into events, marking each loss (`Kind::Lost`) just before the
+/// next event of its CPU (the loss line itself has no time). `pending` carries losses whose
+/// CPU has no event yet to the next call. `f` gets each event and the line it came from.
+pub fn parse_text(text: &str, pending: &mut Vec<(u16, u64)>, f: &mut dyn FnMut(Event, &str)) {
+    for line in text.lines() {
+        if let Some((cpu, n)) = parse_lost_line(line) {
+            match pending.iter_mut().find(|(c, _)| *c == cpu) {
+                Some((_, total)) => *total += n,
+                None => pending.push((cpu, n)),
+            }
+        } else if let Some(e) = parse_line(line) {
+            if let Some(i) = pending.iter().position(|(c, _)| *c == e.cpu) {
+                let (cpu, n) = pending.swap_remove(i);
+                let lost = Event {
+                    cpu,
+                    ts_ns: e.ts_ns.saturating_sub(1),
+                    current_pid: -1,
+                    kind: Kind::Lost(n),
+                };
+                f(lost, &format!("CPU:{cpu} [LOST {n} EVENTS]"));
+            }
+            f(e, line);
+        }
+    }
+}
+
 /// Parses one `trace_pipe` line; `None` for lines that are not events (comments, garbage).
 pub fn parse_line(line: &str) -> Option<Event> {
     // The CPU field: " [ddd] ".
@@ -333,6 +368,32 @@ pub fn format_line(e: &Event) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loss_is_marked_before_the_next_event_of_its_cpu() {
+        assert_eq!(parse_lost_line("CPU:3 [LOST 120 EVENTS]"), Some((3, 120)));
+        assert_eq!(parse_lost_line("CPU:x [LOST 1 EVENTS]"), None);
+        let text = "\
+<idle>-0 [001] d..2. 10.000001: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=5 next_prio=120
+CPU:0 [LOST 7 EVENTS]
+CPU:0 [LOST 3 EVENTS]
+a-5 [001] d..2. 10.000002: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+        let mut pending = Vec::new();
+        let mut got = Vec::new();
+        parse_text(text, &mut pending, &mut |e, _| got.push(e));
+        assert_eq!(got.len(), 2, "no CPU 0 event yet: {got:?}");
+        assert_eq!(pending, vec![(0, 10)]);
+        parse_text(
+            "<idle>-0 [000] d.h1. 10.000050: irq_handler_exit: irq=11 ret=handled\n",
+            &mut pending,
+            &mut |e, _| got.push(e),
+        );
+        assert_eq!(got.len(), 4);
+        assert_eq!((got[2].cpu, got[2].ts_ns), (0, 10_000_050_000 - 1));
+        assert_eq!(got[2].kind, Kind::Lost(10));
+        assert!(pending.is_empty());
+    }
 
     #[test]
     fn real_lines_parse() {

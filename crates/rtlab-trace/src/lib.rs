@@ -17,7 +17,7 @@ pub mod event;
 pub mod explain;
 mod recorder;
 
-use event::{format_line, parse_line, Event, Kind, Task};
+use event::{format_line, parse_text, Event, Kind, Task};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::time::monotonic_now_ns;
 use std::collections::VecDeque;
@@ -373,6 +373,7 @@ impl Explainer {
                     pipe,
                     buf: vec![0u8; 4096],
                     partial: String::new(),
+                    lost: Vec::new(),
                 }
             }
         };
@@ -533,6 +534,8 @@ enum Source {
         pipe: std::fs::File,
         buf: Vec<u8>,
         partial: String,
+        /// Losses waiting for the next event of their CPU.
+        lost: Vec<(u16, u64)>,
     },
     /// The eBPF recorder's per-CPU rings.
     Bpf(Box<recorder::Recorder>),
@@ -546,7 +549,12 @@ impl Source {
         f: &mut dyn FnMut(Event, Option<String>),
     ) -> Result<usize, String> {
         match self {
-            Source::Text { pipe, buf, partial } => {
+            Source::Text {
+                pipe,
+                buf,
+                partial,
+                lost,
+            } => {
                 let got = match pipe.read(buf) {
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -556,11 +564,9 @@ impl Source {
                 if got > 0 {
                     partial.push_str(&String::from_utf8_lossy(&buf[..got]));
                     let complete = partial.rfind('\n').map_or(0, |i| i + 1);
-                    for line in partial[..complete].lines() {
-                        if let Some(e) = parse_line(line) {
-                            f(e, keep_raw.then(|| line.to_string()));
-                        }
-                    }
+                    parse_text(&partial[..complete], lost, &mut |e, line| {
+                        f(e, keep_raw.then(|| line.to_string()))
+                    });
                     partial.drain(..complete);
                 }
                 Ok(got)

@@ -397,6 +397,14 @@ impl Recorder {
     /// `wakings`, `sched_waking` is left out where the timer program names the task each
     /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
     pub fn start(cpus: &[usize], wakings: bool) -> Result<Recorder, TraceError> {
+        // The reader trusts a record once its sequence number is there: that needs the CPU
+        // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
+        // release store would be needed (BPF has one only since 6.15): use tracefs there.
+        if !cfg!(target_arch = "x86_64") {
+            return Err(TraceError(
+                "the eBPF recorder needs x86-64 store ordering on this build".into(),
+            ));
+        }
         if cpus.iter().any(|&c| c >= 64) {
             return Err(TraceError(
                 "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
