@@ -39,7 +39,7 @@ pub enum Wait {
 
 impl Wait {
     /// Waits in which the thread blocks on another task within the window.
-    fn blocks(self) -> bool {
+    pub fn blocks(self) -> bool {
         matches!(self, Wait::Lock | Wait::Reply)
     }
 }
@@ -59,6 +59,120 @@ pub struct Late {
     pub waker: Option<Task>,
     /// The CPU it ran on (the events of other CPUs in the window are its wakeups there).
     pub cpu: u16,
+    /// For a wait that blocks on another task: that task's CPU, where it was traced.
+    pub peer: Option<Peer>,
+}
+
+/// The CPU of the task a blocked thread waits for (the waker), to follow what kept that
+/// task from answering while the thread's own CPU idled.
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    /// Its CPU.
+    pub cpu: u16,
+    /// That CPU's events over the window, with the task's wakings on other CPUs, in time
+    /// order.
+    pub events: Vec<Event>,
+    /// The task current there before the first of them.
+    pub base: Option<Task>,
+}
+
+/// Splits `[a, b]`, while the late thread slept waiting for `waker`, by what the waker's own
+/// CPU did: the waker ran, was kept off its CPU by another task (or an
+/// interrupt), or was itself asleep.
+fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key, u64, u64)> {
+    let cpu = peer.cpu;
+    let mut current = peer.base.clone();
+    let mut stack: Vec<Who> = Vec::new();
+    // Runnable (woken or preempted) but not on the CPU.
+    let mut runnable = false;
+    let mut out: Vec<(Key, u64, u64)> = Vec::new();
+    let mut at = a;
+    let owner = |stack: &[Who], current: &Option<Task>, runnable: bool| -> Key {
+        if let Some(top) = stack.last() {
+            let (kind, name) = match top {
+                Who::Irq(n) => (0, n),
+                Who::Softirq(n) => (1, n),
+            };
+            return Key {
+                kind,
+                task: None,
+                detail: Some(format!("{name} on CPU {cpu}, the peer's")),
+            };
+        }
+        match current {
+            Some(t) if t.pid == waker.pid => Key {
+                kind: 9,
+                task: task_key(waker),
+                detail: Some(format!("{ran} on CPU {cpu}")),
+            },
+            Some(t) if runnable && !t.is_idle() => Key {
+                kind: 3,
+                task: task_key(t),
+                detail: Some(format!(
+                    "ran on CPU {cpu} while {} (pid {}), which the thread waited for, waited for that CPU",
+                    waker.comm, waker.pid
+                )),
+            },
+            Some(t) if runnable => Key {
+                kind: 4,
+                task: None,
+                detail: Some(format!("CPU {cpu} leaving idle to run {}", waker.comm)),
+            },
+            _ => Key {
+                kind: 9,
+                task: task_key(waker),
+                detail: Some(format!(
+                    "{} itself was asleep on CPU {cpu} (waiting for its own input)",
+                    waker.comm
+                )),
+            },
+        }
+    };
+    for e in &peer.events {
+        if e.ts_ns > at && e.ts_ns > a {
+            let to = e.ts_ns.min(b);
+            if to > at {
+                out.push((owner(&stack, &current, runnable), at, to));
+            }
+            at = to;
+        }
+        if e.ts_ns >= b {
+            break;
+        }
+        match &e.kind {
+            Kind::Waking { task, .. }
+            | Kind::HrtimerEntry {
+                task: Some(task), ..
+            } if task.pid == waker.pid => runnable = true,
+            // Other CPUs' events are the peer's wakings there.
+            _ if e.cpu != cpu => {}
+            Kind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if prev.pid == waker.pid {
+                    runnable = prev_state.starts_with('R');
+                }
+                current = Some(next.clone());
+            }
+            Kind::Lost(_) => {
+                current = None;
+                stack.clear();
+            }
+            Kind::IrqEntry { irq, name } => stack.push(Who::Irq(format!("IRQ {irq} {name}"))),
+            Kind::VectorEntry { name } => stack.push(Who::Irq(name.clone())),
+            Kind::SoftirqEntry { name } => stack.push(Who::Softirq(name.clone())),
+            Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    if b > at {
+        out.push((owner(&stack, &current, runnable), at, b));
+    }
+    out
 }
 
 /// Settings of the attribution.
@@ -374,6 +488,25 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 })
         };
     }
+    // Attributes `[from, to]`: while the thread is blocked on a task on another CPU (where that
+    // CPU was traced), by what that CPU did (what ran here meanwhile did not delay the answer),
+    // else by the owner here.
+    let peer = late.peer.as_ref().filter(|p| p.cpu != late.cpu);
+    macro_rules! slice {
+        ($from:expr, $to:expr, $waking_next:expr) => {
+            match (holder, peer) {
+                (Some(h), Some(p)) if blocked => {
+                    for (key, a, b) in peer_slices(p, h, $from, $to, holder_ran) {
+                        add(key, a, b);
+                    }
+                }
+                _ => {
+                    let key = owner!($to - $from, $waking_next);
+                    add(key, $from, $to);
+                }
+            }
+        };
+    }
     for e in events {
         if let Some(prev) = last {
             if let (Kind::Lost(n), true) = (&e.kind, e.cpu == late.cpu) {
@@ -391,8 +524,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 );
             } else if e.ts_ns > prev {
                 let waking_here = e.cpu == late.cpu && matches!(e.kind, Kind::Waking { .. });
-                let key = owner!(e.ts_ns - prev, waking_here);
-                add(key, prev, e.ts_ns);
+                slice!(prev, e.ts_ns, waking_here);
             }
         } else if e.ts_ns > t0 {
             // Nothing known between the deadline and the first event.
@@ -497,8 +629,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         }
     }
     if let Some(prev) = last.filter(|&p| p < t1) {
-        let key = owner!(t1 - prev, false);
-        add(key, prev, t1);
+        slice!(prev, t1, false);
     }
     if !seen_any {
         add(
@@ -819,6 +950,81 @@ mod tests {
     }
 
     #[test]
+    fn a_round_trip_follows_the_peer_to_its_cpu() {
+        // CPU 0: the thread (pid 7) sends at 20.000000 and sleeps until the reply. CPU 1: the
+        // peer (pid 5, asleep) is woken by the send at 20.000006 but a FIFO 99 hog (pid 6)
+        // holds CPU 1 until 20.001000; the peer answers in 8 us.
+        let ev = events(&[
+            "t-7 [000] d..2. 20.000005: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+            "peer-5 [001] d..2. 20.001008: sched_waking: comm=t pid=7 prio=9 target_cpu=000",
+            "<idle>-0 [000] d..2. 20.001020: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+        ]);
+        let peer_cpu = events(&[
+            "peer-5 [001] d..2. 19.999000: sched_switch: prev_comm=peer prev_pid=5 prev_prio=11 prev_state=S ==> next_comm=hog next_pid=6 next_prio=0",
+            "t-7 [000] d..2. 20.000006: sched_waking: comm=peer pid=5 prio=11 target_cpu=001",
+            "hog-6 [001] d..2. 20.001000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=peer next_pid=5 next_prio=11",
+            "peer-5 [001] d..2. 20.001008: sched_waking: comm=t pid=7 prio=9 target_cpu=000",
+            "peer-5 [001] d..2. 20.001010: sched_switch: prev_comm=peer prev_pid=5 prev_prio=11 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120",
+        ]);
+        let peer_task = Task {
+            comm: "peer".into(),
+            pid: 5,
+            prio: 11,
+        };
+        let me = Task {
+            comm: "t".into(),
+            pid: 7,
+            prio: 9,
+        };
+        let mut late = Late {
+            tid: 7,
+            deadline_ns: 20_000_000_000,
+            woke_ns: 20_001_025_000,
+            wait: Wait::Reply,
+            waker: Some(peer_task),
+            cpu: 0,
+            peer: Some(Peer {
+                cpu: 1,
+                events: peer_cpu,
+                base: None,
+            }),
+        };
+        let causes = attribute(&ev, Some(&me), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::Preemption, "{causes:?}");
+        assert_eq!(causes[0].task.as_deref(), Some("hog"));
+        assert_eq!(causes[0].duration_ns, 994_000);
+        let answered = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Blocking && c.detail.as_deref().unwrap().contains("ran"))
+            .unwrap();
+        assert_eq!(
+            (answered.task.as_deref(), answered.duration_ns),
+            (Some("peer"), 8_000)
+        );
+        let asleep = causes
+            .iter()
+            .find(|c| c.detail.as_deref().unwrap_or("").contains("asleep"))
+            .unwrap();
+        assert_eq!(asleep.duration_ns, 1_000);
+        assert_eq!(causes.iter().map(|c| c.duration_ns).sum::<u64>(), 1_025_000);
+        let line = describe("rtt", 1_025_000, 0, &causes);
+        assert!(
+            line.contains("994 us preempted by hog (pid 6, RT 99)"),
+            "{line}"
+        );
+
+        // Without the peer's CPU, the same wait is the reply, not followed.
+        late.peer = None;
+        let causes = attribute(&ev, Some(&me), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::Blocking);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .starts_with("waiting for the peer's reply"));
+    }
+
+    #[test]
     fn an_idle_cpu_woken_late_is_a_hypervisor_gap_on_a_vm() {
         let ev = events(&[
             "<idle>-0 [000] d..1. 5.000000: cpu_idle: state=1 cpu_id=0",
@@ -899,6 +1105,7 @@ mod tests {
             wait: Wait::Lock,
             waker: Some(owner.clone()),
             cpu: 0,
+            peer: None,
         };
         let rules = rules(true);
         let causes = attribute(&ev, Some(&owner), &late, &rules);

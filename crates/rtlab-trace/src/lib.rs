@@ -706,6 +706,19 @@ fn find_task(histories: &[History], pid: i64) -> Task {
     Task { comm, pid, prio }
 }
 
+/// A CPU's events from `from` on, and the task current before the first of them (the base,
+/// updated by the switches before it).
+fn window_of(h: &History, from: u64) -> (Option<Task>, Vec<Event>) {
+    let start = h.events.partition_point(|e| e.ts_ns < from);
+    let mut base = h.base.clone();
+    for e in h.events.range(..start) {
+        if let Kind::Switch { next, .. } = &e.kind {
+            base = Some(next.clone());
+        }
+    }
+    (base, h.events.range(start..).cloned().collect())
+}
+
 fn explain_one(
     r: &Request,
     histories: &[History],
@@ -716,8 +729,8 @@ fn explain_one(
     let history = histories.get(r.cpu as usize);
     let from = r.deadline_ns.saturating_sub(LEAD_NS);
     let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
-    // Who woke the thread last within the window (for a lock wait: the holder).
-    let waker_pid = history
+    // Who woke the thread last within the window (for a lock wait: the holder), and where.
+    let waker = history
         .into_iter()
         .flat_map(|h| {
             let start = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
@@ -726,15 +739,25 @@ fn explain_one(
         .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
         .filter(|e| e.kind.woken().is_some_and(|t| t.pid == r.tid))
         .max_by_key(|e| e.ts_ns)
-        .map(|e| e.current_pid)
-        .filter(|&p| p > 0 && p != r.tid);
+        .map(|e| (e.current_pid, e.cpu))
+        .filter(|&(p, _)| p > 0 && p != r.tid);
+    // A thread blocked on another (a lock holder, a peer) waits for what that one's CPU did.
+    let peer = waker
+        .filter(|&(_, cpu)| r.wait.blocks() && cpu != r.cpu)
+        .and_then(|(pid, cpu)| {
+            let (base, mut events) = window_of(histories.get(cpu as usize)?, from);
+            events.extend(wakings_elsewhere(histories, cpu, pid, from, r.woke_ns));
+            events.sort_by_key(|e| e.ts_ns);
+            Some(explain::Peer { cpu, events, base })
+        });
     let late = explain::Late {
         tid: r.tid,
         deadline_ns: r.deadline_ns,
         woke_ns: r.woke_ns,
         wait: r.wait,
-        waker: waker_pid.map(|p| find_task(histories, p)),
+        waker: waker.map(|(p, _)| find_task(histories, p)),
         cpu: r.cpu,
+        peer,
     };
     let latency = r.woke_ns.saturating_sub(r.deadline_ns);
     let series = options
@@ -745,14 +768,7 @@ fn explain_one(
     let causes = match history {
         Some(h) => {
             let start = h.events.partition_point(|e| e.ts_ns < from);
-            // The task current at `start`: the base, updated by the switches before it.
-            let mut base = h.base.clone();
-            for e in h.events.range(..start) {
-                if let Kind::Switch { next, .. } = &e.kind {
-                    base = Some(next.clone());
-                }
-            }
-            let mut window: Vec<Event> = h.events.range(start..).cloned().collect();
+            let (base, mut window) = window_of(h, from);
             if !elsewhere.is_empty() {
                 window.extend(elsewhere.iter().cloned());
                 window.sort_by_key(|e| e.ts_ns);

@@ -374,16 +374,19 @@ fn ipc_compares_every_mechanism_and_names_the_ratios() {
     );
 }
 
-#[test]
-fn ipc_explain_names_a_hog_on_the_measured_cpu() {
-    let _serial = realtime_serial();
+/// `rtlab ipc --explain` of posix-mq, parent on CPU 0 and child on CPU 1, with a FIFO 99 hog
+/// on `hog_cpu` (None: skipped).
+fn ipc_explained_with_a_hog_on(hog_cpu: u32) -> Option<(serde_json::Value, String)> {
     if !is_root() {
-        return skip("ipc --explain", "needs SCHED_FIFO and bpf/tracefs (root)");
+        skip("ipc --explain", "needs SCHED_FIFO and bpf/tracefs (root)");
+        return None;
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return skip("ipc --explain", "needs two CPUs");
+        skip("ipc --explain", "needs two CPUs");
+        return None;
     }
-    let (doc, stdout) = rtlab_json(&[
+    let hog = format!("hog:99:3ms/200ms:{hog_cpu}");
+    Some(rtlab_json(&[
         "ipc",
         "--mechanism",
         "posix-mq",
@@ -395,9 +398,17 @@ fn ipc_explain_names_a_hog_on_the_measured_cpu() {
         "--threshold",
         "1ms",
         "--load",
-        "hog:99:3ms/200ms:0",
+        &hog,
         "--no-dma-latency",
-    ]);
+    ]))
+}
+
+#[test]
+fn ipc_explain_names_a_hog_on_the_measured_cpu() {
+    let _serial = realtime_serial();
+    let Some((doc, stdout)) = ipc_explained_with_a_hog_on(0) else {
+        return;
+    };
     for w in doc["warnings"].as_array().unwrap() {
         assert!(!w.as_str().unwrap().contains("lost"), "{w}");
     }
@@ -448,4 +459,25 @@ fn ipc_sizes_over_a_kernel_limit_are_skipped_with_the_sysctl_to_raise() {
         stderr.contains("sysctl -w fs.mqueue.msgsize_max="),
         "{stderr}"
     );
+}
+
+#[test]
+fn ipc_explain_follows_a_round_trip_to_the_peers_cpu() {
+    let _serial = realtime_serial();
+    // The hog runs on CPU 1, the peer's: the parent on CPU 0 sleeps through each late round
+    // trip, and only the peer's CPU says why.
+    let Some((doc, stdout)) = ipc_explained_with_a_hog_on(1) else {
+        return;
+    };
+    let big = hog_named_in(&doc, 2_000_000, 3);
+    let rtt: Vec<_> = big
+        .iter()
+        .filter(|o| o["series"] == "posix-mq/rtt")
+        .collect();
+    assert!(!rtt.is_empty(), "round trips explained: {big:?}");
+    for o in &rtt {
+        let detail = o["causes"][0]["detail"].as_str().unwrap();
+        assert!(detail.contains("on CPU 1"), "{o}");
+    }
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
 }
