@@ -79,15 +79,25 @@ pub struct Peer {
 /// Splits `[a, b]`, while the late thread slept waiting for `waker`, by what the waker's own
 /// CPU did: the waker ran, was kept off its CPU by another task (or an
 /// interrupt), or was itself asleep.
-fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key, u64, u64)> {
+fn peer_slices(
+    peer: &Peer,
+    waker: &Task,
+    (a, b): (u64, u64),
+    ran: &str,
+    gap_ns: u64,
+) -> Vec<(Key, u64, u64)> {
     let cpu = peer.cpu;
     let mut current = peer.base.clone();
     let mut stack: Vec<Who> = Vec::new();
     // Runnable (woken or preempted) but not on the CPU.
-    let mut runnable = false;
+    // None: not known (no event of it yet, or events were lost since).
+    let mut runnable: Option<bool> = None;
+    // Woken since it last got the CPU: the waker traces the wakeup before it waits for the
+    // task to get off its CPU, so a switch-out asleep after it is not a sleep.
+    let mut woken_since_in = false;
     let mut out: Vec<(Key, u64, u64)> = Vec::new();
     let mut at = a;
-    let owner = |stack: &[Who], current: &Option<Task>, runnable: bool| -> Key {
+    let owner = |stack: &[Who], current: &Option<Task>, runnable: Option<bool>, len: u64| -> Key {
         if let Some(top) = stack.last() {
             let (kind, name) = match top {
                 Who::Irq(n) => (0, n),
@@ -96,7 +106,10 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
             return Key {
                 kind,
                 task: None,
-                detail: Some(format!("{name} on CPU {cpu}, the peer's")),
+                detail: Some(format!(
+                    "{name} on CPU {cpu}, the peer's{}",
+                    silent_inside(len, gap_ns)
+                )),
             };
         }
         match current {
@@ -105,7 +118,7 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
                 task: task_key(waker),
                 detail: Some(format!("{ran} on CPU {cpu}")),
             },
-            Some(t) if runnable && !t.is_idle() => Key {
+            Some(t) if runnable == Some(true) && !t.is_idle() => Key {
                 kind: 3,
                 task: task_key(t),
                 detail: Some(format!(
@@ -113,16 +126,24 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
                     waker.comm, waker.pid
                 )),
             },
-            Some(t) if runnable => Key {
+            Some(_) if runnable == Some(true) => Key {
                 kind: 4,
                 task: None,
                 detail: Some(format!("CPU {cpu} leaving idle to run {}", waker.comm)),
             },
-            _ => Key {
+            Some(_) if runnable == Some(false) => Key {
                 kind: 9,
                 task: task_key(waker),
                 detail: Some(format!(
                     "{} itself was asleep on CPU {cpu} (waiting for its own input)",
+                    waker.comm
+                )),
+            },
+            _ => Key {
+                kind: 8,
+                task: None,
+                detail: Some(format!(
+                    "what kept {} from answering on CPU {cpu} is not known (trace events lost, or none of it in the window)",
                     waker.comm
                 )),
             },
@@ -132,7 +153,7 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
         if e.ts_ns > at && e.ts_ns > a {
             let to = e.ts_ns.min(b);
             if to > at {
-                out.push((owner(&stack, &current, runnable), at, to));
+                out.push((owner(&stack, &current, runnable, to - at), at, to));
             }
             at = to;
         }
@@ -143,7 +164,12 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
             Kind::Waking { task, .. }
             | Kind::HrtimerEntry {
                 task: Some(task), ..
-            } if task.pid == waker.pid => runnable = true,
+            } if task.pid == waker.pid => {
+                runnable = Some(true);
+                woken_since_in = true;
+            }
+            // A loss anywhere may have taken the peer's wakeup with it.
+            Kind::Lost(_) if e.cpu != cpu => runnable = None,
             // Other CPUs' events are the peer's wakings there.
             _ if e.cpu != cpu => {}
             Kind::Switch {
@@ -152,13 +178,17 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
                 next,
             } => {
                 if prev.pid == waker.pid {
-                    runnable = prev_state.starts_with('R');
+                    runnable = Some(prev_state.starts_with('R') || woken_since_in);
+                }
+                if next.pid == waker.pid {
+                    woken_since_in = false;
                 }
                 current = Some(next.clone());
             }
             Kind::Lost(_) => {
                 current = None;
                 stack.clear();
+                runnable = None;
             }
             Kind::IrqEntry { irq, name } => stack.push(Who::Irq(format!("IRQ {irq} {name}"))),
             Kind::VectorEntry { name } => stack.push(Who::Irq(name.clone())),
@@ -170,9 +200,22 @@ fn peer_slices(peer: &Peer, waker: &Task, a: u64, b: u64, ran: &str) -> Vec<(Key
         }
     }
     if b > at {
-        out.push((owner(&stack, &current, runnable), at, b));
+        out.push((owner(&stack, &current, runnable, b - at), at, b));
     }
     out
+}
+
+/// A note for an interrupt slice with no event for longer than `gap_ns`: interrupts were off
+/// inside it, so its length is the handler's or the host's, which the trace cannot tell apart.
+fn silent_inside(len: u64, gap_ns: u64) -> String {
+    if len > gap_ns {
+        format!(
+            " (no event for {} inside it: the handler ran that long with interrupts off, or the vCPU was not running)",
+            rtlab_stats::Nanos(len)
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// Settings of the attribution.
@@ -283,6 +326,9 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
     let mut woken_prio: Option<i64> = None;
     // Lock waits: the thread ran and blocked (asleep until the holder wakes it).
     let mut blocked = false;
+    // Woken since it last got the CPU (see `peer_slices`): a switch-out asleep after the
+    // wakeup was traced is not a sleep.
+    let mut woken_since_in = false;
     let holder = late.waker.as_ref().filter(|_| late.wait.blocks());
     let (held_by, holder_ran, waiting) = if late.wait == Wait::Reply {
         (
@@ -309,14 +355,14 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                        len: u64|
      -> Key {
         if let Some(top) = stack.last() {
-            let (kind, detail) = match top {
-                Who::Irq(n) => (0, n.clone()),
-                Who::Softirq(n) => (1, n.clone()),
+            let (kind, name) = match top {
+                Who::Irq(n) => (0, n),
+                Who::Softirq(n) => (1, n),
             };
             return Key {
                 kind,
                 task: None,
-                detail: Some(detail),
+                detail: Some(format!("{name}{}", silent_inside(len, rules.gap_ns))),
             };
         }
         if blocked {
@@ -496,7 +542,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         ($from:expr, $to:expr, $waking_next:expr) => {
             match (holder, peer) {
                 (Some(h), Some(p)) if blocked => {
-                    for (key, a, b) in peer_slices(p, h, $from, $to, holder_ran) {
+                    for (key, a, b) in peer_slices(p, h, ($from, $to), holder_ran, rules.gap_ns) {
                         add(key, a, b);
                     }
                 }
@@ -558,18 +604,19 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 next,
             } => {
                 ipi_pending = None;
-                if prev.pid == late.tid && !prev_state.starts_with('R') {
+                let sleeps =
+                    prev.pid == late.tid && !prev_state.starts_with('R') && !woken_since_in;
+                if sleeps {
                     // It went to sleep: a wakeup before this one (an earlier period's, in the
                     // history before the deadline) is spent.
                     woken = false;
                 }
-                if prev.pid == late.tid
-                    && late.wait.blocks()
-                    && e.ts_ns >= t0
-                    && !prev_state.starts_with('R')
-                {
+                if sleeps && late.wait.blocks() && e.ts_ns >= t0 {
                     blocked = true;
                     woken_prio.get_or_insert(prev.prio);
+                }
+                if next.pid == late.tid {
+                    woken_since_in = false;
                 }
                 current = Some(next.clone());
             }
@@ -583,6 +630,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 task: Some(task), ..
             } if task.pid == late.tid => {
                 woken = true;
+                woken_since_in = true;
                 blocked = false;
                 woken_prio = Some(task.prio);
                 ipi_pending = (e.cpu != late.cpu).then_some(e.cpu);
@@ -747,6 +795,23 @@ mod tests {
         Rules {
             gap_ns: 8_000_000,
             virtualized,
+        }
+    }
+
+    /// CPU 0 idle; a timer interrupt at 5.000400 wakes the thread (pid 7), which runs at
+    /// 5.000410.
+    const TIMER_WAKES_T_ON_IDLE_CPU0: [&str; 4] = [
+            "<idle>-0 [000] d.h1. 5.000400: local_timer_entry: vector=236",
+            "<idle>-0 [000] d.h3. 5.000401: sched_waking: comm=t pid=7 prio=4 target_cpu=000",
+            "<idle>-0 [000] d.h1. 5.000405: local_timer_exit: vector=236",
+            "<idle>-0 [000] d..2. 5.000410: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=4",
+    ];
+
+    fn swapper0() -> Task {
+        Task {
+            comm: "swapper/0".into(),
+            pid: 0,
+            prio: 120,
         }
     }
 
@@ -1013,6 +1078,47 @@ mod tests {
             "{line}"
         );
 
+        // A loss on CPU 0 after the peer's wakeup: from there its state is not known.
+        let mut lossy = late.clone();
+        let peer = lossy.peer.as_mut().unwrap();
+        peer.events.insert(
+            2,
+            Event {
+                cpu: 0,
+                ts_ns: 20_000_500_000,
+                current_pid: -1,
+                kind: Kind::Lost(3),
+            },
+        );
+        let causes = attribute(&ev, Some(&me), &lossy, &rules(true));
+        let unknown = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Unexplained)
+            .unwrap();
+        assert_eq!(unknown.duration_ns, 500_000);
+        assert!(unknown.detail.as_deref().unwrap().contains("not known"));
+
+        // The send wakes the peer (traced at 20.000006 on CPU 0) while the peer is still
+        // getting off CPU 1, which is traced after it (20.000008, asleep): it was runnable
+        // from then on, so the hog kept it waiting, it did not sleep.
+        let mut racing = late.clone();
+        let peer = racing.peer.as_mut().unwrap();
+        peer.events.remove(0);
+        peer.base = racing.waker.clone();
+        peer.events.insert(
+            1,
+            events(&["peer-5 [001] d..2. 20.000008: sched_switch: prev_comm=peer prev_pid=5 prev_prio=11 prev_state=S ==> next_comm=hog next_pid=6 next_prio=0"]).remove(0),
+        );
+        let causes = attribute(&ev, Some(&me), &racing, &rules(true));
+        assert_eq!(causes[0].task.as_deref(), Some("hog"), "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 992_000);
+        assert!(
+            !causes
+                .iter()
+                .any(|c| c.detail.as_deref().unwrap_or("").contains("asleep")),
+            "{causes:?}"
+        );
+
         // Without the peer's CPU, the same wait is the reply, not followed.
         late.peer = None;
         let causes = attribute(&ev, Some(&me), &late, &rules(true));
@@ -1025,19 +1131,47 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_cpu_woken_late_is_a_hypervisor_gap_on_a_vm() {
-        let ev = events(&[
-            "<idle>-0 [000] d..1. 5.000000: cpu_idle: state=1 cpu_id=0",
-            "<idle>-0 [000] d.h1. 5.000400: local_timer_entry: vector=236",
-            "<idle>-0 [000] d.h3. 5.000401: sched_waking: comm=t pid=7 prio=4 target_cpu=000",
-            "<idle>-0 [000] d.h1. 5.000405: local_timer_exit: vector=236",
-            "<idle>-0 [000] d..2. 5.000410: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=4",
-        ]);
-        let base = Task {
-            comm: "swapper/0".into(),
-            pid: 0,
-            prio: 120,
+    fn a_silent_interrupt_past_the_gap_says_it_was_silent() {
+        // A call_function_single interrupt from 5.000100 to 5.012100 with no event inside:
+        // still the interrupt, but said to be silent (its handler or the host).
+        let mut lines = vec![
+            "<idle>-0 [000] d.h1. 4.988300: call_function_single_entry: vector=251",
+            "<idle>-0 [000] d.h1. 5.000300: call_function_single_exit: vector=251",
+        ];
+        lines.extend(TIMER_WAKES_T_ON_IDLE_CPU0);
+        let ev = events(&lines);
+        let base = swapper0();
+        let late = Late {
+            tid: 7,
+            deadline_ns: 4_988_200_000,
+            woke_ns: 5_000_412_000,
+            ..Late::default()
         };
+        let causes = attribute(&ev, Some(&base), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::Irq, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 12_000_000);
+        let detail = causes[0].detail.as_deref().unwrap();
+        assert!(
+            detail.starts_with("call_function_single (no event for 12"),
+            "{detail}"
+        );
+        // Under the gap, the interrupt is named alone.
+        let causes = attribute(&ev, Some(&base), &late, &rules(false));
+        assert_eq!(causes[0].kind, CauseKind::Irq);
+        let short = Rules {
+            gap_ns: 20_000_000,
+            virtualized: true,
+        };
+        let causes = attribute(&ev, Some(&base), &late, &short);
+        assert_eq!(causes[0].detail.as_deref(), Some("call_function_single"));
+    }
+
+    #[test]
+    fn an_idle_cpu_woken_late_is_a_hypervisor_gap_on_a_vm() {
+        let mut lines = vec!["<idle>-0 [000] d..1. 5.000000: cpu_idle: state=1 cpu_id=0"];
+        lines.extend(TIMER_WAKES_T_ON_IDLE_CPU0);
+        let ev = events(&lines);
+        let base = swapper0();
         let late = Late {
             tid: 7,
             deadline_ns: 5_000_050_000,

@@ -747,6 +747,18 @@ fn explain_one(
         .and_then(|(pid, cpu)| {
             let (base, mut events) = window_of(histories.get(cpu as usize)?, from);
             events.extend(wakings_elsewhere(histories, cpu, pid, from, r.woke_ns));
+            // Losses elsewhere may have taken the peer's wakeup with them.
+            events.extend(
+                histories
+                    .iter()
+                    .enumerate()
+                    .filter(|(c, _)| *c != cpu as usize)
+                    .flat_map(|(_, h)| h.events.iter())
+                    .filter(|e| {
+                        matches!(e.kind, Kind::Lost(_)) && e.ts_ns >= from && e.ts_ns <= r.woke_ns
+                    })
+                    .cloned(),
+            );
             events.sort_by_key(|e| e.ts_ns);
             Some(explain::Peer { cpu, events, base })
         });

@@ -469,7 +469,24 @@ fn ipc_explain_follows_a_round_trip_to_the_peers_cpu() {
     let Some((doc, stdout)) = ipc_explained_with_a_hog_on(1) else {
         return;
     };
-    let big = hog_named_in(&doc, 2_000_000, 3);
+    // Every CPU is measured here, so the trace reader competes with the ends (the run warns
+    // so) and is named where it delayed one; and the ends saturate both CPUs, so events may be
+    // lost, and a round trip whose peer's wakeup was lost says its cause is not known. The
+    // rest must name the hog.
+    let mut rest = doc.clone();
+    rest["outliers"] = doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o["causes"][0]["task"] != "rtlab-explain"
+                && !o["causes"][0]["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("not known") || d.contains("lost"))
+        })
+        .cloned()
+        .collect();
+    let big = hog_named_in(&rest, 2_000_000, 3);
     let rtt: Vec<_> = big
         .iter()
         .filter(|o| o["series"] == "posix-mq/rtt")
