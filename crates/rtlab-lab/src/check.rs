@@ -274,20 +274,11 @@ fn governor() -> Check {
 }
 
 fn cstates() -> Check {
-    let dir = Path::new("/sys/devices/system/cpu/cpu0/cpuidle");
-    let mut deep = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = read(e.path().join("name")).unwrap_or_default();
-            let latency: u64 = read(e.path().join("latency"))
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(0);
-            let disabled = read(e.path().join("disable")).as_deref() == Some("1");
-            if latency > 10 && !disabled {
-                deep.push(format!("{name} ({latency} us)"));
-            }
-        }
-    }
+    let deep: Vec<String> = rtlab_sys::sysinfo::idle_states()
+        .into_iter()
+        .filter(|s| s.latency_us > 10 && !s.disabled)
+        .map(|s| format!("{} ({} us)", s.name, s.latency_us))
+        .collect();
     let driver =
         read("/sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_else(|| "none".into());
     check(

@@ -40,6 +40,45 @@ pub fn system_facts() -> SystemFacts {
     }
 }
 
+/// One of CPU 0's idle states (`/sys/devices/system/cpu/cpu0/cpuidle/stateN`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleState {
+    pub name: String,
+    /// Exit latency, microseconds.
+    pub latency_us: u64,
+    pub disabled: bool,
+}
+
+/// CPU 0's idle states, in the driver's order; empty without a cpuidle driver (plain `hlt`).
+pub fn idle_states() -> Vec<IdleState> {
+    let mut states: Vec<(usize, IdleState)> =
+        std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let index = e
+                    .file_name()
+                    .to_str()?
+                    .strip_prefix("state")?
+                    .parse()
+                    .ok()?;
+                let p = e.path();
+                let get = |f: &str| read_trimmed(p.join(f).to_str()?);
+                Some((
+                    index,
+                    IdleState {
+                        name: get("name").unwrap_or_default(),
+                        latency_us: get("latency").and_then(|l| l.parse().ok()).unwrap_or(0),
+                        disabled: get("disable").as_deref() == Some("1"),
+                    },
+                ))
+            })
+            .collect();
+    states.sort_by_key(|s| s.0);
+    states.into_iter().map(|s| s.1).collect()
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

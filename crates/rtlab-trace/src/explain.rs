@@ -84,8 +84,9 @@ fn peer_slices(
     waker: &Task,
     (a, b): (u64, u64),
     ran: &str,
-    gap_ns: u64,
+    rules: &Rules,
 ) -> Vec<(Key, u64, u64)> {
+    let gap_ns = rules.gap_ns;
     let cpu = peer.cpu;
     let mut current = peer.base.clone();
     let mut stack: Vec<Who> = Vec::new();
@@ -124,6 +125,15 @@ fn peer_slices(
                 detail: Some(format!(
                     "ran on CPU {cpu} while {} (pid {}), which the thread waited for, waited for that CPU",
                     waker.comm, waker.pid
+                )),
+            },
+            Some(_) if runnable == Some(true) && rules.idle_gap_ns.is_some_and(|g| len > g) => Key {
+                kind: 5,
+                task: None,
+                detail: Some(format!(
+                    "CPU {cpu} silent for {} leaving idle to run {}: the host did not run that vCPU",
+                    rtlab_stats::Nanos(len),
+                    waker.comm
                 )),
             },
             Some(_) if runnable == Some(true) => Key {
@@ -205,6 +215,84 @@ fn peer_slices(
     out
 }
 
+/// The periodic scheduler tick: at `phase_ns + k * period_ns` on every CPU not idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    pub period_ns: u64,
+    pub phase_ns: u64,
+}
+
+/// How late a tick may come before it counts as missed (its own entry path and jitter).
+const TICK_SLACK_NS: u64 = 100_000;
+
+/// Whether a timer expiry is the scheduler tick's.
+pub fn is_tick(function: &str) -> bool {
+    function.starts_with("tick_")
+}
+
+/// The tick's grid from the expiry times of the tick on each CPU (`per_cpu`, each in time
+/// order): the period is the step most successive ticks of a CPU take (one of the kernel's HZ
+/// choices), the phase the median of their times modulo it. None when too few ticks agree.
+pub fn tick_grid(per_cpu: &[Vec<u64>]) -> Option<Tick> {
+    const PERIODS: [u64; 4] = [1_000_000, 3_333_333, 4_000_000, 10_000_000];
+    let mut votes = [0usize; 4];
+    for ticks in per_cpu {
+        for w in ticks.windows(2) {
+            let d = w[1].saturating_sub(w[0]);
+            if let Some(i) = PERIODS.iter().position(|&p| d.abs_diff(p) < p / 50) {
+                votes[i] += 1;
+            }
+        }
+    }
+    let (i, &n) = votes.iter().enumerate().max_by_key(|&(_, n)| *n)?;
+    if n < 3 {
+        return None;
+    }
+    let period_ns = PERIODS[i];
+    // Offsets from the first tick's residue, wrapped to (-period/2, period/2].
+    let all: Vec<u64> = per_cpu.iter().flatten().copied().collect();
+    let r0 = all.first()? % period_ns;
+    let mut offsets: Vec<i64> = all
+        .iter()
+        .map(|t| {
+            let d = (t % period_ns + period_ns - r0) % period_ns;
+            if d > period_ns / 2 {
+                d as i64 - period_ns as i64
+            } else {
+                d as i64
+            }
+        })
+        .collect();
+    offsets.sort_unstable();
+    let median = offsets[offsets.len() / 2];
+    let phase_ns = (r0 as i64 + median).rem_euclid(period_ns as i64) as u64;
+    Some(Tick {
+        period_ns,
+        phase_ns,
+    })
+}
+
+impl Tick {
+    /// The first point of the grid after `t`.
+    fn next_after(&self, t: u64) -> u64 {
+        let k = t.saturating_sub(self.phase_ns) / self.period_ns + 1;
+        self.phase_ns + k * self.period_ns
+    }
+}
+
+/// What the attribution knows beforehand of a stretch of the late thread's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// Events were lost (this many).
+    Lost(u64),
+    /// A busy CPU took no tick from the one due at `due` until its next event at `until`:
+    /// it took no interrupt.
+    NoTick { due: u64, until: u64 },
+}
+
+/// A slice of the thread itself silent for longer than this is worth a note.
+const SILENT_SELF_NS: u64 = 1_000_000;
+
 /// A note for an interrupt slice with no event for longer than `gap_ns`: interrupts were off
 /// inside it, so its length is the handler's or the host's, which the trace cannot tell apart.
 fn silent_inside(len: u64, gap_ns: u64) -> String {
@@ -225,6 +313,12 @@ pub struct Rules {
     pub gap_ns: u64,
     /// This machine is a VM: a late timer on an idle CPU is the host's delay.
     pub virtualized: bool,
+    /// On a VM: the longest way out of idle the guest takes by itself (its idle states' exit
+    /// latencies, with margin); a longer one is the host not running the vCPU.
+    pub idle_gap_ns: Option<u64>,
+    /// The scheduler tick's grid, where the trace shows it: a busy CPU takes a tick at every
+    /// point of it, so a silence across one is time the CPU did not take interrupts.
+    pub tick: Option<Tick>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -302,6 +396,78 @@ fn timer_tail(
                 .into(),
         ),
     })
+}
+
+/// What is known beforehand of stretches of `cpu`: lost to the tracer, from its last event
+/// before each loss mark (the start of time when there is none) to the mark; and, where the
+/// tick's grid is known, each silence of a busy CPU (outside interrupts) across a tick it did
+/// not take, from that tick's point to the CPU's next event. In time order, disjoint.
+fn known_spans(
+    events: &[Event],
+    cpu: u16,
+    base: Option<&Task>,
+    tick: Option<Tick>,
+) -> Vec<(u64, u64, Span)> {
+    let mut spans = Vec::new();
+    let mut last: Option<u64> = None;
+    // Whether a task other than idle is current (None: not known), and open interrupts.
+    let mut busy = base.map(|t| !t.is_idle());
+    let mut depth = 0u32;
+    for e in events.iter().filter(|e| e.cpu == cpu) {
+        if let Kind::Lost(n) = e.kind {
+            spans.push((last.unwrap_or(0), e.ts_ns, Span::Lost(n)));
+        } else if let (Some(l), Some(t), Some(true), 0) = (last, tick, busy, depth) {
+            // Past the slack: an event at a point of the grid may be that point's tick,
+            // a hair early or late.
+            let due = t.next_after(l + TICK_SLACK_NS);
+            if e.ts_ns > due + TICK_SLACK_NS {
+                spans.push((
+                    due,
+                    e.ts_ns,
+                    Span::NoTick {
+                        due,
+                        until: e.ts_ns,
+                    },
+                ));
+            }
+        }
+        match &e.kind {
+            Kind::Switch { next, .. } => busy = Some(!next.is_idle()),
+            Kind::Lost(_) => {
+                busy = None;
+                depth = 0;
+            }
+            Kind::IrqEntry { .. } | Kind::VectorEntry { .. } | Kind::SoftirqEntry { .. } => {
+                depth += 1
+            }
+            Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        last = Some(e.ts_ns);
+    }
+    spans
+}
+
+/// `[a, b]` cut at the `spans` (sorted, disjoint): each piece with what is known of it, if it
+/// lies in one.
+fn split_by(spans: &[(u64, u64, Span)], a: u64, b: u64) -> Vec<(u64, u64, Option<Span>)> {
+    let mut out = Vec::new();
+    let mut at = a;
+    for &(from, to, n) in spans {
+        if to <= at || from >= b {
+            continue;
+        }
+        if from > at {
+            out.push((at, from, None));
+        }
+        let end = to.min(b);
+        out.push((from.max(at), end, Some(n)));
+        at = end;
+    }
+    if at < b {
+        out.push((at, b, None));
+    }
+    out
 }
 
 /// Attributes `late` using the events of its CPU (`events`, in time order, starting before
@@ -431,19 +597,30 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             };
         }
         match current {
-            Some(t) if t.pid == late.tid => Key {
+            Some(t) if t.pid == late.tid && len <= rules.gap_ns => Key {
                 kind: 6,
                 task: None,
-                detail: Some(
+                detail: Some(format!(
+                    "{}{}",
                     match late.wait {
                         Wait::Lock => {
                             "the thread itself ran: its wakeup and the lock or futex call"
                         }
                         Wait::Reply => "the thread itself ran: its send and receive calls",
                         Wait::Timer | Wait::Notify => "from the wakeup to user space",
+                    },
+                    // These take microseconds; a silence of milliseconds inside them is
+                    // user-space work or interrupts off, or a pause of the vCPU, which the
+                    // trace cannot tell apart below the gap (no tick was due yet).
+                    if len > SILENT_SELF_NS {
+                        format!(
+                            " (no event for {} inside it: it ran that long in user space or with interrupts off, or the vCPU was not running)",
+                            rtlab_stats::Nanos(len)
+                        )
+                    } else {
+                        String::new()
                     }
-                    .into(),
-                ),
+                )),
             },
             Some(t) if t.is_idle() && !woken => Key {
                 kind: if rules.virtualized { 5 } else { 4 },
@@ -466,14 +643,20 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the
             // gap is the host's for sure; shorter, on a VM the guest's idle exit includes work
             // the host does for it, which the trace cannot separate.
-            Some(t) if t.is_idle() && rules.virtualized && len > rules.gap_ns => Key {
-                kind: 5,
-                task: None,
-                detail: Some(format!(
+            Some(t)
+                if t.is_idle()
+                    && rules.virtualized
+                    && len > rules.idle_gap_ns.unwrap_or(rules.gap_ns) =>
+            {
+                Key {
+                    kind: 5,
+                    task: None,
+                    detail: Some(format!(
                     "no event for {} while leaving idle after the wakeup: the vCPU was not running",
                     rtlab_stats::Nanos(len)
                 )),
-            },
+                }
+            }
             Some(t) if t.is_idle() => Key {
                 kind: 4,
                 task: None,
@@ -542,7 +725,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
         ($from:expr, $to:expr, $waking_next:expr) => {
             match (holder, peer) {
                 (Some(h), Some(p)) if blocked => {
-                    for (key, a, b) in peer_slices(p, h, ($from, $to), holder_ran, rules.gap_ns) {
+                    for (key, a, b) in peer_slices(p, h, ($from, $to), holder_ran, rules) {
                         add(key, a, b);
                     }
                 }
@@ -553,36 +736,63 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
             }
         };
     }
+    // Nothing is known of this CPU from its last event before a loss to the loss's mark (other
+    // CPUs' events between them say nothing of it); from the window's start when the loss
+    // comes first.
+    let known = known_spans(events, late.cpu, base, rules.tick);
+    let span_key = |span: Span| match span {
+        Span::Lost(n) => Key {
+            kind: 8,
+            task: None,
+            detail: Some(format!(
+                "{n} trace events lost here (the reader fell behind)"
+            )),
+        },
+        Span::NoTick { due, until } => Key {
+            kind: 5,
+            task: None,
+            detail: Some(format!(
+                "no tick for {} on a busy CPU (one is due every {}): {}",
+                rtlab_stats::Nanos(until - due),
+                rtlab_stats::Nanos(rules.tick.map_or(0, |t| t.period_ns)),
+                if rules.virtualized {
+                    "the vCPU was not running (or ran with interrupts off)"
+                } else {
+                    "interrupts were off"
+                }
+            )),
+        },
+    };
     for e in events {
         if let Some(prev) = last {
-            if let (Kind::Lost(n), true) = (&e.kind, e.cpu == late.cpu) {
-                // Nothing is known of the time before a loss.
-                add(
-                    Key {
-                        kind: 8,
-                        task: None,
-                        detail: Some(format!(
-                            "{n} trace events lost here (the reader fell behind)"
-                        )),
-                    },
-                    prev,
-                    e.ts_ns,
-                );
-            } else if e.ts_ns > prev {
+            if e.ts_ns > prev {
                 let waking_here = e.cpu == late.cpu && matches!(e.kind, Kind::Waking { .. });
-                slice!(prev, e.ts_ns, waking_here);
+                for (a, b, span) in split_by(&known, prev, e.ts_ns) {
+                    match span {
+                        // Blocked on a traced peer, this CPU's pauses did not delay the answer.
+                        Some(Span::NoTick { .. })
+                            if blocked && holder.is_some() && peer.is_some() =>
+                        {
+                            slice!(a, b, waking_here && b == e.ts_ns)
+                        }
+                        Some(span) => add(span_key(span), a, b),
+                        None => slice!(a, b, waking_here && b == e.ts_ns),
+                    }
+                }
             }
         } else if e.ts_ns > t0 {
             // Nothing known between the deadline and the first event.
-            add(
-                Key {
-                    kind: 8,
-                    task: None,
-                    detail: Some("before the first traced event".into()),
-                },
-                t0,
-                e.ts_ns,
-            );
+            for (a, b, span) in split_by(&known, t0, e.ts_ns) {
+                let key = match span {
+                    Some(span) => span_key(span),
+                    None => Key {
+                        kind: 8,
+                        task: None,
+                        detail: Some("before the first traced event".into()),
+                    },
+                };
+                add(key, a, b);
+            }
         }
         seen_any = true;
         last = Some(e.ts_ns);
@@ -795,6 +1005,8 @@ mod tests {
         Rules {
             gap_ns: 8_000_000,
             virtualized,
+            idle_gap_ns: None,
+            tick: None,
         }
     }
 
@@ -812,6 +1024,13 @@ mod tests {
             comm: "swapper/0".into(),
             pid: 0,
             prio: 120,
+        }
+    }
+
+    fn swapper1() -> Task {
+        Task {
+            comm: "swapper/1".into(),
+            ..swapper0()
         }
     }
 
@@ -1128,6 +1347,35 @@ mod tests {
             .as_deref()
             .unwrap()
             .starts_with("waiting for the peer's reply"));
+
+        // CPU 1 idle instead of the hog: 992 us to leave idle is the way out of idle, or,
+        // where the guest's idle states take microseconds, the host not running that vCPU.
+        let mut idle = racing.clone();
+        let peer = idle.peer.as_mut().unwrap();
+        for e in peer.events.iter_mut() {
+            if let Kind::Switch { prev, next, .. } = &mut e.kind {
+                for t in [prev, next] {
+                    if t.pid == 6 {
+                        *t = swapper1();
+                    }
+                }
+            }
+        }
+        let causes = attribute(&ev, Some(&me), &idle, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::IdleExit, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 992_000);
+        let hlt_only = Rules {
+            idle_gap_ns: Some(500_000),
+            ..rules(true)
+        };
+        let causes = attribute(&ev, Some(&me), &idle, &hlt_only);
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 992_000);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .starts_with("CPU 1 silent for 992 us leaving idle to run peer"));
     }
 
     #[test]
@@ -1161,9 +1409,150 @@ mod tests {
         let short = Rules {
             gap_ns: 20_000_000,
             virtualized: true,
+            idle_gap_ns: None,
+            tick: None,
         };
         let causes = attribute(&ev, Some(&base), &late, &short);
         assert_eq!(causes[0].detail.as_deref(), Some("call_function_single"));
+    }
+
+    #[test]
+    fn the_thread_itself_silent_for_long_is_a_gap_past_it_and_noted_below() {
+        // The thread runs its round trip from 5.000000; its CPU says nothing until 5.009010.
+        let ev = events(&[
+            "<idle>-0 [000] d..2. 5.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+            "t-7 [000] d..2. 5.009010: sched_waking: comm=peer pid=5 prio=9 target_cpu=001",
+        ]);
+        let late = Late {
+            tid: 7,
+            deadline_ns: 5_000_010_000,
+            woke_ns: 5_009_020_000,
+            wait: Wait::Reply,
+            ..Late::default()
+        };
+        let causes = attribute(&ev, Some(&swapper0()), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 9_000_000);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("no event for 9.0"));
+        // Under the gap it stays the thread's own time, with the silence noted.
+        let short = Rules {
+            gap_ns: 20_000_000,
+            virtualized: true,
+            idle_gap_ns: None,
+            tick: None,
+        };
+        let causes = attribute(&ev, Some(&swapper0()), &late, &short);
+        assert_eq!(causes[0].kind, CauseKind::Syscall, "{causes:?}");
+        let detail = causes[0].detail.as_deref().unwrap();
+        assert!(
+            detail
+                .starts_with("the thread itself ran: its send and receive calls (no event for 9.0"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn the_ticks_grid_is_found_from_the_ticks_seen() {
+        // HZ=250, ticks a few microseconds after 2 us past each 4 ms, on two CPUs; one tick
+        // came late (the host) and one CPU skipped two (idle).
+        let cpu0: Vec<u64> = [0u64, 1, 2, 3, 5, 6]
+            .iter()
+            .map(|k| 1_000_000_000 + k * 4_000_000 + 2_000 + k % 3 * 1_000)
+            .chain([1_028_900_000])
+            .collect();
+        let cpu1: Vec<u64> = [0u64, 3, 4, 5]
+            .iter()
+            .map(|k| 1_000_000_000 + k * 4_000_000 + 3_500)
+            .collect();
+        let tick = tick_grid(&[cpu0, cpu1]).unwrap();
+        assert_eq!(tick.period_ns, 4_000_000);
+        assert!((2_000..=4_000).contains(&tick.phase_ns), "{tick:?}");
+        assert_eq!(
+            tick.next_after(1_000_004_000),
+            1_004_000_000 + tick.phase_ns
+        );
+        // Too few to tell.
+        assert_eq!(tick_grid(&[vec![1_000_000_000, 1_004_000_000]]), None);
+    }
+
+    #[test]
+    fn a_busy_cpu_that_misses_its_tick_did_not_run() {
+        // The thread runs its round trip from 5.000100; it takes the tick at 5.004002, not the
+        // one due at 5.008002: the next event is at 5.010500, the late tick.
+        let ev = events(&[
+            "<idle>-0 [000] d..2. 5.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+            "t-7 [000] d.h1. 5.004002: hrtimer_expire_entry: hrtimer=000000001 function=tick_nohz_handler now=5004002000",
+            "t-7 [000] d.h1. 5.010500: hrtimer_expire_entry: hrtimer=000000001 function=tick_nohz_handler now=5010500000",
+            "t-7 [000] d..2. 5.010550: sched_waking: comm=peer pid=5 prio=9 target_cpu=001",
+        ]);
+        let late = Late {
+            tid: 7,
+            deadline_ns: 5_000_110_000,
+            woke_ns: 5_010_600_000,
+            wait: Wait::Reply,
+            ..Late::default()
+        };
+        let gridded = Rules {
+            tick: Some(Tick {
+                period_ns: 4_000_000,
+                phase_ns: 2_000,
+            }),
+            ..rules(true)
+        };
+        let causes = attribute(&ev, Some(&swapper0()), &late, &gridded);
+        let gap = causes
+            .iter()
+            .find(|c| c.kind == CauseKind::HypervisorGap)
+            .unwrap_or_else(|| panic!("{causes:?}"));
+        assert_eq!(gap.duration_ns, 2_498_000);
+        assert!(
+            gap.detail
+                .as_deref()
+                .unwrap()
+                .starts_with("no tick for 2.50 ms on a busy CPU"),
+            "{gap:?}"
+        );
+        assert_eq!(
+            causes.iter().map(|c| c.duration_ns).sum::<u64>(),
+            10_490_000
+        );
+        // A tick a hair before its point of the grid is that point's: none missed after it.
+        let mut early = ev.clone();
+        early[1].ts_ns = 5_003_999_800;
+        early[2].ts_ns = 5_007_999_900;
+        early[3].ts_ns = 5_008_000_000;
+        let late_early = Late {
+            woke_ns: 5_008_100_000,
+            ..late.clone()
+        };
+        let causes = attribute(&early, Some(&swapper0()), &late_early, &gridded);
+        assert!(
+            causes.iter().all(|c| c.kind != CauseKind::HypervisorGap),
+            "{causes:?}"
+        );
+
+        // Without the grid, the same silence is the thread's own.
+        let causes = attribute(&ev, Some(&swapper0()), &late, &rules(true));
+        assert!(
+            causes.iter().all(|c| c.kind != CauseKind::HypervisorGap),
+            "{causes:?}"
+        );
+        // An idle CPU takes no tick: no gap.
+        let idle = events(&[
+            "<idle>-0 [000] d.h1. 5.004002: hrtimer_expire_entry: hrtimer=000000001 function=tick_nohz_handler now=5004002000",
+            "<idle>-0 [000] d..2. 5.010550: sched_waking: comm=peer pid=5 prio=9 target_cpu=001",
+        ]);
+        let causes = attribute(&idle, Some(&swapper0()), &late, &gridded);
+        assert!(
+            !causes
+                .iter()
+                .any(|c| c.detail.as_deref().unwrap_or("").contains("no tick")),
+            "{causes:?}"
+        );
     }
 
     #[test]
@@ -1210,6 +1599,23 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("leaving idle"));
+
+        // 1 ms out of idle, where the guest's idle states take microseconds: the host's too.
+        let mut slowish = ev.clone();
+        slowish.last_mut().unwrap().ts_ns = 5_001_405_000;
+        let late = Late {
+            woke_ns: 5_001_407_000,
+            ..late
+        };
+        let causes = attribute(&slowish, Some(&base), &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::IdleExit, "{causes:?}");
+        let hlt_only = Rules {
+            idle_gap_ns: Some(500_000),
+            ..rules(true)
+        };
+        let causes = attribute(&slowish, Some(&base), &late, &hlt_only);
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 1_000_000);
     }
 
     #[test]
@@ -1351,6 +1757,39 @@ mod tests {
             causes.iter().map(|c| c.duration_ns).sum::<u64>(),
             20_000_000
         );
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("500 trace events lost"));
+
+        // Another CPU's event between this CPU's last one and the loss mark says nothing of
+        // this CPU: still all lost.
+        let mut mixed = ev.clone();
+        mixed.insert(
+            1,
+            events(&[
+                "peer-5 [001] d..2. 40.020000: sched_waking: comm=x pid=9 prio=120 target_cpu=001",
+            ])
+            .remove(0),
+        );
+        let causes = attribute(&mixed, None, &late, &rules);
+        assert!(
+            causes.iter().all(|c| c.kind == CauseKind::Unexplained),
+            "{causes:?}"
+        );
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("500 trace events lost"));
+        assert_eq!(causes[0].duration_ns, 19_999_999);
+
+        // The loss is the window's first event: the whole of it is lost, not "before the
+        // first traced event".
+        let causes = attribute(&ev[1..], None, &late, &rules);
+        assert_eq!(causes.len(), 2, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 19_999_999);
         assert!(causes[0]
             .detail
             .as_deref()

@@ -321,8 +321,37 @@ pub struct Explainer {
 struct ReaderOut {
     outliers: Vec<(Outlier, String)>,
     over_threshold: u64,
+    /// `--trace-out` windows, written when the run ends (formatting them while it runs
+    /// would keep the reader from its events).
+    windows: Vec<SavedWindow>,
 }
 
+#[derive(Debug)]
+struct SavedWindow {
+    path: PathBuf,
+    header: String,
+    /// Every traced CPU's events in time order, with the kernel's text where kept.
+    events: Vec<(Event, Option<String>)>,
+}
+
+impl SavedWindow {
+    fn write(&self) -> Result<(), String> {
+        let mut text = self.header.clone();
+        for (e, raw) in &self.events {
+            match raw {
+                Some(line) => text.push_str(line),
+                None => text.push_str(&format_line(e)),
+            }
+            text.push('\n');
+        }
+        std::fs::write(&self.path, text)
+            .map_err(|e| format!("--trace-out {}: {e}", self.path.display()))
+    }
+}
+
+/// On a VM, a way out of idle longer than this (or ten times the deepest idle state's exit
+/// latency) is the host's.
+const IDLE_GAP_MIN_NS: u64 = 500_000;
 /// Keeps this much history per CPU.
 const RETENTION_NS: u64 = 1_000_000_000;
 /// History kept before a deadline, to know who was running.
@@ -390,9 +419,20 @@ impl Explainer {
             dropped: Arc::new(AtomicU64::new(0)),
         };
         let stop = Arc::new(AtomicBool::new(false));
+        let virtualized = rtlab_sys::sysinfo::system_facts().virtualized;
         let rules = explain::Rules {
             gap_ns: 8_000_000,
-            virtualized: rtlab_sys::sysinfo::system_facts().virtualized,
+            virtualized,
+            // Guest idle exits take microseconds here (idle states' exits, with a wide margin);
+            // the host's share is what makes one take longer.
+            idle_gap_ns: virtualized.then(|| {
+                rtlab_sys::sysinfo::idle_states()
+                    .iter()
+                    .filter(|s| !s.disabled)
+                    .map(|s| s.latency_us * 10_000)
+                    .fold(IDLE_GAP_MIN_NS, u64::max)
+            }),
+            tick: None,
         };
         let reader = {
             let stop = stop.clone();
@@ -442,6 +482,9 @@ impl Explainer {
                 self.recorder_missing.clone(),
             ),
         };
+        for w in &out.windows {
+            w.write().map_err(TraceError)?;
+        }
         let mut outliers = out.outliers;
         outliers.sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
         outliers.truncate(self.lines_limit);
@@ -494,11 +537,21 @@ struct History {
     /// The task current before the oldest kept event.
     base: Option<Task>,
     newest_ns: u64,
+    /// The latest scheduler ticks' times (for the tick's grid).
+    ticks: VecDeque<u64>,
 }
 
 impl History {
     fn push(&mut self, e: Event, raw: Option<String>) {
         self.newest_ns = self.newest_ns.max(e.ts_ns);
+        if let Kind::HrtimerEntry { function, .. } = &e.kind {
+            if explain::is_tick(function) {
+                if self.ticks.len() >= 64 {
+                    self.ticks.pop_front();
+                }
+                self.ticks.push_back(e.ts_ns);
+            }
+        }
         // The eBPF recorder can store an NMI's or IRQ's record between another event's
         // timestamp and its slot: keep the history sorted.
         let at = if self.events.back().is_some_and(|l| l.ts_ns > e.ts_ns) {
@@ -602,7 +655,10 @@ fn read_loop(
             &rtlab_sys::affinity::CpuList::from(options.reader_cpus.clone()),
         );
     }
-    let keep_raw = options.trace_out.is_some();
+    // The text source keeps each window's lines as the kernel wrote them; the eBPF
+    // recorder's are formatted only for the windows written (formatting every event would
+    // slow the reader until it loses events).
+    let keep_raw = options.trace_out.is_some() && matches!(source, Source::Text { .. });
     if let Some(dir) = &options.trace_out {
         std::fs::create_dir_all(dir).map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
     }
@@ -636,8 +692,9 @@ fn read_loop(
                 .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
             if caught_up || now > asked + GIVE_UP_NS || stopping {
                 pending.swap_remove(i);
-                let o = explain_one(&r, &histories, rules, options, out.outliers.len())?;
+                let (o, window) = explain_one(&r, &histories, rules, options, out.outliers.len())?;
                 out.outliers.push(o);
+                out.windows.extend(window);
                 // Top-N mode: once N are in, only later samples above the N-th matter.
                 if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
                     out.outliers
@@ -719,13 +776,29 @@ fn window_of(h: &History, from: u64) -> (Option<Task>, Vec<Event>) {
     (base, h.events.range(start..).cloned().collect())
 }
 
+/// Every traced CPU's events in `[from, to]` (with the kernel's lines where the text source
+/// kept them), in time order.
+fn window_events(histories: &[History], from: u64, to: u64) -> Vec<(Event, Option<String>)> {
+    let mut out: Vec<(Event, Option<String>)> = Vec::new();
+    for h in histories {
+        let start = h.events.partition_point(|e| e.ts_ns < from);
+        let end = h.events.partition_point(|e| e.ts_ns <= to).max(start);
+        let kept = h.raw.len() == h.events.len();
+        for i in start..end {
+            out.push((h.events[i].clone(), kept.then(|| h.raw[i].clone())));
+        }
+    }
+    out.sort_by_key(|(e, _)| e.ts_ns);
+    out
+}
+
 fn explain_one(
     r: &Request,
     histories: &[History],
     rules: &explain::Rules,
     options: &Options,
     index: usize,
-) -> Result<(Outlier, String), String> {
+) -> Result<((Outlier, String), Option<SavedWindow>), String> {
     let history = histories.get(r.cpu as usize);
     let from = r.deadline_ns.saturating_sub(LEAD_NS);
     let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
@@ -777,32 +850,33 @@ fn explain_one(
         .get(r.series as usize)
         .cloned()
         .unwrap_or_else(|| format!("series{}", r.series));
+    let mut saved = None;
     let causes = match history {
         Some(h) => {
-            let start = h.events.partition_point(|e| e.ts_ns < from);
             let (base, mut window) = window_of(h, from);
             if !elsewhere.is_empty() {
                 window.extend(elsewhere.iter().cloned());
                 window.sort_by_key(|e| e.ts_ns);
             }
             if let Some(dir) = &options.trace_out {
-                let end = h
-                    .events
-                    .partition_point(|e| e.ts_ns <= r.woke_ns + SETTLE_NS);
-                let text: Vec<&str> = h
-                    .raw
-                    .range(start..end.max(start))
-                    .map(String::as_str)
-                    .collect();
-                let path = dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_"));
-                let header = format!(
-                    "# {series}: cpu {} tid {} deadline {} woke {} (latency {} ns)\n",
-                    r.cpu, r.tid, r.deadline_ns, r.woke_ns, latency
-                );
-                std::fs::write(&path, header + &text.join("\n") + "\n")
-                    .map_err(|e| format!("--trace-out {}: {e}", path.display()))?;
+                saved = Some(SavedWindow {
+                    path: dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_")),
+                    header: format!(
+                        "# {series}: cpu {} tid {} deadline {} woke {} (latency {} ns); every traced CPU\n",
+                        r.cpu, r.tid, r.deadline_ns, r.woke_ns, latency
+                    ),
+                    events: window_events(histories, from, r.woke_ns + SETTLE_NS),
+                });
             }
-            explain::attribute(&window, base.as_ref(), &late, rules)
+            let ticks: Vec<Vec<u64>> = histories
+                .iter()
+                .map(|h| h.ticks.iter().copied().collect())
+                .collect();
+            let rules = explain::Rules {
+                tick: explain::tick_grid(&ticks),
+                ..*rules
+            };
+            explain::attribute(&window, base.as_ref(), &late, &rules)
         }
         None => vec![Cause {
             kind: CauseKind::Unexplained,
@@ -816,14 +890,17 @@ fn explain_one(
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
     let line = explain::describe(&series, latency, at_ns, &causes);
     Ok((
-        Outlier {
-            series,
-            at_ns,
-            latency_ns: latency,
-            cpu: Some(r.cpu as u32),
-            causes,
-        },
-        line,
+        (
+            Outlier {
+                series,
+                at_ns,
+                latency_ns: latency,
+                cpu: Some(r.cpu as u32),
+                causes,
+            },
+            line,
+        ),
+        saved,
     ))
 }
 
