@@ -87,6 +87,9 @@ struct TaskOffsets {
     /// `task_struct.pid`, `.prio`.
     pid: i32,
     prio: i32,
+    /// The CPU a task last ran on (`task_struct.thread_info.cpu`, `sched_waking`'s
+    /// `target_cpu`), where BTF has it.
+    cpu: Option<i32>,
     /// `hrtimer.function`.
     timer_function: i32,
     /// How to name the task a sleep timer wakes, where this kernel allows it.
@@ -125,6 +128,10 @@ impl TaskOffsets {
         Ok(TaskOffsets {
             pid: need("task_struct", "pid")?,
             prio: need("task_struct", "prio")?,
+            cpu: btf
+                .offset_of("task_struct", "thread_info.cpu")
+                .or_else(|| btf.offset_of("task_struct", "cpu"))
+                .map(|o| o as i32),
             timer_function: need("hrtimer", "function")?,
             sleeper,
         })
@@ -348,9 +355,13 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
             b.task(2, t, true);
         }
         K_WAKING => {
-            // The waker (for a lock wait: the holder).
+            // The waker (for a lock wait: the holder), and the CPU the woken task last ran on.
             b.current();
             b.task(0, t, false);
+            match t.cpu {
+                Some(cpu) => b.task_field(0, cpu, OFF_A, 4),
+                None => b.push(asm::st32(R7, OFF_A, -1)),
+            }
         }
         K_MIGRATE => {
             b.current();
@@ -603,11 +614,14 @@ impl Recorder {
                 prev_state: state_letters(u32_at(OFF_A) != 0, u64_at(OFF_X)),
                 next: task(i32_at(OFF_PID2), i32_at(OFF_PRIO2)),
             },
-            // The CPU the woken task will run on is not recorded (the attribution does not
-            // use it): the waker's CPU stands in.
+            // Where BTF does not say where the task last ran, the waker's CPU stands in (the
+            // attribution does not use it).
             K_WAKING => Kind::Waking {
                 task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
-                target_cpu: cpu,
+                target_cpu: match u32_at(OFF_A) {
+                    u32::MAX => cpu,
+                    c => c as u16,
+                },
             },
             K_MIGRATE => Kind::Migrate {
                 task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
@@ -754,6 +768,7 @@ mod tests {
         let with = TaskOffsets {
             pid: 100,
             prio: 104,
+            cpu: Some(36),
             timer_function: 40,
             sleeper: Some(Sleeper {
                 wakeup: 0xffff_ffff_8100_0000,
@@ -764,6 +779,7 @@ mod tests {
         };
         let without = TaskOffsets {
             sleeper: None,
+            cpu: None,
             ..with
         };
         for probe in probes() {
@@ -804,6 +820,67 @@ mod tests {
                 assert_eq!(insns.last().unwrap().code, 0x95, "ends with exit");
             }
         }
+    }
+
+    #[test]
+    fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
+        if rtlab_sys::process::effective_uid() != 0 {
+            eprintln!("skipped: needs root (bpf)");
+            return;
+        }
+        let cpus = rtlab_sys::affinity::usable_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs two CPUs");
+            return;
+        }
+        let (here, there) = (cpus.as_slice()[0], cpus.as_slice()[1]);
+        let pin = |cpu: usize| {
+            rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
+                vec![cpu],
+            ))
+            .unwrap()
+        };
+        pin(here);
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            pin(there);
+            tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+            while wait.recv().is_ok() {}
+        });
+        let tid = tid_rx.recv().unwrap();
+        // It is asleep on its CPU now. Only this CPU is recorded: the wakings of the thread
+        // on the other are seen here.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut r = match Recorder::start(&[here], true) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                drop(go);
+                sleeper.join().unwrap();
+                return;
+            }
+        };
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            go.send(()).unwrap();
+        }
+        drop(go);
+        sleeper.join().unwrap();
+        let mut events = Vec::new();
+        r.drain(|e| events.push(e));
+        let targets: Vec<u16> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                Kind::Waking { task, target_cpu } if task.pid == tid => Some(*target_cpu),
+                _ => None,
+            })
+            .collect();
+        assert!(!targets.is_empty(), "no waking of {tid}: {events:?}");
+        assert!(
+            targets.iter().all(|&c| c as usize == there),
+            "woken on CPU {there}, recorded {targets:?}"
+        );
     }
 
     #[test]
