@@ -74,6 +74,8 @@ pub struct Peer {
     pub events: Vec<Event>,
     /// The task current there before the first of them.
     pub base: Option<Task>,
+    /// That CPU's tick grid, where known (each CPU's own: `skew_tick=1` staggers them).
+    pub tick: Option<Tick>,
 }
 
 /// Splits `[a, b]`, while the late thread slept waiting for `waker`, by what the waker's own
@@ -159,11 +161,30 @@ fn peer_slices(
             },
         }
     };
+    // Where that CPU, busy, took no tick that was due, it did not run (its losses leave the
+    // peer's state unknown, below).
+    let no_tick: Vec<(u64, u64, Span)> =
+        known_spans(&peer.events, cpu, peer.base.as_ref(), peer.tick)
+            .into_iter()
+            .filter(|s| matches!(s.2, Span::NoTick { .. }))
+            .collect();
+    let whose = format!(" (CPU {cpu}, the peer's)");
+    let mut push = |key_of: &dyn Fn(u64) -> Key, from: u64, to: u64| {
+        for (x, y, span) in split_by(&no_tick, from, to) {
+            let key = match span {
+                Some(Span::NoTick { due, until }) => {
+                    no_tick_key(until - due, &whose, peer.tick, rules)
+                }
+                _ => key_of(y - x),
+            };
+            out.push((key, x, y));
+        }
+    };
     for e in &peer.events {
         if e.ts_ns > at && e.ts_ns > a {
             let to = e.ts_ns.min(b);
             if to > at {
-                out.push((owner(&stack, &current, runnable, to - at), at, to));
+                push(&|len| owner(&stack, &current, runnable, len), at, to);
             }
             at = to;
         }
@@ -210,7 +231,7 @@ fn peer_slices(
         }
     }
     if b > at {
-        out.push((owner(&stack, &current, runnable, b - at), at, b));
+        push(&|len| owner(&stack, &current, runnable, len), at, b);
     }
     out
 }
@@ -230,18 +251,17 @@ pub fn is_tick(function: &str) -> bool {
     function.starts_with("tick_")
 }
 
-/// The tick's grid from the expiry times of the tick on each CPU (`per_cpu`, each in time
-/// order): the period is the step most successive ticks of a CPU take (one of the kernel's HZ
-/// choices), the phase the median of their times modulo it. None when too few ticks agree.
-pub fn tick_grid(per_cpu: &[Vec<u64>]) -> Option<Tick> {
+/// A CPU's tick grid from the expiry times of its ticks (in time order): the period is the
+/// step most successive ticks take (one of the kernel's HZ choices), the phase the median of
+/// their times modulo it. Each CPU has its own (`skew_tick=1` staggers them). None when too
+/// few ticks agree.
+pub fn tick_grid(ticks: &[u64]) -> Option<Tick> {
     const PERIODS: [u64; 4] = [1_000_000, 3_333_333, 4_000_000, 10_000_000];
     let mut votes = [0usize; 4];
-    for ticks in per_cpu {
-        for w in ticks.windows(2) {
-            let d = w[1].saturating_sub(w[0]);
-            if let Some(i) = PERIODS.iter().position(|&p| d.abs_diff(p) < p / 50) {
-                votes[i] += 1;
-            }
+    for w in ticks.windows(2) {
+        let d = w[1].saturating_sub(w[0]);
+        if let Some(i) = PERIODS.iter().position(|&p| d.abs_diff(p) < p / 50) {
+            votes[i] += 1;
         }
     }
     let (i, &n) = votes.iter().enumerate().max_by_key(|&(_, n)| *n)?;
@@ -250,9 +270,8 @@ pub fn tick_grid(per_cpu: &[Vec<u64>]) -> Option<Tick> {
     }
     let period_ns = PERIODS[i];
     // Offsets from the first tick's residue, wrapped to (-period/2, period/2].
-    let all: Vec<u64> = per_cpu.iter().flatten().copied().collect();
-    let r0 = all.first()? % period_ns;
-    let mut offsets: Vec<i64> = all
+    let r0 = ticks.first()? % period_ns;
+    let mut offsets: Vec<i64> = ticks
         .iter()
         .map(|t| {
             let d = (t % period_ns + period_ns - r0) % period_ns;
@@ -290,6 +309,25 @@ enum Span {
     NoTick { due: u64, until: u64 },
 }
 
+/// The key of a busy CPU's silence of `len` past a due tick (`whose`: where, if not the
+/// thread's own CPU).
+fn no_tick_key(len: u64, whose: &str, tick: Option<Tick>, rules: &Rules) -> Key {
+    Key {
+        kind: 5,
+        task: None,
+        detail: Some(format!(
+            "no tick for {} on a busy CPU{whose} (one is due every {}): {}",
+            rtlab_stats::Nanos(len),
+            rtlab_stats::Nanos(tick.map_or(0, |t| t.period_ns)),
+            if rules.virtualized {
+                "the vCPU was not running (or ran with interrupts off)"
+            } else {
+                "interrupts were off"
+            }
+        )),
+    }
+}
+
 /// A slice of the thread itself silent for longer than this is worth a note.
 const SILENT_SELF_NS: u64 = 1_000_000;
 
@@ -316,8 +354,8 @@ pub struct Rules {
     /// On a VM: the longest way out of idle the guest takes by itself (its idle states' exit
     /// latencies, with margin); a longer one is the host not running the vCPU.
     pub idle_gap_ns: Option<u64>,
-    /// The scheduler tick's grid, where the trace shows it: a busy CPU takes a tick at every
-    /// point of it, so a silence across one is time the CPU did not take interrupts.
+    /// The late thread's CPU's tick grid, where the trace shows it: a busy CPU takes a tick
+    /// at every point of it, so a silence across one is time the CPU did not take interrupts.
     pub tick: Option<Tick>,
 }
 
@@ -748,20 +786,7 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                 "{n} trace events lost here (the reader fell behind)"
             )),
         },
-        Span::NoTick { due, until } => Key {
-            kind: 5,
-            task: None,
-            detail: Some(format!(
-                "no tick for {} on a busy CPU (one is due every {}): {}",
-                rtlab_stats::Nanos(until - due),
-                rtlab_stats::Nanos(rules.tick.map_or(0, |t| t.period_ns)),
-                if rules.virtualized {
-                    "the vCPU was not running (or ran with interrupts off)"
-                } else {
-                    "interrupts were off"
-                }
-            )),
-        },
+        Span::NoTick { due, until } => no_tick_key(until - due, "", rules.tick, rules),
     };
     for e in events {
         if let Some(prev) = last {
@@ -1271,6 +1296,7 @@ mod tests {
                 cpu: 1,
                 events: peer_cpu,
                 base: None,
+                tick: None,
             }),
         };
         let causes = attribute(&ev, Some(&me), &late, &rules(true));
@@ -1296,6 +1322,25 @@ mod tests {
             line.contains("994 us preempted by hog (pid 6, RT 99)"),
             "{line}"
         );
+
+        // With a tick due every 400 us from 0, CPU 1 (busy with the hog from 19.999000 to
+        // 20.001000, nothing traced between) missed its ticks from 19.999200 on: that stretch
+        // of the hog is the vCPU not running.
+        let mut gridded = late.clone();
+        gridded.peer.as_mut().unwrap().tick = Some(Tick {
+            period_ns: 400_000,
+            phase_ns: 0,
+        });
+        let causes = attribute(&ev, Some(&me), &gridded, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        // The hog's 994 us and the 1 us the peer slept before its wakeup, on that busy CPU.
+        assert_eq!(causes[0].duration_ns, 995_000);
+        assert!(causes[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .starts_with("no tick for 1.80 ms on a busy CPU (CPU 1, the peer's)"));
+        assert_eq!(causes.iter().map(|c| c.duration_ns).sum::<u64>(), 1_025_000);
 
         // A loss on CPU 0 after the peer's wakeup: from there its state is not known.
         let mut lossy = late.clone();
@@ -1457,26 +1502,27 @@ mod tests {
 
     #[test]
     fn the_ticks_grid_is_found_from_the_ticks_seen() {
-        // HZ=250, ticks a few microseconds after 2 us past each 4 ms, on two CPUs; one tick
-        // came late (the host) and one CPU skipped two (idle).
+        // HZ=250, ticks a few microseconds after 2 us past each 4 ms, skipping one (idle),
+        // and one came late (the host).
         let cpu0: Vec<u64> = [0u64, 1, 2, 3, 5, 6]
             .iter()
             .map(|k| 1_000_000_000 + k * 4_000_000 + 2_000 + k % 3 * 1_000)
             .chain([1_028_900_000])
             .collect();
-        let cpu1: Vec<u64> = [0u64, 3, 4, 5]
-            .iter()
-            .map(|k| 1_000_000_000 + k * 4_000_000 + 3_500)
-            .collect();
-        let tick = tick_grid(&[cpu0, cpu1]).unwrap();
+        let tick = tick_grid(&cpu0).unwrap();
         assert_eq!(tick.period_ns, 4_000_000);
         assert!((2_000..=4_000).contains(&tick.phase_ns), "{tick:?}");
         assert_eq!(
             tick.next_after(1_000_004_000),
             1_004_000_000 + tick.phase_ns
         );
+        // With skew_tick=1 another CPU's ticks are 2 ms off these: its own grid.
+        let cpu1: Vec<u64> = (0u64..5)
+            .map(|k| 1_002_000_000 + k * 4_000_000 + 3_500)
+            .collect();
+        assert_eq!(tick_grid(&cpu1).unwrap().phase_ns, 2_003_500);
         // Too few to tell.
-        assert_eq!(tick_grid(&[vec![1_000_000_000, 1_004_000_000]]), None);
+        assert_eq!(tick_grid(&[1_000_000_000, 1_004_000_000]), None);
     }
 
     #[test]

@@ -833,7 +833,15 @@ fn explain_one(
                     .cloned(),
             );
             events.sort_by_key(|e| e.ts_ns);
-            Some(explain::Peer { cpu, events, base })
+            let tick = histories
+                .get(cpu as usize)
+                .and_then(|h| explain::tick_grid(&h.ticks.iter().copied().collect::<Vec<u64>>()));
+            Some(explain::Peer {
+                cpu,
+                events,
+                base,
+                tick,
+            })
         });
     let late = explain::Late {
         tid: r.tid,
@@ -868,10 +876,7 @@ fn explain_one(
                     events: window_events(histories, from, r.woke_ns + SETTLE_NS),
                 });
             }
-            let ticks: Vec<Vec<u64>> = histories
-                .iter()
-                .map(|h| h.ticks.iter().copied().collect())
-                .collect();
+            let ticks: Vec<u64> = h.ticks.iter().copied().collect();
             let rules = explain::Rules {
                 tick: explain::tick_grid(&ticks),
                 ..*rules
