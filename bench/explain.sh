@@ -3,7 +3,7 @@
 # not disturb what it measures.
 #
 #   sudo bench/explain.sh [SECONDS] [ROUNDS]      (defaults: 30 s validation runs, 5 overhead rounds)
-#   PARTS=cross,overhead sudo bench/explain.sh    (any of hog,flood,cross,overhead,invert; default all)
+#   PARTS=cross,overhead sudo bench/explain.sh    (any of hog,flood,cross,overhead,invert,ipc; default all)
 #
 # 1. Hog: `rtlab wakeup --cpus 0 --explain --threshold 2ms --top 1000` under
 #    --load hog:99:3ms/200ms:0: the share of outliers over 2 ms whose largest cause is
@@ -20,6 +20,10 @@
 # 5. Lock waits: `rtlab invert --explain --threshold 500us` (none/rtlab, inherit/rtlab, one
 #    CPU): the share of no-protocol waits over 5 ms whose largest cause is a hog named as
 #    priority inversion, and of PI waits that name the holder boosted to the waiter's priority.
+# 6. Round trips: ROUNDS interleaved pairs of 4 s `rtlab ipc --mechanism posix-mq --cpus 0,1`
+#    without and with --explain (both ends traced, sched_waking on: the heaviest case): rtt
+#    p50 and p99 ratios, events lost, and the TLB-shootdown IPIs the measured CPUs took
+#    (/proc/interrupts TLB), since the ipc peers are forked children of the traced process.
 # Parts 1-3 and 5 use the default source (bpf where it starts, else tracefs with a warning).
 set -euo pipefail
 SECS=${1:-30}
@@ -34,7 +38,7 @@ cargo build --release -q
 R=$PWD/target/release/rtlab
 WORK=$(mktemp -d)
 PIDS=()
-PARTS=${PARTS:-hog,flood,cross,overhead,invert}
+PARTS=${PARTS:-hog,flood,cross,overhead,invert,ipc}
 has() { [[ ",$PARTS," == *",$1,"* ]]; }
 cleanup() { for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -68,6 +72,19 @@ for r in $(seq 1 "$ROUNDS"); do
   "$R" wakeup --cpus 0 --load cpu --duration 10s --quiet --json "$WORK/plain-$r.json" >/dev/null
   "$R" wakeup --cpus 0 --load cpu --explain --explain-with bpf --duration 10s --quiet --json "$WORK/explain-$r.json" >/dev/null
   "$R" wakeup --cpus 0 --load cpu --explain --explain-with tracefs --duration 10s --quiet --json "$WORK/tracefs-$r.json" >/dev/null
+done
+fi
+if has ipc; then
+tlb() { awk '/^ *TLB:/ {print $2 + $3}' /proc/interrupts; }
+for r in $(seq 1 "$ROUNDS"); do
+  for mode in plain explain; do
+    extra=""; [ "$mode" = explain ] && extra="--explain --threshold 1ms"
+    before=$(tlb)
+    # shellcheck disable=SC2086
+    "$R" ipc --mechanism posix-mq --cpus 0,1 --duration 4s --no-dma-latency $extra --quiet \
+      --json "$WORK/ipc-$mode-$r.json" >/dev/null
+    echo $(( $(tlb) - before )) > "$WORK/ipc-$mode-$r.tlb"
+  done
 done
 fi
 
@@ -172,4 +189,18 @@ if "invert" in parts:
       print("  e.g. " + f"{o['series']} waited {us(o['latency_ns'])} us: " + "; ".join(
           f"{c['kind']} {c.get('task') or c.get('detail','')} {us(c['duration_ns'])} us" for c in o["causes"][:3]))
 
+if "ipc" in parts:
+  print("\n### 6. round trips: interleaved 4 s `rtlab ipc --mechanism posix-mq --cpus 0,1`, without and with --explain\n")
+  print("| round | rtt p50 us plain | rtt p50 us explain | p50 ratio | rtt p99 us plain | rtt p99 us explain | p99 ratio | TLB IPIs plain/explain | lost |")
+  print("|---|---|---|---|---|---|---|---|---|")
+  r50s, r99s = [], []
+  for r in range(1, rounds + 1):
+      a, b = load(f"ipc-plain-{r}"), load(f"ipc-explain-{r}")
+      rtt = lambda d: next(s for s in d["series"] if s["name"].endswith("/rtt"))
+      sa, sb = rtt(a), rtt(b)
+      r50s.append(sb["p50"] / sa["p50"]); r99s.append(sb["p99"] / sa["p99"])
+      ta, tb = (open(f"{work}/ipc-{m}-{r}.tlb").read().strip() for m in ("plain", "explain"))
+      m = re.search(r"lost (\d+)", next((w for w in b["warnings"] if "lost" in w), ""))
+      print(f"| {r} | {us(sa['p50'])} | {us(sb['p50'])} | {r50s[-1]:.3f} | {us(sa['p99'])} | {us(sb['p99'])} | {r99s[-1]:.3f} | {ta}/{tb} | {m.group(1) if m else 0} |")
+  print(f"\nmedian p50 ratio {statistics.median(r50s):.3f}, median p99 ratio {statistics.median(r99s):.3f}")
 PY
