@@ -159,15 +159,20 @@ pub fn run_experiment(
     for w in outcome.warnings {
         warnings.list.push(w);
     }
+    let origin = outcome.origin_ns.unwrap_or(started);
     Ok(RunRecord {
         started_at_ns,
         duration,
         system,
-        load: common
-            .loads
+        load: load_reports
             .iter()
-            .map(|l| LoadEntry {
-                spec: l.text.clone(),
+            .map(|r| LoadEntry {
+                spec: r.spec.clone(),
+                runs_ns: r
+                    .runs
+                    .iter()
+                    .map(|&(from, to)| [from.saturating_sub(origin), to.saturating_sub(origin)])
+                    .collect(),
             })
             .collect(),
         warnings: warnings.list,

@@ -298,7 +298,7 @@ impl Experiment for IpcExperiment {
         let mut measured_cpus = vec![cfg.cpus.0, cfg.cpus.1];
         measured_cpus.dedup();
         // Series 2i: cell i's round trips, 2i + 1: its one-way messages.
-        let session = cfg.explain.as_ref().map(|settings| {
+        let mut session = cfg.explain.as_ref().map(|settings| {
             crate::explain::Session::start(
                 settings,
                 &measured_cpus,
@@ -317,28 +317,40 @@ impl Experiment for IpcExperiment {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
-        for _round in 0..2 {
-            for (i, &(m, size)) in cells.iter().enumerate() {
-                if rtlab_sys::signal::interrupted() || results[i].failed.is_some() {
-                    continue;
+        // The latency phases of every cell first, traced when explaining; then the throughput
+        // phases, which saturate both CPUs with events nobody explains (traced, they only
+        // overflowed the recorder's rings and hid the latency phases' events).
+        for latency in [true, false] {
+            for _round in 0..2 {
+                for (i, &(m, size)) in cells.iter().enumerate() {
+                    if rtlab_sys::signal::interrupted() || results[i].failed.is_some() {
+                        continue;
+                    }
+                    let cell = &mut results[i];
+                    let rtt_report = reporter.as_ref().map(|r| (r, 2 * i as u16));
+                    let oneway_report = reporter.as_ref().map(|r| (r, 2 * i as u16 + 1));
+                    let r = on_own_thread(|| {
+                        if latency {
+                            rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt, rtt_report)?;
+                            oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway, oneway_report)
+                                .map(|()| None)
+                        } else {
+                            throughput_phase(m, size, &cfg, share * 2 / 5).map(Some)
+                        }
+                    });
+                    match r {
+                        Ok(Some(rate)) => results[i].rates.push(rate),
+                        Ok(None) => {}
+                        Err(e) => results[i].failed = Some(e),
+                    }
+                    observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
                 }
-                let cell = &mut results[i];
-                let rtt_report = reporter.as_ref().map(|r| (r, 2 * i as u16));
-                let oneway_report = reporter.as_ref().map(|r| (r, 2 * i as u16 + 1));
-                let r = on_own_thread(|| {
-                    rtt_phase(m, size, &cfg, share * 2 / 5, &mut cell.rtt, rtt_report)?;
-                    oneway_phase(m, size, &cfg, share / 5, &mut cell.oneway, oneway_report)?;
-                    throughput_phase(m, size, &cfg, share * 2 / 5)
-                });
-                match r {
-                    Ok(rate) => results[i].rates.push(rate),
-                    Err(e) => results[i].failed = Some(e),
-                }
-                observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
             }
-        }
-        if let Some(session) = session {
-            session.finish(&measured_cpus, observer, &mut outcome);
+            if latency {
+                if let Some(session) = session.take() {
+                    session.finish(&measured_cpus, observer, &mut outcome);
+                }
+            }
         }
         for (i, &(m, size)) in cells.iter().enumerate() {
             let Measured {

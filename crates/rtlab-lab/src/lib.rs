@@ -32,6 +32,8 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// Outliers explained by the tracer (`--explain`).
     pub outliers: Vec<rtlab_stats::result::Outlier>,
+    /// The CLOCK_MONOTONIC time the outliers' `at_ns` count from (set by the explainer).
+    pub origin_ns: Option<u64>,
 }
 
 impl Outcome {

@@ -22,7 +22,8 @@ LOAD SPECS (repeat --load to combine several):
   hog:PRIO:RUN/PERIOD[:CPU]
                           a SCHED_FIFO thread named 'rtlab-hog' at PRIO (1-99) that spins
                           RUN every PERIOD, optionally pinned to CPU: a known, controllable
-                          interference, e.g. hog:99:3ms/200ms:0
+                          interference, e.g. hog:99:3ms/200ms:0 (RUN at most 1s and
+                          90 % of PERIOD)
 
 Examples:
   rtlab load cpu mmap:200MiB --duration 30s
@@ -176,6 +177,9 @@ impl FromStr for LoadSpec {
     }
 }
 
+/// The longest single hog run: long enough for any scheduling disturbance, short of a stall.
+const MAX_HOG_RUN: Nanos = Nanos::from_secs(1);
+
 fn parse_hog(args: &[&str]) -> Result<LoadKind, String> {
     const FORM: &str = "hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0";
     if args.len() < 2 || args.len() > 3 {
@@ -193,6 +197,16 @@ fn parse_hog(args: &[&str]) -> Result<LoadKind, String> {
     if run.get() == 0 || run >= period {
         return Err(format!(
             "hog: RUN must be above 0 and below PERIOD ({FORM})"
+        ));
+    }
+    // A real-time spinner that leaves a CPU no room starves the kernel's own threads; the
+    // bounds keep it a disturbance (and the watchdog's job possible), not a lock-up.
+    if run > MAX_HOG_RUN {
+        return Err(format!("hog: RUN must be at most 1s, got {run}"));
+    }
+    if run.get() as u128 * 10 > period.get() as u128 * 9 {
+        return Err(format!(
+            "hog: RUN may be at most 90 % of PERIOD (the CPU's other work needs the rest), got {run}/{period}"
         ));
     }
     let cpu = args
@@ -274,6 +288,9 @@ mod tests {
             ("mmap:lots", "mmap"),
             ("hog:100:1ms/2ms", "PRIO must be 1-99"),
             ("hog:50:3ms/2ms", "below PERIOD"),
+            // Regression (hardening #8): a 59-minute FIFO spin was accepted.
+            ("hog:99:59m/1h", "at most 1s"),
+            ("hog:99:95ms/100ms", "90 %"),
             ("hog:50:3ms", "RUN/PERIOD"),
             ("hog:50", "hog needs"),
             ("io:5", "unexpected"),

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,7 +40,14 @@ pub struct LoadReport {
     pub work: u64,
     /// What a unit of work is (`spin rounds`, `mmap cycles`, `bytes` ...).
     pub unit: &'static str,
+    /// When a `hog` ran: `(from, to)` in CLOCK_MONOTONIC ns, the first [`MAX_RECORDED_RUNS`]
+    /// runs (empty for the other loads). What was injected, for attributing against it.
+    pub runs: Vec<(u64, u64)>,
 }
+
+/// How many hog runs are kept for [`LoadReport::runs`] (about 33 minutes of a 200 ms period);
+/// later runs are counted in `work` only, so memory stays bounded on long runs.
+pub const MAX_RECORDED_RUNS: usize = 10_000;
 
 /// Shared by one load's threads.
 #[derive(Clone)]
@@ -48,6 +55,7 @@ struct Ctx {
     stop: Arc<AtomicBool>,
     deadline_ns: u64,
     work: Arc<AtomicU64>,
+    runs: Arc<Mutex<Vec<(u64, u64)>>>,
 }
 
 impl Ctx {
@@ -59,6 +67,23 @@ impl Ctx {
     fn add(&self, n: u64) {
         self.work.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// Records one hog run (outside the spin: the lock is never contended while it spins).
+    fn ran(&self, from: u64, to: u64) {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if runs.len() < MAX_RECORDED_RUNS {
+            runs.push((from, to));
+        }
+    }
+}
+
+/// One load's published results.
+#[derive(Debug)]
+struct Counter {
+    spec: String,
+    unit: &'static str,
+    work: Arc<AtomicU64>,
+    runs: Arc<Mutex<Vec<(u64, u64)>>>,
 }
 
 /// Loads that are running. Stopping (or dropping) sets the stop flag and joins every thread.
@@ -66,7 +91,7 @@ impl Ctx {
 pub struct RunningLoads {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    counters: Vec<(String, &'static str, Arc<AtomicU64>)>,
+    counters: Vec<Counter>,
     warnings: Vec<String>,
 }
 
@@ -80,10 +105,11 @@ impl RunningLoads {
     pub fn progress(&self) -> Vec<LoadReport> {
         self.counters
             .iter()
-            .map(|(spec, unit, work)| LoadReport {
-                spec: spec.clone(),
-                work: work.load(Ordering::Relaxed),
-                unit,
+            .map(|c| LoadReport {
+                spec: c.spec.clone(),
+                work: c.work.load(Ordering::Relaxed),
+                unit: c.unit,
+                runs: c.runs.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             })
             .collect()
     }
@@ -144,15 +170,19 @@ pub fn start(specs: &[LoadSpec], hard_limit: Nanos) -> Result<RunningLoads, Load
             stop: stop.clone(),
             deadline_ns,
             work: Arc::new(AtomicU64::new(0)),
+            runs: Arc::default(),
         };
         let err = |reason: String| LoadError::Start {
             spec: spec.text.clone(),
             reason,
         };
         let unit = start_one(&mut loads, &spec.kind, &ctx).map_err(err)?;
-        loads
-            .counters
-            .push((spec.text.clone(), unit, ctx.work.clone()));
+        loads.counters.push(Counter {
+            spec: spec.text.clone(),
+            unit,
+            work: ctx.work,
+            runs: ctx.runs,
+        });
     }
     Ok(loads)
 }
@@ -397,12 +427,22 @@ fn hog(
         ));
     }
     let _ = ready.send(warning);
+    if let Ok(mut runs) = ctx.runs.lock() {
+        let expected = ctx.deadline_ns.saturating_sub(monotonic_now_ns()) / period.get().max(1);
+        runs.reserve(MAX_RECORDED_RUNS.min(expected as usize + 1));
+    }
     let mut next = monotonic_now_ns();
     while ctx.running() {
         let spin_until = next + run.get();
-        while monotonic_now_ns() < spin_until {
+        // The run starts when the thread got the CPU, which may be after `next`.
+        let from = monotonic_now_ns();
+        let mut now = from;
+        // The stop flag is read inside the spin: a long RUN at FIFO 99 still stops at once.
+        while now < spin_until && !ctx.stop.load(Ordering::Relaxed) {
             std::hint::spin_loop();
+            now = monotonic_now_ns();
         }
+        ctx.ran(from, now);
         ctx.add(1);
         next += period.get();
         // Stop promptly even with a long period.
@@ -445,6 +485,42 @@ mod tests {
             assert_eq!(reports.len(), 1);
             assert!(reports[0].work > 0, "{spec} did no work: {reports:?}");
         }
+    }
+
+    #[test]
+    fn hog_records_when_it_ran() {
+        let before = monotonic_now_ns();
+        let (reports, _) = run_for("hog:10:1ms/5ms", 300);
+        let after = monotonic_now_ns();
+        let runs = &reports[0].runs;
+        assert!(runs.len() >= 10, "{runs:?}");
+        assert_eq!(runs.len() as u64, reports[0].work);
+        for pair in runs.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "runs overlap: {pair:?}");
+        }
+        for &(from, to) in runs {
+            assert!(before <= from && from <= to && to <= after, "{from}..{to}");
+        }
+        // A run ends 1 ms after its planned start (shorter when the hog woke late), so the
+        // runs add up to at most 1 ms each (plus a clock read or a preemption at the end).
+        let total: u64 = runs.iter().map(|(f, t)| t - f).sum();
+        assert!(
+            total <= runs.len() as u64 * 1_000_000 + 5_000_000,
+            "{runs:?}"
+        );
+    }
+
+    #[test]
+    fn a_long_hog_run_stops_at_once() {
+        // Regression (hardening #8): the spin did not look at the stop flag.
+        let started = std::time::Instant::now();
+        let (reports, _) = run_for("hog:10:1s/2s", 200);
+        assert!(
+            started.elapsed() < Duration::from_millis(900),
+            "stop waited for the spin: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(reports[0].runs.len(), 1);
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub struct PrivilegeInfo {
 pub struct LoadEntry {
     /// The load as written on the command line.
     pub spec: String,
+    /// When a `hog` load ran: `[from, to]` in ns on the time base of the outliers' `at_ns`
+    /// (so an outlier can be checked against what was injected); the first 10 000 runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_ns: Vec<[u64; 2]>,
 }
 
 /// The unit of a series.

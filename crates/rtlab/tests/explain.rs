@@ -53,10 +53,9 @@ fn hog_is_named(source: &str) {
         );
     }
     let outliers = doc["outliers"].as_array().unwrap();
-    let big: Vec<_> = outliers
-        .iter()
-        .filter(|o| o["latency_ns"].as_u64().unwrap() > 2_000_000)
-        .collect();
+    // The outliers over 2 ms that the hog's recorded runs overlap (a host stall elsewhere in
+    // the run is real, but not what this test injected).
+    let big = hog_outliers(&doc, 2_000_000);
     assert!(
         big.len() >= 5,
         "a 3 ms hog every 200 ms for 3 s: {outliers:?}"
@@ -80,7 +79,7 @@ fn hog_is_named(source: &str) {
         named.len(),
         big.len()
     );
-    for o in &big {
+    for o in outliers {
         let attributed: u64 = o["causes"]
             .as_array()
             .unwrap()

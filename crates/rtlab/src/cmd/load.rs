@@ -71,6 +71,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<Status> {
         .iter()
         .map(|s| LoadEntry {
             spec: s.text.clone(),
+            runs_ns: Vec::new(),
         })
         .collect();
     let mut doc = standalone_doc("load", started_at_ns, elapsed, load, warnings, series);

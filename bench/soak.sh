@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs every timing-dependent test binary ROUNDS times in a row, first on an idle machine,
+# then beside `stress-ng --cpu 2`, and counts failures. A test that fails by chance here
+# would fail a CI landing by chance too: the goal is 0 failures.
+#
+#   sudo bench/soak.sh [ROUNDS] [idle|stress|both] [BINARY_REGEX]
+#   sudo bench/soak.sh 20                 # the acceptance run: 20 x idle, 20 x stress
+#   sudo bench/soak.sh 3 stress 'explain' # a quick look at one binary
+#
+# The test binaries and the rtlab binary are copied to a temporary directory first, so a
+# rebuild while the soak runs does not swap them. A failed run's output is kept under
+# $OUT (default bench/soak-out/) as <binary>-<mode>-<round>.log; the summary is printed
+# and written to $OUT/summary.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${1:-20}
+modes=${2:-both}
+pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|check_diff|report|channel|named|robust|pi_mutex|primitives|rtlab_trace|rtlab_lab|rtlab_sync|rtlab_ipc)-'}
+out=${OUT:-bench/soak-out}
+case $modes in idle) modes=(idle) ;; stress) modes=(stress) ;; both) modes=(idle stress) ;;
+  *) echo "soak: mode must be idle, stress or both, got '$modes'" >&2; exit 2 ;; esac
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "soak: ROUNDS must be a positive number, got '$rounds'" >&2; exit 2; }
+if [[ " ${modes[*]} " == *" stress "* ]] && ! command -v stress-ng >/dev/null; then
+  echo "soak: stress-ng is not installed (apt-get install stress-ng)" >&2; exit 2
+fi
+
+work=$(mktemp -d /tmp/rtlab-soak.XXXXXX)
+stress_pid=
+cleanup() {
+  [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null && wait "$stress_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "soak: building the tests (release)" >&2
+cargo build --release --bin rtlab >&2
+# The test executables cargo would run, from its JSON messages.
+cargo test --release --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"], m["manifest_path"].rsplit("/", 1)[0])' >"$work/executables"
+cp target/release/rtlab "$work/rtlab"
+mkdir -p "$work/bin" "$out"
+# Cargo runs a test binary in its package's directory; so does the soak.
+while read -r exe dir; do
+  name=$(basename "$exe")
+  if [[ $name =~ $pattern ]]; then
+    cp "$exe" "$work/bin/$name"
+    echo "$dir" >"$work/bin/$name.dir"
+  fi
+done <"$work/executables"
+bins=$(ls "$work/bin" | grep -v '\.dir$' || true)
+[ -n "$bins" ] || { echo "soak: no test binary matches '$pattern'" >&2; exit 2; }
+export CARGO_BIN_EXE_rtlab="$work/rtlab"
+
+summary="$out/summary.txt"
+{
+  echo "# bench/soak.sh $rounds ${modes[*]} on $(uname -r), $(nproc) CPUs, $(date -u +%FT%TZ)"
+  echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+  printf '%-28s %-7s %5s %7s %9s\n' binary mode runs failed seconds
+} | tee "$summary"
+total_failed=0
+for mode in "${modes[@]}"; do
+  if [ "$mode" = stress ]; then
+    stress-ng --cpu 2 --timeout 0 --quiet &
+    stress_pid=$!
+    sleep 1
+  fi
+  for b in $bins; do
+    failed=0
+    started=$(date +%s)
+    for ((i = 1; i <= rounds; i++)); do
+      log="$out/${b%-*}-$mode-$i.log"
+      # Tests of one binary run in parallel as cargo would run them (default threads).
+      if (cd "$(cat "$work/bin/$b.dir")" && "$work/bin/$b") >"$log" 2>&1; then
+        rm -f "$log"
+      else
+        failed=$((failed + 1))
+        echo "soak: $b ($mode) failed in round $i: $log" >&2
+      fi
+    done
+    printf '%-28s %-7s %5d %7d %9d\n' "${b%-*}" "$mode" "$rounds" "$failed" $(($(date +%s) - started)) | tee -a "$summary"
+    total_failed=$((total_failed + failed))
+  done
+  if [ -n "$stress_pid" ]; then
+    kill "$stress_pid" 2>/dev/null || true
+    wait "$stress_pid" 2>/dev/null || true
+    stress_pid=
+  fi
+done
+echo "# $total_failed failed runs" | tee -a "$summary"
+[ "$total_failed" = 0 ]
