@@ -518,6 +518,11 @@ fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u6
     use std::sync::atomic::{AtomicBool, Ordering};
     let held = rtlab_sync::Event::new();
     let done = AtomicBool::new(false);
+    // The medium spinner waits until the high thread is a FIFO thread on the CPU: a new
+    // thread is SCHED_OTHER until it enters, and one placed on the spinner's CPU would wait
+    // for RT throttling (about a second) before it could (seen as a group a second long
+    // under a compile load).
+    let high_entered = rtlab_sync::Event::new();
     std::thread::scope(|s| {
         let low = s.spawn(|| -> Result<(), String> {
             enter(cpu, Policy::Fifo, high_prio - 2)?;
@@ -531,7 +536,9 @@ fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u6
             return Err("the low thread never took the lock".into());
         }
         let high = s.spawn(|| -> Result<u64, String> {
-            enter(cpu, Policy::Fifo, high_prio)?;
+            let entered = enter(cpu, Policy::Fifo, high_prio);
+            high_entered.set();
+            entered?;
             // Let the medium spinner start first, so the inversion is set up.
             let _ = sleep_until_monotonic_ns(monotonic_now_ns() + 1_000_000);
             let t0 = monotonic_now_ns();
@@ -543,6 +550,7 @@ fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u6
         });
         let medium = s.spawn(|| -> Result<(), String> {
             enter(cpu, Policy::Fifo, high_prio - 1)?;
+            let _ = high_entered.wait_until(Some(monotonic_now_ns() + WATCHDOG_NS));
             let deadline = monotonic_now_ns() + WATCHDOG_NS;
             while !done.load(Ordering::Acquire) && monotonic_now_ns() < deadline {
                 std::hint::spin_loop();

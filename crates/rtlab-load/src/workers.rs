@@ -231,13 +231,15 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             Ok("bytes sent")
         }
         LoadKind::Io => {
-            let path = std::env::temp_dir().join(format!(
-                "rtlab-io-{}-{}.tmp",
-                std::process::id(),
-                loads.threads.len()
-            ));
+            // A new file under an unguessable name (never a link planted in a shared /tmp),
+            // created here so that a failure is reported instead of a load doing nothing.
+            let dir = std::env::temp_dir();
+            let prefix = format!("rtlab-io-{}-", std::process::id());
+            let (file, path) = rtlab_sys::fs::create_unique(&dir, &prefix, ".tmp", 0o600)
+                .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+            let guard = TempFile(path);
             loads
-                .spawn("rtlab-load-io", ctx, move |c| io_fsync(c, path))
+                .spawn("rtlab-load-io", ctx, move |c| io_fsync(c, file, guard))
                 .map_err(io)?;
             Ok("fsyncs")
         }
@@ -381,13 +383,10 @@ impl Drop for TempFile {
     }
 }
 
-fn io_fsync(ctx: Ctx, path: PathBuf) {
+/// Writes and fsyncs `file` until stopped; `_guard` removes it when the thread ends.
+fn io_fsync(ctx: Ctx, mut file: std::fs::File, _guard: TempFile) {
     const BLOCK: usize = 1 << 20;
     const WRAP: u64 = 64 << 20;
-    let guard = TempFile(path);
-    let Ok(mut file) = std::fs::File::create(&guard.0) else {
-        return;
-    };
     let block = vec![0xa5u8; BLOCK];
     let mut written = 0u64;
     while ctx.running() {
@@ -455,6 +454,9 @@ fn hog(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The io tests look at the same names in the temp directory.
+    static IO_TESTS: Mutex<()> = Mutex::new(());
 
     fn run_for(spec: &str, ms: u64) -> (Vec<LoadReport>, Vec<String>) {
         let specs = [spec.parse::<LoadSpec>().unwrap()];
@@ -537,6 +539,7 @@ mod tests {
 
     #[test]
     fn io_load_removes_its_temp_file() {
+        let _io = IO_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let pattern = format!("rtlab-io-{}-", std::process::id());
         run_for("io", 200);
         let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
@@ -545,6 +548,26 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().starts_with(&pattern))
             .collect();
         assert!(left.is_empty(), "temp files left: {left:?}");
+    }
+
+    #[test]
+    fn io_load_cannot_be_pointed_at_a_planted_link() {
+        let _io = IO_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        // Regression (hardening #1): the io load opened $TMPDIR/rtlab-io-<pid>-<n>.tmp with
+        // O_TRUNC, following a link planted at that predictable name.
+        let victim = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(victim.path(), b"precious").unwrap();
+        for n in 0..4 {
+            let name = format!("rtlab-io-{}-{n}.tmp", std::process::id());
+            let _ = std::os::unix::fs::symlink(victim.path(), std::env::temp_dir().join(name));
+        }
+        run_for("io", 200);
+        for n in 0..4 {
+            let _ = std::fs::remove_file(
+                std::env::temp_dir().join(format!("rtlab-io-{}-{n}.tmp", std::process::id())),
+            );
+        }
+        assert_eq!(std::fs::read(victim.path()).unwrap(), b"precious");
     }
 
     #[test]

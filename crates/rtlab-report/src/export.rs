@@ -2,7 +2,7 @@
 //! A crash leaves either the old file or the complete new one, never half of one.
 
 use rtlab_stats::result::ResultDoc;
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -36,30 +36,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
     }
 }
 
-/// Writes `bytes` to `path` atomically (temp file beside it, fsync, rename).
+/// Writes `bytes` to `path` atomically and safely (a new temp file with an unguessable name
+/// beside it, fsync, rename; see [`rtlab_sys::fs::write_atomically`]): a link planted at the
+/// path or at a temp name is never written through.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(io_err(path))
+    rtlab_sys::fs::write_atomically(path, bytes).map_err(io_err(path))
 }
 
-/// Fails unless a file can be created at `path` (checked before a long run, not after it).
+/// Fails unless a file can be created at `path` (checked before a long run, not after it),
+/// in a directory that root or the invoking user owns. The probe is a new file under an
+/// unguessable name, removed at once: nothing existing is opened, so a link planted at any
+/// name rtlab uses later changes nothing (the result is renamed into place then).
 pub fn check_writable_file(path: &Path) -> Result<(), ReportError> {
     if path.is_dir() {
         return Err(ReportError::Io {
@@ -67,20 +54,19 @@ pub fn check_writable_file(path: &Path) -> Result<(), ReportError> {
             source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
         });
     }
-    let probe = PathBuf::from(format!(
-        "{}.rtlab-probe-{}",
-        path.display(),
-        std::process::id()
-    ));
-    File::create(&probe).map_err(io_err(path))?;
+    let dir = rtlab_sys::fs::parent_dir(path);
+    rtlab_sys::fs::check_dir_owner(&dir).map_err(io_err(&dir))?;
+    let (_, probe) =
+        rtlab_sys::fs::create_unique(&dir, ".rtlab-probe-", "", 0o600).map_err(io_err(path))?;
     let _ = fs::remove_file(&probe);
     Ok(())
 }
 
-/// Creates `dir` if needed and fails unless files can be written in it.
+/// Creates `dir` if needed and fails unless files can be written in it (and root or the
+/// invoking user owns it).
 pub fn check_writable_dir(dir: &Path) -> Result<(), ReportError> {
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    check_writable_file(&dir.join(".rtlab-write-check"))
+    check_writable_file(&dir.join("x"))
 }
 
 /// One output format.
@@ -136,6 +122,7 @@ pub fn hgrm_file_name(series: &str) -> String {
 impl Exporter for HgrmExporter {
     fn export(&self, doc: &ResultDoc) -> Result<(), ReportError> {
         fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        rtlab_sys::fs::check_dir_owner(&self.dir).map_err(io_err(&self.dir))?;
         for series in doc.series.iter().filter(|s| s.histogram.is_some()) {
             let hist = series
                 .decode_histogram()

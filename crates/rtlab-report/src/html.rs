@@ -27,6 +27,7 @@ pub fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 fn px(v: f64, lo: f64, hi: f64, a: f64, b: f64) -> f64 {
@@ -456,11 +457,13 @@ pub fn render(docs: &[ResultDoc]) -> String {
         if !checks.is_empty() {
             body.push_str("<h3>Check</h3><table><tr><th>check</th><th>status</th><th>found</th><th>fix</th></tr>");
             for s in &checks {
+                // The status names a CSS class: only the known ones (a result file is input).
                 let st = s
                     .config
                     .get("status")
                     .and_then(|v| v.as_str())
-                    .unwrap_or("?");
+                    .filter(|st| ["ok", "warn", "fail", "skipped"].contains(st))
+                    .unwrap_or("unknown");
                 let _ = write!(
                     body,
                     "<tr class=\"{st}\"><td>{}</td><td>{st}</td><td>{}</td><td>{}<small>{}</small></td></tr>",
@@ -680,6 +683,97 @@ mod tests {
         assert_eq!(area("survey", "ipc/rtlab-shm/rtt"), "ipc");
         assert_eq!(area("wakeup", "thread0"), "wakeup");
         assert_eq!(area("net run", "1KiB@10ms/rtt"), "net");
+    }
+
+    /// A document with every kind of string the renderer shows: series of both kinds, a check
+    /// row, survey readings and actions, outliers with causes, warnings.
+    fn full_document() -> serde_json::Value {
+        use rtlab_stats::result::Unit;
+        let mut h = LatencyHistogram::new();
+        for i in 0..1000u64 {
+            h.record(Nanos(5_000 + i * 10));
+        }
+        let dist = Series::distribution("wakeup-idle/thread0", "wakeup_latency", &h)
+            .unwrap()
+            .with_config(
+                "timeline",
+                serde_json::json!({"step_ns": 1000, "max_ns": [1, 2]}),
+            );
+        let value = Series::value("lock/pi/uncontended", "lock_unlock", Unit::Ns, 9.0);
+        let check = Series::value("check/preempt", "check", Unit::Count, 1.0)
+            .with_config("status", "warn")
+            .with_config("value", "none")
+            .with_config("fix", "preempt=full")
+            .with_config("why", "seed 000");
+        serde_json::json!({
+            "schema_version": 1,
+            "tool": {"name": "rtlab", "version": "0.1.0"},
+            "command": "survey",
+            "argv": ["rtlab", "survey"],
+            "started_at": "2026-11-22T10:00:00Z",
+            "duration_s": 1.0,
+            "system": {"kernel": "6.1", "cpus": 2, "preempt_model": "none", "clocksource": "tsc",
+                       "virtualized": true,
+                       "privileges": {"rt_sched": true, "mlock": true, "tracefs": true}},
+            "load": [{"spec": "cpu"}],
+            "warnings": ["a warning"],
+            "series": [dist, value, check],
+            "outliers": [{"series": "wakeup-idle/thread0", "at_ns": 500, "latency_ns": 900,
+                          "causes": [{"kind": "preemption", "duration_ns": 800, "task": "hog",
+                                      "pid": 1, "prio": 99, "detail": "a detail"}]}],
+            "verdict": {"interrupted": false,
+                        "survey": [{"area": "wakeup", "reading": "fine"}],
+                        "top_actions": [{"fix": "isolcpus=1", "check": "isolation"}]}
+        })
+    }
+
+    /// Paths to every string in `v`.
+    fn string_paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(_) => out.push(at),
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    string_paths(x, format!("{at}/{i}"), out);
+                }
+            }
+            serde_json::Value::Object(o) => {
+                for (k, x) in o {
+                    string_paths(x, format!("{at}/{k}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn markup_in_any_string_of_a_result_file_is_shown_as_text() {
+        // Regression (hardening #4): a check's status went unescaped into an attribute and a
+        // cell, and a crafted result file produced a live <script> in the report.
+        const EVIL: &str = "x\"'><script>alert(1)</script><img src=x onerror=alert(2)>";
+        let base = full_document();
+        let mut paths = Vec::new();
+        string_paths(&base, String::new(), &mut paths);
+        assert!(paths.len() > 30, "{paths:?}");
+        let mut rendered = 0;
+        for path in &paths {
+            let mut doc = base.clone();
+            *doc.pointer_mut(path).unwrap() = serde_json::Value::String(EVIL.into());
+            // Strings the format constrains (units, cause kinds, the histogram) are refused
+            // by the reader before rendering; every other one reaches the page.
+            let Ok(parsed) = serde_json::from_value::<ResultDoc>(doc) else {
+                continue;
+            };
+            let html = render(&[parsed]);
+            rendered += 1;
+            for raw in ["<script", "<img", "'>", "\"'"] {
+                assert!(!html.contains(raw), "{path}: {raw} got through");
+            }
+        }
+        assert!(
+            rendered * 10 >= paths.len() * 8,
+            "{rendered} of {}",
+            paths.len()
+        );
     }
 
     #[test]

@@ -237,12 +237,17 @@ impl LatencyHistogram {
 
     /// Reads what [`encode_base64`](Self::encode_base64) wrote. Min and max come from the
     /// buckets (0.1 % precision), the sum from bucket midpoints; nothing is marked missed.
+    ///
+    /// The data may come from a hostile file or network peer: the deflated payload is
+    /// inflated under a cap and the header is checked against sane bounds before the
+    /// HdrHistogram library sizes anything from it.
     pub fn decode_base64(data: &str) -> Result<Self, HistogramError> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data.trim())
             .map_err(|e| HistogramError::Decode(e.to_string()))?;
+        let plain = checked_v2(&bytes).map_err(|e| HistogramError::Decode(e.into()))?;
         let decoded: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut &bytes[..])
+            .deserialize(&mut &plain[..])
             .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
         let mut out = LatencyHistogram::new();
         for v in decoded.iter_recorded() {
@@ -403,6 +408,67 @@ impl LiveHistogram {
     }
 }
 
+/// HdrHistogram's V2 cookies (plain and deflated; 0x10 is the 8-byte word-size mark).
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+/// The most an encoded histogram may inflate to. rtlab's own (1 ns to 1 h, 3 digits) takes
+/// at most ~400 KB; 4 MiB leaves room for other tools' wider ones.
+const MAX_INFLATED: u64 = 4 << 20;
+/// V2 header: cookie, payload length, normalizing offset, significant digits (4 bytes each),
+/// lowest, highest (8 each), conversion ratio (8).
+const V2_HEADER: usize = 40;
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The plain V2 encoding of `bytes` (inflated if deflated), its header checked: the payload
+/// length fits what is there, and the bounds and precision are ones whose counts array stays
+/// small (the deserializer allocates from them).
+fn checked_v2(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, &'static str> {
+    use std::io::Read;
+    let truncated = "truncated histogram";
+    let plain: std::borrow::Cow<'_, [u8]> = match be32(bytes, 0).ok_or(truncated)? {
+        V2_COOKIE => bytes.into(),
+        V2_DEFLATE_COOKIE => {
+            let len = be32(bytes, 4).ok_or(truncated)? as usize;
+            let body = bytes.get(8..).ok_or(truncated)?;
+            if len != body.len() {
+                return Err("compressed length does not match the data");
+            }
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(body)
+                .take(MAX_INFLATED + 1)
+                .read_to_end(&mut out)
+                .map_err(|_| "bad deflate stream")?;
+            if out.len() as u64 > MAX_INFLATED {
+                return Err("histogram inflates to more than 4 MiB");
+            }
+            out.into()
+        }
+        _ => return Err("not an HdrHistogram V2 encoding"),
+    };
+    if be32(&plain, 0) != Some(V2_COOKIE) {
+        return Err("not an HdrHistogram V2 encoding");
+    }
+    let payload = be32(&plain, 4).ok_or(truncated)? as usize;
+    let digits = be32(&plain, 12).ok_or(truncated)?;
+    let lowest = be64(&plain, 16).ok_or(truncated)?;
+    let highest = be64(&plain, 24).ok_or(truncated)?;
+    if payload > plain.len().saturating_sub(V2_HEADER) {
+        return Err("payload length beyond the data");
+    }
+    // 4 digits up to 2^53 is a counts array of about 600 000 entries; more is no latency.
+    if !(1..=4).contains(&digits) || lowest == 0 || highest > 1 << 53 || highest < 2 * lowest {
+        return Err("histogram bounds or precision out of range");
+    }
+    Ok(plain)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +538,77 @@ mod tests {
             ] {
                 assert_close(got, reference(&samples, q), &format!("seed {seed} q {q}"));
             }
+        }
+    }
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    fn v2_header(payload: u32, digits: u32, lowest: u64, highest: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(V2_COOKIE.to_be_bytes());
+        b.extend(payload.to_be_bytes());
+        b.extend(0u32.to_be_bytes());
+        b.extend(digits.to_be_bytes());
+        b.extend(lowest.to_be_bytes());
+        b.extend(highest.to_be_bytes());
+        b.extend(1f64.to_bits().to_be_bytes());
+        b
+    }
+
+    fn deflated(plain: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(plain).unwrap();
+        let body = z.finish().unwrap();
+        let mut b = V2_DEFLATE_COOKIE.to_be_bytes().to_vec();
+        b.extend((body.len() as u32).to_be_bytes());
+        b.extend(body);
+        b
+    }
+
+    #[test]
+    fn hostile_encodings_are_refused_before_anything_is_allocated_from_them() {
+        // Regression (hardening #3): a 52-character string made `rtlab diff` allocate 267 MB
+        // (the payload length was trusted before reading).
+        let huge_payload = b64(&v2_header(u32::MAX, 3, 1, 1_000_000));
+        assert!(huge_payload.len() <= 56);
+        let err = LatencyHistogram::decode_base64(&huge_payload).unwrap_err();
+        assert!(err.to_string().contains("payload length"), "{err}");
+        let deflated_huge = b64(&deflated(&v2_header(u32::MAX, 3, 1, 1_000_000)));
+        assert!(LatencyHistogram::decode_base64(&deflated_huge).is_err());
+        // Bounds whose counts array would be gigabytes.
+        for (digits, lowest, highest) in [(5, 1, u64::MAX / 2), (9, 1, 1000), (3, 0, 1000)] {
+            let h = b64(&v2_header(0, digits, lowest, highest));
+            let err = LatencyHistogram::decode_base64(&h).unwrap_err();
+            assert!(err.to_string().contains("out of range"), "{err}");
+        }
+        // A deflate bomb: 64 MiB of zeros in ~64 KB.
+        let mut bomb = v2_header(64 << 20, 3, 1, 1_000_000);
+        bomb.resize(bomb.len() + (64 << 20), 0);
+        let err = LatencyHistogram::decode_base64(&b64(&deflated(&bomb))).unwrap_err();
+        assert!(err.to_string().contains("4 MiB"), "{err}");
+        // A lying compressed length.
+        let mut liar = deflated(&v2_header(0, 3, 1, 1_000_000));
+        liar[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(LatencyHistogram::decode_base64(&b64(&liar)).is_err());
+        assert!(LatencyHistogram::decode_base64(&b64(&[1, 2])).is_err());
+    }
+
+    #[test]
+    fn encodings_of_the_reference_library_still_decode() {
+        // HdrHistogram's own V2 deflate output at 3 and 4 digits, as other tools write it.
+        for digits in [2u8, 3, 4] {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, digits).unwrap();
+            h.record_n(12_345, 10).unwrap();
+            h.record(9_000_000).unwrap();
+            let mut bytes = Vec::new();
+            V2DeflateSerializer::new()
+                .serialize(&h, &mut bytes)
+                .unwrap();
+            let back = LatencyHistogram::decode_base64(&b64(&bytes)).unwrap();
+            assert_eq!(back.len(), 11, "{digits} digits");
         }
     }
 

@@ -11,6 +11,7 @@ pub mod affinity;
 pub mod bpf;
 pub mod dma;
 mod error;
+pub mod fs;
 #[allow(unsafe_code)]
 pub mod futex;
 #[allow(unsafe_code)]

@@ -344,7 +344,8 @@ impl SavedWindow {
             }
             text.push('\n');
         }
-        std::fs::write(&self.path, text)
+        // Never through a link planted at the predictable name (rtlab runs as root).
+        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes())
             .map_err(|e| format!("--trace-out {}: {e}", self.path.display()))
     }
 }
@@ -660,7 +661,9 @@ fn read_loop(
     // slow the reader until it loses events).
     let keep_raw = options.trace_out.is_some() && matches!(source, Source::Text { .. });
     if let Some(dir) = &options.trace_out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
+            .map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
     }
     let mut histories: Vec<History> = Vec::new();
     let mut pending: Vec<(Request, u64)> = Vec::new();

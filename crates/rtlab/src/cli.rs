@@ -743,6 +743,7 @@ pub enum NetAction {
     #[command(after_help = NET_PINGPONG_HELP)]
     Pingpong(NetPingPongArgs),
     /// The peer: acknowledges, echoes, runs reverse streams (TCP and UDP, one port).
+    #[command(after_help = NET_SERVE_HELP)]
     Serve(NetServeArgs),
 }
 
@@ -842,9 +843,23 @@ pub struct NetPingPongArgs {
 
 #[derive(Debug, Args)]
 pub struct NetServeArgs {
-    /// Address and port to listen on (TCP and UDP).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:7471", value_parser = parse_peer)]
+    /// Address and port to listen on (TCP and UDP). The default answers this host only;
+    /// for a client on another host, listen on its interface (e.g. 0.0.0.0:7471).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7471", value_parser = parse_peer)]
     pub listen: std::net::SocketAddr,
+    /// Let clients ask for SCHED_FIFO/RR up to this priority for the peer's threads (and
+    /// SO_BUSY_POLL up to 100 us). Without it every connection is served under SCHED_OTHER.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub max_prio: Option<u32>,
+    /// Connections served at once; more are closed at once.
+    #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_connections: u32,
+    /// Largest socket buffer, echoed message or reverse-stream message a client may ask for.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size_arg)]
+    pub max_buffer: u64,
+    /// A connection with nothing to read (or whose client does not read) for this long ends.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
+    pub idle_timeout: Nanos,
     /// Enter this network namespace first (used by --topology netns).
     #[arg(long, value_name = "NAME", hide = true)]
     pub netns: Option<String>,
@@ -868,6 +883,16 @@ pub struct NetServeArgs {
     #[arg(long, value_name = "KEY=VALUE", hide = true)]
     pub veth_sysctl: Vec<String>,
 }
+
+const NET_SERVE_HELP: &str = "\
+The peer obeys its owner, not its clients: a client asks for priorities, socket options,
+buffer sizes and reverse streams, and gets them only within --max-prio, --max-buffer and
+the idle timeout. It listens on loopback unless told otherwise.
+
+Examples:
+  rtlab net serve                                  # this host only, SCHED_OTHER
+  rtlab net serve --listen 0.0.0.0:7471 --max-prio 80   # for a client on another host
+  rtlab net run --peer 10.0.0.2:7471 --stream 1KiB@10ms --duration 60s  # on the client";
 
 fn parse_peer(text: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;

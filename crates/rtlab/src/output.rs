@@ -2,7 +2,9 @@
 
 use crate::{BadInput, Status};
 use rtlab_lab::{LiveSeries, Observer, RunRecord};
-use rtlab_report::{check_writable_dir, check_writable_file, Exporter, HgrmExporter, JsonExporter};
+use rtlab_report::{
+    check_writable_dir, check_writable_file, printable, Exporter, HgrmExporter, JsonExporter,
+};
 use rtlab_stats::result::{ResultDoc, Tool, Unit, Verdict, SCHEMA_VERSION};
 use rtlab_stats::Nanos;
 use std::io::{IsTerminal, Write};
@@ -42,7 +44,7 @@ impl Console {
     pub fn note(&mut self, text: &str) {
         if !self.quiet {
             self.clear();
-            eprintln!("{text}");
+            eprintln!("{}", printable(text));
         }
     }
 
@@ -72,7 +74,7 @@ impl Drop for Console {
 impl Observer for Console {
     fn warn(&mut self, message: &str) {
         self.clear();
-        eprintln!("warning: {message}");
+        eprintln!("warning: {}", printable(message));
     }
 
     fn tick(&mut self, elapsed: Nanos, total: Nanos, live: &[LiveSeries]) {
@@ -141,6 +143,8 @@ impl Outputs {
         if let Some(dir) = &self.hgrm {
             HgrmExporter { dir: dir.clone() }.export(doc)?;
         }
+        // Names in the table come from result files, peers and the kernel's task names.
+        let table = printable(table);
         if self.json_to_stdout() {
             eprint!("{table}");
         } else {
@@ -148,7 +152,7 @@ impl Outputs {
             let _ = std::io::stdout().flush();
         }
         for line in gate_lines {
-            eprintln!("{line}");
+            eprintln!("{}", printable(&line));
         }
         Ok(status)
     }

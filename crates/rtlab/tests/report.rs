@@ -39,19 +39,7 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
     );
     let check = rtlab_doc(dir.path(), "c.json", &["check"]);
     let out_dir = dir.path().join("rep");
-    let out = rtlab()
-        .arg("report")
-        .args([&wakeup, &pp, &check])
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let html = report_html(&[&wakeup, &pp, &check], &out_dir);
     let charts = html.matches("<svg class=\"chart\"").count();
     assert!(charts >= 4, "{charts} charts");
     assert!(html.contains("latency by percentile") && html.contains("latency histogram"));

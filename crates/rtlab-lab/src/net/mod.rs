@@ -150,7 +150,8 @@ pub fn tcp_sysctls() -> Value {
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-fn connect(peer: SocketAddr, hello: &Hello) -> Result<TcpStream, String> {
+fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> {
+    let peer = to.addr;
     let mut s = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT).map_err(|e| {
         format!("cannot connect to {peer}: {e} (is `rtlab net serve` running there?)")
     })?;
@@ -162,6 +163,10 @@ fn connect(peer: SocketAddr, hello: &Hello) -> Result<TcpStream, String> {
             " (is `rtlab net serve` running there?)"
         };
         format!("no rtlab handshake from {peer} within 3 s: {e}{hint}")
+    };
+    let hello = Hello {
+        token: to.token.clone(),
+        ..hello.clone()
     };
     hello.send(&mut s).map_err(refused)?;
     s.set_read_timeout(Some(CONNECT_TIMEOUT)).map_err(refused)?;
@@ -311,7 +316,10 @@ fn unique_labels(specs: &[StreamSpec]) -> Vec<String> {
 }
 
 /// A background thread pushing bulk data over its own connection until `stop`.
-fn background(peer: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> Result<u64, String> {
+fn background(
+    peer: &topology::PeerAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<u64, String> {
     use std::io::Write;
     let hello = Hello {
         role: "bulk".into(),
@@ -320,6 +328,7 @@ fn background(peer: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> Result<
         prio: 0,
         plan: None,
         pad_segments: 0,
+        token: None, // connect() sets the peer's
     };
     let mut s = connect(peer, &hello)?;
     let chunk = vec![0u8; 64 << 10];
@@ -375,12 +384,13 @@ impl Experiment for NetRun {
                         prio,
                         plan: None,
                         pad_segments: cfg.pad_segments,
+                        token: None, // connect() sets the peer's
                     };
-                    Conn::Tcp(connect(running.peer, &hello).map_err(LabError::Config)?)
+                    Conn::Tcp(connect(&running.peer, &hello).map_err(LabError::Config)?)
                 }
-                Proto::Udp => {
-                    Conn::Udp(connect_udp(running.peer, &cfg.options).map_err(LabError::Config)?)
-                }
+                Proto::Udp => Conn::Udp(
+                    connect_udp(running.peer.addr, &cfg.options).map_err(LabError::Config)?,
+                ),
             };
             forward.push((p, conn));
         }
@@ -394,8 +404,9 @@ impl Experiment for NetRun {
                 prio,
                 plan: Some(p.clone()),
                 pad_segments: cfg.pad_segments,
+                token: None, // connect() sets the peer's
             };
-            reverse.push((p, connect(running.peer, &hello).map_err(LabError::Config)?));
+            reverse.push((p, connect(&running.peer, &hello).map_err(LabError::Config)?));
         }
         let measured: Vec<usize> = if cfg.cpus.is_empty() {
             rtlab_sys::affinity::usable_cpus().as_slice().to_vec()
@@ -435,7 +446,7 @@ impl Experiment for NetRun {
         let (fwd_stats, rev_stats, bg) = std::thread::scope(|scope| {
             let bg = cfg
                 .background_traffic
-                .then(|| scope.spawn(|| background(running.peer, &stop_background)));
+                .then(|| scope.spawn(|| background(&running.peer, &stop_background)));
             let fwd: Vec<_> = forward
                 .into_iter()
                 .enumerate()
@@ -667,7 +678,7 @@ impl Experiment for PingPong {
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let start = monotonic_now_ns();
         let end = start + duration;
-        let peer = running.peer;
+        let peer = running.peer.clone();
         let (hist, lost) = std::thread::scope(|scope| {
             let report = reporter.as_ref().map(|r| (r, 0u16));
             let h = scope.spawn(move || -> Result<(LatencyHistogram, u64), String> {
@@ -686,13 +697,14 @@ impl Experiment for PingPong {
                             prio,
                             plan: None,
                             pad_segments: 0,
+                            token: None, // connect() sets the peer's
                         };
-                        let s = connect(peer, &hello)?;
+                        let s = connect(&peer, &hello)?;
                         let quickack = cfg.options.quickack;
                         stream::pingpong_tcp(s, cfg.size, (end, start + warmup), quickack, report)
                     }
                     Proto::Udp => {
-                        let s = connect_udp(peer, &cfg.options)?;
+                        let s = connect_udp(peer.addr, &cfg.options)?;
                         stream::pingpong_udp(s, cfg.size, (end, start + warmup), report)
                     }
                 }

@@ -8,7 +8,7 @@ use rtlab_sys::sched::Policy;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -29,6 +29,8 @@ pub struct Hello {
     /// Pad every acknowledgement to this many segments too (0: off): a lost ack needs fast
     /// retransmit as much as a lost message.
     pub pad_segments: u32,
+    /// The secret of a peer rtlab started for itself (see [`PeerLimits::token`]).
+    pub token: Option<String>,
 }
 
 impl Hello {
@@ -41,6 +43,7 @@ impl Hello {
             "prio": self.prio,
             "plan": self.plan.as_ref().map(Plan::to_json),
             "pad_segments": self.pad_segments,
+            "token": self.token,
         })
     }
 
@@ -61,13 +64,110 @@ impl Hello {
                 p => Some(Plan::from_json(p)?),
             },
             pad_segments: v["pad_segments"].as_u64().unwrap_or(0).min(64) as u32,
+            token: v["token"].as_str().map(str::to_string),
         })
+    }
+
+    /// Brings what the client asked for within what the peer's owner allows: its priority
+    /// (SCHED_OTHER unless the owner gave `--max-prio`), busy polling, SO_PRIORITY, buffer
+    /// sizes, a reverse stream's size and period.
+    pub fn within(mut self, limits: &PeerLimits) -> Result<Hello, String> {
+        let (policy, prio) = limits.sched(self.policy, self.prio);
+        (self.policy, self.prio) = (policy, prio);
+        let o = &mut self.options;
+        o.busy_poll_us = if limits.max_prio.is_some() {
+            o.busy_poll_us.min(MAX_BUSY_POLL_US)
+        } else {
+            0
+        };
+        // 7 and above need CAP_NET_ADMIN: the client's word is not the owner's capability.
+        o.priority = o.priority.map(|p| p.min(6));
+        o.sndbuf = o.sndbuf.map(|b| b.min(limits.max_buffer));
+        o.rcvbuf = o.rcvbuf.map(|b| b.min(limits.max_buffer));
+        if let Some(plan) = &mut self.plan {
+            if plan.size > limits.max_buffer {
+                return Err(format!(
+                    "a reverse stream of {} bytes is over this peer's limit ({} bytes, --max-buffer)",
+                    plan.size, limits.max_buffer
+                ));
+            }
+            let min_period = if limits.max_prio.is_some() {
+                100_000
+            } else {
+                1_000_000
+            };
+            if plan.period_ns < min_period {
+                return Err(format!(
+                    "a reverse stream every {} ns is faster than this peer allows ({min_period} ns)",
+                    plan.period_ns
+                ));
+            }
+            (plan.policy, plan.prio) = limits.sched(plan.policy, plan.prio);
+        }
+        Ok(self)
     }
 
     /// Sends this hello as the first message of `s`.
     pub fn send(&self, s: &mut TcpStream) -> std::io::Result<()> {
         wire::write_control(s, Kind::Hello, &self.to_json())
     }
+}
+
+/// Busy polling a client may ask for (with `--max-prio`; none without).
+const MAX_BUSY_POLL_US: u32 = 100;
+
+/// What the owner of a peer allows its clients. Everything a client asks for is brought
+/// within these ([`Hello::within`]); a client is never trusted with more.
+#[derive(Debug, Clone)]
+pub struct PeerLimits {
+    /// The highest real-time priority a connection's threads may get (None: SCHED_OTHER only).
+    pub max_prio: Option<u32>,
+    /// Connections served at once; more are closed at once.
+    pub max_connections: usize,
+    /// Socket buffers, echoed messages and reverse-stream messages are at most this large.
+    pub max_buffer: usize,
+    /// A connection silent for this long (nothing to read, or its client not reading) ends.
+    pub idle_timeout: Duration,
+    /// A hello must carry this secret (rtlab's own peers: only the connections it expects).
+    pub token: Option<String>,
+}
+
+impl PeerLimits {
+    /// The defaults of `rtlab net serve`: SCHED_OTHER, 16 connections, 4 MiB, 60 s.
+    pub fn serve_defaults() -> PeerLimits {
+        PeerLimits {
+            max_prio: None,
+            max_connections: 16,
+            max_buffer: 4 << 20,
+            idle_timeout: Duration::from_secs(60),
+            token: None,
+        }
+    }
+
+    /// A peer rtlab starts for its own run (loopback thread, namespace process): what the
+    /// run asks for is allowed, but only from a client that knows `token`.
+    pub fn own(token: String) -> PeerLimits {
+        PeerLimits {
+            max_prio: Some(99),
+            max_connections: 64,
+            max_buffer: wire::MAX_BODY,
+            idle_timeout: Duration::from_secs(600),
+            token: Some(token),
+        }
+    }
+
+    /// A policy and priority within the limit.
+    fn sched(&self, policy: Policy, prio: u32) -> (Policy, u32) {
+        match self.max_prio {
+            Some(max) if policy.is_realtime() => (policy, prio.clamp(1, max.max(1))),
+            _ => (Policy::Other, 0),
+        }
+    }
+}
+
+/// A new secret for [`PeerLimits::own`].
+pub fn new_token() -> Result<String, String> {
+    rtlab_sys::fs::random_suffix().map_err(|e| format!("no random token: {e}"))
 }
 
 /// A running peer: a TCP acceptor and a UDP responder on one port.
@@ -81,7 +181,7 @@ pub struct PeerServer {
 impl PeerServer {
     /// Binds `listen` (port 0: any free port; UDP then takes the same number) and serves in
     /// background threads until [`PeerServer::stop`] or drop.
-    pub fn start(listen: SocketAddr) -> Result<PeerServer, String> {
+    pub fn start(listen: SocketAddr, limits: PeerLimits) -> Result<PeerServer, String> {
         let tcp =
             TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let addr = tcp.local_addr().map_err(|e| e.to_string())?;
@@ -95,7 +195,7 @@ impl PeerServer {
                 let stop = stop.clone();
                 std::thread::Builder::new()
                     .name("rtlab-net-accept".into())
-                    .spawn(move || accept_loop(tcp, &stop))
+                    .spawn(move || accept_loop(tcp, &stop, Arc::new(limits)))
                     .map_err(|e| e.to_string())?
             },
             {
@@ -137,16 +237,29 @@ impl Drop for PeerServer {
     }
 }
 
-fn accept_loop(tcp: TcpListener, stop: &AtomicBool) {
+fn accept_loop(tcp: TcpListener, stop: &AtomicBool, limits: Arc<PeerLimits>) {
+    let open = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match tcp.accept() {
             Ok((s, _)) => {
-                let _ = std::thread::Builder::new()
+                // Over the limit the connection is closed at once (the client sees no hello).
+                if open.load(Ordering::Relaxed) >= limits.max_connections {
+                    drop(s);
+                    continue;
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let (open, limits) = (open.clone(), limits.clone());
+                let spawned = std::thread::Builder::new()
                     .name("rtlab-net-conn".into())
                     .spawn(move || {
                         let _ = s.set_nonblocking(false);
-                        let _ = serve_connection(s);
+                        let _ = serve_connection(s, &limits);
+                        open.fetch_sub(1, Ordering::Relaxed);
                     });
+                if spawned.is_err() {
+                    // The closure (and with it the connection) is gone; so is its count.
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(5));
@@ -183,16 +296,26 @@ fn udp_loop(udp: UdpSocket, stop: &AtomicBool) {
     }
 }
 
+/// The largest hello a peer reads.
+const MAX_HELLO: u32 = 64 << 10;
+
 /// One client connection: its hello, then its role.
-fn serve_connection(mut s: TcpStream) -> Result<(), String> {
+fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String> {
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     let h = Header::read_from(&mut s).map_err(|e| e.to_string())?;
-    if h.kind != Kind::Hello {
+    if h.kind != Kind::Hello || h.payload > MAX_HELLO {
         return Err("the first message was not a hello".into());
     }
     let hello = Hello::from_json(&wire::read_control(&mut s, &h).map_err(|e| e.to_string())?)?;
-    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    if limits.token.is_some() && hello.token != limits.token {
+        return Err("a hello without this peer's token".into());
+    }
+    let hello = hello.within(limits)?;
+    // A client that goes silent, or stops reading, frees its thread after the idle timeout.
+    s.set_read_timeout(Some(limits.idle_timeout))
+        .and_then(|()| s.set_write_timeout(Some(limits.idle_timeout)))
+        .map_err(|e| e.to_string())?;
     hello.options.apply_tcp(&s)?;
     // Best effort: a peer without the privilege still answers, at normal priority.
     let _ = rtlab_sys::sched::set_current_thread_scheduler(hello.policy, hello.prio);
@@ -205,7 +328,7 @@ fn serve_connection(mut s: TcpStream) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     match hello.role.as_str() {
         "stream" => acknowledge(s, hello.options.quickack, hello.pad_segments),
-        "pingpong" => echo(s, hello.options.quickack),
+        "pingpong" => echo(s, hello.options.quickack, limits.max_buffer),
         "bulk" => std::io::copy(&mut s, &mut std::io::sink())
             .map(|_| ())
             .map_err(|e| e.to_string()),
@@ -248,7 +371,7 @@ fn acknowledge(mut s: TcpStream, quickack: bool, pad_segments: u32) -> Result<()
 }
 
 /// Sends every `Echo` message straight back, whole.
-fn echo(mut s: TcpStream, quickack: bool) -> Result<(), String> {
+fn echo(mut s: TcpStream, quickack: bool, max_payload: usize) -> Result<(), String> {
     let mut buf = vec![0u8; HEADER_LEN];
     loop {
         buf.resize(HEADER_LEN, 0);
@@ -260,6 +383,12 @@ fn echo(mut s: TcpStream, quickack: bool) -> Result<(), String> {
         let h = Header::decode(&buf)?;
         if h.kind != Kind::Echo || h.pad != 0 {
             return Err(format!("unexpected {:?} on a ping-pong connection", h.kind));
+        }
+        if h.payload as usize > max_payload {
+            return Err(format!(
+                "an echo of {} bytes is over this peer's limit",
+                h.payload
+            ));
         }
         buf.resize(HEADER_LEN + h.payload as usize, 0);
         s.read_exact(&mut buf[HEADER_LEN..])

@@ -517,6 +517,9 @@ pub fn run_tcp(
                 match h.kind {
                     Kind::Ack => {
                         book.ack(&h, now);
+                        if h.pad > wire::MAX_CONTROL {
+                            return Err(format!("an ack padded to {} bytes", h.pad));
+                        }
                         if h.pad > 0 {
                             scratch.resize(h.pad as usize, 0);
                             read_polling(&mut reader, &mut scratch, &|| false)
@@ -680,6 +683,10 @@ pub fn receive_reverse(
                 read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
             }
             Kind::Report => {
+                // The peer's word: its size is checked before anything is allocated for it.
+                if h.payload > wire::MAX_CONTROL {
+                    return Err(format!("a report of {} bytes from the peer", h.payload));
+                }
                 body.resize(h.payload as usize, 0);
                 read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
                 let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;

@@ -49,11 +49,24 @@ impl Topology {
     }
 }
 
+/// Where a peer listens, and the secret its hellos carry (rtlab's own peers only).
+#[derive(Debug, Clone)]
+pub struct PeerAddr {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The token of a peer rtlab started (None: a remote `rtlab net serve`).
+    pub token: Option<String>,
+}
+
+/// The environment variable that hands the netns peer its token (not argv: any user can
+/// read a process's command line).
+pub const TOKEN_ENV: &str = "RTLAB_NET_PEER_TOKEN";
+
 /// A peer that is up; dropping it takes everything down.
 #[derive(Debug)]
 pub struct Running {
     /// Where to connect.
-    pub peer: SocketAddr,
+    pub peer: PeerAddr,
     /// Facts for the result's config (namespace name, addresses, mtu, loss).
     pub facts: serde_json::Value,
     _local: Option<PeerServer>,
@@ -64,16 +77,26 @@ pub struct Running {
 pub fn bring_up(topology: &Topology) -> Result<Running, String> {
     match topology {
         Topology::Loopback => {
-            let server = PeerServer::start((Ipv4Addr::LOCALHOST, 0).into())?;
+            let token = super::peer::new_token()?;
+            let server = PeerServer::start(
+                (Ipv4Addr::LOCALHOST, 0).into(),
+                super::peer::PeerLimits::own(token.clone()),
+            )?;
             Ok(Running {
-                peer: server.addr(),
+                peer: PeerAddr {
+                    addr: server.addr(),
+                    token: Some(token),
+                },
                 facts: serde_json::json!({"topology": "loopback"}),
                 _local: Some(server),
                 _netns: None,
             })
         }
         Topology::Remote(addr) => Ok(Running {
-            peer: *addr,
+            peer: PeerAddr {
+                addr: *addr,
+                token: None,
+            },
             facts: serde_json::json!({"topology": "remote", "peer": addr.to_string()}),
             _local: None,
             _netns: None,
@@ -85,7 +108,10 @@ pub fn bring_up(topology: &Topology) -> Result<Running, String> {
         } => {
             let ns = Netns::create(*mtu, *loss_pct, sysctls)?;
             Ok(Running {
-                peer: SocketAddr::from((ns.peer_ip, DEFAULT_PORT)),
+                peer: PeerAddr {
+                    addr: SocketAddr::from((ns.peer_ip, DEFAULT_PORT)),
+                    token: Some(ns.token.clone()),
+                },
                 facts: serde_json::json!({
                     "topology": "netns", "netns": ns.name, "mtu": mtu.unwrap_or(1500),
                     "loss_pct": loss_pct.unwrap_or(0.0), "static_neighbours": true,
@@ -141,6 +167,7 @@ struct Netns {
     name: String,
     host_ip: Ipv4Addr,
     peer_ip: Ipv4Addr,
+    token: String,
     child: Option<Child>,
 }
 
@@ -184,16 +211,20 @@ impl Netns {
             name: name.clone(),
             host_ip,
             peer_ip,
+            token: super::peer::new_token()?,
             child: None,
         };
-        ns.child = Some(start_peer(&NamespaceSpec {
-            name,
-            host_ip,
-            peer_ip,
-            mtu,
-            loss_pct,
-            sysctls: sysctls.to_vec(),
-        })?);
+        ns.child = Some(start_peer(
+            &NamespaceSpec {
+                name,
+                host_ip,
+                peer_ip,
+                mtu,
+                loss_pct,
+                sysctls: sysctls.to_vec(),
+            },
+            &ns.token,
+        )?);
         Ok(ns)
     }
 }
@@ -365,7 +396,7 @@ fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
 
 /// Starts `rtlab net serve`, which creates the namespace and listens in it, and waits until
 /// it listens.
-fn start_peer(spec: &NamespaceSpec) -> Result<Child, String> {
+fn start_peer(spec: &NamespaceSpec, token: &str) -> Result<Child, String> {
     let ns = &spec.name;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = Command::new(exe);
@@ -388,7 +419,8 @@ fn start_peer(spec: &NamespaceSpec) -> Result<Child, String> {
     for s in &spec.sysctls {
         cmd.args(["--veth-sysctl", s]);
     }
-    cmd.stdin(Stdio::null())
+    cmd.env(TOKEN_ENV, token)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     rtlab_sys::process::terminate_with_parent(&mut cmd);

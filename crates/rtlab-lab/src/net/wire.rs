@@ -22,6 +22,8 @@ pub const HEADER_LEN: usize = 40;
 /// Largest payload or padding a peer accepts.
 pub const MAX_BODY: usize = 64 << 20;
 const MAGIC: [u8; 4] = *b"RTLN";
+/// Largest hello or report (JSON; a report's two histograms take tens of KB).
+pub const MAX_CONTROL: u32 = 4 << 20;
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +164,16 @@ pub fn write_control(
 
 /// Reads the JSON payload of a control message whose header was read.
 pub fn read_control(r: &mut impl Read, h: &Header) -> std::io::Result<serde_json::Value> {
+    // Hellos and reports are small JSON: a peer's claim of more is refused, not allocated.
+    if h.payload > MAX_CONTROL {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "a control message of {} bytes (at most {MAX_CONTROL})",
+                h.payload
+            ),
+        ));
+    }
     let mut body = vec![0u8; h.payload as usize];
     r.read_exact(&mut body)?;
     skip(r, h.pad as u64)?;

@@ -98,6 +98,19 @@ pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
             a.command, b.command
         ));
     }
+    // A histogram that does not decode (damaged, or hostile: it is refused before anything
+    // is allocated for it) leaves its series without significance marks; say which.
+    for (path, doc) in [(&args.a, &a), (&args.b, &b)] {
+        for s in &doc.series {
+            if let Some(Err(e)) = s.decode_histogram() {
+                warnings.push(format!(
+                    "{}: series '{}': histogram unreadable ({e}); compared without significance",
+                    path.display(),
+                    s.name
+                ));
+            }
+        }
+    }
     let mut doc = standalone_doc(
         "diff",
         rtlab_sys::time::realtime_now_ns(),
@@ -123,7 +136,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
         );
     }
     for w in &warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", rtlab_report::printable(w));
     }
     let status = outputs.finish(&mut doc, &text)?;
     match (args.fail_worse, failed) {
@@ -131,7 +144,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
             for c in failed {
                 eprintln!(
                     "fail-worse: {}/{} {:.3}x ({} -> {}) is worse by more than {pct} %",
-                    c.series,
+                    rtlab_report::printable(&c.series),
                     c.stat,
                     c.ratio,
                     cell(c.a, c.unit),

@@ -239,7 +239,21 @@ fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
         let path = std::path::Path::new("/run/netns").join(ns);
         rtlab_sys::net::enter_netns(&path)?;
     }
-    let server = match rtlab_lab::net::peer::PeerServer::start(args.listen) {
+    use rtlab_lab::net::peer::{PeerLimits, PeerServer};
+    // The namespace peer is rtlab's own (started by `net run --topology netns`): it serves
+    // the run that started it, and only the connections that carry that run's token.
+    let own_token = std::env::var(rtlab_lab::net::topology::TOKEN_ENV).ok();
+    let limits = match (&args.create_netns, own_token) {
+        (Some(_), Some(token)) => PeerLimits::own(token),
+        _ => PeerLimits {
+            max_prio: args.max_prio,
+            max_connections: args.max_connections as usize,
+            max_buffer: usize::try_from(args.max_buffer).unwrap_or(usize::MAX),
+            idle_timeout: std::time::Duration::from_nanos(args.idle_timeout.get()),
+            token: None,
+        },
+    };
+    let server = match PeerServer::start(args.listen, limits) {
         Ok(s) => s,
         Err(e) => {
             writeln!(out, "error: {e}")?;
@@ -250,7 +264,19 @@ fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
     writeln!(out, "listening on {} (tcp and udp)", server.addr())?;
     out.flush()?;
     if args.netns.is_none() && args.create_netns.is_none() {
-        eprintln!("rtlab net serve: Ctrl-C stops");
+        if server.addr().ip().is_loopback() {
+            eprintln!(
+                "rtlab net serve: loopback only (--listen 0.0.0.0:{} for other hosts); Ctrl-C stops",
+                server.addr().port()
+            );
+        } else {
+            eprintln!("rtlab net serve: Ctrl-C stops");
+        }
+        if args.max_prio.is_none() {
+            eprintln!(
+                "rtlab net serve: connections run under SCHED_OTHER (--max-prio N lets clients ask for real-time priority)"
+            );
+        }
     }
     while !rtlab_sys::signal::interrupted() {
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -208,3 +208,20 @@ pub fn hog_named_in(doc: &Value, over_ns: u64, at_least: usize) -> Vec<Value> {
     );
     big
 }
+
+/// `rtlab report DOCS -o OUT`, required to succeed; returns the HTML it wrote.
+pub fn report_html(docs: &[&Path], out: &Path) -> String {
+    let run = rtlab()
+        .arg("report")
+        .args(docs)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    std::fs::read_to_string(out.join("report.html")).unwrap()
+}

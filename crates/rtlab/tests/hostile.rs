@@ -1,0 +1,345 @@
+//! rtlab plays against an attacker: planted symlinks, a hostile network client, a histogram
+//! bomb, markup and terminal escapes in result files. rtlab runs as root, so each of these is
+//! a way for another local user (or a network peer) to reach root's files, threads or screen.
+
+mod common;
+
+use common::*;
+use rtlab_lab::net::wire::{self, Header, Kind, HEADER_LEN};
+use serde_json::{json, Value};
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A small valid result document (`rtlab wakeup` under SCHED_OTHER, 200 ms).
+fn small_doc(dir: &Path) -> Value {
+    let path = rtlab_doc(
+        dir,
+        "base.json",
+        &[
+            "wakeup",
+            "--policy",
+            "other",
+            "--duration",
+            "200ms",
+            "--no-mlock",
+            "--no-dma-latency",
+            "--quiet",
+        ],
+    );
+    load_valid_document(&path)
+}
+
+fn write_json(path: &Path, doc: &Value) {
+    std::fs::write(path, serde_json::to_vec(doc).unwrap()).unwrap();
+}
+
+#[test]
+fn report_replaces_planted_links_and_never_writes_through_them() {
+    // Regression (hardening #1): `rtlab report good.json -o DIR` truncated one link's target,
+    // overwrote another with the HTML and left report.html a symlink.
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("good.json");
+    write_json(&doc, &small_doc(dir.path()));
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("report.html")).unwrap();
+    report_html(&[&doc], &out);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let meta = std::fs::symlink_metadata(out.join("report.html")).unwrap();
+    assert!(meta.is_file(), "report.html is a file of its own now");
+}
+
+#[test]
+fn an_output_directory_of_another_user_is_refused() {
+    if !is_root() {
+        return skip("output directory owner", "needs root to chown");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let out = rtlab()
+        .env_remove("SUDO_UID")
+        .args(["check", "--json"])
+        .arg(theirs.join("r.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("owned by uid 65534"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+}
+
+#[test]
+fn a_histogram_bomb_is_refused_in_one_line() {
+    // Regression (hardening #3): a 52-character histogram made `rtlab diff` allocate 267 MB.
+    let dir = tempfile::tempdir().unwrap();
+    let good = small_doc(dir.path());
+    let mut bomb = good.clone();
+    // A V2 header claiming a 4 GiB payload, base64.
+    let mut header = vec![0x1c, 0x84, 0x93, 0x13, 0xff, 0xff, 0xff, 0xff];
+    header.extend([0, 0, 0, 0, 0, 0, 0, 3]);
+    header.extend(1u64.to_be_bytes());
+    header.extend(1_000_000u64.to_be_bytes());
+    header.extend(1f64.to_bits().to_be_bytes());
+    let data = base64_encode(&header);
+    bomb["series"][0]["histogram"]["data"] = json!(data);
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    write_json(&a, &good);
+    write_json(&b, &bomb);
+    let started = Instant::now();
+    let out = rtlab().arg("diff").arg(&a).arg(&b).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The bad histogram is refused, said in one line, and its series compared by the
+    // summary statistics alone.
+    assert!(out.status.success(), "{stderr}");
+    let warned: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.contains("payload length"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    assert!(warned[0].contains("histogram unreadable"), "{stderr}");
+    // `report` draws what it can and leaves the unreadable one out.
+    report_html(&[&b], &dir.path().join("r"));
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn markup_and_terminal_escapes_in_a_result_file_stay_text() {
+    // Regression (hardening #4): a check status went raw into report.html (a live <script>),
+    // and series names reached the terminal with their escape sequences.
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = small_doc(dir.path());
+    let evil = "t0\u{1b}]0;owned\u{7}\"'><script>alert(1)</script>";
+    doc["series"][0]["name"] = json!(evil);
+    let mut check = doc["series"][0].clone();
+    check["name"] = json!("check/x");
+    check["config"] = json!({"status": "<script>alert(2)</script>", "value": evil, "why": evil});
+    doc["series"].as_array_mut().unwrap().push(check);
+    doc["warnings"] = json!([evil]);
+    let path = dir.path().join("evil.json");
+    write_json(&path, &doc);
+    let out_dir = dir.path().join("rep");
+    let html = report_html(&[&path], &out_dir);
+    assert!(!html.contains("<script"), "script in the report");
+    let diff = rtlab().arg("diff").arg(&path).arg(&path).output().unwrap();
+    assert!(
+        diff.status.success(),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    for stream in [&diff.stdout, &diff.stderr] {
+        assert!(
+            !stream.contains(&0x1b),
+            "{}",
+            String::from_utf8_lossy(stream)
+        );
+        assert!(!stream.contains(&0x07));
+    }
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("\\u{1b}"));
+}
+
+/// `rtlab net serve` on a free loopback port with `extra` options; returns it and its port.
+fn serve(extra: &[&str]) -> (ServeGuard, u16) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+        .args(["net", "serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("listening on 127.0.0.1:")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap();
+    (ServeGuard(child), port)
+}
+
+struct ServeGuard(Child);
+
+impl Drop for ServeGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Connects and sends `hello`; returns the stream and whether the peer answered it.
+fn hello(port: u16, hello: Value) -> (TcpStream, bool) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = wire::write_control(&mut s, Kind::Hello, &hello);
+    let answered = Header::read_from(&mut s)
+        .ok()
+        .filter(|h| h.kind == Kind::Hello)
+        .and_then(|h| wire::read_control(&mut s, &h).ok())
+        .is_some();
+    (s, answered)
+}
+
+/// Scheduling policies (0 other, 1 fifo, 2 rr) of `pid`'s threads called `name`.
+fn policies(pid: u32, name: &str) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let (comm, rest) = stat.split_once(") ")?;
+            (comm.rsplit_once('(')?.1 == name)
+                .then(|| rest.split_whitespace().nth(38)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+fn greedy_hello(role: &str) -> Value {
+    json!({"role": role, "policy": "fifo", "prio": 99,
+           "options": {"busy_poll_us": 1_000_000, "priority": 15, "sndbuf": 1 << 30,
+                       "rcvbuf": 1 << 30},
+           "plan": null, "pad_segments": 0})
+}
+
+#[test]
+fn net_serve_obeys_its_owner_not_its_clients() {
+    // Regression (hardening #2): a 10-line client put a server thread into SCHED_FIFO 99.
+    let (server, port) = serve(&["--max-connections", "3", "--idle-timeout", "1s"]);
+    let pid = server.0.id();
+    let (mut pingpong, answered) = hello(port, greedy_hello("pingpong"));
+    assert!(answered, "a plain client is served");
+    std::thread::sleep(Duration::from_millis(100));
+    let served = policies(pid, "rtlab-net-conn");
+    assert_eq!(
+        served,
+        vec![0],
+        "SCHED_OTHER without --max-prio: {served:?}"
+    );
+    // An echo over the buffer cap (4 MiB) ends the connection instead of a 64 MiB buffer.
+    let mut h = Header::new(Kind::Echo);
+    h.payload = 60 << 20;
+    h.write_to(&mut pingpong).unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(pingpong.read(&mut byte), Ok(0) | Err(_)),
+        "connection closed"
+    );
+    // A reverse stream faster than the owner allows is refused.
+    let mut fast = greedy_hello("reverse");
+    fast["plan"] = json!({"stream": 0, "size": 64, "period_ns": 10_000, "pad_segments": 0,
+                          "warmup_ns": 0, "deadline_ns": 0, "policy": "fifo", "prio": 99});
+    let (_s, _) = hello(port, fast);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(policies(pid, "rtlab-net-conn").iter().all(|&p| p == 0));
+    // More connections than --max-connections are closed without a hello.
+    let held: Vec<_> = (0..3).map(|_| hello(port, greedy_hello("bulk"))).collect();
+    assert!(held.iter().all(|(_, ok)| *ok));
+    let (_, answered) = hello(port, greedy_hello("bulk"));
+    assert!(!answered, "a fourth connection is refused");
+    // A silent client is dropped after the idle timeout.
+    let (mut silent, _) = held.into_iter().next().unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = Instant::now();
+    let _ = silent.write_all(&[]);
+    let mut buf = [0u8; 16];
+    let closed = silent.read(&mut buf);
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "idle timeout 1 s"
+    );
+}
+
+#[test]
+fn net_serve_with_max_prio_grants_at_most_that() {
+    if !is_root() {
+        return skip("net serve --max-prio", "needs root for SCHED_FIFO");
+    }
+    let (server, port) = serve(&["--max-prio", "20"]);
+    let (_s, answered) = hello(port, greedy_hello("pingpong"));
+    assert!(answered);
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = server.0.id();
+    let tids: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "rtlab-net-conn")
+        })
+        .collect();
+    assert_eq!(tids.len(), 1);
+    let stat = std::fs::read_to_string(tids[0].path().join("stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // Fields 40 (rt_priority) and 41 (policy), counted from 1 in proc(5).
+    assert_eq!((fields[37], fields[38]), ("20", "1"), "FIFO, capped at 20");
+}
+
+#[test]
+fn rtlabs_own_peer_answers_only_the_run_that_started_it() {
+    // Regression (hardening #2): the in-process peer of `net run` and the survey (root,
+    // mlockall) served any local user who found its port.
+    use rtlab_lab::net::peer::{new_token, PeerLimits, PeerServer};
+    let token = new_token().unwrap();
+    let server = PeerServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        PeerLimits::own(token.clone()),
+    )
+    .unwrap();
+    let port = server.addr().port();
+    let (_s, answered) = hello(port, greedy_hello("bulk"));
+    assert!(!answered, "a hello without the token is refused");
+    let mut wrong = greedy_hello("bulk");
+    wrong["token"] = json!("0000000000000000");
+    assert!(!hello(port, wrong).1, "a wrong token is refused");
+    let mut right = greedy_hello("bulk");
+    right["token"] = json!(token);
+    assert!(hello(port, right).1, "the run's own connection is served");
+}
+
+#[test]
+fn net_serve_listens_on_loopback_by_default_and_says_so() {
+    let out = rtlab().args(["net", "serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[default: 127.0.0.1:7471]"), "{help}");
+    assert!(help.contains("--max-prio"), "{help}");
+    // The header is only what a hello needs.
+    assert_eq!(HEADER_LEN, 40);
+}
