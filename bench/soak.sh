@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 rounds=${1:-20}
 modes=${2:-both}
-pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|check_diff|report|channel|named|robust|pi_mutex|primitives|rtlab_trace|rtlab_lab|rtlab_sync|rtlab_ipc)-'}
+pattern=${3:-'^(hostile|explain|wakeup|lock|net|slack|load_survey|check_diff|report|channel|named|robust|pi_mutex|primitives|rtlab_trace|rtlab_lab|rtlab_sync|rtlab_ipc)-'}
 out=${OUT:-bench/soak-out}
 case $modes in idle) modes=(idle) ;; stress) modes=(stress) ;; both) modes=(idle stress) ;;
   *) echo "soak: mode must be idle, stress or both, got '$modes'" >&2; exit 2 ;; esac

@@ -271,11 +271,17 @@ pub fn with_peer<T>(
 ) -> Result<T, String> {
     let mut channels = Channels::new(mechanism, size)?;
     let mut child_buf = vec![0u8; size.max(17)];
+    // If this process dies (even by SIGKILL) the child is told, removes any SysV queues
+    // (their only other owner is gone) and exits: no orphan waits forever at FIFO, pinned.
+    let sysv_queues = match &channels {
+        Channels::Kernel(Some(parent_end), _) => parent_end.sysv_queues(),
+        _ => None,
+    };
     // SAFETY: the child runs only `child_loop` over memory and descriptors prepared before the
     // fork (its buffer, its endpoint, the shared mappings) plus syscalls; it never allocates
     // on success paths (error paths return an exit code without formatting).
     let pid = unsafe {
-        rtlab_sys::process::fork_child(|| {
+        rtlab_sys::process::fork_peer(sysv_queues, || {
             let placed = set_current_thread_affinity(&CpuList::from(vec![child.cpu]))
                 .and_then(|_| set_current_thread_scheduler(child.policy, child.prio));
             if placed.is_err() {

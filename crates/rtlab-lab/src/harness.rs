@@ -138,6 +138,8 @@ pub fn run_experiment(
     } else {
         None
     };
+    // Up before anything real-time starts, down after everything stopped.
+    let watchdog = crate::watchdog::Watchdog::start(crate::watchdog::STARVATION_LIMIT);
     // Loads get a generous hard limit: they stop with the run, this is only the safety net.
     let hard_limit = Nanos(
         common
@@ -155,9 +157,13 @@ pub fn run_experiment(
     let outcome = experiment.run(common, warnings.observer);
     let duration = Nanos(rtlab_sys::time::monotonic_now_ns() - started);
     let load_reports = loads.stop();
+    let tripped = watchdog.stop();
     let outcome = outcome?;
     for w in outcome.warnings {
         warnings.list.push(w);
+    }
+    if let Some(w) = tripped {
+        warnings.push(w);
     }
     let origin = outcome.origin_ns.unwrap_or(started);
     Ok(RunRecord {

@@ -17,6 +17,7 @@ pub mod net;
 pub mod slack;
 pub mod survey;
 pub mod wakeup;
+pub mod watchdog;
 
 pub use error::LabError;
 pub use harness::{run_experiment, CommonConfig, LiveSeries, Observer, RunRecord};

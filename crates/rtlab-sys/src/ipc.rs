@@ -432,6 +432,17 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The SysV queue ids of a `sysv-msg` endpoint (for its peer to remove if this process
+    /// dies first).
+    pub fn sysv_queues(&self) -> Option<(i32, i32)> {
+        match self.inner {
+            Inner::Sysv { tx, rx } => Some((tx, rx)),
+            _ => None,
+        }
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         match self.inner {

@@ -54,6 +54,70 @@ pub unsafe fn fork_child(child: impl FnOnce() -> i32) -> Result<i32, SysError> {
     Ok(pid)
 }
 
+/// SysV message queues a peer child removes if its parent dies first (-1: none).
+static ORPHAN_QUEUES: [std::sync::atomic::AtomicI32; 2] = [
+    std::sync::atomic::AtomicI32::new(-1),
+    std::sync::atomic::AtomicI32::new(-1),
+];
+
+extern "C" fn on_parent_death(_: libc::c_int) {
+    use std::sync::atomic::Ordering;
+    for q in &ORPHAN_QUEUES {
+        let id = q.load(Ordering::Relaxed);
+        if id >= 0 {
+            // SAFETY: msgctl(IPC_RMID) is a plain syscall, async-signal-safe.
+            unsafe { libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+    }
+    // SAFETY: ends the process without unwinding, as a signal handler must.
+    unsafe { libc::_exit(128 + libc::SIGTERM) };
+}
+
+/// [`fork_child`] for a peer process that must not outlive its parent: in the child, before
+/// `child` runs, the parent-death signal is set (SIGTERM, whose handler removes
+/// `sysv_queues` and exits), the parent is checked to be still the one that forked (it may
+/// have died between fork and prctl), and the inherited `/dev/cpu_dma_latency` descriptor is
+/// closed (an orphan holding it would keep deep C-states off system-wide).
+///
+/// # Safety
+/// As for [`fork_child`].
+pub unsafe fn fork_peer(
+    sysv_queues: Option<(i32, i32)>,
+    child: impl FnOnce() -> i32,
+) -> Result<i32, SysError> {
+    let parent = std::process::id() as i32;
+    let dma = crate::dma::held_fd();
+    let guarded = move || {
+        use std::sync::atomic::Ordering;
+        if let Some((a, b)) = sysv_queues {
+            ORPHAN_QUEUES[0].store(a, Ordering::Relaxed);
+            ORPHAN_QUEUES[1].store(b, Ordering::Relaxed);
+        }
+        // SAFETY: zeroed sigaction is "no flags, empty mask"; the handler only makes
+        // async-signal-safe syscalls. close() of an inherited descriptor is safe here.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            let handler: extern "C" fn(libc::c_int) = on_parent_death;
+            action.sa_sigaction = handler as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+            if dma >= 0 {
+                libc::close(dma);
+            }
+        }
+        if crate::net::set_parent_death_signal(libc::SIGTERM).is_err() {
+            return 9;
+        }
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            on_parent_death(libc::SIGTERM);
+        }
+        child()
+    };
+    // SAFETY: forwarded from the caller; the prologue above is syscalls and atomics only.
+    unsafe { fork_child(guarded) }
+}
+
 /// [`fork_child`], then waits for it: returns its exit code (128 + signal if killed).
 ///
 /// # Safety
@@ -124,9 +188,17 @@ pub fn terminate(pid: u32) -> Result<(), SysError> {
 /// (even by SIGKILL): `prctl(PR_SET_PDEATHSIG)` between fork and exec.
 pub fn terminate_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the hook only calls prctl, which is async-signal-safe.
+    let parent = std::process::id() as i32;
+    // SAFETY: the hook only calls prctl and getppid, which are async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| crate::net::set_parent_death_signal(libc::SIGTERM));
+        cmd.pre_exec(move || {
+            crate::net::set_parent_death_signal(libc::SIGTERM)?;
+            // The parent may have died between fork and prctl: then no signal would come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the parent died while starting"));
+            }
+            Ok(())
+        });
     }
 }
 

@@ -7,6 +7,28 @@
 use crate::SysError;
 use std::io;
 
+/// The processes whose parent is `pid` (from `/proc/<pid>/stat`, field 4).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // The command name may hold spaces and parentheses: fields start after the last ')'.
+            let ppid: u32 = stat
+                .rsplit_once(") ")?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == pid).then_some(child)
+        })
+        .collect()
+}
+
 /// One thread of a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadInfo {

@@ -116,6 +116,39 @@ pub fn current_thread_scheduler() -> (Option<Policy>, u32) {
     (policy, prio)
 }
 
+/// Sets every SCHED_FIFO/SCHED_RR thread of process `pid` but those in `except` to
+/// SCHED_OTHER; returns how many it demoted. C: `sched_setscheduler(tid, SCHED_OTHER, 0)` on
+/// each thread whose `sched_getscheduler(tid)` is real-time. Threads may come and go while
+/// it runs: one that vanished is skipped.
+pub fn demote_realtime_threads(pid: u32, except: &[i32]) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    let mut demoted = 0;
+    for tid in tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|tid| !except.contains(tid))
+    {
+        // SAFETY: plain syscalls on a thread id; a stale id fails with ESRCH and is skipped.
+        let raw = unsafe { libc::sched_getscheduler(tid) };
+        if raw < 0 {
+            continue;
+        }
+        if matches!(
+            raw & !libc::SCHED_RESET_ON_FORK,
+            libc::SCHED_FIFO | libc::SCHED_RR
+        ) {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: `param` is a valid sched_param that outlives the call.
+            if unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) } == 0 {
+                demoted += 1;
+            }
+        }
+    }
+    demoted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -343,3 +343,72 @@ fn net_serve_listens_on_loopback_by_default_and_says_so() {
     // The header is only what a hello needs.
     assert_eq!(HEADER_LEN, 40);
 }
+
+fn sysv_queue_ids() -> Vec<String> {
+    std::fs::read_to_string("/proc/sysvipc/msg")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn ipc_peers_die_with_a_killed_rtlab_and_remove_their_queues() {
+    // Regression (hardening #7): a forked ipc peer had no parent-death signal; after a
+    // SIGKILL of rtlab it waited forever at SCHED_FIFO 50, pinned, holding
+    // /dev/cpu_dma_latency, and its SysV queues leaked.
+    let _serial = realtime_serial();
+    for mechanism in ["sysv-msg", "posix-mq"] {
+        let before = sysv_queue_ids();
+        let mut run = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+            .args([
+                "ipc",
+                "--mechanism",
+                mechanism,
+                "--duration",
+                "60s",
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = run.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let peers = loop {
+            let peers = rtlab_sys::procfs::children_of(pid);
+            if !peers.is_empty() || Instant::now() > deadline {
+                break peers;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!peers.is_empty(), "{mechanism}: no peer process seen");
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while peers
+            .iter()
+            .any(|p| Path::new(&format!("/proc/{p}")).exists())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for p in &peers {
+            // A zombie reaped by init is gone; a live orphan is the bug.
+            let state = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            assert!(
+                state.is_empty(),
+                "{mechanism}: peer {p} outlived rtlab: {state}"
+            );
+        }
+        let leaked: Vec<_> = sysv_queue_ids()
+            .into_iter()
+            .filter(|q| !before.contains(q))
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "{mechanism}: SysV queues left: {leaked:?}"
+        );
+    }
+}
