@@ -40,7 +40,7 @@ trap cleanup EXIT
 echo "# net: $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), sockperf $(sockperf --version 2>&1 | grep -o 'version #[^ ]*' | head -1)"
 
 if has pingpong; then
-chrt -f 80 "$R" net serve --listen 127.0.0.1:7471 >/dev/null 2>&1 & PIDS+=($!)
+chrt -f 80 "$R" net serve --listen 127.0.0.1:7471 --max-prio 80 >/dev/null 2>&1 & PIDS+=($!)
 chrt -f 80 sockperf server -i 127.0.0.1 -p 11111 --tcp >/dev/null 2>&1 & PIDS+=($!)
 chrt -f 80 sockperf server -i 127.0.0.1 -p 11112 >/dev/null 2>&1 & PIDS+=($!)
 sleep 1

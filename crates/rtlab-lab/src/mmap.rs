@@ -121,6 +121,14 @@ impl MmapExperiment {
         if config.size < 4096 {
             return Err(LabError::Config("--size must be at least 4KiB".into()));
         }
+        if let Some(total) = rtlab_sys::sysinfo::total_memory_bytes() {
+            if config.size > total / 2 {
+                return Err(LabError::Config(format!(
+                    "--size must be at most half of this machine's memory ({} MiB)",
+                    total >> 20
+                )));
+            }
+        }
         Ok(MmapExperiment {
             config,
             prefix: String::new(),

@@ -130,6 +130,17 @@ impl FromStr for LoadSpec {
                         if size == 0 {
                             return Err("mmap: SIZE must be above 0".into());
                         }
+                        // Touched (and maybe locked) in full every cycle: over half the memory
+                        // pushes the machine into reclaim, or every mmap fails and the load
+                        // silently does nothing.
+                        if let Some(total) = rtlab_sys::sysinfo::total_memory_bytes() {
+                            if size > total / 2 {
+                                return Err(format!(
+                                    "mmap: SIZE must be at most half of this machine's memory ({} MiB)",
+                                    total >> 20
+                                ));
+                            }
+                        }
                     }
                 }
                 LoadKind::Mmap { size, mlock }
@@ -288,6 +299,8 @@ mod tests {
             ("mmap:lots", "mmap"),
             ("hog:100:1ms/2ms", "PRIO must be 1-99"),
             ("hog:50:3ms/2ms", "below PERIOD"),
+            // Regression (hardening, low): every mmap failed and the run said "not visible".
+            ("mmap:100000GiB", "half of this machine's memory"),
             // Regression (hardening #8): a 59-minute FIFO spin was accepted.
             ("hog:99:59m/1h", "at most 1s"),
             ("hog:99:95ms/100ms", "90 %"),

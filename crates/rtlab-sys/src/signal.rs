@@ -1,4 +1,4 @@
-//! Ctrl-C handling: the first SIGINT/SIGTERM sets a flag that measuring loops poll, so a run
+//! Ctrl-C handling: the first SIGINT/SIGTERM/SIGHUP sets a flag that measuring loops poll, so a run
 //! ends early but still reports; a second one terminates the process the default way.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +36,8 @@ pub fn install_interrupt_handler() {
 }
 
 fn install(handler: extern "C" fn(libc::c_int)) {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    // SIGHUP too: a closed terminal ends the run like Ctrl-C, results written, cleanup done.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: zeroed sigaction is a valid "no flags, empty mask" value; the handler is an
         // extern "C" fn that only does async-signal-safe work (an atomic store and signal()).
         unsafe {

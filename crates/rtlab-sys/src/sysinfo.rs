@@ -167,6 +167,20 @@ fn preempt_model(uname_version: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// `MemTotal` of /proc/meminfo, in bytes.
+pub fn total_memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,8 @@ fn bad_arguments_exit_2_with_one_line_naming_the_argument() {
         (&["--cpus", "banana"], "--cpus"),
         (&["--load", "warpdrive"], "--load"),
         (&["--load", "hog:100:1ms/2ms"], "--load"),
+        (&["--load", "hog:99:59m/1h"], "--load"),
+        (&["--load", "mmap:100000GiB"], "--load"),
         (&["--prio", "500"], "--prio"),
         (&["--prio", "-3"], "--prio"),
         (&["--policy", "deadline"], "--policy"),
@@ -160,6 +162,31 @@ fn json_to_stdout_keeps_stdout_pure() {
 
 #[test]
 fn ctrl_c_ends_the_run_but_keeps_the_results() {
+    interrupted_run_keeps_the_results("-INT", &[]);
+}
+
+#[test]
+fn a_hangup_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
+    // Regression (hardening, low): SIGHUP (the terminal closed) killed rtlab the default way,
+    // leaving its tracefs instance behind and no result file.
+    let explain: &[&str] = if is_root() {
+        &["--explain", "--explain-with", "tracefs", "--cpus", "0"]
+    } else {
+        &[]
+    };
+    interrupted_run_keeps_the_results("-HUP", explain);
+    let left = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rtlab-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(left, 0, "the tracefs instance is removed");
+}
+
+fn interrupted_run_keeps_the_results(signal: &str, extra: &[&str]) {
+    let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("int.json");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
@@ -172,13 +199,14 @@ fn ctrl_c_ends_the_run_but_keeps_the_results() {
             "--json",
         ])
         .arg(&json)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(Duration::from_millis(1500));
     let killed = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -189,7 +217,7 @@ fn ctrl_c_ends_the_run_but_keeps_the_results() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "rtlab did not stop on SIGINT"
+            "rtlab did not stop on {signal}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
