@@ -11,7 +11,7 @@
 use crate::IpcError;
 use rtlab_sys::mem::AnonMapping;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 
 const SHM_DIR: &str = "/dev/shm";
@@ -21,19 +21,39 @@ const SHM_DIR: &str = "/dev/shm";
 pub(crate) struct Region {
     pub(crate) map: AnonMapping,
     owned: Option<OwnedName>,
+    /// (device, inode) of a named object: what a name must still point at before rtlab
+    /// removes it (another process may have put a new object there meanwhile).
+    identity: Option<(u64, u64)>,
 }
 
 #[derive(Debug)]
 struct OwnedName {
     path: PathBuf,
     creator: u32,
+    identity: (u64, u64),
+}
+
+/// (device, inode) of what `path` itself names now (a link is not followed).
+fn identity_at(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes `path` if it still names the object `identity` (the check and the removal are
+/// two steps: a replacement in between is possible but needs a process racing it exactly).
+fn remove_if_same(path: &std::path::Path, identity: (u64, u64)) {
+    if identity_at(path) == Some(identity) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 impl Drop for OwnedName {
     fn drop(&mut self) {
-        // A forked child that drops its copy must not remove its parent's name.
+        // A forked child that drops its copy must not remove its parent's name, and a name
+        // that now points at somebody else's object is not ours any more.
         if std::process::id() == self.creator {
-            let _ = std::fs::remove_file(&self.path);
+            remove_if_same(&self.path, self.identity);
         }
     }
 }
@@ -64,7 +84,11 @@ impl Region {
     /// Anonymous shared memory of `len` zeroed bytes.
     pub(crate) fn anonymous(len: usize) -> Result<Region, IpcError> {
         let map = AnonMapping::new_shared(len).map_err(|e| IpcError::Create(e.to_string()))?;
-        Ok(Region { map, owned: None })
+        Ok(Region {
+            map,
+            owned: None,
+            identity: None,
+        })
     }
 
     /// Creates `/dev/shm/<name>` with `len` bytes and permission `mode`, initialised by `init`
@@ -91,10 +115,15 @@ impl Region {
             .mode(mode)
             .open(&tmp)
             .map_err(|e| io_error("cannot create", &tmp, e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| io_error("cannot stat", &tmp, e))?;
+        let identity = (meta.dev(), meta.ino());
         // Remove the temporary name whatever happens below.
         let _tmp = OwnedName {
             path: tmp.clone(),
             creator: me,
+            identity,
         };
         // The umask may have cleared bits the caller asked for.
         file.set_permissions(std::fs::Permissions::from_mode(mode))
@@ -108,12 +137,25 @@ impl Region {
                 Ok(()) => {
                     return Ok(Region {
                         map,
-                        owned: Some(OwnedName { path, creator: me }),
+                        owned: Some(OwnedName {
+                            path,
+                            creator: me,
+                            identity,
+                        }),
+                        identity: Some(identity),
                     })
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt == 0 => {
                     match Region::open_named(name) {
-                        Ok(existing) => stale(&existing).map_err(IpcError::Busy)?,
+                        Ok(existing) => {
+                            stale(&existing).map_err(IpcError::Busy)?;
+                            // Only the object judged stale is removed, not one that a live
+                            // process published under the name since.
+                            if let Some(old) = existing.identity {
+                                remove_if_same(&path, old);
+                            }
+                            continue;
+                        }
                         // Not a channel at all: someone else's object; leave it alone.
                         Err(IpcError::Corrupt(why)) => {
                             return Err(IpcError::Busy(format!(
@@ -124,7 +166,6 @@ impl Region {
                         // Vanished meanwhile: just retry.
                         Err(_) => {}
                     }
-                    let _ = std::fs::remove_file(&path);
                 }
                 Err(e) => return Err(io_error("cannot publish", &path, e)),
             }
@@ -138,15 +179,26 @@ impl Region {
     /// Maps an existing `/dev/shm/<name>`; the caller validates what it contains.
     pub(crate) fn open_named(name: &str) -> Result<Region, IpcError> {
         let path = shm_path(name)?;
+        // Never through a link, and only an object of this user or root: the channel's memory
+        // is trusted to be a channel, and another user's could be anything.
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| io_error("cannot open", &path, e))?;
-        let len = file
+        let meta = file
             .metadata()
-            .map_err(|e| io_error("cannot stat", &path, e))?
-            .len();
+            .map_err(|e| io_error("cannot stat", &path, e))?;
+        let me = rtlab_sys::process::effective_uid();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(IpcError::Corrupt(format!(
+                "{} belongs to uid {}, not to this user (uid {me}) or root",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        let len = meta.len();
         if !(4096..=(1 << 40)).contains(&len) {
             return Err(IpcError::Corrupt(format!(
                 "{} has {len} bytes",
@@ -155,7 +207,11 @@ impl Region {
         }
         let map = AnonMapping::shared_file(file.as_fd(), len as usize)
             .map_err(|e| IpcError::Create(e.to_string()))?;
-        Ok(Region { map, owned: None })
+        Ok(Region {
+            map,
+            owned: None,
+            identity: Some((meta.dev(), meta.ino())),
+        })
     }
 
     /// Length in bytes.

@@ -600,6 +600,11 @@ impl Sender<'_> {
                     "positions head {head} tail {tail}"
                 )));
             }
+            // Before anything is written at `head`: a peer may have scribbled it unaligned, and
+            // the WRAP marker and record header are 4-byte stores that must stay in the ring.
+            if !head.is_multiple_of(8) {
+                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
+            }
             let offset = head % ch.capacity;
             let contiguous = ch.capacity - offset;
             let total = if contiguous < need {
@@ -634,9 +639,6 @@ impl Sender<'_> {
                     futex::wake(&h.consumer_waiting, Scope::Shared, 1);
                 }
                 return Ok(());
-            }
-            if !head.is_multiple_of(8) {
-                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
             }
             // Full: spin a little, then sleep (or keep spinning) until the tail moves.
             let moved = || h.tail.load(Ordering::Acquire) != tail;
@@ -780,6 +782,18 @@ mod tests {
         unsafe { (ch.ring() as *mut u32).write_volatile(1 << 20) };
         let mut buf = [0u8; 64];
         let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
+        assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+    }
+
+    #[test]
+    fn an_unaligned_head_is_refused_before_the_wrap_marker_is_written() {
+        // Regression (hardening, low): the sender wrote its 4-byte WRAP marker at the head
+        // before checking its alignment; head = capacity - 2 put 2 bytes past the ring.
+        let ch = ShmChannel::create(4096, 64).unwrap();
+        let h = ch.header();
+        h.tail.store(4094, Ordering::Relaxed);
+        h.head.store(4094, Ordering::Relaxed);
+        let err = ch.sender().unwrap().send(b"hello", None).unwrap_err();
         assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
     }
 

@@ -189,3 +189,48 @@ fn a_new_producer_attaches_after_the_old_one_died_and_continues_the_stream() {
     drop(ch);
     assert_eq!(leftovers(tag), Vec::<String>::new());
 }
+
+#[test]
+fn a_link_planted_at_the_name_is_never_followed() {
+    // Regression (hardening, low): open_named followed symlinks, as root too.
+    let tag = "link";
+    let victim = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(victim.path(), b"precious").unwrap();
+    let path = std::path::Path::new("/dev/shm").join(name(tag));
+    std::os::unix::fs::symlink(victim.path(), &path).unwrap();
+    assert!(ShmChannel::open(&name(tag)).is_err());
+    assert!(ShmChannel::create_named(&name(tag), &opts()).is_err());
+    assert_eq!(std::fs::read(victim.path()).unwrap(), b"precious");
+    std::fs::remove_file(&path).unwrap();
+    assert!(leftovers(tag).is_empty(), "{:?}", leftovers(tag));
+}
+
+#[test]
+fn a_channel_name_another_process_replaced_is_not_removed_on_drop() {
+    // Regression (hardening, low): drop removed the name by path, whatever it named by then.
+    let tag = "replaced";
+    let ch = ShmChannel::create_named(&name(tag), &opts()).unwrap();
+    let path = ch.path().unwrap().to_path_buf();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"someone else's").unwrap();
+    drop(ch);
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone else's");
+    std::fs::remove_file(&path).unwrap();
+    assert!(leftovers(tag).is_empty(), "{:?}", leftovers(tag));
+}
+
+#[test]
+fn another_users_object_under_the_name_is_refused() {
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("another_users_object: skipped: needs root to chown");
+        return;
+    }
+    let tag = "foreign";
+    let ch = ShmChannel::create_named(&name(tag), &opts()).unwrap();
+    let path = ch.path().unwrap().to_path_buf();
+    std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    let err = ShmChannel::open(&name(tag)).unwrap_err();
+    assert!(err.to_string().contains("uid 65534"), "{err}");
+    drop(ch);
+    assert!(leftovers(tag).is_empty(), "{:?}", leftovers(tag));
+}

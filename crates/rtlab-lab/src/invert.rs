@@ -362,7 +362,7 @@ impl Experiment for Invert {
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let mut wakeups = LatencyHistogram::new();
         let began = monotonic_now_ns();
-        let end = began + common.duration.get();
+        let end = began.saturating_add(common.duration.get());
         // At least two rounds so each variant meets the hogs in more than one phase.
         let slice = (common.duration.get() / (tracks.len().max(1) as u64 * 2))
             .clamp(200_000_000, 2_000_000_000);
@@ -585,7 +585,7 @@ impl Experiment for InvertCheck {
         let mut waits = LatencyHistogram::new();
         let (mut groups, mut stalls) = (0u64, 0u64);
         let began = monotonic_now_ns();
-        let end = began + common.duration.get();
+        let end = began.saturating_add(common.duration.get());
         let mutex = PiMutex::new(());
         while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {
             let waited =

@@ -535,7 +535,7 @@ impl Experiment for LockExperiment {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
-        let end = began + common.duration.get();
+        let end = began.saturating_add(common.duration.get());
         // Round-robin: one batch of each mode of each implementation per round, so machine
         // noise spreads evenly; at least three rounds so a median exists.
         let mut rounds = 0;

@@ -317,7 +317,7 @@ impl Experiment for MmapExperiment {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let began = monotonic_now_ns();
-        let end = began + common.duration.get();
+        let end = began.saturating_add(common.duration.get());
         let slice_ns = (common.duration.get() / (tracks.len().max(1) as u64 * 2))
             .clamp(200_000_000, 1_000_000_000);
         while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {

@@ -215,7 +215,7 @@ fn measure(
     // Deadlines sit on a common grid plus this thread's phase, so runs are reproducible.
     let mut next = (monotonic_now_ns() / interval + 2) * interval + phase;
     let first = next;
-    let end = next + duration;
+    let end = next.saturating_add(duration);
     let step = Nanos(interval);
     // The measuring loop: sleep, read the clock, record. No allocation, no lock, no syscall
     // but the sleep and the vDSO clock read.

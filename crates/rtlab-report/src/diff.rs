@@ -64,10 +64,12 @@ pub fn compare(a: &[Series], b: &[Series]) -> Vec<Change> {
         };
         let worse_when_higher = higher_is_worse(sb.unit);
         let mut push = |stat: &'static str, va: f64, vb: f64, significant: Option<bool>| {
-            if va <= 0.0 {
+            let ratio = vb / va;
+            // A ratio JSON cannot hold (a crafted or broken file: infinite, NaN) is no
+            // comparison; `--json` wrote it as null before.
+            if va <= 0.0 || !ratio.is_finite() {
                 return;
             }
-            let ratio = vb / va;
             out.push(Change {
                 series: sb.name.clone(),
                 stat,
@@ -159,6 +161,18 @@ pub fn as_series(changes: &[Change], a_path: &str, b_path: &str) -> Vec<Series> 
 mod tests {
     use super::*;
     use rtlab_stats::Nanos;
+
+    #[test]
+    fn ratios_json_cannot_hold_are_left_out() {
+        // Regression (hardening, low): `diff --json` wrote null for an infinite ratio.
+        let a = vec![Series::value("x", "v", Unit::Ns, 1e-310)];
+        let b = vec![Series::value("x", "v", Unit::Ns, 1e308)];
+        assert!(compare(&a, &b).is_empty());
+        let b = vec![Series::value("x", "v", Unit::Ns, 2e-310)];
+        let changes = compare(&a, &b);
+        assert_eq!(changes.len(), 1);
+        assert!(changes[0].ratio.is_finite());
+    }
 
     fn doc_with(name: &str, values: impl Iterator<Item = u64>) -> Vec<Series> {
         let mut h = LatencyHistogram::new();

@@ -6,15 +6,16 @@
 //! hold time is bounded without any kernel support beyond `sched_setscheduler`.
 //!
 //! Differences from glibc's `PTHREAD_PRIO_PROTECT`: a `SCHED_OTHER` caller is accepted (it runs
-//! as FIFO at the ceiling while holding the lock; glibc refuses it with `EINVAL`); the
-//! scheduling to restore is kept in the guard, so nested ceilings restore in order. A caller
+//! as FIFO at the ceiling while holding the lock; glibc refuses it with `EINVAL`). A thread
+//! runs at the highest ceiling of the ceiling mutexes it holds, and at its own scheduling
+//! again once it holds none, whatever order the guards are dropped in. A caller
 //! whose real-time priority is above the ceiling is refused ([`LockError::CeilingViolation`]),
 //! as POSIX requires. The lock word itself is a [`RawPiMutex`] (bit table there), so waiters on
 //! other CPUs also lend their priority if they are above the ceiling's holder.
 
 use crate::{LockError, RawPiMutex};
 use rtlab_sys::sched::{current_thread_scheduler, set_current_thread_scheduler, Policy};
-use std::cell::UnsafeCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -65,10 +66,8 @@ impl<T: ?Sized> CeilingMutex<T> {
                 ceiling: self.ceiling,
             });
         }
-        // Nested at the same ceiling (or already there): nothing to change or restore.
-        let saved = if policy == Policy::Fifo && prio == self.ceiling {
-            None
-        } else {
+        // Nested at the same ceiling (or already there): nothing to change.
+        if !(policy == Policy::Fifo && prio == self.ceiling) {
             set_current_thread_scheduler(Policy::Fifo, self.ceiling).map_err(|e| {
                 if e.is_permission() {
                     LockError::PermissionDenied
@@ -76,17 +75,57 @@ impl<T: ?Sized> CeilingMutex<T> {
                     LockError::Os(0)
                 }
             })?;
-            Some((policy, prio))
-        };
+        }
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.ceilings.is_empty() {
+                h.base = Some((policy, prio));
+            }
+            h.ceilings.push(self.ceiling);
+        });
         if let Err(e) = self.raw.lock() {
-            restore(saved);
+            release_ceiling(self.ceiling);
             return Err(e);
         }
         Ok(CeilingGuard {
             mutex: self,
-            saved,
             _not_send: PhantomData,
         })
+    }
+}
+
+/// The ceilings this thread holds, and its scheduling from before the first of them.
+struct Held {
+    ceilings: Vec<u32>,
+    base: Option<(Policy, u32)>,
+}
+
+thread_local! {
+    static HELD: RefCell<Held> = const {
+        RefCell::new(Held {
+            ceilings: Vec::new(),
+            base: None,
+        })
+    };
+}
+
+/// Forgets one held `ceiling` and sets the thread to what it still holds: the highest
+/// remaining ceiling, or its own scheduling when none is left.
+fn release_ceiling(ceiling: u32) {
+    let now = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if let Some(i) = h.ceilings.iter().rposition(|&c| c == ceiling) {
+            h.ceilings.swap_remove(i);
+        }
+        match h.ceilings.iter().max() {
+            Some(&top) => Some((Policy::Fifo, top)),
+            None => h.base.take(),
+        }
+    });
+    if let Some((policy, prio)) = now {
+        if current_thread_scheduler() != (Some(policy), prio) {
+            restore(Some((policy, prio)));
+        }
     }
 }
 
@@ -113,7 +152,6 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for CeilingMutex<T> {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct CeilingGuard<'a, T: ?Sized> {
     mutex: &'a CeilingMutex<T>,
-    saved: Option<(Policy, u32)>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -143,6 +181,6 @@ impl<T: ?Sized> Drop for CeilingGuard<'_, T> {
         // SAFETY: this thread (the guard is !Send) owns the lock.
         unsafe { self.mutex.raw.unlock() };
         // Only after the release: lowering first could let a medium thread preempt the holder.
-        restore(self.saved);
+        release_ceiling(self.mutex.ceiling);
     }
 }

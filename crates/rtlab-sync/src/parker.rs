@@ -78,6 +78,13 @@ impl Parker {
                 // Give up, but an unpark may have raced in: swap tells.
                 return self.state.swap(EMPTY, Ordering::Acquire) == NOTIFIED;
             }
+            // Neither PARKED nor NOTIFIED: a shared word someone scribbled on. The wait would
+            // return at once forever (a busy loop, maybe at real-time priority): take it as a
+            // wakeup, which a peer sharing the word could cause anyway.
+            if self.state.load(Ordering::Relaxed) != PARKED {
+                self.state.store(EMPTY, Ordering::Relaxed);
+                return true;
+            }
         }
     }
 
@@ -94,4 +101,24 @@ impl Parker {
 /// restarted on signals with the same deadline.
 pub fn sleep_until(deadline_ns: u64) {
     let _ = rtlab_sys::time::sleep_until_monotonic_ns(deadline_ns);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scribbled_shared_word_wakes_the_parker_instead_of_spinning() {
+        // Regression (hardening, low): a value other than the three states made park loop on
+        // a futex wait that returned at once, forever.
+        let p = std::sync::Arc::new(Parker::new());
+        let q = p.clone();
+        let t = std::thread::spawn(move || q.park_until(None));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        p.state.store(7, Ordering::Relaxed);
+        // The word changing under a waiter reaches it through a wake (or its next wait).
+        futex::wake(&p.state, p.scope(), 1);
+        assert!(t.join().unwrap());
+        assert_eq!(p.state.load(Ordering::Relaxed), EMPTY);
+    }
 }

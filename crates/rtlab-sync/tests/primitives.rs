@@ -58,6 +58,32 @@ fn ceiling_raises_the_holder_and_restores_it() {
 }
 
 #[test]
+fn ceiling_guards_dropped_out_of_order_leave_the_thread_as_it_was() {
+    // Regression (hardening, low): each guard restored the scheduling saved when it was
+    // taken, so dropping the outer one first left the thread at the outer ceiling for good.
+    if !can_fifo("ceiling_guards_dropped_out_of_order") {
+        return;
+    }
+    std::thread::spawn(|| {
+        let outer = CeilingMutex::new(20, ());
+        let inner = CeilingMutex::new(30, ());
+        let a = outer.lock().unwrap();
+        let b = inner.lock().unwrap();
+        assert_eq!(effective_priority(), -31);
+        drop(a);
+        assert_eq!(
+            effective_priority(),
+            -31,
+            "still holding the ceiling-30 mutex"
+        );
+        drop(b);
+        assert_eq!(effective_priority(), 20, "restored to SCHED_OTHER");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn ceiling_mutex_excludes() {
     if !can_fifo("ceiling_mutex_excludes") {
         return;

@@ -192,7 +192,10 @@ fn mq_pair(size: usize) -> Result<(libc::mqd_t, libc::mqd_t), SysError> {
     // SAFETY: q is an open descriptor.
     let second = unsafe { libc::dup(q) };
     if second < 0 {
-        return Err(last("dup(mqd)"));
+        let err = last("dup(mqd)");
+        // SAFETY: q is ours and open; nothing else refers to it.
+        unsafe { libc::mq_close(q) };
+        return Err(err);
     }
     Ok((q, second))
 }
@@ -243,7 +246,17 @@ pub fn pair(kind: Kind, size: usize) -> Result<(Endpoint, Endpoint), SysError> {
     Ok(match kind {
         Kind::PosixMq => {
             let (a1, a2) = mq_pair(size)?;
-            let (b1, b2) = mq_pair(size)?;
+            let (b1, b2) = match mq_pair(size) {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // SAFETY: the first pair is ours and open; nothing else refers to it.
+                    unsafe {
+                        libc::mq_close(a1);
+                        libc::mq_close(a2);
+                    }
+                    return Err(e);
+                }
+            };
             (
                 end(Inner::Mq { tx: a1, rx: b1 }, true),
                 end(Inner::Mq { tx: b2, rx: a2 }, false),
@@ -261,7 +274,13 @@ pub fn pair(kind: Kind, size: usize) -> Result<(Endpoint, Endpoint), SysError> {
                 )
             };
             if a < 0 || b < 0 {
-                return Err(last("msgget"));
+                let err = last("msgget");
+                // A queue is a kernel object that outlives the process: remove the one made.
+                for q in [a, b].into_iter().filter(|&q| q >= 0) {
+                    // SAFETY: IPC_RMID on a queue this call just created.
+                    unsafe { libc::msgctl(q, libc::IPC_RMID, std::ptr::null_mut()) };
+                }
+                return Err(err);
             }
             (
                 end(Inner::Sysv { tx: a, rx: b }, true),

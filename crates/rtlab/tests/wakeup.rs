@@ -162,7 +162,14 @@ fn json_to_stdout_keeps_stdout_pure() {
 
 #[test]
 fn ctrl_c_ends_the_run_but_keeps_the_results() {
-    interrupted_run_keeps_the_results("-INT", &[]);
+    interrupted_run_keeps_the_results("-INT", "60s", &[]);
+}
+
+#[test]
+fn a_duration_near_the_clock_limit_still_measures() {
+    // Regression (hardening, low): the end of the run (now + 5 000 000 h) overflowed and
+    // wrapped into the past, so the run ended before its first sample.
+    interrupted_run_keeps_the_results("-INT", "5000000h", &[]);
 }
 
 #[test]
@@ -174,7 +181,7 @@ fn a_hangup_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
     } else {
         &[]
     };
-    interrupted_run_keeps_the_results("-HUP", explain);
+    interrupted_run_keeps_the_results("-HUP", "60s", explain);
     let left = std::fs::read_dir("/sys/kernel/tracing/instances")
         .map(|d| {
             d.flatten()
@@ -185,7 +192,7 @@ fn a_hangup_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
     assert_eq!(left, 0, "the tracefs instance is removed");
 }
 
-fn interrupted_run_keeps_the_results(signal: &str, extra: &[&str]) {
+fn interrupted_run_keeps_the_results(signal: &str, duration: &str, extra: &[&str]) {
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("int.json");
@@ -193,7 +200,7 @@ fn interrupted_run_keeps_the_results(signal: &str, extra: &[&str]) {
         .args([
             "wakeup",
             "--duration",
-            "60s",
+            duration,
             "--quiet",
             "--no-dma-latency",
             "--json",

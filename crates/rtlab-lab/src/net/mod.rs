@@ -431,7 +431,7 @@ impl Experiment for NetRun {
         let start = monotonic_now_ns() + 20_000_000;
         let timing = Timing {
             start_ns: start,
-            end_ns: start + duration,
+            end_ns: start.saturating_add(duration),
         };
         let stop_background = AtomicBool::new(false);
         let cpus = cfg.cpus.clone();
@@ -677,7 +677,7 @@ impl Experiment for PingPong {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let start = monotonic_now_ns();
-        let end = start + duration;
+        let end = start.saturating_add(duration);
         let peer = running.peer.clone();
         let (hist, lost) = std::thread::scope(|scope| {
             let report = reporter.as_ref().map(|r| (r, 0u16));
