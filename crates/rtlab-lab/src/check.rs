@@ -130,7 +130,9 @@ fn rt_throttling() -> Check {
         if unlimited {
             String::new()
         } else {
-            "sysctl -w kernel.sched_rt_runtime_us=-1 (only with a watchdog for runaway RT threads)".into()
+            "sysctl -w kernel.sched_rt_runtime_us=-1 (only with a watchdog for runaway RT threads: \
+             rtlab runs have one; your own application needs one too, e.g. rtkit's)"
+                .into()
         },
         60,
     )

@@ -102,22 +102,31 @@ impl RunningLoads {
     }
 
     /// Work done so far, per load.
+    /// (Without the hogs' runs: those come with [`RunningLoads::stop`].)
     pub fn progress(&self) -> Vec<LoadReport> {
+        self.reports(false)
+    }
+
+    /// Stops every load, waits for its threads, and reports the work done and the hogs' runs.
+    pub fn stop(mut self) -> Vec<LoadReport> {
+        self.shutdown();
+        self.reports(true)
+    }
+
+    fn reports(&self, with_runs: bool) -> Vec<LoadReport> {
         self.counters
             .iter()
             .map(|c| LoadReport {
                 spec: c.spec.clone(),
                 work: c.work.load(Ordering::Relaxed),
                 unit: c.unit,
-                runs: c.runs.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                runs: if with_runs {
+                    std::mem::take(&mut *c.runs.lock().unwrap_or_else(|p| p.into_inner()))
+                } else {
+                    Vec::new()
+                },
             })
             .collect()
-    }
-
-    /// Stops every load, waits for its threads, and reports the work done.
-    pub fn stop(mut self) -> Vec<LoadReport> {
-        self.shutdown();
-        self.progress()
     }
 
     fn shutdown(&mut self) {

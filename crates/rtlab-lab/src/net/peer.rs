@@ -133,17 +133,6 @@ pub struct PeerLimits {
 }
 
 impl PeerLimits {
-    /// The defaults of `rtlab net serve`: SCHED_OTHER, 16 connections, 4 MiB, 60 s.
-    pub fn serve_defaults() -> PeerLimits {
-        PeerLimits {
-            max_prio: None,
-            max_connections: 16,
-            max_buffer: 4 << 20,
-            idle_timeout: Duration::from_secs(60),
-            token: None,
-        }
-    }
-
     /// A peer rtlab starts for its own run (loopback thread, namespace process): what the
     /// run asks for is allowed, but only from a client that knows `token`.
     pub fn own(token: String) -> PeerLimits {
@@ -248,16 +237,17 @@ fn accept_loop(tcp: TcpListener, stop: &AtomicBool, limits: Arc<PeerLimits>) {
                     continue;
                 }
                 open.fetch_add(1, Ordering::Relaxed);
-                let (open, limits) = (open.clone(), limits.clone());
+                let (conn_open, conn_limits) = (open.clone(), limits.clone());
                 let spawned = std::thread::Builder::new()
                     .name("rtlab-net-conn".into())
                     .spawn(move || {
                         let _ = s.set_nonblocking(false);
-                        let _ = serve_connection(s, &limits);
-                        open.fetch_sub(1, Ordering::Relaxed);
+                        let _ = serve_connection(s, &conn_limits);
+                        conn_open.fetch_sub(1, Ordering::Relaxed);
                     });
                 if spawned.is_err() {
-                    // The closure (and with it the connection) is gone; so is its count.
+                    // The closure (and with it the connection) is gone: so goes its count.
+                    open.fetch_sub(1, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_millis(5));
                 }
             }
