@@ -48,13 +48,16 @@ impl Watchdog {
         let tripped = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
         let mut canaries = Vec::new();
+        // A canary ticks several times per limit, or a short limit would trip between two
+        // ordinary ticks (a test's 100 ms against the 250 ms period did, on the wrong CPU).
+        let period = CANARY_PERIOD_NS.min(limit.get() / 4).max(1_000_000);
         for cpu in usable_cpus().as_slice().iter().copied() {
             let ticks = Arc::new(AtomicU64::new(0));
             let (stop, counter) = (stop.clone(), ticks.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("rtlab-canary{cpu}"))
                 .stack_size(STACK)
-                .spawn(move || canary(cpu, &stop, &counter));
+                .spawn(move || canary(cpu, period, &stop, &counter));
             if let Ok(t) = spawned {
                 threads.push(t);
                 canaries.push((cpu, ticks));
@@ -105,7 +108,7 @@ fn sleep_until(deadline_ns: u64, stop: &AtomicBool) {
     }
 }
 
-fn canary(cpu: usize, stop: &AtomicBool, ticks: &AtomicU64) {
+fn canary(cpu: usize, period: u64, stop: &AtomicBool, ticks: &AtomicU64) {
     // Unpinned, a canary would run wherever there is room and prove nothing about `cpu`.
     if set_current_thread_affinity(&CpuList::from(vec![cpu])).is_err() {
         return;
@@ -114,7 +117,7 @@ fn canary(cpu: usize, stop: &AtomicBool, ticks: &AtomicU64) {
     while !stop.load(Ordering::Relaxed) {
         // Relaxed: a counter compared with itself; no data travels with it.
         ticks.fetch_add(1, Ordering::Relaxed);
-        next += CANARY_PERIOD_NS;
+        next += period;
         sleep_until(next, stop);
     }
 }
@@ -127,7 +130,7 @@ fn watch(
 ) {
     let _ = set_current_thread_scheduler(Policy::Fifo, 99);
     let me = rtlab_sys::futex::current_tid() as i32;
-    let tick = TICK_NS.min(limit.get().max(1));
+    let tick = TICK_NS.min(limit.get() / 2).max(1_000_000);
     let mut last: Vec<u64> = canaries
         .iter()
         .map(|(_, t)| t.load(Ordering::Relaxed))
@@ -185,9 +188,9 @@ mod tests {
             eprintln!("watchdog: skipped: needs SCHED_FIFO (root)");
             return;
         }
-        let watchdog = Watchdog::start(Nanos::from_millis(100));
+        let watchdog = Watchdog::start(Nanos::from_millis(200));
         let cpu = usable_cpus().as_slice()[0];
-        // The spinner starves its CPU's canary for 1.5 s, far past the 100 ms limit (RT
+        // The spinner starves its CPU's canary for 1.5 s, far past the 200 ms limit (RT
         // throttling would let the canary run only after 950 ms).
         let spinner = std::thread::spawn(move || {
             set_current_thread_affinity(&CpuList::from(vec![cpu])).unwrap();

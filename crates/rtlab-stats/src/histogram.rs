@@ -108,13 +108,25 @@ impl LatencyHistogram {
     /// Returns how many periods were missed, so the caller can skip them.
     #[inline]
     pub fn record_periodic(&mut self, latency: Nanos, interval: Nanos) -> u64 {
+        self.record_periodic_within(latency, interval, u64::MAX)
+    }
+
+    /// [`record_periodic`](Self::record_periodic), counting at most `max_missed` missed
+    /// periods: those a run still had (a late last wakeup misses no period after the run).
+    #[inline]
+    pub fn record_periodic_within(
+        &mut self,
+        latency: Nanos,
+        interval: Nanos,
+        max_missed: u64,
+    ) -> u64 {
         self.add(latency.get());
         if interval.get() == 0 || latency.get() < interval.get() {
             return 0;
         }
         let mut missed = 0;
         let mut late = latency.get();
-        while late >= interval.get() {
+        while late >= interval.get() && missed < max_missed {
             late -= interval.get();
             self.add(late);
             missed += 1;
