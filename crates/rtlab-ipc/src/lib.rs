@@ -23,7 +23,7 @@ pub use ring::{ChannelOptions, IpcError, Receiver, Sender, ShmChannel, Variant, 
 /// Locks a robust mutex guarding shared state that its holders only change in ways a death
 /// cannot tear (so an `OwnerDied` needs no repair), until `deadline_ns`.
 fn lock_robust(
-    mutex: &rtlab_sync::RobustMutex,
+    mutex: std::pin::Pin<&rtlab_sync::RobustMutex>,
     deadline_ns: Option<u64>,
 ) -> Result<rtlab_sync::RobustGuard<'_>, IpcError> {
     use rtlab_sync::{LockError, RobustError};

@@ -94,7 +94,10 @@ impl MutexSemQueue {
     fn lock(&self, deadline_ns: Option<u64>) -> Result<RobustGuard<'_>, IpcError> {
         // The counters are only written together under the lock, so a dead holder cannot
         // have left them half-updated.
-        crate::lock_robust(&self.shared().mutex, deadline_ns)
+        // SAFETY: the mutex lives in the mapping, which outlives every guard (they borrow
+        // `self`) and never moves.
+        let mutex = unsafe { std::pin::Pin::new_unchecked(&self.shared().mutex) };
+        crate::lock_robust(mutex, deadline_ns)
     }
 
     fn counters(&self) -> Result<(u64, u64), IpcError> {

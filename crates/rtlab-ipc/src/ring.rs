@@ -539,7 +539,10 @@ impl ShmChannel {
     fn lock_producers(&self, deadline: Option<u64>) -> Result<RobustGuard<'_>, IpcError> {
         // A producer that died holding it never published the record it was writing, so the
         // ring is consistent; the bytes past head are simply written over.
-        crate::lock_robust(&self.header().producer_lock, deadline)
+        // SAFETY: the mutex lives in the mapping, which outlives every guard (they borrow
+        // `self`) and never moves.
+        let mutex = unsafe { std::pin::Pin::new_unchecked(&self.header().producer_lock) };
+        crate::lock_robust(mutex, deadline)
     }
 }
 

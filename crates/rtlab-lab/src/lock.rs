@@ -25,6 +25,7 @@ use rtlab_sys::pthread::{PthreadCond, PthreadKind, PthreadMutex};
 use rtlab_sys::sched::Policy;
 use rtlab_sys::time::monotonic_now_ns;
 use std::hint::black_box;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 
@@ -218,7 +219,7 @@ enum Subject {
     Pi([PiMutex<()>; 3]),
     // Boxed like the glibc mutexes (each its own allocation), so no variant's figure depends
     // on where the track vector happens to sit.
-    Robust(Box<[RobustMutex; 3]>),
+    Robust([Pin<Box<RobustMutex>>; 3]),
     Ceiling([CeilingMutex<()>; 3]),
     Pthread([PthreadMutex; 3]),
     Std([std::sync::Mutex<()>; 3]),
@@ -233,7 +234,9 @@ impl Subject {
         };
         match which {
             Impl::RtlabPi => Ok(Subject::Pi(Default::default())),
-            Impl::RtlabRobust => Ok(Subject::Robust(Box::default())),
+            Impl::RtlabRobust => Ok(Subject::Robust(std::array::from_fn(|_| {
+                Box::pin(RobustMutex::new())
+            }))),
             Impl::RtlabCeiling => {
                 let ceiling = sched.prio.clamp(1, 98) + 1;
                 Ok(Subject::Ceiling(std::array::from_fn(|_| {

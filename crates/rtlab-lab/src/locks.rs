@@ -5,6 +5,7 @@ use rtlab_sync::{CeilingMutex, FutexMutex, PiMutex, RobustError, RobustMutex};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::pthread::PthreadMutex;
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use std::pin::Pin;
 
 /// Pins the calling thread to `cpu` and sets its scheduling.
 pub(crate) fn enter(cpu: usize, policy: Policy, prio: u32) -> Result<(), String> {
@@ -45,11 +46,13 @@ impl BenchLock for CeilingMutex<()> {
     }
 }
 
-impl BenchLock for RobustMutex {
+impl BenchLock for Pin<Box<RobustMutex>> {
     type Guard<'a> = rtlab_sync::RobustGuard<'a>;
     #[inline]
     fn acquire(&self) -> Result<Self::Guard<'_>, String> {
-        self.lock().map_err(|e: RobustError<'_>| e.to_string())
+        self.as_ref()
+            .lock()
+            .map_err(|e: RobustError<'_>| e.to_string())
     }
 }
 

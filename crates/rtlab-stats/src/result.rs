@@ -243,7 +243,7 @@ impl Series {
 }
 
 /// The kind of an outlier's cause.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum CauseKind {
@@ -298,6 +298,85 @@ pub struct Cause {
     /// Free text (IRQ name, vector ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Which of the explainer's reasons `detail` words (absent in documents of older
+    /// versions; a code this version does not know reads as [`ReasonCode::Other`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ReasonCode>,
+}
+
+macro_rules! reason_codes {
+    ($($variant:ident = $name:literal,)*) => {
+        /// The explainer's reason for a cause, as a stable code (its text is the `detail`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[allow(missing_docs)]
+        pub enum ReasonCode {
+            $($variant,)*
+            /// A code written by a newer version.
+            Other,
+        }
+
+        impl ReasonCode {
+            /// The code in JSON.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ReasonCode::$variant => $name,)*
+                    ReasonCode::Other => "other",
+                }
+            }
+
+            fn from_name(name: &str) -> ReasonCode {
+                match name {
+                    $($name => ReasonCode::$variant,)*
+                    _ => ReasonCode::Other,
+                }
+            }
+        }
+    };
+}
+
+reason_codes! {
+    Interrupt = "interrupt",
+    PeerInterrupt = "peer_interrupt",
+    Nmi = "nmi",
+    HolderRan = "holder_ran",
+    WaitingForHolder = "waiting_for_holder",
+    PriorityInversion = "priority_inversion",
+    RanWhileBlocked = "ran_while_blocked",
+    IpiLateOnHost = "ipi_late_on_host",
+    IpiWaited = "ipi_waited",
+    NotifierCall = "notifier_call",
+    ThreadItself = "thread_itself",
+    IdlePastDeadline = "idle_past_deadline",
+    SilentWhileRunning = "silent_while_running",
+    SilentLeavingIdle = "silent_leaving_idle",
+    IdleExitAfterWakeup = "idle_exit_after_wakeup",
+    TimerLateWhileRunning = "timer_late_while_running",
+    NonPreemptible = "non_preemptible",
+    TimerTailIdle = "timer_tail_idle",
+    TimerTailLowerPriority = "timer_tail_lower_priority",
+    NoSchedulerEvent = "no_scheduler_event",
+    EventsLost = "events_lost",
+    NoTick = "no_tick",
+    BeforeFirstEvent = "before_first_event",
+    NoEvent = "no_event",
+    KeptPeerOff = "kept_peer_off",
+    PeerIdleGap = "peer_idle_gap",
+    PeerIdleExit = "peer_idle_exit",
+    PeerAsleep = "peer_asleep",
+    PeerUnknown = "peer_unknown",
+}
+
+impl Serialize for ReasonCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ReasonCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(ReasonCode::from_name(&name))
+    }
 }
 
 /// An explained outlier.

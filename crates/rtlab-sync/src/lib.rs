@@ -37,7 +37,7 @@ pub use error::LockError;
 pub use futex_mutex::{FutexMutex, FutexMutexGuard};
 pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
-pub use robust::{RobustError, RobustGuard, RobustMutex, RobustWait};
+pub use robust::{RobustError, RobustGuard, RobustMutex, RobustWait, MAX_HELD};
 pub use rtlab_sys::futex::Scope;
 /// Per-thread timer slack: how late the kernel may wake a sleeping SCHED_OTHER thread to
 /// batch timers (50 us by default; inherited by new threads and children). Ignored for

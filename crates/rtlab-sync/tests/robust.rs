@@ -8,6 +8,7 @@ use rtlab_sync::{RobustError, RobustMutex};
 use rtlab_sys::pthread::{PthreadKind, PthreadMutex};
 use rtlab_sys::robust::current_robust_list;
 use rtlab_sys::time::monotonic_now_ns;
+use std::pin::{pin, Pin};
 use std::sync::atomic::Ordering;
 
 const SECOND: u64 = 1_000_000_000;
@@ -22,7 +23,8 @@ fn list_first() -> usize {
 fn lock_and_unlock_leave_the_thread_list_as_it_was() {
     std::thread::spawn(|| {
         let before = list_first();
-        let (a, b) = (RobustMutex::new(), RobustMutex::new());
+        let (a, b) = (pin!(RobustMutex::new()), pin!(RobustMutex::new()));
+        let (a, b) = (a.as_ref(), b.as_ref());
         let ga = a.lock().unwrap();
         let gb = b.lock().unwrap();
         assert_ne!(list_first(), before, "entries are linked while held");
@@ -37,7 +39,8 @@ fn lock_and_unlock_leave_the_thread_list_as_it_was() {
 
 #[test]
 fn owner_death_is_reported_once_then_recovered() {
-    let m = RobustMutex::new();
+    let m = pin!(RobustMutex::new());
+    let m = m.as_ref();
     std::thread::scope(|s| {
         s.spawn(|| std::mem::forget(m.lock().unwrap()));
     });
@@ -50,7 +53,8 @@ fn owner_death_is_reported_once_then_recovered() {
 
 #[test]
 fn unlocking_without_repair_makes_it_unrecoverable() {
-    let m = RobustMutex::new();
+    let m = pin!(RobustMutex::new());
+    let m = m.as_ref();
     std::thread::scope(|s| {
         s.spawn(|| std::mem::forget(m.lock().unwrap()));
     });
@@ -69,8 +73,9 @@ fn unlocking_without_repair_makes_it_unrecoverable() {
 fn coexists_with_glibc_robust_mutexes_in_one_list() {
     let glibc_a = PthreadMutex::new(PthreadKind::Robust).unwrap();
     let glibc_b = PthreadMutex::new(PthreadKind::Robust).unwrap();
-    let ours_1 = RobustMutex::new();
-    let ours_2 = RobustMutex::new();
+    let ours_1 = pin!(RobustMutex::new());
+    let ours_2 = pin!(RobustMutex::new());
+    let (ours_1, ours_2) = (ours_1.as_ref(), ours_2.as_ref());
     std::thread::scope(|s| {
         s.spawn(|| {
             // Interleave both kinds in the thread's one list, unlink one from the middle,
@@ -109,8 +114,9 @@ fn sigkill_at_random_points_never_hangs_and_reports_each_death_once() {
     let mutex = base as *mut RobustMutex;
     // SAFETY: offset 0 of a fresh zeroed, page-aligned shared mapping holds the mutex.
     unsafe { mutex.write(RobustMutex::new_shared()) };
-    // SAFETY: lives as long as `map`; shared with the children through MAP_SHARED.
-    let mutex = unsafe { &*mutex };
+    // SAFETY: lives as long as `map`, which never moves; shared with the children through
+    // MAP_SHARED.
+    let mutex = unsafe { Pin::new_unchecked(&*mutex) };
     let (a, b) = (
         base.wrapping_add(64) as *mut u64,
         base.wrapping_add(72) as *mut u64,
@@ -195,7 +201,8 @@ fn sigkill_at_random_points_never_hangs_and_reports_each_death_once() {
 #[test]
 fn robust_mutex_excludes_and_times_out() {
     let per_thread = iterations(100_000);
-    let m = RobustMutex::new();
+    let m = pin!(RobustMutex::new());
+    let m = m.as_ref();
     let counter = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..4 {
@@ -234,7 +241,8 @@ fn condvar_wait_hands_the_robust_mutex_back_and_forth() {
     use rtlab_sync::{PiCondvar, RobustWait};
     use std::sync::atomic::AtomicU64;
     let rounds = iterations(20_000);
-    let m = RobustMutex::new();
+    let m = pin!(RobustMutex::new());
+    let m = m.as_ref();
     let (filled, emptied) = (PiCondvar::new(), PiCondvar::new());
     let slot = AtomicU64::new(0); // 0 = empty, else the value; changed only under `m`
     std::thread::scope(|s| {
@@ -272,7 +280,8 @@ fn condvar_wait_hands_the_robust_mutex_back_and_forth() {
 #[test]
 fn condvar_wait_times_out_owning_the_mutex() {
     use rtlab_sync::{PiCondvar, RobustWait};
-    let (m, cv) = (RobustMutex::new(), PiCondvar::new());
+    let (m, cv) = (pin!(RobustMutex::new()), PiCondvar::new());
+    let m = m.as_ref();
     let mut g = m.lock().unwrap();
     let t0 = monotonic_now_ns();
     assert_eq!(g.wait(&cv, Some(t0 + 20_000_000)), RobustWait::TimedOut);
@@ -285,7 +294,8 @@ fn condvar_wait_times_out_owning_the_mutex() {
 #[test]
 fn a_condvar_waiter_inherits_the_mutex_of_an_owner_that_died() {
     use rtlab_sync::{PiCondvar, RobustWait};
-    let (m, cv) = (RobustMutex::new(), PiCondvar::new());
+    let (m, cv) = (pin!(RobustMutex::new()), PiCondvar::new());
+    let m = m.as_ref();
     let waiting = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {

@@ -158,6 +158,15 @@ pub fn kill_hard(pid: i32) -> Result<(), SysError> {
         .map_err(|e| SysError::from_errno(format!("kill({}, SIGKILL)", pid.as_raw_nonzero()), e))
 }
 
+/// Whether `tid` names a live thread of this process. C: `tgkill(getpid(), tid, 0) == 0`.
+pub fn thread_in_this_process(tid: u32) -> bool {
+    if tid == 0 || tid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the thread exists; no signal is sent.
+    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) == 0 }
+}
+
 /// Raises this process's `RLIMIT_MEMLOCK` to unlimited (soft and hard), so a program it
 /// executes may lock its memory itself. C: `setrlimit(RLIMIT_MEMLOCK, {INF, INF})`.
 pub fn raise_memlock_limit() -> Result<(), SysError> {

@@ -12,8 +12,8 @@ pub enum Kind {
     Switch {
         /// The task leaving the CPU.
         prev: Task,
-        /// Its state letter (R: preempted, S/D: blocked ...).
-        prev_state: String,
+        /// Its state (runnable: preempted; S, D ...: blocked).
+        prev_state: TaskState,
         /// The task taking it.
         next: Task,
     },
@@ -89,6 +89,114 @@ impl Kind {
             Kind::HrtimerEntry { task, .. } => task.as_ref(),
             _ => None,
         }
+    }
+}
+
+/// The state of a task leaving the CPU, as `sched_switch` reports it: the kernel's task-state
+/// bits (the ones it reports), and whether it was preempted (`R+`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskState {
+    bits: u16,
+    preempted: bool,
+}
+
+impl TaskState {
+    /// `(bit, letter)` as the kernel's `sched_switch` prints them.
+    const LETTERS: [(u16, char); 8] = [
+        (0x1, 'S'),
+        (0x2, 'D'),
+        (0x4, 'T'),
+        (0x8, 't'),
+        (0x10, 'X'),
+        (0x20, 'Z'),
+        (0x40, 'P'),
+        (0x80, 'I'),
+    ];
+    /// A letter this parser does not know (printed as `?`).
+    const UNKNOWN: u16 = 0x8000;
+    /// Runnable (`R`): it left the CPU without blocking.
+    pub const RUNNING: TaskState = TaskState {
+        bits: 0,
+        preempted: false,
+    };
+    /// Preempted (`R+`).
+    pub const PREEMPTED: TaskState = TaskState {
+        bits: 0,
+        preempted: true,
+    };
+    /// Sleeping interruptibly (`S`).
+    pub const SLEEPING: TaskState = TaskState {
+        bits: 0x1,
+        preempted: false,
+    };
+
+    /// From the kernel's values: the `preempt` argument of the tracepoint and the state bits.
+    pub fn from_kernel(preempt: bool, state: u64) -> TaskState {
+        if preempt {
+            return TaskState::PREEMPTED;
+        }
+        // Bits past the reported ones (TASK_NOLOAD ...) are not shown, as by the kernel.
+        TaskState {
+            bits: (state & 0xff) as u16,
+            preempted: false,
+        }
+    }
+
+    /// From `sched_switch`'s text (`R`, `R+`, `S`, `D|W` ...).
+    pub fn parse(text: &str) -> TaskState {
+        match text {
+            "R" => TaskState::RUNNING,
+            "R+" => TaskState::PREEMPTED,
+            _ => {
+                let bits = text.split('|').fold(0, |acc, letter| {
+                    let mut chars = letter.chars();
+                    let bit = match (chars.next(), chars.next()) {
+                        (Some(c), None) => Self::LETTERS
+                            .iter()
+                            .find(|(_, l)| *l == c)
+                            .map_or(Self::UNKNOWN, |(b, _)| *b),
+                        _ => Self::UNKNOWN,
+                    };
+                    acc | bit
+                });
+                TaskState {
+                    bits,
+                    preempted: false,
+                }
+            }
+        }
+    }
+
+    /// It left the CPU runnable (preempted or yielding), not blocked.
+    pub fn is_runnable(self) -> bool {
+        self.bits == 0
+    }
+
+    /// It was preempted.
+    pub fn is_preempted(self) -> bool {
+        self.preempted
+    }
+}
+
+impl std::fmt::Display for TaskState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.preempted {
+            return f.write_str("R+");
+        }
+        if self.bits == 0 {
+            return f.write_str("R");
+        }
+        let mut first = true;
+        for (bit, letter) in Self::LETTERS.iter().chain(&[(Self::UNKNOWN, '?')]) {
+            if self.bits & bit != 0 {
+                if !first {
+                    f.write_str("|")?;
+                }
+                write!(f, "{letter}")?;
+                first = false;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -247,7 +355,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
             let (left, right) = fields.split_once(" ==> ")?;
             Kind::Switch {
                 prev: task(left, "prev_")?,
-                prev_state: field(left, "prev_state").unwrap_or("?").to_string(),
+                prev_state: TaskState::parse(field(left, "prev_state").unwrap_or("?")),
                 next: task(right, "next_")?,
             }
         }
@@ -409,7 +517,8 @@ a-5 [001] d..2. 10.000002: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 pr
                     (prev.comm.as_str(), prev.pid, prev.prio),
                     ("rtlab-hog", 42, 0)
                 );
-                assert_eq!(prev_state, "R+");
+                assert_eq!(prev_state, TaskState::PREEMPTED);
+                assert_eq!(prev_state.to_string(), "R+");
                 assert_eq!(
                     (next.comm.as_str(), next.pid, next.prio),
                     ("rtlab-wakeup0", 77, 4)
@@ -474,7 +583,7 @@ a-5 [001] d..2. 10.000002: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 pr
         let kinds = vec![
             Kind::Switch {
                 prev: t("rtlab hog", 42, 0),
-                prev_state: "R+".into(),
+                prev_state: TaskState::PREEMPTED,
                 next: t("swapper/0", 0, 120),
             },
             Kind::Waking {

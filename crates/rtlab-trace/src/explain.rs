@@ -21,10 +21,12 @@
 //! ([`Wait::Notify`]), the time before the wakeup is the notifier's.
 
 use crate::event::{Event, Kind, Task};
+use crate::reason::{Blocker, Named, Reason};
+use crate::replay::{Cpu, Follow, Moved};
 use rtlab_stats::result::{Cause, CauseKind};
 
 /// What the late thread was waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Wait {
     /// Its own timer (a periodic wakeup).
     #[default]
@@ -85,155 +87,113 @@ fn peer_slices(
     peer: &Peer,
     waker: &Task,
     (a, b): (u64, u64),
-    ran: &str,
+    blocker: Blocker,
     rules: &Rules,
 ) -> Vec<(Key, u64, u64)> {
-    let gap_ns = rules.gap_ns;
-    let cpu = peer.cpu;
-    let mut current = peer.base.clone();
-    let mut stack: Vec<Who> = Vec::new();
-    // Runnable (woken or preempted) but not on the CPU.
-    // None: not known (no event of it yet, or events were lost since).
-    let mut runnable: Option<bool> = None;
-    // Woken since it last got the CPU: the waker traces the wakeup before it waits for the
-    // task to get off its CPU, so a switch-out asleep after it is not a sleep.
-    let mut woken_since_in = false;
-    let mut out: Vec<(Key, u64, u64)> = Vec::new();
-    let mut at = a;
-    let owner = |stack: &[Who], current: &Option<Task>, runnable: Option<bool>, len: u64| -> Key {
-        if let Some(top) = stack.last() {
-            let (kind, name) = match top {
-                Who::Irq(n) => (0, n),
-                Who::Softirq(n) => (1, n),
-            };
-            return Key {
-                kind,
-                task: None,
-                detail: Some(format!(
-                    "{name} on CPU {cpu}, the peer's{}",
-                    silent_inside(len, gap_ns)
-                )),
-            };
-        }
-        match current {
-            Some(t) if t.pid == waker.pid => Key {
-                kind: 9,
-                task: task_key(waker),
-                detail: Some(format!("{ran} on CPU {cpu}")),
-            },
-            Some(t) if runnable == Some(true) && !t.is_idle() => Key {
-                kind: 3,
-                task: task_key(t),
-                detail: Some(format!(
-                    "ran on CPU {cpu} while {} (pid {}), which the thread waited for, waited for that CPU",
-                    waker.comm, waker.pid
-                )),
-            },
-            Some(_) if runnable == Some(true) && rules.idle_gap_ns.is_some_and(|g| len > g) => Key {
-                kind: 5,
-                task: None,
-                detail: Some(format!(
-                    "CPU {cpu} silent for {} leaving idle to run {}: the host did not run that vCPU",
-                    rtlab_stats::Nanos(len),
-                    waker.comm
-                )),
-            },
-            Some(_) if runnable == Some(true) => Key {
-                kind: 4,
-                task: None,
-                detail: Some(format!("CPU {cpu} leaving idle to run {}", waker.comm)),
-            },
-            Some(_) if runnable == Some(false) => Key {
-                kind: 9,
-                task: task_key(waker),
-                detail: Some(format!(
-                    "{} itself was asleep on CPU {cpu} (waiting for its own input)",
-                    waker.comm
-                )),
-            },
-            _ => Key {
-                kind: 8,
-                task: None,
-                detail: Some(format!(
-                    "what kept {} from answering on CPU {cpu} is not known (trace events lost, or none of it in the window)",
-                    waker.comm
-                )),
-            },
-        }
-    };
+    let mut cpu = Cpu::new(peer.cpu, peer.base.as_ref());
+    let mut follow = Follow::new(waker.pid, peer.cpu);
     // Where that CPU, busy, took no tick that was due, it did not run (its losses leave the
     // peer's state unknown, below).
     let no_tick: Vec<(u64, u64, Span)> =
-        known_spans(&peer.events, cpu, peer.base.as_ref(), peer.tick)
+        known_spans(&peer.events, peer.cpu, peer.base.as_ref(), peer.tick)
             .into_iter()
             .filter(|s| matches!(s.2, Span::NoTick { .. }))
             .collect();
-    let whose = format!(" (CPU {cpu}, the peer's)");
-    let mut push = |key_of: &dyn Fn(u64) -> Key, from: u64, to: u64| {
+    let mut out: Vec<(Key, u64, u64)> = Vec::new();
+    let mut push = |cpu: &Cpu, follow: &Follow, from: u64, to: u64| {
         for (x, y, span) in split_by(&no_tick, from, to) {
             let key = match span {
                 Some(Span::NoTick { due, until }) => {
-                    no_tick_key(until - due, &whose, peer.tick, rules)
+                    no_tick_key(until - due, Some(peer.cpu), peer.tick, rules)
                 }
-                _ => key_of(y - x),
+                _ => peer_owner(cpu, follow, waker, blocker, y - x, rules),
             };
             out.push((key, x, y));
         }
     };
+    let mut at = a;
     for e in &peer.events {
         if e.ts_ns > at && e.ts_ns > a {
             let to = e.ts_ns.min(b);
             if to > at {
-                push(&|len| owner(&stack, &current, runnable, len), at, to);
+                push(&cpu, &follow, at, to);
             }
             at = to;
         }
         if e.ts_ns >= b {
             break;
         }
-        match &e.kind {
-            Kind::Waking { task, .. }
-            | Kind::HrtimerEntry {
-                task: Some(task), ..
-            } if task.pid == waker.pid => {
-                runnable = Some(true);
-                woken_since_in = true;
-            }
-            // A loss anywhere may have taken the peer's wakeup with it.
-            Kind::Lost(_) if e.cpu != cpu => runnable = None,
-            // Other CPUs' events are the peer's wakings there.
-            _ if e.cpu != cpu => {}
-            Kind::Switch {
-                prev,
-                prev_state,
-                next,
-            } => {
-                if prev.pid == waker.pid {
-                    runnable = Some(prev_state.starts_with('R') || woken_since_in);
-                }
-                if next.pid == waker.pid {
-                    woken_since_in = false;
-                }
-                current = Some(next.clone());
-            }
-            Kind::Lost(_) => {
-                current = None;
-                stack.clear();
-                runnable = None;
-            }
-            Kind::IrqEntry { irq, name } => stack.push(Who::Irq(format!("IRQ {irq} {name}"))),
-            Kind::VectorEntry { name } => stack.push(Who::Irq(name.clone())),
-            Kind::SoftirqEntry { name } => stack.push(Who::Softirq(name.clone())),
-            Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => {
-                stack.pop();
-            }
-            _ => {}
-        }
+        follow.step(e);
+        cpu.step(e);
     }
     if b > at {
-        push(&|len| owner(&stack, &current, runnable, len), at, b);
+        push(&cpu, &follow, at, b);
     }
     out
+}
+
+/// Who owns a slice of `len` on the peer's CPU, in the state replayed so far.
+fn peer_owner(
+    cpu: &Cpu,
+    follow: &Follow,
+    waker: &Task,
+    blocker: Blocker,
+    len: u64,
+    rules: &Rules,
+) -> Key {
+    let at = cpu.cpu;
+    if let Some(top) = cpu.handlers.last() {
+        let (kind, name) = top.kind_and_name();
+        return Key::new(
+            kind,
+            None,
+            Reason::PeerInterrupt {
+                name: name.to_string(),
+                cpu: at,
+                silent_ns: (len > rules.gap_ns).then_some(len),
+            },
+        );
+    }
+    let peer = waker.comm.clone();
+    match (&cpu.current, follow.runnable) {
+        (Some(t), _) if t.pid == waker.pid => Key::new(
+            CauseKind::Blocking,
+            Some(waker),
+            Reason::HolderRanOn { blocker, cpu: at },
+        ),
+        (Some(t), Some(true)) if !t.is_idle() => Key::new(
+            CauseKind::Preemption,
+            Some(t),
+            Reason::KeptPeerOff {
+                cpu: at,
+                peer: named(waker),
+            },
+        ),
+        (Some(_), Some(true)) if rules.idle_gap_ns.is_some_and(|g| len > g) => Key::new(
+            CauseKind::HypervisorGap,
+            None,
+            Reason::PeerIdleGap {
+                cpu: at,
+                len_ns: len,
+                peer,
+            },
+        ),
+        (Some(_), Some(true)) => Key::new(
+            CauseKind::IdleExit,
+            None,
+            Reason::PeerIdleExit { cpu: at, peer },
+        ),
+        (Some(_), Some(false)) => Key::new(
+            CauseKind::Blocking,
+            Some(waker),
+            Reason::PeerAsleep { cpu: at, peer },
+        ),
+        _ => Key::new(
+            CauseKind::Unexplained,
+            None,
+            Reason::PeerUnknown { cpu: at, peer },
+        ),
+    }
 }
 
 /// The periodic scheduler tick: at `phase_ns + k * period_ns` on every CPU not idle.
@@ -311,38 +271,21 @@ enum Span {
 
 /// The key of a busy CPU's silence of `len` past a due tick (`whose`: where, if not the
 /// thread's own CPU).
-fn no_tick_key(len: u64, whose: &str, tick: Option<Tick>, rules: &Rules) -> Key {
-    Key {
-        kind: 5,
-        task: None,
-        detail: Some(format!(
-            "no tick for {} on a busy CPU{whose} (one is due every {}): {}",
-            rtlab_stats::Nanos(len),
-            rtlab_stats::Nanos(tick.map_or(0, |t| t.period_ns)),
-            if rules.virtualized {
-                "the vCPU was not running (or ran with interrupts off)"
-            } else {
-                "interrupts were off"
-            }
-        )),
-    }
+fn no_tick_key(len: u64, peer_cpu: Option<u16>, tick: Option<Tick>, rules: &Rules) -> Key {
+    Key::new(
+        CauseKind::HypervisorGap,
+        None,
+        Reason::NoTick {
+            len_ns: len,
+            period_ns: tick.map_or(0, |t| t.period_ns),
+            peer_cpu,
+            virtualized: rules.virtualized,
+        },
+    )
 }
 
 /// A slice of the thread itself silent for longer than this is worth a note.
 const SILENT_SELF_NS: u64 = 1_000_000;
-
-/// A note for an interrupt slice with no event for longer than `gap_ns`: interrupts were off
-/// inside it, so its length is the handler's or the host's, which the trace cannot tell apart.
-fn silent_inside(len: u64, gap_ns: u64) -> String {
-    if len > gap_ns {
-        format!(
-            " (no event for {} inside it: the handler ran that long with interrupts off, or the vCPU was not running)",
-            rtlab_stats::Nanos(len)
-        )
-    } else {
-        String::new()
-    }
-}
 
 /// Settings of the attribution.
 #[derive(Debug, Clone, Copy)]
@@ -359,35 +302,29 @@ pub struct Rules {
     pub tick: Option<Tick>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Who {
-    Irq(String),
-    Softirq(String),
-}
-
+/// What a slice of the window is charged to; equal keys add up.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    kind: u8,
+    kind: CauseKind,
+    /// (name, pid, kernel priority)
     task: Option<(String, i64, i64)>,
-    detail: Option<String>,
+    reason: Option<Reason>,
 }
 
-fn task_key(t: &Task) -> Option<(String, i64, i64)> {
-    Some((t.comm.clone(), t.pid, t.prio))
+impl Key {
+    fn new(kind: CauseKind, task: Option<&Task>, reason: Reason) -> Key {
+        Key {
+            kind,
+            task: task.map(|t| (t.comm.clone(), t.pid, t.prio)),
+            reason: Some(reason),
+        }
+    }
 }
 
-fn kind_of(k: u8) -> CauseKind {
-    match k {
-        0 => CauseKind::Irq,
-        1 => CauseKind::Softirq,
-        2 => CauseKind::Nmi,
-        3 => CauseKind::Preemption,
-        4 => CauseKind::IdleExit,
-        5 => CauseKind::HypervisorGap,
-        6 => CauseKind::Syscall,
-        7 => CauseKind::Migration,
-        9 => CauseKind::Blocking,
-        _ => CauseKind::Unexplained,
+fn named(t: &Task) -> Named {
+    Named {
+        comm: t.comm.clone(),
+        pid: t.pid,
     }
 }
 
@@ -406,33 +343,28 @@ fn timer_tail(
 ) -> Option<Key> {
     let own = expiry?;
     if waking_next {
-        return Some(Key {
-            kind: 0,
-            task: None,
-            detail: Some("local_timer".into()),
-        });
+        return Some(Key::new(
+            CauseKind::Irq,
+            None,
+            Reason::Interrupt {
+                name: "local_timer".into(),
+                silent_ns: None,
+            },
+        ));
     }
     if !own || len > rules.gap_ns {
         return None;
     }
     let t = current?;
     if t.is_idle() {
-        return Some(Key {
-            kind: 4,
-            task: None,
-            detail: Some(
-                "after the timer woke the thread: the rest of the timer interrupt and the exit from idle (the interrupt's end is not traced)"
-                    .into(),
-            ),
-        });
+        return Some(Key::new(CauseKind::IdleExit, None, Reason::TimerTailIdle));
     }
-    woken_prio.filter(|&p| t.prio > p).map(|_| Key {
-        kind: 3,
-        task: task_key(t),
-        detail: Some(
-            "after the timer woke the thread: the rest of the timer interrupt, then this lower-priority task until the switch (the interrupt's end is not traced)"
-                .into(),
-        ),
+    woken_prio.filter(|&p| t.prio > p).map(|_| {
+        Key::new(
+            CauseKind::Preemption,
+            Some(t),
+            Reason::TimerTailLowerPriority,
+        )
     })
 }
 
@@ -448,13 +380,13 @@ fn known_spans(
 ) -> Vec<(u64, u64, Span)> {
     let mut spans = Vec::new();
     let mut last: Option<u64> = None;
-    // Whether a task other than idle is current (None: not known), and open interrupts.
-    let mut busy = base.map(|t| !t.is_idle());
-    let mut depth = 0u32;
+    let mut state = Cpu::new(cpu, base);
     for e in events.iter().filter(|e| e.cpu == cpu) {
         if let Kind::Lost(n) = e.kind {
             spans.push((last.unwrap_or(0), e.ts_ns, Span::Lost(n)));
-        } else if let (Some(l), Some(t), Some(true), 0) = (last, tick, busy, depth) {
+        } else if let (Some(l), Some(t), Some(true), true) =
+            (last, tick, state.busy(), state.handlers.is_empty())
+        {
             // Past the slack: an event at a point of the grid may be that point's tick,
             // a hair early or late.
             let due = t.next_after(l + TICK_SLACK_NS);
@@ -469,18 +401,7 @@ fn known_spans(
                 ));
             }
         }
-        match &e.kind {
-            Kind::Switch { next, .. } => busy = Some(!next.is_idle()),
-            Kind::Lost(_) => {
-                busy = None;
-                depth = 0;
-            }
-            Kind::IrqEntry { .. } | Kind::VectorEntry { .. } | Kind::SoftirqEntry { .. } => {
-                depth += 1
-            }
-            Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+        state.step(e);
         last = Some(e.ts_ns);
     }
     spans
@@ -511,173 +432,343 @@ fn split_by(spans: &[(u64, u64, Span)], a: u64, b: u64) -> Vec<(u64, u64, Option
 /// Attributes `late` using the events of its CPU (`events`, in time order, starting before
 /// the deadline) and `base`, the task current before the first of them.
 pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rules) -> Vec<Cause> {
-    let (t0, t1) = (late.deadline_ns, late.woke_ns.max(late.deadline_ns));
-    let mut current: Option<Task> = base.cloned();
-    let mut stack: Vec<Who> = Vec::new();
-    let mut woken = false;
-    let mut totals: std::collections::BTreeMap<Key, u64> = Default::default();
-    let mut add = |key: Key, from: u64, to: u64| {
-        let (a, b) = (from.max(t0), to.min(t1));
-        if b > a {
-            *totals.entry(key).or_default() += b - a;
+    let mut attribution = Attribution::new(events, base, late, rules);
+    attribution.run(events);
+    attribution.causes()
+}
+
+/// One attribution: the late thread's CPU and the thread itself replayed through the window,
+/// each stretch between two events charged to what the state says owned it.
+struct Attribution<'a> {
+    late: &'a Late,
+    rules: &'a Rules,
+    /// The window: the deadline, and when the thread ran (not before the deadline).
+    t0: u64,
+    t1: u64,
+    cpu: Cpu,
+    thread: Follow,
+    /// Woken since it last went to sleep.
+    woken: bool,
+    /// Lock waits: the thread ran and blocked (asleep until the holder wakes it).
+    blocked: bool,
+    /// Its priority when woken (or, for a lock wait, when it blocked).
+    woken_prio: Option<i64>,
+    /// Woken from this other CPU: until an interrupt arrives here, nothing can make this CPU
+    /// switch (the wake-up IPI is on its way).
+    ipi_pending: Option<u16>,
+    /// The last event of this CPU was a timer expiry (true: the late thread's own); the eBPF
+    /// source traces no local-timer exit, so the interrupt's end is not known.
+    expiry: Option<bool>,
+    /// For a wait that blocks: the task waited for (lock holder, peer), and its CPU's events
+    /// when it ran elsewhere.
+    holder: Option<&'a Task>,
+    blocker: Blocker,
+    peer: Option<&'a Peer>,
+    /// What is known beforehand of stretches of this CPU (losses, missed ticks).
+    known: Vec<(u64, u64, Span)>,
+    totals: std::collections::BTreeMap<Key, u64>,
+}
+
+impl<'a> Attribution<'a> {
+    fn new(
+        events: &[Event],
+        base: Option<&Task>,
+        late: &'a Late,
+        rules: &'a Rules,
+    ) -> Attribution<'a> {
+        Attribution {
+            late,
+            rules,
+            t0: late.deadline_ns,
+            t1: late.woke_ns.max(late.deadline_ns),
+            cpu: Cpu::new(late.cpu, base),
+            thread: Follow::new(late.tid, late.cpu),
+            woken: false,
+            blocked: false,
+            woken_prio: None,
+            ipi_pending: None,
+            expiry: None,
+            holder: late.waker.as_ref().filter(|_| late.wait.blocks()),
+            blocker: if late.wait == Wait::Reply {
+                Blocker::Reply
+            } else {
+                Blocker::Lock
+            },
+            // Followed only where it ran on another CPU (and that CPU was traced).
+            peer: late.peer.as_ref().filter(|p| p.cpu != late.cpu),
+            known: known_spans(events, late.cpu, base, rules.tick),
+            totals: Default::default(),
         }
-    };
-    let mut seen_any = false;
-    // The last event of this CPU was a timer expiry (true: the late thread's own); the eBPF
-    // source traces no local-timer exit, so the interrupt's end is not known.
-    let mut expiry: Option<bool> = None;
-    let mut last = None::<u64>;
-    let mut woken_prio: Option<i64> = None;
-    // Lock waits: the thread ran and blocked (asleep until the holder wakes it).
-    let mut blocked = false;
-    // Woken since it last got the CPU (see `peer_slices`): a switch-out asleep after the
-    // wakeup was traced is not a sleep.
-    let mut woken_since_in = false;
-    let holder = late.waker.as_ref().filter(|_| late.wait.blocks());
-    let (held_by, holder_ran, waiting) = if late.wait == Wait::Reply {
-        (
-            "the reply of",
-            "the peer ran (handling the message)",
-            "waiting for the peer's reply (CPU idle: the peer ran elsewhere)",
-        )
-    } else {
-        (
-            "the lock held by",
-            "the lock holder ran (its critical section)",
-            "waiting for the lock holder (CPU idle: it ran elsewhere or slept)",
-        )
-    };
-    // Woken from another CPU: until an interrupt arrives here, nothing can make this CPU
-    // switch (the wake-up IPI is on its way).
-    let mut ipi_pending: Option<u16> = None;
-    let slice_owner = |stack: &[Who],
-                       current: &Option<Task>,
-                       woken: bool,
-                       blocked: bool,
-                       ipi_pending: Option<u16>,
-                       woken_prio: Option<i64>,
-                       len: u64|
-     -> Key {
-        if let Some(top) = stack.last() {
-            let (kind, name) = match top {
-                Who::Irq(n) => (0, n),
-                Who::Softirq(n) => (1, n),
-            };
-            return Key {
-                kind,
-                task: None,
-                detail: Some(format!("{name}{}", silent_inside(len, rules.gap_ns))),
-            };
+    }
+
+    fn run(&mut self, events: &[Event]) {
+        let mut last = None::<u64>;
+        for e in events {
+            match last {
+                Some(prev) if e.ts_ns > prev => self.stretch(prev, e),
+                Some(_) => {}
+                None if e.ts_ns > self.t0 => {
+                    // Nothing known between the deadline and the first event.
+                    for (a, b, span) in split_by(&self.known, self.t0, e.ts_ns) {
+                        let key = match span {
+                            Some(span) => self.span_key(span),
+                            None => {
+                                Key::new(CauseKind::Unexplained, None, Reason::BeforeFirstEvent)
+                            }
+                        };
+                        self.add(key, a, b);
+                    }
+                }
+                None => {}
+            }
+            last = Some(e.ts_ns);
+            if e.cpu == self.late.cpu {
+                self.expiry = match &e.kind {
+                    Kind::HrtimerEntry { task, .. } => {
+                        Some(task.as_ref().is_some_and(|t| t.pid == self.late.tid))
+                    }
+                    _ => None,
+                };
+            }
+            if e.ts_ns > self.t1 {
+                break;
+            }
+            self.step(e);
         }
-        if blocked {
-            return match current {
-                Some(t) if holder.is_some_and(|h| h.pid == t.pid) => Key {
-                    kind: 9,
-                    task: task_key(t),
-                    detail: Some(holder_ran.into()),
-                },
-                Some(t) if t.is_idle() => Key {
-                    kind: 9,
-                    task: holder.and_then(task_key),
-                    detail: Some(waiting.into()),
-                },
-                Some(t) => Key {
-                    kind: 3,
-                    task: task_key(t),
-                    detail: Some(match (holder, woken_prio) {
-                        (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => format!(
-                            "priority inversion: a lower-priority task ran while the thread waited for {held_by} {} (pid {})",
-                            h.comm, h.pid
+        match last {
+            Some(prev) if prev < self.t1 => self.slice(prev, self.t1, false),
+            Some(_) => {}
+            None => self.add(
+                Key::new(CauseKind::Unexplained, None, Reason::NoEventInWindow),
+                self.t0,
+                self.t1,
+            ),
+        }
+    }
+
+    /// The stretch from the previous event (at `prev`) to `e`. Nothing is known of this CPU
+    /// from its last event before a loss to the loss's mark (other CPUs' events between them
+    /// say nothing of it).
+    fn stretch(&mut self, prev: u64, e: &Event) {
+        let waking_here = e.cpu == self.late.cpu && matches!(e.kind, Kind::Waking { .. });
+        let blocked_on_peer = self.blocked && self.holder.is_some() && self.peer.is_some();
+        for (a, b, span) in split_by(&self.known, prev, e.ts_ns) {
+            match span {
+                // Blocked on a traced peer, this CPU's pauses did not delay the answer.
+                Some(Span::NoTick { .. }) if blocked_on_peer => {
+                    self.slice(a, b, waking_here && b == e.ts_ns)
+                }
+                Some(span) => {
+                    let key = self.span_key(span);
+                    self.add(key, a, b)
+                }
+                None => self.slice(a, b, waking_here && b == e.ts_ns),
+            }
+        }
+    }
+
+    /// Applies one event to the replayed state.
+    fn step(&mut self, e: &Event) {
+        match self.thread.step(e) {
+            Moved::Woken { from_cpu, prio } => {
+                self.woken = true;
+                self.blocked = false;
+                self.woken_prio = Some(prio);
+                self.ipi_pending = (from_cpu != self.late.cpu).then_some(from_cpu);
+            }
+            Moved::SwitchedOut { asleep: true, prio } => {
+                // It went to sleep: a wakeup before this one (an earlier period's, in the
+                // history before the deadline) is spent.
+                self.woken = false;
+                if self.late.wait.blocks() && e.ts_ns >= self.t0 {
+                    self.blocked = true;
+                    self.woken_prio.get_or_insert(prio);
+                }
+            }
+            _ => {}
+        }
+        if e.cpu == self.late.cpu {
+            match &e.kind {
+                // A switch, or an interrupt arriving: no IPI is pending any more.
+                Kind::Switch { .. } | Kind::IrqEntry { .. } | Kind::VectorEntry { .. } => {
+                    self.ipi_pending = None
+                }
+                Kind::Nmi { handler, delta_ns } => {
+                    // Reported after the fact, with its length: carve it out of the past.
+                    self.add(
+                        Key::new(
+                            CauseKind::Nmi,
+                            None,
+                            Reason::Nmi {
+                                handler: handler.clone(),
+                            },
                         ),
-                        (Some(h), _) => format!("ran while the thread waited for {held_by} {} (pid {})", h.comm, h.pid),
-                        (None, _) => "ran while the thread was blocked".into(),
-                    }),
+                        e.ts_ns.saturating_sub(*delta_ns),
+                        e.ts_ns,
+                    );
+                }
+                _ => {}
+            }
+        }
+        self.cpu.step(e);
+    }
+
+    fn add(&mut self, key: Key, from: u64, to: u64) {
+        let (a, b) = (from.max(self.t0), to.min(self.t1));
+        if b > a {
+            *self.totals.entry(key).or_default() += b - a;
+        }
+    }
+
+    fn span_key(&self, span: Span) -> Key {
+        match span {
+            Span::Lost(n) => Key::new(CauseKind::Unexplained, None, Reason::EventsLost { n }),
+            Span::NoTick { due, until } => {
+                no_tick_key(until - due, None, self.rules.tick, self.rules)
+            }
+        }
+    }
+
+    /// Charges `[from, to]`: while the thread is blocked on a task on another CPU (where that
+    /// CPU was traced), by what that CPU did (what ran here meanwhile did not delay the
+    /// answer), else to the owner here (`waking_next`: it ends at a `sched_waking` here).
+    fn slice(&mut self, from: u64, to: u64, waking_next: bool) {
+        match (self.holder, self.peer) {
+            (Some(h), Some(p)) if self.blocked => {
+                for (key, a, b) in peer_slices(p, h, (from, to), self.blocker, self.rules) {
+                    self.add(key, a, b);
+                }
+            }
+            _ => {
+                let key = self.owner(to - from, waking_next);
+                self.add(key, from, to);
+            }
+        }
+    }
+
+    /// Who owns a slice of `len` ns ending here: a timer expiry's tail, else the owner.
+    fn owner(&self, len: u64, waking_next: bool) -> Key {
+        self.cpu
+            .handlers
+            .is_empty()
+            .then(|| {
+                timer_tail(
+                    self.expiry,
+                    waking_next,
+                    self.cpu.current.as_ref(),
+                    self.woken_prio,
+                    len,
+                    self.rules,
+                )
+            })
+            .flatten()
+            .unwrap_or_else(|| self.slice_owner(len))
+    }
+
+    /// The owner of a slice of `len` ns by the replayed state: the innermost interrupt, the
+    /// holder or what kept it away (blocked), a pending wake-up IPI, then the current task.
+    fn slice_owner(&self, len: u64) -> Key {
+        let (late, rules) = (self.late, self.rules);
+        if let Some(top) = self.cpu.handlers.last() {
+            let (kind, name) = top.kind_and_name();
+            return Key::new(
+                kind,
+                None,
+                Reason::Interrupt {
+                    name: name.to_string(),
+                    silent_ns: (len > rules.gap_ns).then_some(len),
                 },
-                None => Key {
-                    kind: 9,
-                    task: holder.and_then(task_key),
-                    detail: Some(waiting.into()),
-                },
+            );
+        }
+        let current = self.cpu.current.as_ref();
+        if self.blocked {
+            let (holder, blocker) = (self.holder, self.blocker);
+            return match current {
+                Some(t) if holder.is_some_and(|h| h.pid == t.pid) => {
+                    Key::new(CauseKind::Blocking, Some(t), Reason::HolderRan { blocker })
+                }
+                Some(t) if !t.is_idle() => Key::new(
+                    CauseKind::Preemption,
+                    Some(t),
+                    match (holder, self.woken_prio) {
+                        (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => {
+                            Reason::PriorityInversion { holder: named(h) }
+                        }
+                        (h, _) => Reason::RanWhileBlocked {
+                            blocker,
+                            holder: h.map(named),
+                        },
+                    },
+                ),
+                _ => Key::new(
+                    CauseKind::Blocking,
+                    holder,
+                    Reason::WaitingForHolder { blocker },
+                ),
             };
         }
-        if let (Some(from), Some(t)) = (ipi_pending, current) {
+        let (woken, woken_prio) = (self.woken, self.woken_prio);
+        if let (Some(from), Some(t)) = (self.ipi_pending, current) {
             // Only a task the woken thread outranks had to be interrupted: for one of higher
             // priority the kernel sends no IPI and the wait is plain preemption.
             let outranked = woken_prio.is_some_and(|p| t.prio > p);
             if woken && outranked && t.pid != late.tid && !t.is_idle() {
                 return if rules.virtualized {
-                    Key {
-                        kind: 5,
-                        task: None,
-                        detail: Some(format!(
-                            "woken from CPU {from}, but no interrupt reached this vCPU while {} ran: the host delivered the wake-up IPI late",
-                            t.comm
-                        )),
-                    }
+                    Key::new(
+                        CauseKind::HypervisorGap,
+                        None,
+                        Reason::IpiLateOnHost {
+                            from_cpu: from,
+                            running: t.comm.clone(),
+                        },
+                    )
                 } else {
-                    Key {
-                        kind: 3,
-                        task: task_key(t),
-                        detail: Some(format!(
-                            "woken from CPU {from}; the wake-up IPI waited while it ran with interrupts disabled"
-                        )),
-                    }
+                    Key::new(
+                        CauseKind::Preemption,
+                        Some(t),
+                        Reason::IpiWaited { from_cpu: from },
+                    )
                 };
             }
         }
         if late.wait == Wait::Notify && !woken {
-            return Key {
-                kind: 6,
-                task: late.waker.as_ref().and_then(task_key),
-                detail: Some(
-                    "before the wakeup: the notifying thread's unlock and wake call".into(),
-                ),
-            };
+            return Key::new(
+                CauseKind::Syscall,
+                late.waker.as_ref(),
+                Reason::NotifierCall,
+            );
         }
         match current {
-            Some(t) if t.pid == late.tid && len <= rules.gap_ns => Key {
-                kind: 6,
-                task: None,
-                detail: Some(format!(
-                    "{}{}",
-                    match late.wait {
-                        Wait::Lock => {
-                            "the thread itself ran: its wakeup and the lock or futex call"
-                        }
-                        Wait::Reply => "the thread itself ran: its send and receive calls",
-                        Wait::Timer | Wait::Notify => "from the wakeup to user space",
-                    },
-                    // These take microseconds; a silence of milliseconds inside them is
-                    // user-space work or interrupts off, or a pause of the vCPU, which the
-                    // trace cannot tell apart below the gap (no tick was due yet).
-                    if len > SILENT_SELF_NS {
-                        format!(
-                            " (no event for {} inside it: it ran that long in user space or with interrupts off, or the vCPU was not running)",
-                            rtlab_stats::Nanos(len)
-                        )
-                    } else {
-                        String::new()
-                    }
-                )),
-            },
-            Some(t) if t.is_idle() && !woken => Key {
-                kind: if rules.virtualized { 5 } else { 4 },
-                task: None,
-                detail: Some(if rules.virtualized {
-                    "CPU idle past the deadline: the host delivered the timer interrupt late".into()
+            // Its wakeup path and calls take microseconds; a silence of milliseconds inside
+            // them is user-space work or interrupts off, or a pause of the vCPU, which the
+            // trace cannot tell apart below the gap (no tick was due yet).
+            Some(t) if t.pid == late.tid && len <= rules.gap_ns => Key::new(
+                CauseKind::Syscall,
+                None,
+                Reason::ThreadItself {
+                    wait: late.wait,
+                    silent_ns: (len > SILENT_SELF_NS).then_some(len),
+                },
+            ),
+            Some(t) if t.is_idle() && !woken => Key::new(
+                if rules.virtualized {
+                    CauseKind::HypervisorGap
                 } else {
-                    "CPU idle past the deadline: C-state exit before the timer interrupt".into()
-                }),
-            },
-            Some(t) if len > rules.gap_ns && !t.is_idle() => Key {
-                kind: 5,
-                task: None,
-                detail: Some(format!(
-                    "no event for {} while {} ran: the vCPU was not running",
-                    rtlab_stats::Nanos(len),
-                    t.comm
-                )),
-            },
+                    CauseKind::IdleExit
+                },
+                None,
+                Reason::IdlePastDeadline {
+                    virtualized: rules.virtualized,
+                },
+            ),
+            Some(t) if len > rules.gap_ns && !t.is_idle() => Key::new(
+                CauseKind::HypervisorGap,
+                None,
+                Reason::SilentWhileRunning {
+                    len_ns: len,
+                    running: t.comm.clone(),
+                },
+            ),
             // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the
             // gap is the host's for sure; shorter, on a VM the guest's idle exit includes work
             // the host does for it, which the trace cannot separate.
@@ -686,267 +777,64 @@ pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rul
                     && rules.virtualized
                     && len > rules.idle_gap_ns.unwrap_or(rules.gap_ns) =>
             {
-                Key {
-                    kind: 5,
-                    task: None,
-                    detail: Some(format!(
-                    "no event for {} while leaving idle after the wakeup: the vCPU was not running",
-                    rtlab_stats::Nanos(len)
-                )),
-                }
+                Key::new(
+                    CauseKind::HypervisorGap,
+                    None,
+                    Reason::SilentLeavingIdle { len_ns: len },
+                )
             }
-            Some(t) if t.is_idle() => Key {
-                kind: 4,
-                task: None,
-                detail: Some(if rules.virtualized {
-                    "CPU idle after the wakeup: the way out of idle (on a VM, with the host's part of it)".into()
-                } else {
-                    "CPU idle after the wakeup: the way out of idle".into()
-                }),
-            },
+            Some(t) if t.is_idle() => Key::new(
+                CauseKind::IdleExit,
+                None,
+                Reason::IdleExitAfterWakeup {
+                    virtualized: rules.virtualized,
+                },
+            ),
             Some(t) => Key {
-                kind: 3,
+                kind: CauseKind::Preemption,
                 task: Some((t.comm.clone(), t.pid, t.prio)),
-                detail: if !woken {
-                    Some(if rules.virtualized {
-                        "before the wakeup: no timer interrupt came while it ran (it ran with interrupts disabled, or the host held the vCPU or its timer back)".into()
-                    } else {
-                        "before the wakeup: no timer interrupt came while it ran (interrupts disabled)".into()
+                reason: if !woken {
+                    Some(Reason::TimerLateWhileRunning {
+                        virtualized: rules.virtualized,
                     })
                 } else if woken_prio.is_some_and(|p| t.prio > p) {
-                    Some("lower priority than the woken thread: it held the CPU in a non-preemptible kernel section".into())
+                    Some(Reason::NonPreemptible)
                 } else {
                     None
                 },
             },
-            None => Key {
-                kind: 8,
-                task: None,
-                detail: Some("no scheduler event before the deadline in the trace window".into()),
-            },
-        }
-    };
-    // Who owns a slice of `len` ns ending here (`waking_next`: at a sched_waking of this CPU).
-    macro_rules! owner {
-        ($len:expr, $waking_next:expr) => {
-            stack
-                .is_empty()
-                .then(|| {
-                    timer_tail(
-                        expiry,
-                        $waking_next,
-                        current.as_ref(),
-                        woken_prio,
-                        $len,
-                        rules,
-                    )
-                })
-                .flatten()
-                .unwrap_or_else(|| {
-                    slice_owner(
-                        &stack,
-                        &current,
-                        woken,
-                        blocked,
-                        ipi_pending,
-                        woken_prio,
-                        $len,
-                    )
-                })
-        };
-    }
-    // Attributes `[from, to]`: while the thread is blocked on a task on another CPU (where that
-    // CPU was traced), by what that CPU did (what ran here meanwhile did not delay the answer),
-    // else by the owner here.
-    let peer = late.peer.as_ref().filter(|p| p.cpu != late.cpu);
-    macro_rules! slice {
-        ($from:expr, $to:expr, $waking_next:expr) => {
-            match (holder, peer) {
-                (Some(h), Some(p)) if blocked => {
-                    for (key, a, b) in peer_slices(p, h, ($from, $to), holder_ran, rules) {
-                        add(key, a, b);
-                    }
-                }
-                _ => {
-                    let key = owner!($to - $from, $waking_next);
-                    add(key, $from, $to);
-                }
-            }
-        };
-    }
-    // Nothing is known of this CPU from its last event before a loss to the loss's mark (other
-    // CPUs' events between them say nothing of it); from the window's start when the loss
-    // comes first.
-    let known = known_spans(events, late.cpu, base, rules.tick);
-    let span_key = |span: Span| match span {
-        Span::Lost(n) => Key {
-            kind: 8,
-            task: None,
-            detail: Some(format!(
-                "{n} trace events lost here (the reader fell behind)"
-            )),
-        },
-        Span::NoTick { due, until } => no_tick_key(until - due, "", rules.tick, rules),
-    };
-    for e in events {
-        if let Some(prev) = last {
-            if e.ts_ns > prev {
-                let waking_here = e.cpu == late.cpu && matches!(e.kind, Kind::Waking { .. });
-                for (a, b, span) in split_by(&known, prev, e.ts_ns) {
-                    match span {
-                        // Blocked on a traced peer, this CPU's pauses did not delay the answer.
-                        Some(Span::NoTick { .. })
-                            if blocked && holder.is_some() && peer.is_some() =>
-                        {
-                            slice!(a, b, waking_here && b == e.ts_ns)
-                        }
-                        Some(span) => add(span_key(span), a, b),
-                        None => slice!(a, b, waking_here && b == e.ts_ns),
-                    }
-                }
-            }
-        } else if e.ts_ns > t0 {
-            // Nothing known between the deadline and the first event.
-            for (a, b, span) in split_by(&known, t0, e.ts_ns) {
-                let key = match span {
-                    Some(span) => span_key(span),
-                    None => Key {
-                        kind: 8,
-                        task: None,
-                        detail: Some("before the first traced event".into()),
-                    },
-                };
-                add(key, a, b);
-            }
-        }
-        seen_any = true;
-        last = Some(e.ts_ns);
-        if e.cpu == late.cpu {
-            expiry = match &e.kind {
-                Kind::HrtimerEntry { task, .. } => {
-                    Some(task.as_ref().is_some_and(|t| t.pid == late.tid))
-                }
-                _ => None,
-            };
-        }
-        if e.ts_ns > t1 {
-            break;
-        }
-        match &e.kind {
-            Kind::Switch {
-                prev,
-                prev_state,
-                next,
-            } => {
-                ipi_pending = None;
-                let sleeps =
-                    prev.pid == late.tid && !prev_state.starts_with('R') && !woken_since_in;
-                if sleeps {
-                    // It went to sleep: a wakeup before this one (an earlier period's, in the
-                    // history before the deadline) is spent.
-                    woken = false;
-                }
-                if sleeps && late.wait.blocks() && e.ts_ns >= t0 {
-                    blocked = true;
-                    woken_prio.get_or_insert(prev.prio);
-                }
-                if next.pid == late.tid {
-                    woken_since_in = false;
-                }
-                current = Some(next.clone());
-            }
-            Kind::Lost(_) if e.cpu == late.cpu => {
-                // Who runs now is unknown until the next switch.
-                current = None;
-                stack.clear();
-            }
-            Kind::Waking { task, .. }
-            | Kind::HrtimerEntry {
-                task: Some(task), ..
-            } if task.pid == late.tid => {
-                woken = true;
-                woken_since_in = true;
-                blocked = false;
-                woken_prio = Some(task.prio);
-                ipi_pending = (e.cpu != late.cpu).then_some(e.cpu);
-            }
-            _ if e.cpu != late.cpu => {}
-            Kind::IrqEntry { irq, name } => {
-                ipi_pending = None;
-                stack.push(Who::Irq(format!("IRQ {irq} {name}")))
-            }
-            Kind::VectorEntry { name } => {
-                ipi_pending = None;
-                stack.push(Who::Irq(name.clone()))
-            }
-            Kind::SoftirqEntry { name } => stack.push(Who::Softirq(name.clone())),
-            Kind::IrqExit | Kind::VectorExit | Kind::SoftirqExit => {
-                stack.pop();
-            }
-            Kind::Nmi { handler, delta_ns } => {
-                // Reported after the fact, with its length: carve it out of the past.
-                add(
-                    Key {
-                        kind: 2,
-                        task: None,
-                        detail: Some(handler.clone()),
-                    },
-                    e.ts_ns.saturating_sub(*delta_ns),
-                    e.ts_ns,
-                );
-            }
-            Kind::Migrate {
-                task,
-                orig_cpu,
-                dest_cpu,
-            } if task.pid == late.tid => add(
-                Key {
-                    kind: 7,
-                    task: None,
-                    detail: Some(format!("moved from CPU {orig_cpu} to CPU {dest_cpu}")),
-                },
-                e.ts_ns,
-                e.ts_ns,
-            ),
-            _ => {}
+            None => Key::new(CauseKind::Unexplained, None, Reason::NoSchedulerEvent),
         }
     }
-    if let Some(prev) = last.filter(|&p| p < t1) {
-        slice!(prev, t1, false);
+
+    /// The causes, largest first.
+    fn causes(self) -> Vec<Cause> {
+        let mut causes: Vec<Cause> = self
+            .totals
+            .into_iter()
+            .map(|(k, d)| Cause {
+                kind: k.kind,
+                duration_ns: d,
+                task: k.task.as_ref().map(|t| t.0.clone()),
+                pid: k.task.as_ref().map(|t| t.1),
+                // The real-time priority users set (FIFO 99 is 99); 0 for time-sharing tasks.
+                prio: k
+                    .task
+                    .as_ref()
+                    .map(|t| if t.2 < 100 { 99 - t.2 } else { 0 }),
+                detail: k.reason.as_ref().map(Reason::to_string),
+                reason: k.reason.as_ref().map(Reason::code),
+            })
+            .collect();
+        causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+        causes
     }
-    if !seen_any {
-        add(
-            Key {
-                kind: 8,
-                task: None,
-                detail: Some("no traced event on this CPU in the window".into()),
-            },
-            t0,
-            t1,
-        );
-    }
-    let mut causes: Vec<Cause> = totals
-        .into_iter()
-        .map(|(k, d)| Cause {
-            kind: kind_of(k.kind),
-            duration_ns: d,
-            task: k.task.as_ref().map(|t| t.0.clone()),
-            pid: k.task.as_ref().map(|t| t.1),
-            // The real-time priority users set (FIFO 99 is 99); 0 for time-sharing tasks.
-            prio: k
-                .task
-                .as_ref()
-                .map(|t| if t.2 < 100 { 99 - t.2 } else { 0 }),
-            detail: k.detail,
-        })
-        .collect();
-    causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
-    causes
 }
 
 /// One readable line: "thread0 late by 3.1 ms at 12.4 s: 2.9 ms preempted by rtlab-hog (pid 42,
 /// RT 99); 0.2 ms IRQ 11 virtio0".
 pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> String {
+    use rtlab_stats::result::ReasonCode;
     use rtlab_stats::Nanos;
     let parts: Vec<String> = causes
         .iter()
@@ -968,14 +856,8 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                         Some(p) if p > 0 => format!("RT {p}"),
                         _ => "time-sharing".into(),
                     };
-                    let inversion = c
-                        .detail
-                        .as_deref()
-                        .is_some_and(|d| d.starts_with("priority inversion"));
-                    let before = c
-                        .detail
-                        .as_deref()
-                        .is_some_and(|d| d.starts_with("before the wakeup: no timer"));
+                    let inversion = c.reason == Some(ReasonCode::PriorityInversion);
+                    let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
                     if before {
                         // Not woken yet: nothing was preempted, the timer interrupt was late.
                         return format!(

@@ -15,7 +15,9 @@
 pub mod btf;
 pub mod event;
 pub mod explain;
+pub mod reason;
 mod recorder;
+mod replay;
 
 use event::{format_line, parse_text, Event, Kind, Task};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
@@ -892,7 +894,8 @@ fn explain_one(
             task: None,
             pid: None,
             prio: None,
-            detail: Some(format!("no traced event on CPU {}", r.cpu)),
+            detail: Some(reason::Reason::NoEventOnCpu { cpu: r.cpu }.to_string()),
+            reason: Some(reason::Reason::NoEventOnCpu { cpu: r.cpu }.code()),
         }],
     };
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);

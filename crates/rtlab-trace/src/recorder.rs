@@ -23,7 +23,7 @@
 //! `sched_waking` is left out: a timer wakeup of a busy CPU crosses two events, not four.
 
 use crate::btf::Btf;
-use crate::event::{Event, Kind, Task};
+use crate::event::{Event, Kind, Task, TaskState};
 use crate::TraceError;
 use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R6, R7, R8, R9};
 use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
@@ -611,7 +611,7 @@ impl Recorder {
         let kind = match kind_code {
             K_SWITCH => Kind::Switch {
                 prev: task(current_pid, i32_at(OFF_PRIO1)),
-                prev_state: state_letters(u32_at(OFF_A) != 0, u64_at(OFF_X)),
+                prev_state: TaskState::from_kernel(u32_at(OFF_A) != 0, u64_at(OFF_X)),
                 next: task(i32_at(OFF_PID2), i32_at(OFF_PRIO2)),
             },
             // Where BTF does not say where the task last ran, the waker's CPU stands in (the
@@ -717,33 +717,6 @@ fn kallsyms() -> Vec<(u64, String)> {
         .collect();
     v.sort();
     v
-}
-
-/// `R+` for a preempted task, else the state's letter, as `sched_switch` prints it.
-fn state_letters(preempt: bool, state: u64) -> String {
-    if preempt {
-        return "R+".into();
-    }
-    const LETTERS: &[(u64, &str)] = &[
-        (0x1, "S"),
-        (0x2, "D"),
-        (0x4, "T"),
-        (0x8, "t"),
-        (0x10, "X"),
-        (0x20, "Z"),
-        (0x40, "P"),
-        (0x80, "I"),
-    ];
-    let s: Vec<&str> = LETTERS
-        .iter()
-        .filter(|(bit, _)| state & bit != 0)
-        .map(|(_, l)| *l)
-        .collect();
-    if s.is_empty() {
-        "R".into()
-    } else {
-        s.join("|")
-    }
 }
 
 /// IRQ number -> the names of its handlers (the last column of /proc/interrupts).
@@ -884,11 +857,23 @@ mod tests {
     }
 
     #[test]
-    fn state_letters_match_sched_switch() {
-        assert_eq!(state_letters(true, 1), "R+");
-        assert_eq!(state_letters(false, 0), "R");
-        assert_eq!(state_letters(false, 1), "S");
-        assert_eq!(state_letters(false, 2), "D");
+    fn task_states_print_as_sched_switch_does() {
+        let text = |p, s| TaskState::from_kernel(p, s).to_string();
+        assert_eq!(text(true, 1), "R+");
+        assert_eq!(text(false, 0), "R");
+        assert_eq!(text(false, 1), "S");
+        assert_eq!(text(false, 2), "D");
+        assert_eq!(
+            text(false, 0x402),
+            "D",
+            "bits past the reported ones are not shown"
+        );
+        for t in ["R", "R+", "S", "D", "S|D", "I"] {
+            assert_eq!(TaskState::parse(t).to_string(), t);
+        }
+        assert!(TaskState::parse("R+").is_runnable() && TaskState::parse("R").is_runnable());
+        assert!(!TaskState::parse("S").is_runnable() && !TaskState::parse("?").is_runnable());
+        assert_eq!(TaskState::parse("W").to_string(), "?");
     }
 
     /// This thread, pinned to one CPU and recorded, sleeps 200 us twenty times: the
@@ -930,7 +915,7 @@ mod tests {
             .iter()
             .filter(|e| {
                 matches!(&e.kind, Kind::Switch { prev, prev_state, .. }
-                    if prev.pid == tid && prev.comm == me.trim_end() && prev_state == "S")
+                    if prev.pid == tid && prev.comm == me.trim_end() && *prev_state == TaskState::SLEEPING)
             })
             .count();
         assert!(

@@ -1,0 +1,339 @@
+//! Why a slice of an outlier went where it went: one variant per reason the attribution
+//! gives, and the one place that turns a reason into the text users read (a cause's
+//! `detail`). The result document also carries the reason's code ([`ReasonCode`]), so
+//! whatever reads a result later (the one-line summary, a report, a script) decides by the
+//! code, never by matching the English text.
+
+use rtlab_stats::result::ReasonCode;
+use rtlab_stats::Nanos;
+use std::fmt;
+
+/// What a lock-like wait was for: the lock's holder, or a peer's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Blocker {
+    /// A lock (its holder runs the critical section).
+    Lock,
+    /// A round trip (the peer handles the message).
+    Reply,
+}
+
+/// A task named in a reason (name and pid).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Named {
+    /// Its name.
+    pub comm: String,
+    /// Its pid.
+    pub pid: i64,
+}
+
+/// The reason for a slice of an outlier.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// An interrupt handler, vector or softirq (by name); `silent_ns`: no event inside it for
+    /// that long.
+    Interrupt {
+        name: String,
+        silent_ns: Option<u64>,
+    },
+    /// The same on the CPU of the peer the thread waited for.
+    PeerInterrupt {
+        name: String,
+        cpu: u16,
+        silent_ns: Option<u64>,
+    },
+    /// An NMI handler.
+    Nmi { handler: String },
+    /// The holder (or peer) ran: the thread waited for it.
+    HolderRan { blocker: Blocker },
+    /// The holder (or peer) ran on its own CPU.
+    HolderRanOn { blocker: Blocker, cpu: u16 },
+    /// The thread's CPU idled while it waited for the holder (running elsewhere).
+    WaitingForHolder { blocker: Blocker },
+    /// A lower-priority task ran while the thread waited for a lock's holder.
+    PriorityInversion { holder: Named },
+    /// A task ran while the thread was blocked (on `holder`, when known).
+    RanWhileBlocked {
+        blocker: Blocker,
+        holder: Option<Named>,
+    },
+    /// Woken from another CPU; on a VM the host delivered the IPI late while `running` ran.
+    IpiLateOnHost { from_cpu: u16, running: String },
+    /// Woken from another CPU; the IPI waited while the current task had interrupts off.
+    IpiWaited { from_cpu: u16 },
+    /// Before a notify wakeup: the notifier's unlock and wake call.
+    NotifierCall,
+    /// The thread itself ran (its wakeup path, its calls); `silent_ns`: a long silence in it.
+    ThreadItself {
+        wait: crate::explain::Wait,
+        silent_ns: Option<u64>,
+    },
+    /// The CPU idled past the deadline (the timer interrupt came late).
+    IdlePastDeadline { virtualized: bool },
+    /// No event for `len_ns` while `running` ran: the vCPU did not run.
+    SilentWhileRunning { len_ns: u64, running: String },
+    /// No event for `len_ns` leaving idle after the wakeup: the vCPU did not run.
+    SilentLeavingIdle { len_ns: u64 },
+    /// The way out of idle after the wakeup.
+    IdleExitAfterWakeup { virtualized: bool },
+    /// Not woken yet while another task ran: no timer interrupt came.
+    TimerLateWhileRunning { virtualized: bool },
+    /// A lower-priority task held the CPU in a non-preemptible section after the wakeup.
+    NonPreemptible,
+    /// After the thread's own timer expiry, on an idle CPU.
+    TimerTailIdle,
+    /// After the thread's own timer expiry, a lower-priority task until the switch.
+    TimerTailLowerPriority,
+    /// No scheduler event before the deadline in the trace window.
+    NoSchedulerEvent,
+    /// `n` trace events were lost here.
+    EventsLost { n: u64 },
+    /// A busy CPU took no tick for `len_ns` (one is due every `period_ns`); `peer_cpu`: the
+    /// peer's CPU, not the thread's own.
+    NoTick {
+        len_ns: u64,
+        period_ns: u64,
+        peer_cpu: Option<u16>,
+        virtualized: bool,
+    },
+    /// Between the deadline and the first traced event.
+    BeforeFirstEvent,
+    /// No traced event on the thread's CPU in the window.
+    NoEventInWindow,
+    /// No traced event on `cpu` at all.
+    NoEventOnCpu { cpu: u16 },
+    /// A task kept the peer off its CPU.
+    KeptPeerOff { cpu: u16, peer: Named },
+    /// The peer's CPU was silent for `len_ns` leaving idle to run it (host).
+    PeerIdleGap { cpu: u16, len_ns: u64, peer: String },
+    /// The peer's CPU leaving idle to run it.
+    PeerIdleExit { cpu: u16, peer: String },
+    /// The peer itself was asleep, waiting for its own input.
+    PeerAsleep { cpu: u16, peer: String },
+    /// What kept the peer from answering is not known.
+    PeerUnknown { cpu: u16, peer: String },
+}
+
+impl Reason {
+    /// The code the result document carries.
+    pub fn code(&self) -> ReasonCode {
+        match self {
+            Reason::Interrupt { .. } => ReasonCode::Interrupt,
+            Reason::PeerInterrupt { .. } => ReasonCode::PeerInterrupt,
+            Reason::Nmi { .. } => ReasonCode::Nmi,
+            Reason::HolderRan { .. } | Reason::HolderRanOn { .. } => ReasonCode::HolderRan,
+            Reason::WaitingForHolder { .. } => ReasonCode::WaitingForHolder,
+            Reason::PriorityInversion { .. } => ReasonCode::PriorityInversion,
+            Reason::RanWhileBlocked { .. } => ReasonCode::RanWhileBlocked,
+            Reason::IpiLateOnHost { .. } => ReasonCode::IpiLateOnHost,
+            Reason::IpiWaited { .. } => ReasonCode::IpiWaited,
+            Reason::NotifierCall => ReasonCode::NotifierCall,
+            Reason::ThreadItself { .. } => ReasonCode::ThreadItself,
+            Reason::IdlePastDeadline { .. } => ReasonCode::IdlePastDeadline,
+            Reason::SilentWhileRunning { .. } => ReasonCode::SilentWhileRunning,
+            Reason::SilentLeavingIdle { .. } => ReasonCode::SilentLeavingIdle,
+            Reason::IdleExitAfterWakeup { .. } => ReasonCode::IdleExitAfterWakeup,
+            Reason::TimerLateWhileRunning { .. } => ReasonCode::TimerLateWhileRunning,
+            Reason::NonPreemptible => ReasonCode::NonPreemptible,
+            Reason::TimerTailIdle => ReasonCode::TimerTailIdle,
+            Reason::TimerTailLowerPriority => ReasonCode::TimerTailLowerPriority,
+            Reason::NoSchedulerEvent => ReasonCode::NoSchedulerEvent,
+            Reason::EventsLost { .. } => ReasonCode::EventsLost,
+            Reason::NoTick { .. } => ReasonCode::NoTick,
+            Reason::BeforeFirstEvent => ReasonCode::BeforeFirstEvent,
+            Reason::NoEventInWindow | Reason::NoEventOnCpu { .. } => ReasonCode::NoEvent,
+            Reason::KeptPeerOff { .. } => ReasonCode::KeptPeerOff,
+            Reason::PeerIdleGap { .. } => ReasonCode::PeerIdleGap,
+            Reason::PeerIdleExit { .. } => ReasonCode::PeerIdleExit,
+            Reason::PeerAsleep { .. } => ReasonCode::PeerAsleep,
+            Reason::PeerUnknown { .. } => ReasonCode::PeerUnknown,
+        }
+    }
+}
+
+/// " (no event for X inside it: ...)" after an interrupt's name.
+fn silent_handler(f: &mut fmt::Formatter<'_>, silent_ns: Option<u64>) -> fmt::Result {
+    match silent_ns {
+        Some(len) => write!(
+            f,
+            " (no event for {} inside it: the handler ran that long with interrupts off, or the vCPU was not running)",
+            Nanos(len)
+        ),
+        None => Ok(()),
+    }
+}
+
+impl Blocker {
+    fn held_by(self) -> &'static str {
+        match self {
+            Blocker::Lock => "the lock held by",
+            Blocker::Reply => "the reply of",
+        }
+    }
+    fn ran(self) -> &'static str {
+        match self {
+            Blocker::Lock => "the lock holder ran (its critical section)",
+            Blocker::Reply => "the peer ran (handling the message)",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::explain::Wait;
+        match self {
+            Reason::Interrupt { name, silent_ns } => {
+                f.write_str(name)?;
+                silent_handler(f, *silent_ns)
+            }
+            Reason::PeerInterrupt {
+                name,
+                cpu,
+                silent_ns,
+            } => {
+                write!(f, "{name} on CPU {cpu}, the peer's")?;
+                silent_handler(f, *silent_ns)
+            }
+            Reason::Nmi { handler } => f.write_str(handler),
+            Reason::HolderRan { blocker } => f.write_str(blocker.ran()),
+            Reason::HolderRanOn { blocker, cpu } => write!(f, "{} on CPU {cpu}", blocker.ran()),
+            Reason::WaitingForHolder { blocker } => f.write_str(match blocker {
+                Blocker::Lock => "waiting for the lock holder (CPU idle: it ran elsewhere or slept)",
+                Blocker::Reply => "waiting for the peer's reply (CPU idle: the peer ran elsewhere)",
+            }),
+            Reason::PriorityInversion { holder } => write!(
+                f,
+                "priority inversion: a lower-priority task ran while the thread waited for {} {} (pid {})",
+                Blocker::Lock.held_by(),
+                holder.comm,
+                holder.pid
+            ),
+            Reason::RanWhileBlocked {
+                blocker,
+                holder: Some(h),
+            } => write!(
+                f,
+                "ran while the thread waited for {} {} (pid {})",
+                blocker.held_by(),
+                h.comm,
+                h.pid
+            ),
+            Reason::RanWhileBlocked { holder: None, .. } => {
+                f.write_str("ran while the thread was blocked")
+            }
+            Reason::IpiLateOnHost { from_cpu, running } => write!(
+                f,
+                "woken from CPU {from_cpu}, but no interrupt reached this vCPU while {running} ran: the host delivered the wake-up IPI late"
+            ),
+            Reason::IpiWaited { from_cpu } => write!(
+                f,
+                "woken from CPU {from_cpu}; the wake-up IPI waited while it ran with interrupts disabled"
+            ),
+            Reason::NotifierCall => {
+                f.write_str("before the wakeup: the notifying thread's unlock and wake call")
+            }
+            Reason::ThreadItself { wait, silent_ns } => {
+                f.write_str(match wait {
+                    Wait::Lock => "the thread itself ran: its wakeup and the lock or futex call",
+                    Wait::Reply => "the thread itself ran: its send and receive calls",
+                    Wait::Timer | Wait::Notify => "from the wakeup to user space",
+                })?;
+                match silent_ns {
+                    Some(len) => write!(
+                        f,
+                        " (no event for {} inside it: it ran that long in user space or with interrupts off, or the vCPU was not running)",
+                        Nanos(*len)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Reason::IdlePastDeadline { virtualized: true } => f.write_str(
+                "CPU idle past the deadline: the host delivered the timer interrupt late",
+            ),
+            Reason::IdlePastDeadline { virtualized: false } => f.write_str(
+                "CPU idle past the deadline: C-state exit before the timer interrupt",
+            ),
+            Reason::SilentWhileRunning { len_ns, running } => write!(
+                f,
+                "no event for {} while {running} ran: the vCPU was not running",
+                Nanos(*len_ns)
+            ),
+            Reason::SilentLeavingIdle { len_ns } => write!(
+                f,
+                "no event for {} while leaving idle after the wakeup: the vCPU was not running",
+                Nanos(*len_ns)
+            ),
+            Reason::IdleExitAfterWakeup { virtualized: true } => f.write_str(
+                "CPU idle after the wakeup: the way out of idle (on a VM, with the host's part of it)",
+            ),
+            Reason::IdleExitAfterWakeup { virtualized: false } => {
+                f.write_str("CPU idle after the wakeup: the way out of idle")
+            }
+            Reason::TimerLateWhileRunning { virtualized: true } => f.write_str(
+                "before the wakeup: no timer interrupt came while it ran (it ran with interrupts disabled, or the host held the vCPU or its timer back)",
+            ),
+            Reason::TimerLateWhileRunning { virtualized: false } => f.write_str(
+                "before the wakeup: no timer interrupt came while it ran (interrupts disabled)",
+            ),
+            Reason::NonPreemptible => f.write_str(
+                "lower priority than the woken thread: it held the CPU in a non-preemptible kernel section",
+            ),
+            Reason::TimerTailIdle => f.write_str(
+                "after the timer woke the thread: the rest of the timer interrupt and the exit from idle (the interrupt's end is not traced)",
+            ),
+            Reason::TimerTailLowerPriority => f.write_str(
+                "after the timer woke the thread: the rest of the timer interrupt, then this lower-priority task until the switch (the interrupt's end is not traced)",
+            ),
+            Reason::NoSchedulerEvent => {
+                f.write_str("no scheduler event before the deadline in the trace window")
+            }
+            Reason::EventsLost { n } => {
+                write!(f, "{n} trace events lost here (the reader fell behind)")
+            }
+            Reason::NoTick {
+                len_ns,
+                period_ns,
+                peer_cpu,
+                virtualized,
+            } => {
+                write!(f, "no tick for {} on a busy CPU", Nanos(*len_ns))?;
+                if let Some(cpu) = peer_cpu {
+                    write!(f, " (CPU {cpu}, the peer's)")?;
+                }
+                write!(
+                    f,
+                    " (one is due every {}): {}",
+                    Nanos(*period_ns),
+                    if *virtualized {
+                        "the vCPU was not running (or ran with interrupts off)"
+                    } else {
+                        "interrupts were off"
+                    }
+                )
+            }
+            Reason::BeforeFirstEvent => f.write_str("before the first traced event"),
+            Reason::NoEventInWindow => f.write_str("no traced event on this CPU in the window"),
+            Reason::NoEventOnCpu { cpu } => write!(f, "no traced event on CPU {cpu}"),
+            Reason::KeptPeerOff { cpu, peer } => write!(
+                f,
+                "ran on CPU {cpu} while {} (pid {}), which the thread waited for, waited for that CPU",
+                peer.comm, peer.pid
+            ),
+            Reason::PeerIdleGap { cpu, len_ns, peer } => write!(
+                f,
+                "CPU {cpu} silent for {} leaving idle to run {peer}: the host did not run that vCPU",
+                Nanos(*len_ns)
+            ),
+            Reason::PeerIdleExit { cpu, peer } => {
+                write!(f, "CPU {cpu} leaving idle to run {peer}")
+            }
+            Reason::PeerAsleep { cpu, peer } => write!(
+                f,
+                "{peer} itself was asleep on CPU {cpu} (waiting for its own input)"
+            ),
+            Reason::PeerUnknown { cpu, peer } => write!(
+                f,
+                "what kept {peer} from answering on CPU {cpu} is not known (trace events lost, or none of it in the window)"
+            ),
+        }
+    }
+}
