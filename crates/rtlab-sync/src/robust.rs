@@ -183,6 +183,17 @@ thread_local! {
     };
 }
 
+/// This thread's list record. A plain pointer read out of the thread-local (instead of
+/// running the lock and unlock paths inside `LocalKey::with`, which the compiler then keeps
+/// out of line: measured +5 ns per lock+unlock).
+#[inline(always)]
+fn thread_list<R>(f: impl FnOnce(&ThreadList) -> R) -> R {
+    let list: *const ThreadList = LIST.with(|l| l as *const ThreadList);
+    // SAFETY: a const-initialized thread-local without a destructor lives until the thread
+    // exits; the reference does not outlive this call on this thread.
+    f(unsafe { &*list })
+}
+
 impl ThreadList {
     /// The head, set up for `tid` (pointer-sized result: no error value on the hot path).
     #[inline(always)]
@@ -344,7 +355,7 @@ impl RobustMutex {
     #[inline(always)]
     fn lock_inner(&self, deadline_ns: Option<u64>) -> Result<RobustGuard<'_>, RobustError<'_>> {
         let tid = current_tid();
-        LIST.with(|list| {
+        thread_list(|list| {
             let head_ptr = match list.head_for(tid) {
                 Some(head) => head,
                 None => list.set_up(tid).map_err(RobustError::Unsupported)?,
@@ -453,7 +464,7 @@ impl RobustMutex {
     /// whose guard this thread forgot is dropped).
     #[inline]
     fn unlock(&self) {
-        LIST.with(|list| self.unlock_in(list));
+        thread_list(|list| self.unlock_in(list));
     }
 
     #[inline(always)]
@@ -614,7 +625,7 @@ impl RobustGuard<'_> {
     pub fn wait(&mut self, cv: &PiCondvar, deadline_ns: Option<u64>) -> RobustWait {
         let m = self.mutex;
         debug_assert_eq!(m.scope(), cv.scope(), "condvar and mutex scopes differ");
-        LIST.with(|list| {
+        thread_list(|list| {
             let tid = current_tid();
             // A guard comes from a lock on this thread, which set the list up; only a guard
             // carried into a forked child finds it missing.

@@ -117,6 +117,15 @@ pub fn check_dir_owner(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Opens `path` for reading with `O_NONBLOCK` (a pipe-like file such as tracefs's
+/// `trace_pipe`, whose reads should return at once when it is empty).
+pub fn open_nonblocking(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

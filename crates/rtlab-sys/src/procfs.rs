@@ -1,4 +1,6 @@
-//! Threads of a process and their timer slack, through `/proc`.
+//! What `/proc` says: threads of a process and their timer slack, task names and
+//! priorities, IRQ names, kernel symbols, and interference counters (steal time,
+//! interrupts, context switches).
 //!
 //! The per-thread slack file is `/proc/<tid>/timerslack_ns` (there is none under
 //! `/proc/<pid>/task/<tid>/`). Reading another process's needs ptrace-read access; writing it
@@ -86,9 +88,158 @@ pub fn set_thread_timer_slack_ns(tid: i32, ns: u64) -> Result<(), SysError> {
     std::fs::write(&path, ns.to_string()).map_err(|e| classify(format!("write {path}"), e))
 }
 
+/// A task's name (`/proc/<tid>/comm`), if it still exists.
+pub fn task_comm(tid: i64) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .ok()
+        .map(|c| c.trim_end().to_string())
+}
+
+/// A task's kernel priority as the scheduler's trace events give it (0-99 real-time,
+/// 100-139 time-sharing): field 18 of `/proc/<tid>/stat` plus 100.
+pub fn task_kernel_prio(tid: i64) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let after = stat.rsplit_once(')')?.1;
+    after
+        .split_whitespace()
+        .nth(15)?
+        .parse::<i64>()
+        .ok()
+        .map(|p| p + 100)
+}
+
+/// IRQ number -> the names of its handlers (the last column of `/proc/interrupts`).
+pub fn irq_names() -> std::collections::HashMap<u32, String> {
+    std::fs::read_to_string("/proc/interrupts")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            let irq: u32 = n.parse().ok()?;
+            Some((irq, rest.split_whitespace().last()?.to_string()))
+        })
+        .collect()
+}
+
+/// The kernel's text symbols by address (`/proc/kallsyms`; empty where the addresses are
+/// hidden).
+pub fn kernel_text_symbols() -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let a = u64::from_str_radix(it.next()?, 16).ok()?;
+            let ty = it.next()?;
+            let name = it.next()?;
+            (a != 0 && matches!(ty, "t" | "T") && it.next().is_none()).then(|| (a, name.into()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// What /proc says about interference over a run, where no tracer is available.
+#[derive(Debug, Clone, Default)]
+pub struct ProcSnapshot {
+    steal_ticks: Vec<u64>,
+    irqs: Vec<u64>,
+    ctxt: u64,
+}
+
+impl ProcSnapshot {
+    /// Reads /proc/stat and /proc/interrupts now.
+    pub fn take() -> ProcSnapshot {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let mut steal_ticks = Vec::new();
+        let mut ctxt = 0;
+        for l in stat.lines() {
+            let mut f = l.split_whitespace();
+            match f.next() {
+                Some(cpu) if cpu.starts_with("cpu") && cpu.len() > 3 => {
+                    steal_ticks.push(f.nth(7).and_then(|v| v.parse().ok()).unwrap_or(0));
+                }
+                Some("ctxt") => ctxt = f.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+                _ => {}
+            }
+        }
+        let ints = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+        let ncpu = steal_ticks.len();
+        let mut irqs = vec![0u64; ncpu];
+        for l in ints.lines().skip(1) {
+            for (i, v) in l.split_whitespace().skip(1).take(ncpu).enumerate() {
+                irqs[i] += v.parse::<u64>().unwrap_or(0);
+            }
+        }
+        ProcSnapshot {
+            steal_ticks,
+            irqs,
+            ctxt,
+        }
+    }
+
+    /// Time the host took from `cpus` (steal time) between `self` and `later`, in ms.
+    pub fn steal_ms_since(&self, later: &ProcSnapshot, cpus: &[usize]) -> f64 {
+        cpus.iter()
+            .map(|&c| {
+                later
+                    .steal_ticks
+                    .get(c)
+                    .unwrap_or(&0)
+                    .saturating_sub(*self.steal_ticks.get(c).unwrap_or(&0))
+            })
+            .sum::<u64>() as f64
+            * 10.0
+    }
+
+    /// One sentence on what happened on `cpus` between `self` and `later`.
+    pub fn describe_since(&self, later: &ProcSnapshot, cpus: &[usize]) -> String {
+        // /proc/stat counts in USER_HZ, 100 on every Linux ABI rtlab runs on.
+        let tick_ms = 10.0;
+        let parts: Vec<String> = cpus
+            .iter()
+            .map(|&c| {
+                let steal =
+                    later.steal_ticks.get(c).unwrap_or(&0) - self.steal_ticks.get(c).unwrap_or(&0);
+                let irqs = later.irqs.get(c).unwrap_or(&0) - self.irqs.get(c).unwrap_or(&0);
+                format!(
+                    "CPU {c}: {:.0} ms stolen by the host, {irqs} interrupts",
+                    steal as f64 * tick_ms
+                )
+            })
+            .collect();
+        format!(
+            "{}; {} context switches in all",
+            parts.join("; "),
+            later.ctxt.saturating_sub(self.ctxt)
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_name_and_priority_read_back_as_the_trace_events_give_them() {
+        std::thread::spawn(|| {
+            crate::process::set_current_thread_name("rtlab-procfs-t").unwrap();
+            let tid = crate::futex::current_tid() as i64;
+            assert_eq!(task_comm(tid).as_deref(), Some("rtlab-procfs-t"));
+            // SCHED_OTHER: 120 + nice, whatever nice the test runs at.
+            let prio = task_kernel_prio(tid).unwrap();
+            assert!((100..140).contains(&prio), "{prio}");
+            assert_eq!(task_comm(i32::MAX as i64), None, "no such task");
+        })
+        .join()
+        .unwrap();
+        let snapshot = ProcSnapshot::take();
+        assert!(
+            snapshot.describe_since(&ProcSnapshot::take(), &[0]).starts_with("CPU 0:"),
+            "reads /proc/stat"
+        );
+    }
 
     #[test]
     fn own_threads_are_listed_and_their_slack_round_trips() {

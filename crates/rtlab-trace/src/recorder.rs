@@ -115,7 +115,7 @@ impl TaskOffsets {
         let need = |s: &str, f: &str| {
             btf.offset_of(s, f)
                 .map(|o| o as i32)
-                .ok_or_else(|| TraceError(format!("BTF has no {s}.{f}")))
+                .ok_or_else(|| TraceError::Unsupported(format!("BTF has no {s}.{f}")))
         };
         let sleeper = (|| {
             Some(Sleeper {
@@ -412,21 +412,21 @@ impl Recorder {
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
         // release store would be needed (BPF has one only since 6.15): use tracefs there.
         if !cfg!(target_arch = "x86_64") {
-            return Err(TraceError(
+            return Err(TraceError::Unsupported(
                 "the eBPF recorder needs x86-64 store ordering on this build".into(),
             ));
         }
         if cpus.iter().any(|&c| c >= 64) {
-            return Err(TraceError(
+            return Err(TraceError::Unsupported(
                 "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
             ));
         }
         let mask = cpus.iter().fold(0u64, |m, &c| m | 1 << c);
-        let btf = Btf::vmlinux().map_err(TraceError)?;
-        let symbols = kallsyms();
+        let btf = Btf::vmlinux().map_err(TraceError::Unsupported)?;
+        let symbols = rtlab_sys::procfs::kernel_text_symbols();
         let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
         let ncpu = cpus.iter().max().map_or(1, |&c| c as u32 + 1);
-        let sys = |e: rtlab_sys::SysError| TraceError(e.to_string());
+        let sys = TraceError::Sys;
         let heads_map = Map::array(HEAD_BYTES, ncpu, true).map_err(sys)?;
         let slots_map = Map::array(REC as u32, ncpu * SLOTS, true).map_err(sys)?;
         let heads = heads_map.map_read().map_err(sys)?;
@@ -443,7 +443,7 @@ impl Recorder {
             let proto = btf.typedef_fn_params(&format!("btf_trace_{}", probe.tracepoint));
             if proto != Some(probe.args + 1) {
                 if probe.kind == K_SWITCH {
-                    return Err(TraceError(format!(
+                    return Err(TraceError::Unsupported(format!(
                         "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
                     )));
                 }
@@ -484,14 +484,14 @@ impl Recorder {
                             .rev()
                             .find(|l| !l.trim().is_empty())
                             .unwrap_or("");
-                        TraceError(format!("{} ({}): {}", e.error, probe.tracepoint, last))
+                        TraceError::Program(format!("{} ({}): {}", e.error, probe.tracepoint, last))
                     })?;
                     (p, Some(probe.tracepoint.as_str()))
                 }
             };
             match prog.attach_raw_tracepoint(name) {
                 Ok(link) => links.push(link),
-                Err(e) if probe.kind == K_SWITCH => return Err(TraceError(e.to_string())),
+                Err(e) if probe.kind == K_SWITCH => return Err(TraceError::Sys(e)),
                 Err(_) => {
                     if probe.kind == K_TIMER {
                         names_sleepers = false;
@@ -511,7 +511,7 @@ impl Recorder {
             _maps: [heads_map, slots_map],
             missing,
             names_timer_wakeups: names_sleepers,
-            irq_names: irq_names(),
+            irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
             comms: HashMap::new(),
             comms_since: 0,
@@ -631,7 +631,7 @@ impl Recorder {
             K_IRQ_ENTRY => {
                 let irq = u32_at(OFF_A);
                 if !self.irq_names.contains_key(&irq) {
-                    self.irq_names = irq_names();
+                    self.irq_names = rtlab_sys::procfs::irq_names();
                 }
                 Kind::IrqEntry {
                     irq,
@@ -684,11 +684,7 @@ impl Recorder {
         }
         self.comms
             .entry(pid)
-            .or_insert_with(|| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .map(|s| s.trim_end().to_string())
-                    .unwrap_or_else(|_| "<...>".into())
-            })
+            .or_insert_with(|| rtlab_sys::procfs::task_comm(pid).unwrap_or_else(|| "<...>".into()))
             .clone()
     }
 
@@ -700,36 +696,6 @@ impl Recorder {
             None => format!("{addr:#x}"),
         }
     }
-}
-
-/// The kernel's text symbols by address (empty where the addresses are hidden).
-fn kallsyms() -> Vec<(u64, String)> {
-    let mut v: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let a = u64::from_str_radix(it.next()?, 16).ok()?;
-            let ty = it.next()?;
-            let name = it.next()?;
-            (a != 0 && matches!(ty, "t" | "T") && it.next().is_none()).then(|| (a, name.into()))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-/// IRQ number -> the names of its handlers (the last column of /proc/interrupts).
-fn irq_names() -> HashMap<u32, String> {
-    std::fs::read_to_string("/proc/interrupts")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            let irq: u32 = n.parse().ok()?;
-            Some((irq, rest.split_whitespace().last()?.to_string()))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,48 @@
+//! Why tracing could not start or went wrong.
+
+use std::path::PathBuf;
+
+/// Why the tracer could not start, or what failed while it ran.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// Not root: the event sources are root-only here.
+    #[error("needs root ({0} root-only here)")]
+    NotRoot(&'static str),
+    /// tracefs is not mounted and could not be mounted.
+    #[error("tracefs is not mounted and {0}")]
+    NoTracefs(String),
+    /// The kernel or this build lacks what the source needs (an event, a BTF field, the
+    /// memory ordering the recorder relies on ...).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A tracefs or output file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// A system call failed (creating maps, loading or attaching programs ...).
+    #[error(transparent)]
+    Sys(#[from] rtlab_sys::SysError),
+    /// A program the recorder needs was refused by the kernel.
+    #[error("{0}")]
+    Program(String),
+    /// The eBPF recorder failed where only it was asked for.
+    #[error("eBPF recorder: {0}")]
+    Recorder(Box<TraceError>),
+    /// The reader thread failed, or could not start.
+    #[error("{0}")]
+    Reader(String),
+}
+
+impl TraceError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> TraceError {
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The reader thread: drains the event source into the per-CPU history, takes the measuring
+//! threads' reports, and explains each once the trace has caught up with it.
+
+use crate::event::{format_line, parse_text, Event, Kind};
+use crate::history::{find_task, wakings_elsewhere, window_events, window_of, History};
+use crate::reason::Reason;
+use crate::{explain, recorder, Options, Request};
+use rtlab_stats::result::{Cause, CauseKind, Outlier};
+use rtlab_sys::time::monotonic_now_ns;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+
+/// History kept before a deadline, to know who was running.
+const LEAD_NS: u64 = 20_000_000;
+/// A request is explained once the trace reached this far past its wake time, or
+/// `GIVE_UP_NS` after it in wall time.
+const SETTLE_NS: u64 = 2_000_000;
+const GIVE_UP_NS: u64 = 300_000_000;
+
+#[derive(Debug, Default)]
+pub(crate) struct ReaderOut {
+    pub(crate) outliers: Vec<(Outlier, String)>,
+    pub(crate) over_threshold: u64,
+    /// `--trace-out` windows, written when the run ends (formatting them while it runs
+    /// would keep the reader from its events).
+    pub(crate) windows: Vec<SavedWindow>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SavedWindow {
+    path: PathBuf,
+    header: String,
+    /// Every traced CPU's events in time order, with the kernel's text where kept.
+    events: Vec<(Event, Option<String>)>,
+}
+
+impl SavedWindow {
+    pub(crate) fn write(&self) -> Result<(), String> {
+        let mut text = self.header.clone();
+        for (e, raw) in &self.events {
+            match raw {
+                Some(line) => text.push_str(line),
+                None => text.push_str(&format_line(e)),
+            }
+            text.push('\n');
+        }
+        // Never through a link planted at the predictable name (rtlab runs as root).
+        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes())
+            .map_err(|e| format!("--trace-out {}: {e}", self.path.display()))
+    }
+}
+
+/// Where the reader gets events.
+pub(crate) enum Source {
+    /// trace_pipe text.
+    Text {
+        pipe: std::fs::File,
+        buf: Vec<u8>,
+        partial: String,
+        /// Losses waiting for the next event of their CPU.
+        lost: Vec<(u16, u64)>,
+    },
+    /// The eBPF recorder's per-CPU rings.
+    Bpf(Box<recorder::Recorder>),
+}
+
+impl Source {
+    /// Hands newly arrived events (and their raw text) to `f`; returns how many arrived.
+    fn poll(
+        &mut self,
+        keep_raw: bool,
+        f: &mut dyn FnMut(Event, Option<String>),
+    ) -> Result<usize, String> {
+        match self {
+            Source::Text {
+                pipe,
+                buf,
+                partial,
+                lost,
+            } => {
+                let got = match pipe.read(buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+                    Err(e) => return Err(format!("reading trace_pipe: {e}")),
+                };
+                if got > 0 {
+                    partial.push_str(&String::from_utf8_lossy(&buf[..got]));
+                    let complete = partial.rfind('\n').map_or(0, |i| i + 1);
+                    parse_text(&partial[..complete], lost, &mut |e, line| {
+                        f(e, keep_raw.then(|| line.to_string()))
+                    });
+                    partial.drain(..complete);
+                }
+                Ok(got)
+            }
+            Source::Bpf(r) => Ok(r.drain(|e| {
+                let raw = keep_raw.then(|| format_line(&e));
+                f(e, raw)
+            })),
+        }
+    }
+
+    /// How long to sleep when nothing arrived: the text pipe is read in small pieces and
+    /// often; the eBPF rings hold seconds of events, and every poll is a wakeup of a CPU.
+    fn idle_ms(&self) -> u64 {
+        match self {
+            Source::Text { .. } => 2,
+            Source::Bpf(_) => 10,
+        }
+    }
+}
+
+pub(crate) fn read_loop(
+    mut source: Source,
+    rx: mpsc::Receiver<Request>,
+    stop: &AtomicBool,
+    threshold: &AtomicU64,
+    options: &Options,
+    rules: &explain::Rules,
+    lost: &AtomicU64,
+) -> Result<ReaderOut, String> {
+    if !options.reader_cpus.is_empty() {
+        let _ = rtlab_sys::affinity::set_current_thread_affinity(
+            &rtlab_sys::affinity::CpuList::from(options.reader_cpus.clone()),
+        );
+    }
+    // The text source keeps each window's lines as the kernel wrote them; the eBPF
+    // recorder's are formatted only for the windows written (formatting every event would
+    // slow the reader until it loses events).
+    let keep_raw = options.trace_out.is_some() && matches!(source, Source::Text { .. });
+    if let Some(dir) = &options.trace_out {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
+            .map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
+    }
+    let mut histories: Vec<History> = Vec::new();
+    let mut pending: Vec<(Request, u64)> = Vec::new();
+    let mut out = ReaderOut::default();
+    // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
+    // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let got = source.poll(keep_raw, &mut |e, raw| {
+            let cpu = e.cpu as usize;
+            if histories.len() <= cpu {
+                histories.resize_with(cpu + 1, History::default);
+            }
+            histories[cpu].push(e, raw);
+        })?;
+        if let Source::Bpf(r) = &source {
+            lost.store(r.lost(), Ordering::Relaxed);
+        }
+        while let Ok(r) = rx.try_recv() {
+            out.over_threshold += 1;
+            pending.push((r, monotonic_now_ns()));
+        }
+        let now = monotonic_now_ns();
+        let mut i = 0;
+        while i < pending.len() {
+            let (r, asked) = pending[i];
+            let caught_up = histories
+                .get(r.cpu as usize)
+                .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
+            if caught_up || now > asked + GIVE_UP_NS || stopping {
+                pending.swap_remove(i);
+                let (o, window) = explain_one(&r, &histories, rules, options, out.outliers.len())?;
+                out.outliers.push(o);
+                out.windows.extend(window);
+                // Top-N mode: once N are in, only later samples above the N-th matter.
+                if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
+                    out.outliers
+                        .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+                    out.outliers.truncate(options.top);
+                    let nth = out.outliers.last().map_or(0, |o| o.0.latency_ns);
+                    threshold.fetch_max(nth, Ordering::Relaxed);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        if stopping && pending.is_empty() {
+            return Ok(out);
+        }
+        if got == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(source.idle_ms()));
+        }
+    }
+}
+
+fn explain_one(
+    r: &Request,
+    histories: &[History],
+    rules: &explain::Rules,
+    options: &Options,
+    index: usize,
+) -> Result<((Outlier, String), Option<SavedWindow>), String> {
+    let history = histories.get(r.cpu as usize);
+    let from = r.deadline_ns.saturating_sub(LEAD_NS);
+    let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
+    // Who woke the thread last within the window (for a lock wait: the holder), and where.
+    let waker = history
+        .into_iter()
+        .flat_map(|h| {
+            let start = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
+            h.events.range(start..).take_while(|e| e.ts_ns <= r.woke_ns)
+        })
+        .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
+        .filter(|e| e.kind.woken().is_some_and(|t| t.pid == r.tid))
+        .max_by_key(|e| e.ts_ns)
+        .map(|e| (e.current_pid, e.cpu))
+        .filter(|&(p, _)| p > 0 && p != r.tid);
+    // A thread blocked on another (a lock holder, a peer) waits for what that one's CPU did.
+    let peer = waker
+        .filter(|&(_, cpu)| r.wait.blocks() && cpu != r.cpu)
+        .and_then(|(pid, cpu)| {
+            let (base, mut events) = window_of(histories.get(cpu as usize)?, from);
+            events.extend(wakings_elsewhere(histories, cpu, pid, from, r.woke_ns));
+            // Losses elsewhere may have taken the peer's wakeup with them.
+            events.extend(
+                histories
+                    .iter()
+                    .enumerate()
+                    .filter(|(c, _)| *c != cpu as usize)
+                    .flat_map(|(_, h)| h.events.iter())
+                    .filter(|e| {
+                        matches!(e.kind, Kind::Lost(_)) && e.ts_ns >= from && e.ts_ns <= r.woke_ns
+                    })
+                    .cloned(),
+            );
+            events.sort_by_key(|e| e.ts_ns);
+            let tick = histories
+                .get(cpu as usize)
+                .and_then(|h| explain::tick_grid(&h.ticks.iter().copied().collect::<Vec<u64>>()));
+            Some(explain::Peer {
+                cpu,
+                events,
+                base,
+                tick,
+            })
+        });
+    let late = explain::Late {
+        tid: r.tid,
+        deadline_ns: r.deadline_ns,
+        woke_ns: r.woke_ns,
+        wait: r.wait,
+        waker: waker.map(|(p, _)| find_task(histories, p)),
+        cpu: r.cpu,
+        peer,
+    };
+    let latency = r.woke_ns.saturating_sub(r.deadline_ns);
+    let series = options
+        .series_names
+        .get(r.series as usize)
+        .cloned()
+        .unwrap_or_else(|| format!("series{}", r.series));
+    let mut saved = None;
+    let causes = match history {
+        Some(h) => {
+            let (base, mut window) = window_of(h, from);
+            if !elsewhere.is_empty() {
+                window.extend(elsewhere.iter().cloned());
+                window.sort_by_key(|e| e.ts_ns);
+            }
+            if let Some(dir) = &options.trace_out {
+                saved = Some(SavedWindow {
+                    path: dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_")),
+                    header: format!(
+                        "# {series}: cpu {} tid {} deadline {} woke {} (latency {} ns); every traced CPU\n",
+                        r.cpu, r.tid, r.deadline_ns, r.woke_ns, latency
+                    ),
+                    events: window_events(histories, from, r.woke_ns + SETTLE_NS),
+                });
+            }
+            let ticks: Vec<u64> = h.ticks.iter().copied().collect();
+            let rules = explain::Rules {
+                tick: explain::tick_grid(&ticks),
+                ..*rules
+            };
+            explain::attribute(&window, base.as_ref(), &late, &rules)
+        }
+        None => vec![Cause {
+            kind: CauseKind::Unexplained,
+            duration_ns: latency,
+            task: None,
+            pid: None,
+            prio: None,
+            detail: Some(Reason::NoEventOnCpu { cpu: r.cpu }.to_string()),
+            reason: Some(Reason::NoEventOnCpu { cpu: r.cpu }.code()),
+        }],
+    };
+    let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
+    let line = explain::describe(&series, latency, at_ns, &causes);
+    Ok((
+        (
+            Outlier {
+                series,
+                at_ns,
+                latency_ns: latency,
+                cpu: Some(r.cpu as u32),
+                causes,
+            },
+            line,
+        ),
+        saved,
+    ))
+}
