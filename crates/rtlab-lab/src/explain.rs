@@ -38,7 +38,7 @@ pub struct ExplainSettings {
 #[derive(Debug)]
 pub enum Session {
     /// Tracing.
-    Traced(rtlab_trace::Explainer),
+    Traced(Box<rtlab_trace::Explainer>),
     /// No tracer: /proc counters at the start.
     Proc(rtlab_trace::ProcSnapshot, String),
 }
@@ -82,7 +82,7 @@ impl Session {
         };
         outcome.origin_ns = Some(options.started_ns);
         match rtlab_trace::Explainer::start(cpus, options) {
-            Ok(e) => Session::Traced(e),
+            Ok(e) => Session::Traced(Box::new(e)),
             Err(e) => {
                 let why = e.to_string();
                 outcome.warn(

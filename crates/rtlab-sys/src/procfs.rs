@@ -88,6 +88,18 @@ pub fn set_thread_timer_slack_ns(tid: i32, ns: u64) -> Result<(), SysError> {
     std::fs::write(&path, ns.to_string()).map_err(|e| classify(format!("write {path}"), e))
 }
 
+/// Whether process `pid` is running: it exists and is not a zombie (exited, waiting for its
+/// parent to collect it).
+pub fn process_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .map(|(_, rest)| rest.starts_with(['Z', 'X']))
+        })
+        .is_some_and(|dead| !dead)
+}
+
 /// A task's name (`/proc/<tid>/comm`), if it still exists.
 pub fn task_comm(tid: i64) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{tid}/comm"))
@@ -231,12 +243,16 @@ mod tests {
             let prio = task_kernel_prio(tid).unwrap();
             assert!((100..140).contains(&prio), "{prio}");
             assert_eq!(task_comm(i32::MAX as i64), None, "no such task");
+            assert!(process_alive(std::process::id() as i32));
+            assert!(!process_alive(i32::MAX));
         })
         .join()
         .unwrap();
         let snapshot = ProcSnapshot::take();
         assert!(
-            snapshot.describe_since(&ProcSnapshot::take(), &[0]).starts_with("CPU 0:"),
+            snapshot
+                .describe_since(&ProcSnapshot::take(), &[0])
+                .starts_with("CPU 0:"),
             "reads /proc/stat"
         );
     }

@@ -22,6 +22,7 @@ mod reader;
 pub mod reason;
 mod recorder;
 mod replay;
+pub mod watch;
 
 pub use error::TraceError;
 pub use rtlab_sys::procfs::ProcSnapshot;
@@ -31,7 +32,8 @@ use reader::{read_loop, ReaderOut, Source};
 use rtlab_stats::result::Outlier;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
+use watch::{WatchSpec, WatchState};
 
 /// A measuring thread's report of a late sample.
 #[derive(Debug, Clone, Copy)]
@@ -187,6 +189,7 @@ pub struct Explainer {
     stop: Arc<AtomicBool>,
     reader: Option<std::thread::JoinHandle<Result<ReaderOut, String>>>,
     lines_limit: usize,
+    watch: Option<Arc<Mutex<WatchState>>>,
 }
 
 /// On a VM, a way out of idle longer than this (or ten times the deepest idle state's exit
@@ -196,6 +199,32 @@ const IDLE_GAP_MIN_NS: u64 = 500_000;
 impl Explainer {
     /// Starts tracing `cpus`.
     pub fn start(cpus: &[usize], options: Options) -> Result<Explainer, TraceError> {
+        Self::start_with(cpus, options, None)
+    }
+
+    /// Starts watching `spec`'s threads on `cpus` (every CPU they may run on): their delays
+    /// are measured from the events ([`watch`]), and those over the threshold explained.
+    pub fn watch(
+        cpus: &[usize],
+        mut options: Options,
+        spec: WatchSpec,
+    ) -> Result<Explainer, TraceError> {
+        // Wakeups by other threads are the point: record every sched_waking.
+        options.waits = vec![explain::Wait::Notify];
+        let state = Arc::new(Mutex::new(WatchState::new(spec)));
+        Self::start_with(cpus, options, Some(state))
+    }
+
+    /// The watcher's state (for [`Explainer::watch`]).
+    pub fn watch_state(&self) -> Option<&Arc<Mutex<WatchState>>> {
+        self.watch.as_ref()
+    }
+
+    fn start_with(
+        cpus: &[usize],
+        options: Options,
+        watch: Option<Arc<Mutex<WatchState>>>,
+    ) -> Result<Explainer, TraceError> {
         if rtlab_sys::process::effective_uid() != 0 {
             return Err(TraceError::NotRoot("eBPF and tracefs are"));
         }
@@ -266,9 +295,18 @@ impl Explainer {
             let stop = stop.clone();
             let options = options.clone();
             let lost = recorder_lost.clone();
+            let watch = watch.clone();
             std::thread::Builder::new()
                 .name("rtlab-explain".into())
-                .spawn(move || read_loop(source, rx, &stop, &threshold, &options, &rules, &lost))
+                .spawn(move || {
+                    let shared = reader::Shared {
+                        stop: &stop,
+                        threshold: &threshold,
+                        lost: &lost,
+                        watch: watch.as_deref(),
+                    };
+                    read_loop(source, rx, shared, &options, &rules)
+                })
                 .map_err(|e| TraceError::Reader(format!("cannot start the reader: {e}")))?
         };
         Ok(Explainer {
@@ -283,6 +321,7 @@ impl Explainer {
             stop,
             reader: Some(reader),
             lines_limit: options.top,
+            watch,
         })
     }
 

@@ -4,13 +4,14 @@
 use crate::event::{format_line, parse_text, Event, Kind};
 use crate::history::{find_task, wakings_elsewhere, window_events, window_of, History};
 use crate::reason::Reason;
+use crate::watch::WatchState;
 use crate::{explain, recorder, Options, Request};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::time::monotonic_now_ns;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 
 /// History kept before a deadline, to know who was running.
 const LEAD_NS: u64 = 20_000_000;
@@ -113,15 +114,31 @@ impl Source {
     }
 }
 
+/// What the reader shares with the explainer's owner.
+pub(crate) struct Shared<'a> {
+    /// Set when the run ends.
+    pub(crate) stop: &'a AtomicBool,
+    /// Samples over this are explained (raised in top-N mode).
+    pub(crate) threshold: &'a AtomicU64,
+    /// Events the recorder lost, kept current.
+    pub(crate) lost: &'a AtomicU64,
+    /// The watcher, when watching a process.
+    pub(crate) watch: Option<&'a Mutex<WatchState>>,
+}
+
 pub(crate) fn read_loop(
     mut source: Source,
     rx: mpsc::Receiver<Request>,
-    stop: &AtomicBool,
-    threshold: &AtomicU64,
+    shared: Shared<'_>,
     options: &Options,
     rules: &explain::Rules,
-    lost: &AtomicU64,
 ) -> Result<ReaderOut, String> {
+    let Shared {
+        stop,
+        threshold,
+        lost,
+        watch,
+    } = shared;
     if !options.reader_cpus.is_empty() {
         let _ = rtlab_sys::affinity::set_current_thread_affinity(
             &rtlab_sys::affinity::CpuList::from(options.reader_cpus.clone()),
@@ -139,17 +156,39 @@ pub(crate) fn read_loop(
     let mut histories: Vec<History> = Vec::new();
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
+    // Events for the watcher, handed over once per poll (one lock per poll, not per event).
+    let mut for_watch: Vec<Event> = Vec::new();
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
         let stopping = stop.load(Ordering::Relaxed);
+        let drained_at = monotonic_now_ns();
         let got = source.poll(keep_raw, &mut |e, raw| {
             let cpu = e.cpu as usize;
             if histories.len() <= cpu {
                 histories.resize_with(cpu + 1, History::default);
             }
+            if watch.is_some() {
+                for_watch.push(e.clone());
+            }
             histories[cpu].push(e, raw);
         })?;
+        if let Some(w) = watch {
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            for e in for_watch.drain(..) {
+                w.push(e);
+            }
+            let limit = threshold.load(Ordering::Relaxed);
+            let mut ask = |r: Request| {
+                out.over_threshold += 1;
+                pending.push((r, drained_at));
+            };
+            if stopping {
+                w.flush(limit, &mut ask);
+            } else {
+                w.advance(drained_at, limit, &mut ask);
+            }
+        }
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);
         }
@@ -166,11 +205,27 @@ pub(crate) fn read_loop(
                 .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
             if caught_up || now > asked + GIVE_UP_NS || stopping {
                 pending.swap_remove(i);
-                let (o, window) = explain_one(&r, &histories, rules, options, out.outliers.len())?;
+                let series = match watch {
+                    Some(w) => w
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .series()
+                        .get(r.series as usize)
+                        .map(|s| s.name.clone()),
+                    None => options.series_names.get(r.series as usize).cloned(),
+                }
+                .unwrap_or_else(|| format!("series{}", r.series));
+                let (o, window) =
+                    explain_one(&r, &series, &histories, rules, options, out.outliers.len())?;
                 out.outliers.push(o);
                 out.windows.extend(window);
-                // Top-N mode: once N are in, only later samples above the N-th matter.
-                if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
+                // Top-N mode: once N are in, only later samples above the N-th matter. With
+                // a threshold, the largest `top` are kept (a watch runs for days).
+                if options.threshold_ns.is_some() && out.outliers.len() >= 2 * options.top.max(1) {
+                    out.outliers
+                        .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+                    out.outliers.truncate(options.top);
+                } else if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
                     out.outliers
                         .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
                     out.outliers.truncate(options.top);
@@ -192,6 +247,7 @@ pub(crate) fn read_loop(
 
 fn explain_one(
     r: &Request,
+    series: &str,
     histories: &[History],
     rules: &explain::Rules,
     options: &Options,
@@ -251,11 +307,6 @@ fn explain_one(
         peer,
     };
     let latency = r.woke_ns.saturating_sub(r.deadline_ns);
-    let series = options
-        .series_names
-        .get(r.series as usize)
-        .cloned()
-        .unwrap_or_else(|| format!("series{}", r.series));
     let mut saved = None;
     let causes = match history {
         Some(h) => {
@@ -292,11 +343,11 @@ fn explain_one(
         }],
     };
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
-    let line = explain::describe(&series, latency, at_ns, &causes);
+    let line = explain::describe(series, latency, at_ns, &causes);
     Ok((
         (
             Outlier {
-                series,
+                series: series.to_string(),
                 at_ns,
                 latency_ns: latency,
                 cpu: Some(r.cpu as u32),

@@ -71,6 +71,76 @@ pub enum Command {
     /// Check this machine end to end: wakeup idle and under load, one verdict, a report.
     #[command(after_help = SURVEY_HELP)]
     Survey(SurveyArgs),
+    /// Watch a running program's threads: how late each was scheduled, and why.
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
+}
+
+const WATCH_HELP: &str = "\
+Measures, from kernel events only (no change to the program, any language), how long each
+watched thread waited for a CPU once it was runnable: from its wakeup (or from being
+preempted) to the moment it ran, what runqlat and perf sched timehist's scheduling delay
+measure. Series: <name>/<tid>/wakeup per thread and <name>/wakeup summed over the threads of
+one name (a pool reads as one), metric wakeup_latency. Threads created later are picked up
+(the process's threads are re-read every second). Every delay over --threshold (default: the
+--top worst) is explained as in --explain: preempting tasks with pid and priority, IRQs and
+softirqs by name, idle exit, hypervisor gaps, wake-up IPIs.
+
+It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
+the complete result (--json). Every --interval-log it prints one line per busy series to
+stderr and, with --hlog, appends each series' interval histogram to an HdrHistogram interval
+log (tagged with the series name; HdrHistogram's log tools read it).
+
+Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not yet: the 'timer'
+kind (lateness against the timer's requested expiry) and 'lock', --metrics (Prometheus).
+
+Examples:
+  rtlab watch --pid $(pgrep -f MyApp) --thread 'rt-*' --duration 10m --json app.json
+  rtlab watch --pid 4242 --rt-only --threshold 200us --hlog app.hlog
+  rtlab watch --json loop.json -- ./control-loop --period 1ms
+";
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The process to watch (all of its threads, and those it creates later).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub pid: Option<i32>,
+    /// Threads to watch, repeatable: a name as in /proc/<tid>/comm, a glob such as 'rt-*', or
+    /// a TID (default: all).
+    #[arg(long = "thread", value_name = "PATTERN")]
+    pub threads: Vec<String>,
+    /// Only threads with a real-time policy (SCHED_FIFO, SCHED_RR).
+    #[arg(long)]
+    pub rt_only: bool,
+    /// How long to watch (default: until Ctrl-C, SIGTERM or the process's exit).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub duration: Option<Nanos>,
+    /// Explain every delay longer than DUR (default: the --top worst).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub threshold: Option<Nanos>,
+    /// How many explained outliers to keep, the worst first (default 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
+    /// Every DUR: one summary line per series on stderr, and the interval histograms to
+    /// --hlog.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub interval_log: Nanos,
+    /// Append each series' interval histograms to FILE (HdrHistogram interval log).
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
+    /// Write the result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Where the events come from: bpf, tracefs or auto.
+    #[arg(long, value_name = "SOURCE", default_value = "auto", value_parser = parse_backend)]
+    pub explain_with: rtlab_lab::explain::Backend,
+    /// Print only the final table (warnings still go to stderr).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// A command to start and watch instead of --pid, after `--`; rtlab ends with its exit
+    /// status.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 const WAKEUP_HELP: &str = "\

@@ -30,6 +30,8 @@ pub enum Status {
     Ok,
     /// Exit 3: a `--fail-above` gate was hit.
     GateHit,
+    /// The exit status of a command rtlab ran (`rtlab watch -- CMD`).
+    Exit(u8),
 }
 
 fn exit_code_for(err: &anyhow::Error) -> u8 {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(Status::Ok) => ExitCode::SUCCESS,
         Ok(Status::GateHit) => ExitCode::from(3),
+        Ok(Status::Exit(code)) => ExitCode::from(code),
         Err(err) => {
             // One line: the chain joined, no backtrace.
             let text: Vec<String> = err.chain().map(|e| e.to_string()).collect();

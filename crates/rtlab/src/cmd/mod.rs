@@ -13,6 +13,7 @@ mod report;
 mod slack;
 mod survey;
 mod wakeup;
+mod watch;
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::output::Outputs;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Report(args) => report::run(args),
         Command::Load(args) => load::run(args),
         Command::Survey(args) => survey::run(args),
+        Command::Watch(args) => watch::run(args),
     }
 }
 

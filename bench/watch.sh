@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# rtlab watch against an independent tool, its cost, and its explanations (issue 17).
+#
+#   sudo bench/watch.sh [BLOCKS] [SECONDS]        (defaults: 20 blocks of 3 s)
+#
+# The watched program is examples/c/periodic.c: a thread named rt-loop that sleeps to 1 ms
+# absolute deadlines and measures its own lateness, run at SCHED_FIFO 80 (rtlab exec).
+#
+# 1. Cross-check: one run watched by `rtlab watch` and recorded by `perf sched record` at
+#    the same time; rtlab's rt-loop wakeup p50/p99 vs `perf sched timehist`'s scheduling
+#    delay ("sch delay") of the same thread, same wakeups.
+# 2. Cost: the program's own lateness with and without `rtlab watch --pid` on it, BLOCKS
+#    blocks each, interleaved A B A B; ratios of p50 and p99 (watched / alone) as medians
+#    with 95 % intervals (bench/ci.py).
+# 3. Explanations: the program (SCHED_OTHER) pinned to CPU 0 beside `rtlab load
+#    hog:99:3ms/200ms:0`, watched with --threshold 2ms: how many outliers over 2 ms name
+#    rtlab-hog, for how much of their lateness. The same with examples/java/Periodic.java.
+set -euo pipefail
+BLOCKS=${1:-20}
+SECS=${2:-3}
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO, perf)" >&2; exit 2; fi
+command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; }
+cargo build --release -q
+RTLAB=$PWD/target/release/rtlab
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
+echo "# rtlab watch bench: $BLOCKS blocks x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+
+periodic_rt() { "$RTLAB" exec --policy fifo --prio 80 -- "$WORK/periodic" "$@"; }
+
+echo
+echo "## 1. cross-check with perf sched timehist (10 s)"
+periodic_rt 10 1000 >"$WORK/x.out" &
+prog=$!
+sleep 0.2
+perf sched record -q -o "$WORK/perf.data" -- sleep 9 >/dev/null 2>&1 &
+perf_pid=$!
+"$RTLAB" watch --pid "$prog" --thread rt-loop --duration 9s --quiet --json "$WORK/x.json" >/dev/null
+wait "$perf_pid" || true
+wait "$prog" || true
+perf sched timehist -i "$WORK/perf.data" 2>/dev/null >"$WORK/timehist.txt" || true
+python3 - "$WORK" <<'PY'
+import json, re, sys
+work = sys.argv[1]
+doc = json.load(open(f"{work}/x.json"))
+s = next(s for s in doc["series"] if re.match(r"rt-loop/\d+/wakeup$", s["name"]))
+tid = s["name"].split("/")[1]
+delays = []
+for line in open(f"{work}/timehist.txt"):
+    f = line.split()
+    # time cpu task[tid/pid] wait-time sch-delay run-time (ms)
+    if len(f) >= 6 and f[2].startswith("rt-loop[") and f"[{tid}/" in f[2]:
+        try:
+            delays.append(float(f[4]) * 1e6)
+        except ValueError:
+            pass
+delays.sort()
+if not delays:
+    print("perf sched timehist: no rows for rt-loop (skipped: perf could not record?)")
+    sys.exit(0)
+q = lambda p: delays[min(len(delays) - 1, int(p * len(delays)))]
+print("| | samples | p50 | p99 |")
+print("|---|---|---|---|")
+print(f"| rtlab watch | {s['count']} | {s['p50']/1e3:.1f} us | {s['p99']/1e3:.1f} us |")
+print(f"| perf sched timehist (sch delay, 1 us resolution) | {len(delays)} | {q(.5)/1e3:.1f} us | {q(.99)/1e3:.1f} us |")
+print(f"| ratio rtlab / perf | | {s['p50']/max(q(.5),1):.2f} | {s['p99']/max(q(.99),1):.2f} |")
+PY
+
+echo
+echo "## 2. cost: the program's own lateness, alone (A) and watched (B), interleaved"
+for b in $(seq 1 "$BLOCKS"); do
+  periodic_rt "$SECS" 1000 >>"$WORK/alone.txt"
+  periodic_rt "$SECS" 1000 >>"$WORK/watched.txt" &
+  prog=$!
+  sleep 0.05
+  "$RTLAB" watch --pid "$prog" --thread rt-loop --quiet --json "$WORK/w$b.json" >/dev/null 2>>"$WORK/watch.err" || true
+  wait "$prog" || true
+done
+python3 - "$WORK" "$BLOCKS" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+from ci import fmt_ci, met
+work, blocks = sys.argv[1], int(sys.argv[2])
+def rows(name):
+    out = []
+    for line in open(f"{work}/{name}.txt"):
+        f = line.split()
+        out.append({"p50": int(f[3]), "p99": int(f[5]), "max": int(f[7])})
+    return out
+a, b = rows("alone"), rows("watched")
+lost = sum(sum(1 for w in json.load(open(f"{work}/w{i}.json"))["warnings"] if "lost" in w) for i in range(1, blocks + 1))
+print("| ratio watched / alone | median [95 % interval] | target | met? |")
+print("|---|---|---|---|")
+for key, limit in (("p50", 1.05), ("p99", 1.2)):
+    r = [y[key] / max(x[key], 1) for x, y in zip(a, b)]
+    print(f"| {key} | {fmt_ci(r)} | <= {limit} | {met(r, limit)} |")
+print(f"\nalone p50 {sorted(x['p50'] for x in a)[len(a)//2]/1e3:.1f} us, watched p50 {sorted(x['p50'] for x in b)[len(b)//2]/1e3:.1f} us; blocks whose watch reported lost events: {lost} of {blocks}")
+PY
+
+echo
+echo "## 3. explanations: a hog on the program's CPU, outliers over 2 ms"
+explain_with_hog() {
+  local label=$1; shift
+  "$RTLAB" exec --cpus 0 -- "$@" >/dev/null 2>&1 &
+  local prog=$!
+  sleep 1.5
+  "$RTLAB" load hog:99:3ms/200ms:0 --duration 32s --quiet >/dev/null 2>&1 &
+  local hog=$!
+  "$RTLAB" watch --pid "$prog" --thread rt-loop --duration 30s --threshold 2ms --top 1000 --quiet --json "$WORK/hog-$label.json" >/dev/null
+  kill "$hog" "$prog" 2>/dev/null || true
+  wait "$hog" "$prog" 2>/dev/null || true
+  python3 - "$WORK/hog-$label.json" "$label" <<'PY'
+import json, sys
+doc, label = json.load(open(sys.argv[1])), sys.argv[2]
+big = [o for o in doc["outliers"] if o["latency_ns"] > 2_000_000]
+def hog_share(o):
+    return sum(c["duration_ns"] for c in o["causes"] if c.get("task") == "rtlab-hog" and c["kind"] == "preemption") / o["latency_ns"]
+named = [o for o in big if 0.7 <= hog_share(o) <= 1.1]
+print(f"| {label} | {len(big)} | {len(named)} ({100*len(named)/max(len(big),1):.0f} %) | >= 90 % |")
+PY
+}
+echo "| program | outliers > 2 ms | naming rtlab-hog for 70-110 % of the lateness | target |"
+echo "|---|---|---|---|"
+explain_with_hog c "$WORK/periodic" 31 1000
+JAVA=$(ls -d /usr/lib/jvm/temurin-25* /usr/lib/jvm/java-17* 2>/dev/null | head -1)/bin/java
+if [ -x "$JAVA" ]; then
+  explain_with_hog java "$JAVA" examples/java/Periodic.java 31 1000
+else
+  echo "| java | skipped: no JDK under /usr/lib/jvm | | |"
+fi

@@ -1,0 +1,533 @@
+//! Watching a running process's threads: their scheduling delays, measured from the same
+//! kernel events that explain them, with no change to the program.
+//!
+//! A thread's `wakeup` delay runs from the moment it became runnable (a `sched_waking` of it,
+//! the expiry of its sleep timer, or a switch-out while still runnable, i.e. preempted) to the
+//! moment a `sched_switch` put it on a CPU: what `runqlat` and `perf sched timehist`'s
+//! scheduling delay measure. Events of all CPUs are merged in time order first (the eBPF
+//! rings are drained one CPU after another), up to a watermark a little behind the newest
+//! drain, so a wakeup on one CPU is always seen before the switch it causes on another.
+//!
+//! The watched threads are re-read from `/proc/<pid>/task` every second (threads created later
+//! are picked up; JVM threads appear under their Java names once the JVM has set them).
+
+use crate::event::{Event, Kind};
+use crate::explain::Wait;
+use crate::Request;
+use rtlab_stats::{LatencyHistogram, Nanos};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Which threads to watch: by name (a glob with `*` and `?`, matched against the
+/// 15-character kernel name) or by TID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadPattern {
+    /// One thread.
+    Tid(i64),
+    /// Threads whose name matches.
+    Name(String),
+}
+
+impl ThreadPattern {
+    /// A TID when `text` is a number, else a name glob.
+    pub fn parse(text: &str) -> Result<ThreadPattern, String> {
+        if text.is_empty() {
+            return Err("an empty thread pattern".into());
+        }
+        if let Ok(tid) = text.parse::<i64>() {
+            return if tid > 0 {
+                Ok(ThreadPattern::Tid(tid))
+            } else {
+                Err(format!("'{text}': not a thread id"))
+            };
+        }
+        Ok(ThreadPattern::Name(text.to_string()))
+    }
+
+    fn matches(&self, tid: i64, name: &str) -> bool {
+        match self {
+            ThreadPattern::Tid(t) => *t == tid,
+            // The kernel keeps 15 bytes of a name: a longer pattern matches its prefix.
+            ThreadPattern::Name(p) => glob(p.as_bytes(), name.as_bytes()),
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadPattern::Tid(t) => write!(f, "{t}"),
+            ThreadPattern::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// `*` (any run) and `?` (any one byte) glob matching, whole string.
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(&c) if c == b'?' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// What to watch.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// The process.
+    pub pid: i32,
+    /// Which of its threads (empty: all).
+    pub threads: Vec<ThreadPattern>,
+    /// Only threads with a real-time policy (SCHED_FIFO/RR), judged at each re-read.
+    pub rt_only: bool,
+}
+
+/// One measured series: a thread's, or the sum over the threads of one name.
+#[derive(Debug, Clone)]
+pub struct WatchSeries {
+    /// `<name>/<tid>/wakeup` or `<name>/wakeup`.
+    pub name: String,
+    /// Since the start.
+    pub total: LatencyHistogram,
+    /// Since the last interval was taken.
+    pub interval: LatencyHistogram,
+}
+
+#[derive(Debug)]
+struct Watched {
+    /// Series of this thread, and of its name.
+    own: u16,
+    by_name: u16,
+    /// Runnable since (woken or preempted), not yet on a CPU.
+    runnable_since: Option<u64>,
+}
+
+/// Event with its arrival order, ordered by time (then arrival) for the merge.
+#[derive(Debug)]
+struct Timed(u64, u64, Event);
+
+impl PartialEq for Timed {
+    fn eq(&self, other: &Self) -> bool {
+        (self.0, self.1) == (other.0, other.1)
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0, self.1).cmp(&(other.0, other.1))
+    }
+}
+
+/// How far behind the newest drain events are merged: the rings are drained one CPU after
+/// another, and a record written during a drain is read by the next one.
+const MERGE_LAG_NS: u64 = 20_000_000;
+/// How often the threads are re-read.
+const RESCAN_NS: u64 = 1_000_000_000;
+/// At most this many series (a thread's and its name's each count): past it, new threads
+/// are not watched and the run says so.
+pub const MAX_SERIES: usize = 512;
+
+/// The watcher's state, fed by the reader thread, read by the command's loop.
+#[derive(Debug)]
+pub struct WatchState {
+    spec: WatchSpec,
+    threads: HashMap<i64, Watched>,
+    series: Vec<WatchSeries>,
+    index: HashMap<String, u16>,
+    heap: BinaryHeap<Reverse<Timed>>,
+    arrived: u64,
+    scanned_ns: u64,
+    /// The process is gone (its /proc directory vanished).
+    gone: bool,
+    /// Threads not watched because the series limit was reached.
+    refused: u64,
+    /// Samples abandoned because events were lost in between.
+    abandoned: u64,
+    /// The most threads watched at once.
+    most_threads: usize,
+}
+
+impl WatchState {
+    /// Watching `spec`; reads the threads once now.
+    pub fn new(spec: WatchSpec) -> WatchState {
+        let mut state = WatchState {
+            spec,
+            threads: HashMap::new(),
+            series: Vec::new(),
+            index: HashMap::new(),
+            heap: BinaryHeap::new(),
+            arrived: 0,
+            scanned_ns: 0,
+            gone: false,
+            refused: 0,
+            abandoned: 0,
+            most_threads: 0,
+        };
+        state.rescan(rtlab_sys::time::monotonic_now_ns());
+        state
+    }
+
+    /// The series so far (totals and the current interval).
+    pub fn series(&self) -> &[WatchSeries] {
+        &self.series
+    }
+
+    /// Takes the interval histograms (name and histogram of each series with samples in the
+    /// interval), starting a new interval.
+    pub fn take_interval(&mut self) -> Vec<(String, LatencyHistogram)> {
+        let mut out = Vec::new();
+        for s in &mut self.series {
+            if !s.interval.is_empty() {
+                out.push((s.name.clone(), s.interval.clone()));
+                s.interval.reset();
+            }
+        }
+        out
+    }
+
+    /// The process exited.
+    pub fn gone(&self) -> bool {
+        self.gone
+    }
+
+    /// How many threads are watched now.
+    pub fn watched_threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The most threads watched at once.
+    pub fn most_threads(&self) -> usize {
+        self.most_threads
+    }
+
+    /// Threads left out at the series limit, and samples abandoned at event losses.
+    pub fn shortfalls(&self) -> (u64, u64) {
+        (self.refused, self.abandoned)
+    }
+
+    /// The patterns that match no thread of the process now.
+    pub fn unmatched(&self) -> Vec<String> {
+        let Ok(threads) = rtlab_sys::procfs::threads_of(self.spec.pid) else {
+            return Vec::new();
+        };
+        self.spec
+            .threads
+            .iter()
+            .filter(|p| !threads.iter().any(|t| p.matches(t.tid as i64, &t.name)))
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    fn series_index(&mut self, name: String) -> Option<u16> {
+        if let Some(&i) = self.index.get(&name) {
+            return Some(i);
+        }
+        if self.series.len() >= MAX_SERIES {
+            return None;
+        }
+        let i = self.series.len() as u16;
+        self.series.push(WatchSeries {
+            name: name.clone(),
+            total: LatencyHistogram::compact(),
+            interval: LatencyHistogram::compact(),
+        });
+        self.index.insert(name, i);
+        Some(i)
+    }
+
+    /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
+    fn rescan(&mut self, now: u64) {
+        self.scanned_ns = now;
+        let threads = match rtlab_sys::procfs::threads_of(self.spec.pid) {
+            Ok(t) if rtlab_sys::procfs::process_alive(self.spec.pid) => t,
+            _ => {
+                self.gone = true;
+                return;
+            }
+        };
+        let mut alive = HashMap::new();
+        for t in threads {
+            let tid = t.tid as i64;
+            let chosen = self.spec.threads.is_empty()
+                || self.spec.threads.iter().any(|p| p.matches(tid, &t.name));
+            let rt = || rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
+            if !chosen || (self.spec.rt_only && !rt()) {
+                continue;
+            }
+            let watched = match self.threads.remove(&tid) {
+                Some(w)
+                    if self.series[w.own as usize]
+                        .name
+                        .starts_with(&format!("{}/", t.name)) =>
+                {
+                    w
+                }
+                // New, or renamed (a JVM names its threads after starting them).
+                previous => {
+                    let series = (
+                        self.series_index(format!("{}/{tid}/wakeup", t.name)),
+                        self.series_index(format!("{}/wakeup", t.name)),
+                    );
+                    match series {
+                        (Some(own), Some(by_name)) => Watched {
+                            own,
+                            by_name,
+                            runnable_since: previous.and_then(|p| p.runnable_since),
+                        },
+                        _ => {
+                            self.refused += 1;
+                            continue;
+                        }
+                    }
+                }
+            };
+            alive.insert(tid, watched);
+        }
+        self.threads = alive;
+        self.most_threads = self.most_threads.max(self.threads.len());
+    }
+
+    /// Takes newly read events (any CPU order).
+    pub(crate) fn push(&mut self, e: Event) {
+        self.arrived += 1;
+        self.heap.push(Reverse(Timed(e.ts_ns, self.arrived, e)));
+    }
+
+    /// Processes the events up to `drained_at - MERGE_LAG_NS` in time order (`drained_at`:
+    /// when the reader's latest drain started); a sample over `threshold_ns` becomes a
+    /// request to explain.
+    pub(crate) fn advance(
+        &mut self,
+        drained_at: u64,
+        threshold_ns: u64,
+        request: &mut dyn FnMut(Request),
+    ) {
+        if drained_at >= self.scanned_ns + RESCAN_NS {
+            self.rescan(drained_at);
+        }
+        let watermark = drained_at.saturating_sub(MERGE_LAG_NS);
+        while self.heap.peek().is_some_and(|Reverse(t)| t.0 <= watermark) {
+            let Some(Reverse(Timed(_, _, e))) = self.heap.pop() else {
+                break;
+            };
+            self.step(&e, threshold_ns, request);
+        }
+    }
+
+    /// Processes everything left (the run is ending).
+    pub(crate) fn flush(&mut self, threshold_ns: u64, request: &mut dyn FnMut(Request)) {
+        while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
+            self.step(&e, threshold_ns, request);
+        }
+    }
+
+    fn step(&mut self, e: &Event, threshold_ns: u64, request: &mut dyn FnMut(Request)) {
+        match &e.kind {
+            Kind::Waking { task, .. }
+            | Kind::HrtimerEntry {
+                task: Some(task), ..
+            } => {
+                if let Some(w) = self.threads.get_mut(&task.pid) {
+                    w.runnable_since.get_or_insert(e.ts_ns);
+                }
+            }
+            Kind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if let Some(w) = self.threads.get_mut(&prev.pid) {
+                    // Preempted: runnable from now on; asleep: not until woken.
+                    w.runnable_since = prev_state.is_runnable().then_some(e.ts_ns);
+                }
+                if let Some(w) = self.threads.get_mut(&next.pid) {
+                    if let Some(since) = w.runnable_since.take() {
+                        let delay = e.ts_ns.saturating_sub(since);
+                        let (own, by_name) = (w.own as usize, w.by_name as usize);
+                        for i in [own, by_name] {
+                            self.series[i].total.record(Nanos(delay));
+                            self.series[i].interval.record(Nanos(delay));
+                        }
+                        if delay > threshold_ns {
+                            request(Request {
+                                series: own as u16,
+                                cpu: e.cpu,
+                                tid: next.pid,
+                                deadline_ns: since,
+                                woke_ns: e.ts_ns,
+                                wait: Wait::Timer,
+                            });
+                        }
+                    }
+                }
+            }
+            Kind::Lost(_) => {
+                // The switch that ended a pending delay may be among the lost events: a
+                // later one would measure too long a delay.
+                for w in self.threads.values_mut() {
+                    if w.runnable_since.take().is_some() {
+                        self.abandoned += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Task, TaskState};
+
+    #[test]
+    fn globs_match_whole_names() {
+        for (p, s, ok) in [
+            ("rt-*", "rt-loop", true),
+            ("rt-*", "xrt-loop", false),
+            ("*loop", "rt-loop", true),
+            ("r?-loop", "rt-loop", true),
+            ("rt-loop", "rt-loop", true),
+            ("rt-loop", "rt-loop2", false),
+            ("*", "", true),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+        ] {
+            assert_eq!(glob(p.as_bytes(), s.as_bytes()), ok, "{p} vs {s}");
+        }
+        assert_eq!(ThreadPattern::parse("42"), Ok(ThreadPattern::Tid(42)));
+        assert!(ThreadPattern::parse("0").is_err() && ThreadPattern::parse("").is_err());
+    }
+
+    fn task(pid: i64) -> Task {
+        Task {
+            comm: format!("t{pid}"),
+            pid,
+            prio: 120,
+        }
+    }
+
+    fn ev(cpu: u16, ts_ns: u64, kind: Kind) -> Event {
+        Event {
+            cpu,
+            ts_ns,
+            current_pid: 0,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
+        // Watch this test process's own threads, then feed synthetic events for one of them.
+        let me = std::process::id() as i32;
+        let tid = rtlab_sys::futex::current_tid() as i64;
+        let mut w = WatchState::new(WatchSpec {
+            pid: me,
+            threads: vec![ThreadPattern::Tid(tid)],
+            rt_only: false,
+        });
+        assert_eq!(w.watched_threads(), 1);
+        let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+            prev: task(prev),
+            prev_state: state,
+            next: task(next),
+        };
+        // Woken on CPU 1 at 1000, on CPU 0 at 1500 (delivered first, as a drain of CPU 0
+        // before CPU 1 would); preempted at 2000, back at 2300; asleep at 3000.
+        w.push(ev(0, 1_500, switch(0, TaskState::RUNNING, tid)));
+        w.push(ev(
+            1,
+            1_000,
+            Kind::Waking {
+                task: task(tid),
+                target_cpu: 0,
+            },
+        ));
+        w.push(ev(0, 2_000, switch(tid, TaskState::PREEMPTED, 7)));
+        w.push(ev(0, 2_300, switch(7, TaskState::SLEEPING, tid)));
+        w.push(ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
+        w.push(ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
+        let mut requests = Vec::new();
+        w.advance(MERGE_LAG_NS + 10_000, 400, &mut |r| requests.push(r));
+        let own = &w.series()[0];
+        assert!(
+            own.name.ends_with(&format!("/{tid}/wakeup")),
+            "{}",
+            own.name
+        );
+        assert_eq!(own.total.len(), 2);
+        assert_eq!(own.total.max(), Nanos(500));
+        assert_eq!(
+            w.series()[1].total.len(),
+            2,
+            "the name's series sums its threads"
+        );
+        assert_eq!(requests.len(), 1, "only the 500 ns delay is over 400 ns");
+        assert_eq!(
+            (
+                requests[0].deadline_ns,
+                requests[0].woke_ns,
+                requests[0].cpu
+            ),
+            (1_000, 1_500, 0)
+        );
+        let interval = w.take_interval();
+        assert_eq!(interval.len(), 2);
+        assert!(w.take_interval().is_empty(), "a new interval starts empty");
+    }
+
+    #[test]
+    fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
+        let me = std::process::id() as i32;
+        let tid = rtlab_sys::futex::current_tid() as i64;
+        let mut w = WatchState::new(WatchSpec {
+            pid: me,
+            threads: vec![ThreadPattern::Tid(tid)],
+            rt_only: false,
+        });
+        w.push(ev(
+            1,
+            1_000,
+            Kind::Waking {
+                task: task(tid),
+                target_cpu: 0,
+            },
+        ));
+        w.push(ev(0, 5_000, Kind::Lost(3)));
+        w.push(ev(
+            0,
+            9_000,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: task(tid),
+            },
+        ));
+        w.flush(u64::MAX, &mut |_| {});
+        assert!(w.series()[0].total.is_empty());
+        assert_eq!(w.shortfalls(), (0, 1));
+    }
+}

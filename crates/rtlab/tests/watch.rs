@@ -1,0 +1,274 @@
+//! rtlab watch: a running program's threads, measured and explained from kernel events.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A program with a named periodic thread (1 ms sleeps, named through prctl as a C or Java
+/// program's would be), and a main thread that waits; exits with `code` after `secs`.
+fn periodic_program(secs: f64, code: i32) -> String {
+    format!(
+        "import ctypes, threading, time, sys
+def loop():
+    ctypes.CDLL(None).prctl(15, b'rt-loop', 0, 0, 0)
+    end = time.monotonic() + {secs}
+    while time.monotonic() < end:
+        time.sleep(0.001)
+t = threading.Thread(target=loop)
+t.start()
+t.join()
+sys.exit({code})
+"
+    )
+}
+
+fn can_run(test: &str) -> bool {
+    if !is_root() {
+        skip(test, "needs root (eBPF or tracefs)");
+        return false;
+    }
+    if !Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        skip(test, "needs python3 for the watched program");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_status() {
+    if !can_run("watch a command") {
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, hlog) = (dir.path().join("w.json"), dir.path().join("w.hlog"));
+    let out = rtlab()
+        .args([
+            "watch",
+            "--interval-log",
+            "500ms",
+            "--thread",
+            "rt-*",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--hlog")
+        .arg(&hlog)
+        .args(["--", "python3", "-c", &periodic_program(2.0, 7)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
+    let doc = load_valid_document(&json);
+    let names: Vec<String> = series_names(&doc)
+        .into_iter()
+        .filter(|n| n != "watch/threads")
+        .collect();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("rt-loop/")),
+        "only the thread the pattern names: {names:?}"
+    );
+    assert_eq!(series_named(&doc, "watch/threads")["value"], 1.0);
+    let by_name = series_named(&doc, "rt-loop/wakeup");
+    let count = by_name["count"].as_u64().unwrap();
+    // 2 s of 1 ms sleeps: about 2000 wakeups (fewer on a loaded machine, never none).
+    assert!(count > 500, "{count} wakeups measured: {stderr}");
+    assert!(
+        stderr.contains("watch ") && stderr.contains("rt-loop/wakeup n="),
+        "{stderr}"
+    );
+    // The interval log reads back with the hdrhistogram crate, and its intervals add up to
+    // the series' totals.
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let text = std::fs::read(&hlog).unwrap();
+    let mut per_tag: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut intervals = 0;
+    for entry in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(h) = entry.expect("a well-formed interval log") {
+            intervals += 1;
+            let bytes = base64_decode(h.encoded_histogram());
+            let hist: hdrhistogram::Histogram<u64> =
+                Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+            *per_tag
+                .entry(h.tag().expect("tagged").as_str().to_string())
+                .or_default() += hist.len();
+        }
+    }
+    assert!(intervals >= 4, "{intervals} intervals in 2 s at 500 ms");
+    for name in &names {
+        assert_eq!(
+            per_tag.get(name).copied(),
+            series_named(&doc, name)["count"].as_u64(),
+            "{name}: the intervals add up to the total"
+        );
+    }
+}
+
+/// Standard base64 (the interval log's encoding), for the test only.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c) << (18 - 6 * i);
+        }
+        let len = chunk.len() * 6 / 8;
+        out.extend_from_slice(&n.to_be_bytes()[1..1 + len]);
+    }
+    out
+}
+
+#[test]
+fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() {
+    if !can_run("watch hog") {
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    // The program on CPU 0, beside the hog (FIFO 99, 3 ms every 200 ms).
+    let mut program = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .args(["exec", "--cpus", "0", "--", "python3", "-c"])
+        .arg(periodic_program(30.0, 0))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut hog = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .args(["load", "hog:99:3ms/200ms:0", "--duration", "6s", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = program.id().to_string();
+    let out = rtlab()
+        .args([
+            "watch",
+            "--pid",
+            &pid,
+            "--thread",
+            "rt-loop",
+            "--duration",
+            "4s",
+        ])
+        .args(["--threshold", "1500us", "--top", "50", "--quiet", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let _ = program.kill();
+    let _ = program.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc = load_valid_document(&json);
+    let outliers = doc["outliers"].as_array().unwrap();
+    // About 20 hog runs in 4 s, each holding the thread's CPU for up to 3 ms. A stalled
+    // vCPU can add outliers of its own, so the test asks for hog-caused ones, not only them.
+    let by_hog = outliers
+        .iter()
+        .filter(|o| {
+            let late = o["latency_ns"].as_u64().unwrap();
+            o["causes"].as_array().unwrap().iter().any(|c| {
+                c["kind"] == "preemption"
+                    && c["task"] == "rtlab-hog"
+                    && c["duration_ns"].as_u64().unwrap() * 2 >= late
+            })
+        })
+        .count();
+    assert!(
+        by_hog >= 3,
+        "{by_hog} of {} outliers over 1.5 ms are mostly rtlab-hog's: {:#?}",
+        outliers.len(),
+        outliers
+    );
+}
+
+#[test]
+fn bad_input_gets_one_line_and_exit_2() {
+    for (args, says) in [
+        (vec!["watch"], "say what to watch"),
+        (vec!["watch", "--pid", "2147483647"], "no such process"),
+        (vec!["watch", "--pid", "1", "--", "true"], "not both"),
+        (
+            vec!["watch", "--pid", "1", "--thread", ""],
+            "empty thread pattern",
+        ),
+        (vec!["watch", "--pid", "0"], "not a process"),
+    ] {
+        if !is_root() && says != "not a process" && says != "empty thread pattern" {
+            continue; // without root the privilege check comes first
+        }
+        let out = rtlab().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    if is_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = rtlab_unprivileged(&["watch", "--pid", "1", "--duration", "1s"], dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("needs root"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_pattern_matching_nothing_warns_and_the_process_exiting_ends_the_run() {
+    if !can_run("watch unmatched") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    let mut sleeper = Command::new("sleep").arg("2").spawn().unwrap();
+    let started = Instant::now();
+    let out = rtlab()
+        .args([
+            "watch",
+            "--pid",
+            &sleeper.id().to_string(),
+            "--thread",
+            "no-such-*",
+        ])
+        .args(["--duration", "30s", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let _ = sleeper.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--thread no-such-*: no thread of process"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "ended when the process exited, not at --duration"
+    );
+    let doc = load_valid_document(&json);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ended: the process exited"));
+    assert!(doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("no thread of process")));
+}

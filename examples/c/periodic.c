@@ -1,0 +1,67 @@
+// A periodic real-time-style loop to point `rtlab watch` at: one thread named "rt-loop" wakes
+// every PERIOD_US on CLOCK_MONOTONIC absolute deadlines (clock_nanosleep TIMER_ABSTIME, as
+// cyclictest does) and measures its own lateness; at the end it prints
+// "samples N p50 X p99 Y max Z" (ns). Usage: periodic [SECONDS] [PERIOD_US]
+//
+//   cc -O2 -pthread -o periodic examples/c/periodic.c
+//   ./periodic 10 1000 & sudo rtlab watch --pid $! --thread rt-loop --duration 10s
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double seconds = 10;
+static long period_ns = 1000000;
+
+static int cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void *loop(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rt-loop");
+    size_t n = (size_t)(seconds * 1e9 / period_ns) + 1, i = 0;
+    int64_t *late = malloc(n * sizeof *late);
+    if (!late) {
+        perror("malloc");
+        exit(1);
+    }
+    int64_t next = now_ns() + period_ns;
+    while (i < n) {
+        struct timespec t = {next / 1000000000, next % 1000000000};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) != 0) {
+        }
+        late[i++] = now_ns() - next;
+        next += period_ns;
+    }
+    qsort(late, n, sizeof *late, cmp);
+    printf("samples %zu p50 %lld p99 %lld max %lld\n", n, (long long)late[n / 2],
+           (long long)late[n * 99 / 100], (long long)late[n - 1]);
+    free(late);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) seconds = atof(argv[1]);
+    if (argc > 2) period_ns = atol(argv[2]) * 1000;
+    if (seconds <= 0 || period_ns <= 0) {
+        fprintf(stderr, "usage: periodic [SECONDS > 0] [PERIOD_US > 0]\n");
+        return 2;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, loop, NULL) != 0) {
+        perror("pthread_create");
+        return 1;
+    }
+    pthread_join(t, NULL);
+    return 0;
+}
