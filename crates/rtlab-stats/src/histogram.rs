@@ -76,7 +76,11 @@ impl Default for LatencyHistogram {
 impl LatencyHistogram {
     /// An empty histogram covering 1 ns .. 1 h at 3 significant digits (about 256 KiB).
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+        Self::with_digits(SIGNIFICANT_DIGITS)
+    }
+
+    fn with_digits(digits: u8) -> Self {
+        let hist = Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, digits)
             .expect("constant bounds are valid");
         LatencyHistogram {
             hist,
@@ -90,15 +94,7 @@ impl LatencyHistogram {
     /// A histogram over the same range at 2 significant digits (1 % resolution, about a
     /// tenth of the memory): for watching many threads at once.
     pub fn compact() -> Self {
-        let hist = Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, 2)
-            .expect("constant bounds are valid");
-        LatencyHistogram {
-            hist,
-            min: u64::MAX,
-            max: 0,
-            sum: 0,
-            missed: 0,
-        }
+        Self::with_digits(2)
     }
 
     /// The underlying HdrHistogram (for HdrHistogram's own formats, such as interval logs).

@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 
 /// Keeps this much history per CPU.
 const RETENTION_NS: u64 = 1_000_000_000;
+/// And at most this many events per CPU.
+const MAX_EVENTS: usize = 65_536;
 
 /// Per-CPU history.
 #[derive(Debug, Default)]
@@ -44,17 +46,22 @@ impl History {
                 self.raw.insert(at, r);
             }
         }
-        while self
-            .events
-            .front()
-            .is_some_and(|f| f.ts_ns + RETENTION_NS < self.newest_ns)
-        {
+        // A second of history, or fewer events on a CPU that produces more than MAX_EVENTS a
+        // second (the windows explained reach 20 ms before a deadline): bounded either way.
+        while self.events.front().is_some_and(|f| {
+            f.ts_ns + RETENTION_NS < self.newest_ns || self.events.len() > MAX_EVENTS
+        }) {
             if let Some(old) = self.events.pop_front() {
                 if let Kind::Switch { next, .. } = old.kind {
                     self.base = Some(next);
                 }
             }
             self.raw.pop_front();
+        }
+        // Give back what a burst took (a watch runs for days).
+        if self.events.capacity() > 4 * self.events.len().max(4096) {
+            self.events.shrink_to(2 * self.events.len());
+            self.raw.shrink_to(2 * self.raw.len());
         }
     }
 }

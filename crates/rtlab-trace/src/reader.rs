@@ -156,28 +156,24 @@ pub(crate) fn read_loop(
     let mut histories: Vec<History> = Vec::new();
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
-    // Events for the watcher, handed over once per poll (one lock per poll, not per event).
-    let mut for_watch: Vec<Event> = Vec::new();
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let drained_at = monotonic_now_ns();
+        // The watcher takes the events of its threads as they are read (one lock per poll).
+        let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
         let got = source.poll(keep_raw, &mut |e, raw| {
             let cpu = e.cpu as usize;
             if histories.len() <= cpu {
                 histories.resize_with(cpu + 1, History::default);
             }
-            if watch.is_some() {
-                for_watch.push(e.clone());
+            if let Some(w) = watching.as_mut() {
+                w.offer(&e);
             }
             histories[cpu].push(e, raw);
         })?;
-        if let Some(w) = watch {
-            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
-            for e in for_watch.drain(..) {
-                w.push(e);
-            }
+        if let Some(mut w) = watching {
             let limit = threshold.load(Ordering::Relaxed);
             let mut ask = |r: Request| {
                 out.over_threshold += 1;

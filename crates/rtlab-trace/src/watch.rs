@@ -118,6 +118,9 @@ struct Watched {
     by_name: u16,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
+    /// Woken since it last got a CPU: a wakeup can come while it is still on its CPU going
+    /// to sleep (the switch-out then still says asleep), and counts from the wakeup.
+    woken_since_in: bool,
 }
 
 /// Event with its arrival order, ordered by time (then arrival) for the merge.
@@ -295,7 +298,8 @@ impl WatchState {
                         (Some(own), Some(by_name)) => Watched {
                             own,
                             by_name,
-                            runnable_since: previous.and_then(|p| p.runnable_since),
+                            runnable_since: previous.as_ref().and_then(|p| p.runnable_since),
+                            woken_since_in: previous.is_some_and(|p| p.woken_since_in),
                         },
                         _ => {
                             self.refused += 1;
@@ -310,10 +314,22 @@ impl WatchState {
         self.most_threads = self.most_threads.max(self.threads.len());
     }
 
-    /// Takes newly read events (any CPU order).
-    pub(crate) fn push(&mut self, e: Event) {
-        self.arrived += 1;
-        self.heap.push(Reverse(Timed(e.ts_ns, self.arrived, e)));
+    /// Takes a newly read event (any CPU order) if it concerns a watched thread: only those
+    /// wait for the merge, so its memory follows the watched threads' event rate, not the
+    /// machine's.
+    pub(crate) fn offer(&mut self, e: &Event) {
+        let watched = |pid: &i64| self.threads.contains_key(pid);
+        let relevant = match &e.kind {
+            Kind::Waking { task, .. } => watched(&task.pid),
+            Kind::Switch { prev, next, .. } => watched(&prev.pid) || watched(&next.pid),
+            Kind::Lost(_) => true,
+            _ => false,
+        };
+        if relevant {
+            self.arrived += 1;
+            self.heap
+                .push(Reverse(Timed(e.ts_ns, self.arrived, e.clone())));
+        }
     }
 
     /// Processes the events up to `drained_at - MERGE_LAG_NS` in time order (`drained_at`:
@@ -346,12 +362,15 @@ impl WatchState {
 
     fn step(&mut self, e: &Event, threshold_ns: u64, request: &mut dyn FnMut(Request)) {
         match &e.kind {
-            Kind::Waking { task, .. }
-            | Kind::HrtimerEntry {
-                task: Some(task), ..
-            } => {
+            // From `sched_waking` (the decision to wake it), as the scheduler's own wakeup
+            // tracepoints count, not from its timer's expiry (earlier by the timer
+            // interrupt's path): that is the `timer` kind's start.
+            Kind::Waking { task, .. } => {
+                // A waking only comes for a task that set itself asleep, so the latest one
+                // marks the start (an earlier one was for a sleep it never entered).
                 if let Some(w) = self.threads.get_mut(&task.pid) {
-                    w.runnable_since.get_or_insert(e.ts_ns);
+                    w.runnable_since = Some(e.ts_ns);
+                    w.woken_since_in = true;
                 }
             }
             Kind::Switch {
@@ -360,10 +379,18 @@ impl WatchState {
                 next,
             } => {
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
-                    // Preempted: runnable from now on; asleep: not until woken.
-                    w.runnable_since = prev_state.is_runnable().then_some(e.ts_ns);
+                    // Preempted: runnable from now on; asleep: not until woken, unless the
+                    // wakeup already came (then from that wakeup).
+                    w.runnable_since = if prev_state.is_runnable() {
+                        Some(e.ts_ns)
+                    } else if w.woken_since_in {
+                        w.runnable_since
+                    } else {
+                        None
+                    };
                 }
                 if let Some(w) = self.threads.get_mut(&next.pid) {
+                    w.woken_since_in = false;
                     if let Some(since) = w.runnable_since.take() {
                         let delay = e.ts_ns.saturating_sub(since);
                         let (own, by_name) = (w.own as usize, w.by_name as usize);
@@ -457,8 +484,8 @@ mod tests {
         };
         // Woken on CPU 1 at 1000, on CPU 0 at 1500 (delivered first, as a drain of CPU 0
         // before CPU 1 would); preempted at 2000, back at 2300; asleep at 3000.
-        w.push(ev(0, 1_500, switch(0, TaskState::RUNNING, tid)));
-        w.push(ev(
+        w.offer(&ev(0, 1_500, switch(0, TaskState::RUNNING, tid)));
+        w.offer(&ev(
             1,
             1_000,
             Kind::Waking {
@@ -466,10 +493,10 @@ mod tests {
                 target_cpu: 0,
             },
         ));
-        w.push(ev(0, 2_000, switch(tid, TaskState::PREEMPTED, 7)));
-        w.push(ev(0, 2_300, switch(7, TaskState::SLEEPING, tid)));
-        w.push(ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
-        w.push(ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
+        w.offer(&ev(0, 2_000, switch(tid, TaskState::PREEMPTED, 7)));
+        w.offer(&ev(0, 2_300, switch(7, TaskState::SLEEPING, tid)));
+        w.offer(&ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
+        w.offer(&ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
         let mut requests = Vec::new();
         w.advance(MERGE_LAG_NS + 10_000, 400, &mut |r| requests.push(r));
         let own = &w.series()[0];
@@ -508,7 +535,7 @@ mod tests {
             threads: vec![ThreadPattern::Tid(tid)],
             rt_only: false,
         });
-        w.push(ev(
+        w.offer(&ev(
             1,
             1_000,
             Kind::Waking {
@@ -516,8 +543,8 @@ mod tests {
                 target_cpu: 0,
             },
         ));
-        w.push(ev(0, 5_000, Kind::Lost(3)));
-        w.push(ev(
+        w.offer(&ev(0, 5_000, Kind::Lost(3)));
+        w.offer(&ev(
             0,
             9_000,
             Kind::Switch {
