@@ -473,10 +473,12 @@ impl RobustMutex {
             self.state.store(NOT_RECOVERABLE, Ordering::Relaxed);
         }
         let entry = self.entry();
-        let linked = match (list.head_for(current_tid()), list.position(entry)) {
+        let tid = current_tid();
+        let linked = match (list.head_for(tid), list.position(entry)) {
             (Some(head_ptr), Some(i)) => Some((head_ptr, i)),
             // Not in this thread's record (a guard carried into a forked child): the list
-            // is not this thread's to change.
+            // is not this thread's to change, nor the lock, unless it names this thread.
+            _ if self.word.load(Ordering::Relaxed) & TID_MASK != tid => return,
             _ => None,
         };
         let head = linked.map(|(head_ptr, i)| {

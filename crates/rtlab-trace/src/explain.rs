@@ -21,8 +21,11 @@
 //! ([`Wait::Notify`]), the time before the wakeup is the notifier's.
 
 use crate::event::{Event, Kind, Task};
+pub use crate::reason::describe;
 use crate::reason::{Blocker, Named, Reason};
 use crate::replay::{Cpu, Follow, Moved};
+use crate::tick::TICK_SLACK_NS;
+pub use crate::tick::{is_tick, tick_grid, Tick};
 use rtlab_stats::result::{Cause, CauseKind};
 
 /// What the late thread was waiting for.
@@ -193,69 +196,6 @@ fn peer_owner(
             None,
             Reason::PeerUnknown { cpu: at, peer },
         ),
-    }
-}
-
-/// The periodic scheduler tick: at `phase_ns + k * period_ns` on every CPU not idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tick {
-    pub period_ns: u64,
-    pub phase_ns: u64,
-}
-
-/// How late a tick may come before it counts as missed (its own entry path and jitter).
-const TICK_SLACK_NS: u64 = 100_000;
-
-/// Whether a timer expiry is the scheduler tick's.
-pub fn is_tick(function: &str) -> bool {
-    function.starts_with("tick_")
-}
-
-/// A CPU's tick grid from the expiry times of its ticks (in time order): the period is the
-/// step most successive ticks take (one of the kernel's HZ choices), the phase the median of
-/// their times modulo it. Each CPU has its own (`skew_tick=1` staggers them). None when too
-/// few ticks agree.
-pub fn tick_grid(ticks: &[u64]) -> Option<Tick> {
-    const PERIODS: [u64; 4] = [1_000_000, 3_333_333, 4_000_000, 10_000_000];
-    let mut votes = [0usize; 4];
-    for w in ticks.windows(2) {
-        let d = w[1].saturating_sub(w[0]);
-        if let Some(i) = PERIODS.iter().position(|&p| d.abs_diff(p) < p / 50) {
-            votes[i] += 1;
-        }
-    }
-    let (i, &n) = votes.iter().enumerate().max_by_key(|&(_, n)| *n)?;
-    if n < 3 {
-        return None;
-    }
-    let period_ns = PERIODS[i];
-    // Offsets from the first tick's residue, wrapped to (-period/2, period/2].
-    let r0 = ticks.first()? % period_ns;
-    let mut offsets: Vec<i64> = ticks
-        .iter()
-        .map(|t| {
-            let d = (t % period_ns + period_ns - r0) % period_ns;
-            if d > period_ns / 2 {
-                d as i64 - period_ns as i64
-            } else {
-                d as i64
-            }
-        })
-        .collect();
-    offsets.sort_unstable();
-    let median = offsets[offsets.len() / 2];
-    let phase_ns = (r0 as i64 + median).rem_euclid(period_ns as i64) as u64;
-    Some(Tick {
-        period_ns,
-        phase_ns,
-    })
-}
-
-impl Tick {
-    /// The first point of the grid after `t`.
-    fn next_after(&self, t: u64) -> u64 {
-        let k = t.saturating_sub(self.phase_ns) / self.period_ns + 1;
-        self.phase_ns + k * self.period_ns
     }
 }
 
@@ -829,77 +769,6 @@ impl<'a> Attribution<'a> {
         causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
         causes
     }
-}
-
-/// One readable line: "thread0 late by 3.1 ms at 12.4 s: 2.9 ms preempted by rtlab-hog (pid 42,
-/// RT 99); 0.2 ms IRQ 11 virtio0".
-pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> String {
-    use rtlab_stats::result::ReasonCode;
-    use rtlab_stats::Nanos;
-    let parts: Vec<String> = causes
-        .iter()
-        .filter(|c| c.duration_ns * 100 >= latency_ns || c.duration_ns >= 10_000)
-        .take(4)
-        .map(|c| {
-            let d = Nanos(c.duration_ns);
-            match (&c.kind, &c.task) {
-                (CauseKind::Blocking, Some(task)) => format!(
-                    "{d} blocked on {task} (pid {}, {})",
-                    c.pid.unwrap_or(-1),
-                    match c.prio {
-                        Some(p) if p > 0 => format!("RT {p}"),
-                        _ => "time-sharing".into(),
-                    }
-                ),
-                (CauseKind::Preemption, Some(task)) => {
-                    let prio = match c.prio {
-                        Some(p) if p > 0 => format!("RT {p}"),
-                        _ => "time-sharing".into(),
-                    };
-                    let inversion = c.reason == Some(ReasonCode::PriorityInversion);
-                    let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
-                    if before {
-                        // Not woken yet: nothing was preempted, the timer interrupt was late.
-                        return format!(
-                            "{d} timer interrupt late while {task} (pid {}, {prio}) ran",
-                            c.pid.unwrap_or(-1)
-                        );
-                    }
-                    format!(
-                        "{d} preempted by {task} (pid {}, {prio}){}",
-                        c.pid.unwrap_or(-1),
-                        if inversion {
-                            " while the lock holder waited: priority inversion"
-                        } else {
-                            ""
-                        }
-                    )
-                }
-                (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
-                (CauseKind::Softirq, _) => {
-                    format!("{d} softirq {}", c.detail.as_deref().unwrap_or("?"))
-                }
-                (kind, _) => format!(
-                    "{d} {}{}",
-                    kind.as_str(),
-                    c.detail
-                        .as_deref()
-                        .map(|x| format!(" ({x})"))
-                        .unwrap_or_default()
-                ),
-            }
-        })
-        .collect();
-    format!(
-        "{series} late by {} at {:.1} s: {}",
-        Nanos(latency_ns),
-        at_ns as f64 / 1e9,
-        if parts.is_empty() {
-            "no cause found".into()
-        } else {
-            parts.join("; ")
-        }
-    )
 }
 
 #[cfg(test)]

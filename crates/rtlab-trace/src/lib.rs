@@ -22,6 +22,7 @@ mod reader;
 pub mod reason;
 mod recorder;
 mod replay;
+mod tick;
 pub mod watch;
 
 pub use error::TraceError;

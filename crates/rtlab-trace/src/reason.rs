@@ -1,10 +1,10 @@
 //! Why a slice of an outlier went where it went: one variant per reason the attribution
-//! gives, and the one place that turns a reason into the text users read (a cause's
-//! `detail`). The result document also carries the reason's code ([`ReasonCode`]), so
+//! gives, and the one place that turns reasons into the text users read (a cause's
+//! `detail`, and [`describe`]'s one line per outlier). The result document also carries the reason's code ([`ReasonCode`]), so
 //! whatever reads a result later (the one-line summary, a report, a script) decides by the
 //! code, never by matching the English text.
 
-use rtlab_stats::result::ReasonCode;
+use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
 use rtlab_stats::Nanos;
 use std::fmt;
 
@@ -336,4 +336,73 @@ impl fmt::Display for Reason {
             ),
         }
     }
+}
+
+/// One readable line: "thread0 late by 3.1 ms at 12.4 s: 2.9 ms preempted by rtlab-hog (pid 42,
+/// RT 99); 0.2 ms IRQ 11 virtio0".
+pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> String {
+    let parts: Vec<String> = causes
+        .iter()
+        .filter(|c| c.duration_ns * 100 >= latency_ns || c.duration_ns >= 10_000)
+        .take(4)
+        .map(|c| {
+            let d = Nanos(c.duration_ns);
+            match (&c.kind, &c.task) {
+                (CauseKind::Blocking, Some(task)) => format!(
+                    "{d} blocked on {task} (pid {}, {})",
+                    c.pid.unwrap_or(-1),
+                    match c.prio {
+                        Some(p) if p > 0 => format!("RT {p}"),
+                        _ => "time-sharing".into(),
+                    }
+                ),
+                (CauseKind::Preemption, Some(task)) => {
+                    let prio = match c.prio {
+                        Some(p) if p > 0 => format!("RT {p}"),
+                        _ => "time-sharing".into(),
+                    };
+                    let inversion = c.reason == Some(ReasonCode::PriorityInversion);
+                    let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
+                    if before {
+                        // Not woken yet: nothing was preempted, the timer interrupt was late.
+                        return format!(
+                            "{d} timer interrupt late while {task} (pid {}, {prio}) ran",
+                            c.pid.unwrap_or(-1)
+                        );
+                    }
+                    format!(
+                        "{d} preempted by {task} (pid {}, {prio}){}",
+                        c.pid.unwrap_or(-1),
+                        if inversion {
+                            " while the lock holder waited: priority inversion"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+                (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
+                (CauseKind::Softirq, _) => {
+                    format!("{d} softirq {}", c.detail.as_deref().unwrap_or("?"))
+                }
+                (kind, _) => format!(
+                    "{d} {}{}",
+                    kind.as_str(),
+                    c.detail
+                        .as_deref()
+                        .map(|x| format!(" ({x})"))
+                        .unwrap_or_default()
+                ),
+            }
+        })
+        .collect();
+    format!(
+        "{series} late by {} at {:.1} s: {}",
+        Nanos(latency_ns),
+        at_ns as f64 / 1e9,
+        if parts.is_empty() {
+            "no cause found".into()
+        } else {
+            parts.join("; ")
+        }
+    )
 }

@@ -3,14 +3,16 @@
 use crate::cli::WatchArgs;
 use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::interval_log::{IntervalLogWriter, IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use rtlab_report::table::Table;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::time::monotonic_now_ns;
-use rtlab_trace::watch::{ThreadPattern, WatchSpec};
+use rtlab_trace::watch::{ThreadPattern, WatchSpec, WatchState};
 use rtlab_trace::{Explainer, Options, TraceError};
+use std::process::Child;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// How often the loop looks at the clock, the signal flag and the process.
@@ -37,42 +39,12 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         )
         .into());
     }
-    let mut child = match (args.pid, args.command.is_empty()) {
-        (Some(_), false) => {
-            return Err(BadInput("give either --pid or a command after --, not both".into()).into())
-        }
-        (None, true) => {
-            return Err(BadInput(
-                "say what to watch: --pid PID, or a command after -- (rtlab watch -- ./app)".into(),
-            )
-            .into())
-        }
-        (Some(_), true) => None,
-        (None, false) => {
-            let program = &args.command[0];
-            let child = std::process::Command::new(program)
-                .args(&args.command[1..])
-                .spawn()
-                .map_err(|e| {
-                    BadInput(format!("cannot start '{}': {e}", program.to_string_lossy()))
-                })?;
-            Some(child)
-        }
-    };
-    let pid = match (&child, args.pid) {
-        (Some(c), _) => c.id() as i32,
-        (None, Some(p)) => p,
-        (None, None) => unreachable!("checked above"),
-    };
-    if rtlab_sys::procfs::threads_of(pid).is_err() {
-        return Err(BadInput(format!("--pid {pid}: no such process")).into());
-    }
+    let (child, pid) = target(&args)?;
     let started_ns = monotonic_now_ns();
     let started_realtime = rtlab_sys::time::realtime_now_ns();
-    let threshold = args.threshold.map(|t| t.get());
     let options = Options {
         backend: args.explain_with,
-        threshold_ns: threshold,
+        threshold_ns: args.threshold.map(|t| t.get()),
         top: args.top.map_or(10, usize::from),
         trace_out: None,
         reader_cpus: Vec::new(),
@@ -94,161 +66,37 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         .watch_state()
         .expect("a watching explainer has a state")
         .clone();
-    let mut warnings = Vec::new();
-    {
-        let s = state.lock().unwrap_or_else(|p| p.into_inner());
-        for p in s.unmatched() {
-            let w = format!(
-                "--thread {p}: no thread of process {pid} matches now; watching for one to appear"
-            );
-            eprintln!("warning: {w}");
-            warnings.push(w);
-        }
-        if !args.quiet {
-            eprintln!(
-                "rtlab watch: process {pid}, {} thread(s) now, {} CPU(s) traced ({}); Ctrl-C ends",
-                s.watched_threads(),
-                cpus.len(),
-                if args.duration.is_some() {
-                    "until --duration"
-                } else {
-                    "until it exits"
-                }
-            );
-        }
-    }
-    let end_ns = args.duration.map(|d| started_ns.saturating_add(d.get()));
-    let interval = args.interval_log.get();
+    let mut warnings = announce(&state, pid, cpus.len(), &args);
+    let mut watching = Watching {
+        state: &state,
+        child,
+        started_ns,
+        end_ns: args.duration.map(|d| started_ns.saturating_add(d.get())),
+        interval_ns: args.interval_log.get(),
+        quiet: args.quiet,
+    };
     // Written as it goes (a log to follow while it runs), so not through a temporary file;
     // a file already there is replaced, never written through (a planted symlink included).
-    let mut hlog = match &args.hlog {
+    let (why, exit_status) = match &args.hlog {
         Some(path) => {
-            Some(open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?)
-        }
-        None => None,
-    };
-    let mut serializer = V2DeflateSerializer::new();
-    let mut log = match hlog.as_mut() {
-        Some(file) => Some(
-            IntervalLogWriterBuilder::new()
+            let mut file =
+                open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
+            let mut serializer = V2DeflateSerializer::new();
+            let mut log = IntervalLogWriterBuilder::new()
                 .add_comment("rtlab watch: scheduling delay (ns) per series, tag = series")
                 .with_start_time(std::time::SystemTime::now())
-                .begin_log_with(file, &mut serializer)
-                .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?,
-        ),
-        None => None,
-    };
-    let mut interval_start = started_ns;
-    let mut exit_status: Option<i32> = None;
-    let why = loop {
-        std::thread::sleep(TICK);
-        let now = monotonic_now_ns();
-        let ended = if rtlab_sys::signal::interrupted() {
-            Some("interrupted")
-        } else if end_ns.is_some_and(|e| now >= e) {
-            Some("duration reached")
-        } else if let Some(c) = child.as_mut() {
-            match c.try_wait() {
-                Ok(Some(status)) => {
-                    exit_status = Some(exit_code(status));
-                    Some("the command exited")
-                }
-                _ => None,
-            }
-        } else if state.lock().unwrap_or_else(|p| p.into_inner()).gone() {
-            Some("the process exited")
-        } else {
-            None
-        };
-        if now >= interval_start + interval || ended.is_some() {
-            let taken = state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take_interval();
-            let length = now.saturating_sub(interval_start);
-            if let Some(log) = log.as_mut() {
-                let start = Duration::from_nanos(interval_start.saturating_sub(started_ns));
-                for (name, h) in &taken {
-                    let tag_text = hlog_tag(name);
-                    log.write_histogram(
-                        h.hdr(),
-                        start,
-                        Duration::from_nanos(length),
-                        Tag::new(&tag_text),
-                    )
-                    .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
-                }
-            }
-            if !args.quiet {
-                for line in interval_lines(&taken, now.saturating_sub(started_ns)) {
-                    eprintln!("{line}");
-                }
-            }
-            interval_start = now;
+                .begin_log_with(&mut file, &mut serializer)
+                .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
+            watching.until_end(Some(&mut log))?
         }
-        if let Some(why) = ended {
-            break why;
-        }
+        None => watching.until_end(None)?,
     };
-    drop(log);
-    drop(hlog);
-    // A command rtlab started does not outlive the watch: asked to end (SIGTERM), then
-    // killed if it has not within 5 s; rtlab ends with its status either way.
-    if let (Some(c), None) = (child.as_mut(), exit_status) {
-        exit_status = Some(end_child(c));
-    }
     let findings = explainer.finish()?;
-    let s = state.lock().unwrap_or_else(|p| p.into_inner());
-    let (refused, abandoned) = s.shortfalls();
-    if refused > 0 {
-        warnings.push(format!(
-            "{refused} thread(s) not watched: at most {} series",
-            rtlab_trace::watch::MAX_SERIES
-        ));
-    }
-    if findings.lost_events > 0 || abandoned > 0 {
-        warnings.push(format!(
-            "{} trace events lost; {abandoned} delay(s) left unmeasured across the losses",
-            findings.lost_events
-        ));
-    }
-    let mut series = Vec::new();
-    let mut table = Table::new(&["series", "n", "p50", "p99", "p99.9", "max"]);
-    for w in s.series() {
-        if w.total.is_empty() {
-            continue;
-        }
-        let sum = w.total.summary();
-        table.row(vec![
-            w.name.clone(),
-            sum.count.to_string(),
-            Nanos(sum.p50).to_string(),
-            Nanos(sum.p99).to_string(),
-            Nanos(sum.p999).to_string(),
-            Nanos(sum.max).to_string(),
-        ]);
-        let mut out = Series::distribution(w.name.clone(), "wakeup_latency", &w.total)?
-            .with_config("pid", pid)
-            .with_config("kind", "wakeup");
-        out.tags
-            .insert("source".into(), findings.backend.to_string().into());
-        series.push(out);
-    }
-    series.push(
-        Series::value(
-            "watch/threads",
-            "threads_watched",
-            rtlab_stats::result::Unit::Count,
-            s.most_threads() as f64,
-        )
-        .with_config("pid", pid),
-    );
-    drop(s);
-    if series.len() == 1 {
-        warnings.push(format!(
-            "no watched thread of process {pid} was woken while watched"
-        ));
-    }
+    let (series, table) = {
+        let s = state.lock().unwrap_or_else(|p| p.into_inner());
+        warnings.extend(shortfalls(&s, pid, findings.lost_events));
+        results(&s, pid, findings.backend)?
+    };
     let duration = Nanos(monotonic_now_ns().saturating_sub(started_ns));
     let mut doc = standalone_doc(
         "watch",
@@ -267,6 +115,202 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         Some(code) => Status::Exit(code.clamp(0, 255) as u8),
         None => status,
     })
+}
+
+/// The process to watch: `--pid`'s, or the command's, started here.
+fn target(args: &WatchArgs) -> anyhow::Result<(Option<Child>, i32)> {
+    let (child, pid) = match (args.pid, args.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(BadInput("give either --pid or a command after --, not both".into()).into())
+        }
+        (None, true) => {
+            return Err(BadInput(
+                "say what to watch: --pid PID, or a command after -- (rtlab watch -- ./app)".into(),
+            )
+            .into())
+        }
+        (Some(pid), true) => (None, pid),
+        (None, false) => {
+            let program = &args.command[0];
+            let child = std::process::Command::new(program)
+                .args(&args.command[1..])
+                .spawn()
+                .map_err(|e| {
+                    BadInput(format!("cannot start '{}': {e}", program.to_string_lossy()))
+                })?;
+            let pid = child.id() as i32;
+            (Some(child), pid)
+        }
+    };
+    if rtlab_sys::procfs::threads_of(pid).is_err() {
+        return Err(BadInput(format!("--pid {pid}: no such process")).into());
+    }
+    Ok((child, pid))
+}
+
+/// Says what is watched (unless quiet) and warns of patterns that match nothing yet.
+fn announce(state: &Mutex<WatchState>, pid: i32, cpus: usize, args: &WatchArgs) -> Vec<String> {
+    let s = state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut warnings = Vec::new();
+    for p in s.unmatched() {
+        let w = format!(
+            "--thread {p}: no thread of process {pid} matches now; watching for one to appear"
+        );
+        eprintln!("warning: {w}");
+        warnings.push(w);
+    }
+    if !args.quiet {
+        eprintln!(
+            "rtlab watch: process {pid}, {} thread(s) now, {cpus} CPU(s) traced ({}); Ctrl-C ends",
+            s.watched_threads(),
+            if args.duration.is_some() {
+                "until --duration"
+            } else {
+                "until it exits"
+            }
+        );
+    }
+    warnings
+}
+
+type HlogWriter<'a, 'b> = IntervalLogWriter<'a, 'b, std::fs::File, V2DeflateSerializer>;
+
+/// The run's loop: intervals until an end.
+struct Watching<'a> {
+    state: &'a Mutex<WatchState>,
+    child: Option<Child>,
+    started_ns: u64,
+    end_ns: Option<u64>,
+    interval_ns: u64,
+    quiet: bool,
+}
+
+impl Watching<'_> {
+    /// Runs until Ctrl-C/SIGTERM, `--duration` or the process's exit, closing an interval
+    /// every `interval_ns` and at the end; returns why it ended and, for a command rtlab
+    /// started, its exit status.
+    fn until_end(
+        &mut self,
+        mut log: Option<&mut HlogWriter<'_, '_>>,
+    ) -> anyhow::Result<(&'static str, Option<i32>)> {
+        let mut interval_start = self.started_ns;
+        let mut exit_status: Option<i32> = None;
+        let why = loop {
+            std::thread::sleep(TICK);
+            let now = monotonic_now_ns();
+            let ended = if rtlab_sys::signal::interrupted() {
+                Some("interrupted")
+            } else if self.end_ns.is_some_and(|e| now >= e) {
+                Some("duration reached")
+            } else if let Some(c) = self.child.as_mut() {
+                c.try_wait().ok().flatten().map(|status| {
+                    exit_status = Some(exit_code(status));
+                    "the command exited"
+                })
+            } else if self.state.lock().unwrap_or_else(|p| p.into_inner()).gone() {
+                Some("the process exited")
+            } else {
+                None
+            };
+            if now >= interval_start + self.interval_ns || ended.is_some() {
+                self.close_interval(log.as_deref_mut(), interval_start, now)?;
+                interval_start = now;
+            }
+            if let Some(why) = ended {
+                break why;
+            }
+        };
+        // A command rtlab started does not outlive the watch: asked to end (SIGTERM), then
+        // killed if it has not within 5 s; rtlab ends with its status either way.
+        if let (Some(c), None) = (self.child.as_mut(), exit_status) {
+            exit_status = Some(end_child(c));
+        }
+        Ok((why, exit_status))
+    }
+
+    /// Takes the interval's histograms: to the log, and a line each on stderr.
+    fn close_interval(
+        &self,
+        log: Option<&mut HlogWriter<'_, '_>>,
+        from: u64,
+        to: u64,
+    ) -> anyhow::Result<()> {
+        let taken = self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_interval();
+        if let Some(log) = log {
+            let start = Duration::from_nanos(from.saturating_sub(self.started_ns));
+            let length = Duration::from_nanos(to.saturating_sub(from));
+            for (name, h) in &taken {
+                let tag_text = hlog_tag(name);
+                log.write_histogram(h.hdr(), start, length, Tag::new(&tag_text))
+                    .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
+            }
+        }
+        if !self.quiet {
+            for line in interval_lines(&taken, to.saturating_sub(self.started_ns)) {
+                eprintln!("{line}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the run could not watch or measure, as warnings.
+fn shortfalls(s: &WatchState, pid: i32, lost_events: u64) -> Vec<String> {
+    let (refused, abandoned) = s.shortfalls();
+    let mut warnings = Vec::new();
+    if refused > 0 {
+        warnings.push(format!(
+            "{refused} thread(s) not watched: at most {} series",
+            rtlab_trace::watch::MAX_SERIES
+        ));
+    }
+    if lost_events > 0 || abandoned > 0 {
+        warnings.push(format!(
+            "{lost_events} trace events lost; {abandoned} delay(s) left unmeasured across the losses"
+        ));
+    }
+    if s.series().iter().all(|w| w.total.is_empty()) {
+        warnings.push(format!(
+            "no watched thread of process {pid} was woken while watched"
+        ));
+    }
+    warnings
+}
+
+/// The result's series (each with samples, and `watch/threads`) and the table.
+fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Series>, Table)> {
+    let mut series = Vec::new();
+    let mut table = Table::new(&["series", "n", "p50", "p99", "p99.9", "max"]);
+    for w in s.series().iter().filter(|w| !w.total.is_empty()) {
+        let sum = w.total.summary();
+        table.row(vec![
+            w.name.clone(),
+            sum.count.to_string(),
+            Nanos(sum.p50).to_string(),
+            Nanos(sum.p99).to_string(),
+            Nanos(sum.p999).to_string(),
+            Nanos(sum.max).to_string(),
+        ]);
+        let mut out = Series::distribution(w.name.clone(), "wakeup_latency", &w.total)?
+            .with_config("pid", pid)
+            .with_config("kind", "wakeup");
+        out.tags.insert("source".into(), backend.to_string().into());
+        series.push(out);
+    }
+    series.push(
+        Series::value(
+            "watch/threads",
+            "threads_watched",
+            rtlab_stats::result::Unit::Count,
+            s.most_threads() as f64,
+        )
+        .with_config("pid", pid),
+    );
+    Ok((series, table))
 }
 
 fn end_child(child: &mut std::process::Child) -> i32 {
