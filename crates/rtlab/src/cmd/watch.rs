@@ -77,7 +77,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     };
     // Written as it goes (a log to follow while it runs), so not through a temporary file;
     // a file already there is replaced, never written through (a planted symlink included).
-    let (why, exit_status) = match &args.hlog {
+    let (why, exit_status, findings) = match &args.hlog {
         Some(path) => {
             let mut file =
                 open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
@@ -87,11 +87,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
                 .with_start_time(std::time::SystemTime::now())
                 .begin_log_with(&mut file, &mut serializer)
                 .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
-            watching.until_end(Some(&mut log))?
+            watching.until_end(Some(&mut log), explainer)?
         }
-        None => watching.until_end(None)?,
+        None => watching.until_end(None, explainer)?,
     };
-    let findings = explainer.finish()?;
     let (series, table) = {
         let s = state.lock().unwrap_or_else(|p| p.into_inner());
         warnings.extend(shortfalls(&s, pid, findings.lost_events));
@@ -187,12 +186,14 @@ struct Watching<'a> {
 
 impl Watching<'_> {
     /// Runs until Ctrl-C/SIGTERM, `--duration` or the process's exit, closing an interval
-    /// every `interval_ns` and at the end; returns why it ended and, for a command rtlab
-    /// started, its exit status.
+    /// every `interval_ns`, then stops the explainer and closes the last interval (after the
+    /// reader's last events: the intervals add up to the totals); returns why it ended, for a
+    /// command rtlab started its exit status, and the explainer's findings.
     fn until_end(
         &mut self,
         mut log: Option<&mut HlogWriter<'_, '_>>,
-    ) -> anyhow::Result<(&'static str, Option<i32>)> {
+        explainer: Explainer,
+    ) -> anyhow::Result<(&'static str, Option<i32>, rtlab_trace::Findings)> {
         let mut interval_start = self.started_ns;
         let mut exit_status: Option<i32> = None;
         let why = loop {
@@ -212,12 +213,12 @@ impl Watching<'_> {
             } else {
                 None
             };
-            if now >= interval_start + self.interval_ns || ended.is_some() {
-                self.close_interval(log.as_deref_mut(), interval_start, now)?;
-                interval_start = now;
-            }
             if let Some(why) = ended {
                 break why;
+            }
+            if now >= interval_start + self.interval_ns {
+                self.close_interval(log.as_deref_mut(), interval_start, now)?;
+                interval_start = now;
             }
         };
         // A command rtlab started does not outlive the watch: asked to end (SIGTERM), then
@@ -225,7 +226,9 @@ impl Watching<'_> {
         if let (Some(c), None) = (self.child.as_mut(), exit_status) {
             exit_status = Some(end_child(c));
         }
-        Ok((why, exit_status))
+        let findings = explainer.finish()?;
+        self.close_interval(log, interval_start, monotonic_now_ns())?;
+        Ok((why, exit_status, findings))
     }
 
     /// Takes the interval's histograms: to the log, and a line each on stderr.
