@@ -466,16 +466,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
-        // Watch this test process's own threads, then feed synthetic events for one of them.
-        let me = std::process::id() as i32;
+    /// Watches this test's own thread (then fed synthetic events for it): its TID and state.
+    fn watch_this_thread() -> (i64, WatchState) {
         let tid = rtlab_sys::futex::current_tid() as i64;
-        let mut w = WatchState::new(WatchSpec {
-            pid: me,
+        let w = WatchState::new(WatchSpec {
+            pid: std::process::id() as i32,
             threads: vec![ThreadPattern::Tid(tid)],
             rt_only: false,
         });
+        (tid, w)
+    }
+
+    #[test]
+    fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
+        let (tid, mut w) = watch_this_thread();
         assert_eq!(w.watched_threads(), 1);
         let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
             prev: task(prev),
@@ -528,13 +532,7 @@ mod tests {
 
     #[test]
     fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
-        let me = std::process::id() as i32;
-        let tid = rtlab_sys::futex::current_tid() as i64;
-        let mut w = WatchState::new(WatchSpec {
-            pid: me,
-            threads: vec![ThreadPattern::Tid(tid)],
-            rt_only: false,
-        });
+        let (tid, mut w) = watch_this_thread();
         w.offer(&ev(
             1,
             1_000,

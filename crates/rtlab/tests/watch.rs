@@ -272,3 +272,51 @@ fn a_pattern_matching_nothing_warns_and_the_process_exiting_ends_the_run() {
         .iter()
         .any(|w| w.as_str().unwrap().contains("no thread of process")));
 }
+
+#[test]
+fn ctrl_c_ends_the_watch_with_a_complete_result() {
+    if !can_run("watch ctrl-c") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    let mut program = Command::new("python3")
+        .args(["-c", &periodic_program(30.0, 0)])
+        .spawn()
+        .unwrap();
+    let watch = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .args([
+            "watch",
+            "--pid",
+            &program.id().to_string(),
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let sent = Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = watch.wait_with_output().unwrap();
+    let _ = program.kill();
+    let _ = program.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    assert_eq!(doc["verdict"]["interrupted"], true, "marked as interrupted");
+    assert!(
+        series_named(&doc, "rt-loop/wakeup")["count"]
+            .as_u64()
+            .unwrap()
+            > 100
+    );
+}
