@@ -622,30 +622,7 @@ impl<'a> Attribution<'a> {
         }
         let current = self.cpu.current.as_ref();
         if self.blocked {
-            let (holder, blocker) = (self.holder, self.blocker);
-            return match current {
-                Some(t) if holder.is_some_and(|h| h.pid == t.pid) => {
-                    Key::new(CauseKind::Blocking, Some(t), Reason::HolderRan { blocker })
-                }
-                Some(t) if !t.is_idle() => Key::new(
-                    CauseKind::Preemption,
-                    Some(t),
-                    match (holder, self.woken_prio) {
-                        (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => {
-                            Reason::PriorityInversion { holder: named(h) }
-                        }
-                        (h, _) => Reason::RanWhileBlocked {
-                            blocker,
-                            holder: h.map(named),
-                        },
-                    },
-                ),
-                _ => Key::new(
-                    CauseKind::Blocking,
-                    holder,
-                    Reason::WaitingForHolder { blocker },
-                ),
-            };
+            return self.blocked_owner(current);
         }
         let (woken, woken_prio) = (self.woken, self.woken_prio);
         if let (Some(from), Some(t)) = (self.ipi_pending, current) {
@@ -678,6 +655,13 @@ impl<'a> Attribution<'a> {
                 Reason::NotifierCall,
             );
         }
+        self.task_owner(current, len)
+    }
+
+    /// The owner of a slice by the task on the CPU: the thread itself, idle before or after
+    /// the wakeup, a silent vCPU, or another task.
+    fn task_owner(&self, current: Option<&Task>, len: u64) -> Key {
+        let (late, rules, woken, woken_prio) = (self.late, self.rules, self.woken, self.woken_prio);
         match current {
             // Its wakeup path and calls take microseconds; a silence of milliseconds inside
             // them is user-space work or interrupts off, or a pause of the vCPU, which the
@@ -744,6 +728,36 @@ impl<'a> Attribution<'a> {
                 },
             },
             None => Key::new(CauseKind::Unexplained, None, Reason::NoSchedulerEvent),
+        }
+    }
+
+    /// The owner of a slice while the thread is blocked on a holder (or peer) that was not
+    /// followed to another CPU: the holder running, a task keeping it away, or the wait.
+    fn blocked_owner(&self, current: Option<&Task>) -> Key {
+        let late = self.late;
+        let (holder, blocker) = (self.holder, self.blocker);
+        match current {
+            Some(t) if holder.is_some_and(|h| h.pid == t.pid) => {
+                Key::new(CauseKind::Blocking, Some(t), Reason::HolderRan { blocker })
+            }
+            Some(t) if !t.is_idle() => Key::new(
+                CauseKind::Preemption,
+                Some(t),
+                match (holder, self.woken_prio) {
+                    (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => {
+                        Reason::PriorityInversion { holder: named(h) }
+                    }
+                    (h, _) => Reason::RanWhileBlocked {
+                        blocker,
+                        holder: h.map(named),
+                    },
+                },
+            ),
+            _ => Key::new(
+                CauseKind::Blocking,
+                holder,
+                Reason::WaitingForHolder { blocker },
+            ),
         }
     }
 
