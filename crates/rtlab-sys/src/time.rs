@@ -19,6 +19,22 @@ pub fn realtime_now_ns() -> u64 {
     ts.tv_sec as u64 * NANOS_PER_SEC + ts.tv_nsec as u64
 }
 
+/// How far `CLOCK_REALTIME`, `CLOCK_TAI` and `CLOCK_BOOTTIME` are ahead of
+/// `CLOCK_MONOTONIC` now, in ns: what converts a kernel timer's expiry on those clocks' bases
+/// to monotonic time.
+pub fn clock_offsets_ns() -> [i64; 3] {
+    let ns = |id| {
+        let ts = clock_gettime(id);
+        ts.tv_sec as i64 * NANOS_PER_SEC as i64 + ts.tv_nsec as i64
+    };
+    let mono = ns(ClockId::Monotonic);
+    [
+        ns(ClockId::Realtime) - mono,
+        ns(ClockId::Tai) - mono,
+        ns(ClockId::Boottime) - mono,
+    ]
+}
+
 /// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (an **absolute** time).
 ///
 /// C: `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)`. An interrupting signal

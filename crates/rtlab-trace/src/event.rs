@@ -53,6 +53,9 @@ pub enum Kind {
         function: String,
         /// The task a sleep timer wakes (the eBPF recorder names it; the text event does not).
         task: Option<Task>,
+        /// The expiry the timer was set for (CLOCK_MONOTONIC ns; the eBPF recorder reads it,
+        /// the text event does not carry it).
+        expires_ns: Option<u64>,
     },
     /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
     Idle(Option<u32>),
@@ -378,6 +381,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
         "hrtimer_expire_entry" => Kind::HrtimerEntry {
             function: field(fields, "function").unwrap_or("?").to_string(),
             task: None,
+            expires_ns: None,
         },
         "cpu_idle" => {
             let state: u64 = num(fields, "state")?;
@@ -439,7 +443,9 @@ pub fn format_line(e: &Event) -> String {
         Kind::SoftirqExit => "softirq_exit:".into(),
         Kind::VectorEntry { name } => format!("{name}_entry:"),
         Kind::VectorExit => "vector_exit:".into(),
-        Kind::HrtimerEntry { function, task: t } => match t {
+        Kind::HrtimerEntry {
+            function, task: t, ..
+        } => match t {
             Some(t) => format!("hrtimer_expire_entry: function={function} {}", task(t, "")),
             None => format!("hrtimer_expire_entry: function={function}"),
         },

@@ -886,6 +886,7 @@ mod tests {
             kind: Kind::HrtimerEntry {
                 function: function.into(),
                 task,
+                expires_ns: None,
             },
         };
         let thread = Task {
@@ -989,6 +990,7 @@ mod tests {
             kind: Kind::HrtimerEntry {
                 function: "hrtimer_wakeup".into(),
                 task: Some(thread.clone()),
+                expires_ns: None,
             },
         };
         let mut ev = events(&[

@@ -92,6 +92,8 @@ struct TaskOffsets {
     cpu: Option<i32>,
     /// `hrtimer.function`.
     timer_function: i32,
+    /// `hrtimer._softexpires`: the requested expiry (the hard one may be later by the slack).
+    timer_expires: Option<i32>,
     /// How to name the task a sleep timer wakes, where this kernel allows it.
     sleeper: Option<Sleeper>,
 }
@@ -133,6 +135,7 @@ impl TaskOffsets {
                 .or_else(|| btf.offset_of("task_struct", "cpu"))
                 .map(|o| o as i32),
             timer_function: need("hrtimer", "function")?,
+            timer_expires: btf.offset_of("hrtimer", "_softexpires").map(|o| o as i32),
             sleeper,
         })
     }
@@ -251,9 +254,12 @@ impl Builder {
     }
 
     /// `hrtimer_expire_entry(struct hrtimer *, ktime_t *now)`: the function (in X), and for
-    /// a sleep timer the task it wakes (slot 1, A = 1).
+    /// a sleep timer the task it wakes (slot 1, A = 1) and the requested expiry (slot 2's
+    /// eight bytes; 0 where BTF does not place it).
     fn timer(&mut self, t: &TaskOffsets) {
         self.push(asm::st32(R7, OFF_A, 0));
+        self.push(asm::st32(R7, OFF_PID2, 0));
+        self.push(asm::st32(R7, OFF_PRIO2, 0));
         if !self.direct {
             self.task_field(0, t.timer_function, OFF_X, 8);
             return;
@@ -261,6 +267,10 @@ impl Builder {
         self.push(asm::ldx64(R3, R6, 0));
         self.push(asm::ldx64(R2, R3, t.timer_function as i16));
         self.push(asm::stx64(R7, OFF_X, R2));
+        if let Some(expires) = t.timer_expires {
+            self.push(asm::ldx64(R1, R3, expires as i16));
+            self.push(asm::stx64(R7, OFF_PID2, R1));
+        }
         let Some(s) = t.sleeper else { return };
         self.extend(asm::ld_imm64(R1, s.wakeup));
         self.jump_finish(asm::jne(R2, R1, 0));
@@ -401,6 +411,8 @@ pub(crate) struct Recorder {
     symbols: Vec<(u64, String)>,
     comms: HashMap<i64, String>,
     comms_since: u64,
+    /// Other clocks' lead over CLOCK_MONOTONIC (`clock_offsets_ns`), refreshed with `comms`.
+    clock_offsets: [i64; 3],
 }
 
 impl Recorder {
@@ -515,6 +527,7 @@ impl Recorder {
             symbols,
             comms: HashMap::new(),
             comms_since: 0,
+            clock_offsets: rtlab_sys::time::clock_offsets_ns(),
         })
     }
 
@@ -566,6 +579,7 @@ impl Recorder {
         if now > self.comms_since + 1_000_000_000 {
             self.comms.clear();
             self.comms_since = now;
+            self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
         let mut lost_before: Option<(u16, u64)> = None;
         for r in &records {
@@ -652,6 +666,7 @@ impl Recorder {
             K_TIMER => Kind::HrtimerEntry {
                 function: function.unwrap_or_default(),
                 task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
+                expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
             },
             K_NMI => Kind::Nmi {
                 handler: self.symbol(u64_at(OFF_PID1)),
@@ -688,6 +703,15 @@ impl Recorder {
             .clone()
     }
 
+    /// A timer's expiry `raw` as CLOCK_MONOTONIC time, given that it expired at `ts_ns`: a
+    /// timer keeps its expiry in its clock's time (a sleep on CLOCK_REALTIME or CLOCK_TAI, a
+    /// relative one on CLOCK_MONOTONIC), and it never expires before it, so the clock is the
+    /// one that puts the expiry at most an hour before `ts_ns` (1 ms of slack for the offsets'
+    /// drift). None when none does or the recorder could not read it.
+    fn monotonic_expiry(&self, raw: u64, ts_ns: u64) -> Option<u64> {
+        monotonic_expiry(raw, ts_ns, &self.clock_offsets)
+    }
+
     /// The kernel function at or below `addr`.
     fn symbol(&self, addr: u64) -> String {
         let i = self.symbols.partition_point(|(a, _)| *a <= addr);
@@ -698,9 +722,42 @@ impl Recorder {
     }
 }
 
+fn monotonic_expiry(raw: u64, ts_ns: u64, offsets: &[i64; 3]) -> Option<u64> {
+    const BEFORE: u64 = 3_600_000_000_000;
+    const AFTER: u64 = 1_000_000;
+    if raw == 0 || raw > i64::MAX as u64 {
+        return None;
+    }
+    std::iter::once(0)
+        .chain(offsets.iter().copied())
+        .map(|off| raw as i64 - off)
+        .filter(|&t| t >= 0)
+        .map(|t| t as u64)
+        .find(|&t| t <= ts_ns + AFTER && t + BEFORE >= ts_ns)
+        .map(|t| t.min(ts_ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timer_expiries_are_brought_to_monotonic_time_from_their_clock() {
+        let ts = 5_000_000_000_000; // 5000 s since boot
+        let offsets = [1_700_000_000_000_000_000, 1_700_000_037_000_000_000, 0];
+        let cases = [
+            (ts - 300, Some(ts - 300)),                             // monotonic
+            (ts - 300 + 1_700_000_000_000_000_000, Some(ts - 300)), // realtime
+            (ts - 9 + 1_700_000_037_000_000_000, Some(ts - 9)),     // TAI
+            (ts + 500, Some(ts)),                                   // offset drift
+            (ts + 2_000_000, None),                                 // in the future
+            (0, None),                                              // not read
+            (ts - 4_000_000_000_000, None),                         // over an hour before
+        ];
+        for (raw, want) in cases {
+            assert_eq!(monotonic_expiry(raw, ts, &offsets), want, "{raw}");
+        }
+    }
 
     #[test]
     fn jumps_land_inside_the_program() {
@@ -709,6 +766,7 @@ mod tests {
             prio: 104,
             cpu: Some(36),
             timer_function: 40,
+            timer_expires: Some(24),
             sleeper: Some(Sleeper {
                 wakeup: 0xffff_ffff_8100_0000,
                 type_id: 5,
@@ -842,9 +900,13 @@ mod tests {
         assert_eq!(TaskState::parse("W").to_string(), "?");
     }
 
-    /// This thread, pinned to one CPU and recorded, sleeps 200 us twenty times: the
-    /// recorder, its events, this thread's TID and the CPU (`None`: not root, or no eBPF).
-    fn twenty_sleeps(wakings: bool) -> Option<(Recorder, Vec<Event>, i64, usize)> {
+    /// What `twenty_sleeps` recorded: the recorder, its events, this thread's TID, the CPU,
+    /// and the sleeps' deadlines.
+    type Sleeps = (Recorder, Vec<Event>, i64, usize, Vec<u64>);
+
+    /// This thread, pinned to one CPU and recorded, sleeps 200 us twenty times, to absolute
+    /// CLOCK_MONOTONIC deadlines (`None`: not root, or no eBPF).
+    fn twenty_sleeps(wakings: bool) -> Option<Sleeps> {
         if rtlab_sys::process::effective_uid() != 0 {
             eprintln!("skipped: needs root (bpf)");
             return None;
@@ -862,17 +924,20 @@ mod tests {
             }
         };
         let tid = rtlab_sys::futex::current_tid() as i64;
+        let mut deadlines = Vec::new();
         for _ in 0..20 {
-            std::thread::sleep(std::time::Duration::from_micros(200));
+            let deadline = rtlab_sys::time::monotonic_now_ns() + 200_000;
+            rtlab_sys::time::sleep_until_monotonic_ns(deadline).unwrap();
+            deadlines.push(deadline);
         }
         let mut events = Vec::new();
         r.drain(|e| events.push(e));
-        Some((r, events, tid, cpu))
+        Some((r, events, tid, cpu, deadlines))
     }
 
     #[test]
     fn records_this_threads_switches_with_names_and_priorities() {
-        let Some((r, events, tid, cpu)) = twenty_sleeps(true) else {
+        let Some((r, events, tid, cpu, deadlines)) = twenty_sleeps(true) else {
             return;
         };
         assert_eq!(r.lost(), 0);
@@ -921,20 +986,38 @@ mod tests {
             .count();
         assert!(wakings >= 19, "{wakings} wakings of this thread");
         if r.names_timer_wakeups {
-            let expiries = events
+            let expiries: Vec<(u64, Option<u64>)> = events
                 .iter()
-                .filter(|e| {
-                    matches!(&e.kind, Kind::HrtimerEntry { function, task: Some(t) }
-                    if t.pid == tid && function == "hrtimer_wakeup")
+                .filter_map(|e| match &e.kind {
+                    Kind::HrtimerEntry {
+                        function,
+                        task: Some(t),
+                        expires_ns,
+                    } if t.pid == tid && function == "hrtimer_wakeup" => {
+                        Some((e.ts_ns, *expires_ns))
+                    }
+                    _ => None,
                 })
-                .count();
-            assert!(expiries >= 19, "{expiries} sleep timers of this thread");
+                .collect();
+            assert!(
+                expiries.len() >= 19,
+                "{expiries:?}: sleep timers of this thread"
+            );
+            // Each timer carries the deadline it was set for, and expired at or after it.
+            for (at, expires) in &expiries {
+                let expires = expires.expect("the expiry is read");
+                assert!(
+                    deadlines.contains(&expires),
+                    "{expires} not in {deadlines:?}"
+                );
+                assert!(*at >= expires, "expired at {at}, before {expires}");
+            }
         }
     }
 
     #[test]
     fn timer_waits_alone_need_no_sched_waking() {
-        let Some((r, events, tid, _)) = twenty_sleeps(false) else {
+        let Some((r, events, tid, _, _)) = twenty_sleeps(false) else {
             return;
         };
         let wakings = events

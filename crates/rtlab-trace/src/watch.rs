@@ -8,6 +8,14 @@
 //! rings are drained one CPU after another), up to a watermark a little behind the newest
 //! drain, so a wakeup on one CPU is always seen before the switch it causes on another.
 //!
+//! A thread's `timer` delay runs from the expiry its sleep timer was set for (the deadline of
+//! a `clock_nanosleep`, `nanosleep`, timed futex wait such as Java's `parkNanos`, or an
+//! `epoll_wait`/`poll` timeout: every sleep the kernel ends with `hrtimer_wakeup`) to the
+//! moment it ran: what a periodic loop loses each period, the timer interrupt's own path
+//! included. The eBPF recorder reads the expiry from the timer itself (the text fallback
+//! cannot, and measures `wakeup` only). A `timerfd` wakes its reader through the file, not a
+//! sleep timer, so it counts as a `wakeup`.
+//!
 //! The watched threads are re-read from `/proc/<pid>/task` every second (threads created later
 //! are picked up; JVM threads appear under their Java names once the JVM has set them).
 
@@ -103,19 +111,56 @@ pub struct WatchSpec {
 /// One measured series: a thread's, or the sum over the threads of one name.
 #[derive(Debug, Clone)]
 pub struct WatchSeries {
-    /// `<name>/<tid>/wakeup` or `<name>/wakeup`.
+    /// `<name>/<tid>/<kind>` or `<name>/<kind>`.
     pub name: String,
+    /// The kind of delay.
+    pub kind: DelayKind,
+    /// The sum of the samples since the start (ns), exactly.
+    pub sum_ns: u128,
     /// Since the start.
     pub total: LatencyHistogram,
     /// Since the last interval was taken.
     pub interval: LatencyHistogram,
 }
 
-#[derive(Debug)]
-struct Watched {
-    /// Series of this thread, and of its name.
+/// What a series measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DelayKind {
+    /// From becoming runnable to running.
+    Wakeup,
+    /// From a sleep timer's requested expiry to running.
+    Timer,
+}
+
+impl DelayKind {
+    /// `wakeup`, `timer`: the last part of a series name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DelayKind::Wakeup => "wakeup",
+            DelayKind::Timer => "timer",
+        }
+    }
+}
+
+/// A thread's pair of series for one kind: its own, and its name's.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
     own: u16,
     by_name: u16,
+}
+
+#[derive(Debug)]
+struct Watched {
+    /// Its name, as when last read.
+    name: String,
+    /// Series of this thread, and of its name: `wakeup` from the start, `timer` from its
+    /// first timed sleep.
+    wakeup: Pair,
+    timer: Option<Pair>,
+    /// Its `timer` series were refused at the series limit (counted once).
+    timer_refused: bool,
+    /// The requested expiry of the sleep timer that woke it, until it runs.
+    timer_expired: Option<u64>,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
     /// Woken since it last got a CPU: a wakeup can come while it is still on its CPU going
@@ -198,13 +243,13 @@ impl WatchState {
         &self.series
     }
 
-    /// Takes the interval histograms (name and histogram of each series with samples in the
-    /// interval), starting a new interval.
-    pub fn take_interval(&mut self) -> Vec<(String, LatencyHistogram)> {
+    /// Takes the interval histograms (index and histogram of each series with samples in
+    /// the interval), starting a new interval.
+    pub fn take_interval(&mut self) -> Vec<(usize, LatencyHistogram)> {
         let mut out = Vec::new();
-        for s in &mut self.series {
+        for (i, s) in self.series.iter_mut().enumerate() {
             if !s.interval.is_empty() {
-                out.push((s.name.clone(), s.interval.clone()));
+                out.push((i, s.interval.clone()));
                 s.interval.reset();
             }
         }
@@ -244,7 +289,7 @@ impl WatchState {
             .collect()
     }
 
-    fn series_index(&mut self, name: String) -> Option<u16> {
+    fn series_index(&mut self, name: String, kind: DelayKind) -> Option<u16> {
         if let Some(&i) = self.index.get(&name) {
             return Some(i);
         }
@@ -254,11 +299,22 @@ impl WatchState {
         let i = self.series.len() as u16;
         self.series.push(WatchSeries {
             name: name.clone(),
+            kind,
+            sum_ns: 0,
             total: LatencyHistogram::compact(),
             interval: LatencyHistogram::compact(),
         });
         self.index.insert(name, i);
         Some(i)
+    }
+
+    /// The series of thread `tid` called `name`, and of its name, for `kind`.
+    fn pair(&mut self, name: &str, tid: i64, kind: DelayKind) -> Option<Pair> {
+        let k = kind.name();
+        Some(Pair {
+            own: self.series_index(format!("{name}/{tid}/{k}"), kind)?,
+            by_name: self.series_index(format!("{name}/{k}"), kind)?,
+        })
     }
 
     /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
@@ -281,32 +337,32 @@ impl WatchState {
                 continue;
             }
             let watched = match self.threads.remove(&tid) {
-                Some(w)
-                    if self.series[w.own as usize]
-                        .name
-                        .starts_with(&format!("{}/", t.name)) =>
-                {
-                    w
-                }
+                Some(w) if w.name == t.name => w,
                 // New, or renamed (a JVM names its threads after starting them).
-                previous => {
-                    let series = (
-                        self.series_index(format!("{}/{tid}/wakeup", t.name)),
-                        self.series_index(format!("{}/wakeup", t.name)),
-                    );
-                    match series {
-                        (Some(own), Some(by_name)) => Watched {
-                            own,
-                            by_name,
-                            runnable_since: previous.as_ref().and_then(|p| p.runnable_since),
-                            woken_since_in: previous.is_some_and(|p| p.woken_since_in),
+                previous => match self.pair(&t.name, tid, DelayKind::Wakeup) {
+                    Some(wakeup) => match previous {
+                        Some(p) => Watched {
+                            name: t.name,
+                            wakeup,
+                            timer: None,
+                            timer_refused: false,
+                            ..p
                         },
-                        _ => {
-                            self.refused += 1;
-                            continue;
-                        }
+                        None => Watched {
+                            name: t.name,
+                            wakeup,
+                            timer: None,
+                            timer_refused: false,
+                            timer_expired: None,
+                            runnable_since: None,
+                            woken_since_in: false,
+                        },
+                    },
+                    None => {
+                        self.refused += 1;
+                        continue;
                     }
-                }
+                },
             };
             alive.insert(tid, watched);
         }
@@ -322,6 +378,11 @@ impl WatchState {
         let relevant = match &e.kind {
             Kind::Waking { task, .. } => watched(&task.pid),
             Kind::Switch { prev, next, .. } => watched(&prev.pid) || watched(&next.pid),
+            Kind::HrtimerEntry {
+                task: Some(task),
+                expires_ns: Some(_),
+                ..
+            } => watched(&task.pid),
             Kind::Lost(_) => true,
             _ => false,
         };
@@ -373,12 +434,24 @@ impl WatchState {
                     w.woken_since_in = true;
                 }
             }
+            Kind::HrtimerEntry {
+                function,
+                task: Some(task),
+                expires_ns: Some(expires),
+            } if function == "hrtimer_wakeup" => {
+                if let Some(w) = self.threads.get_mut(&task.pid) {
+                    w.timer_expired = Some(*expires);
+                }
+            }
             Kind::Switch {
                 prev,
                 prev_state,
                 next,
             } => {
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
+                    // An expiry seen before it left its CPU ended no wait of it (a sleep
+                    // timer that fired while it ran, woken otherwise, before it was cancelled).
+                    w.timer_expired = None;
                     // Preempted: runnable from now on; asleep: not until woken, unless the
                     // wakeup already came (then from that wakeup).
                     w.runnable_since = if prev_state.is_runnable() {
@@ -389,38 +462,67 @@ impl WatchState {
                         None
                     };
                 }
-                if let Some(w) = self.threads.get_mut(&next.pid) {
-                    w.woken_since_in = false;
-                    if let Some(since) = w.runnable_since.take() {
-                        let delay = e.ts_ns.saturating_sub(since);
-                        let (own, by_name) = (w.own as usize, w.by_name as usize);
-                        for i in [own, by_name] {
-                            self.series[i].total.record(Nanos(delay));
-                            self.series[i].interval.record(Nanos(delay));
-                        }
-                        if delay > threshold_ns {
-                            request(Request {
-                                series: own as u16,
-                                cpu: e.cpu,
-                                tid: next.pid,
-                                deadline_ns: since,
-                                woke_ns: e.ts_ns,
-                                wait: Wait::Timer,
-                            });
-                        }
-                    }
-                }
+                self.switched_in(next.pid, e, threshold_ns, request);
             }
             Kind::Lost(_) => {
                 // The switch that ended a pending delay may be among the lost events: a
                 // later one would measure too long a delay.
                 for w in self.threads.values_mut() {
-                    if w.runnable_since.take().is_some() {
-                        self.abandoned += 1;
-                    }
+                    let pending = w.runnable_since.take().is_some() as u64
+                        + w.timer_expired.take().is_some() as u64;
+                    self.abandoned += pending;
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Thread `tid` got a CPU at `e`: the delays it ends.
+    fn switched_in(
+        &mut self,
+        tid: i64,
+        e: &Event,
+        threshold_ns: u64,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        w.woken_since_in = false;
+        let wakeup = w.runnable_since.take().map(|since| (w.wakeup, since));
+        let timer = w.timer_expired.take();
+        let timer = match (timer, w.timer) {
+            (None, _) => None,
+            (Some(at), Some(pair)) => Some((pair, at)),
+            (Some(at), None) => {
+                let (name, refused_before) = (w.name.clone(), w.timer_refused);
+                let pair = self.pair(&name, tid, DelayKind::Timer);
+                if let Some(w) = self.threads.get_mut(&tid) {
+                    w.timer = pair;
+                    w.timer_refused = pair.is_none();
+                }
+                self.refused += (pair.is_none() && !refused_before) as u64;
+                pair.map(|p| (p, at))
+            }
+        };
+        for (pair, since) in wakeup.into_iter().chain(timer) {
+            let delay = e.ts_ns.saturating_sub(since);
+            for i in [pair.own, pair.by_name] {
+                let s = &mut self.series[i as usize];
+                s.total.record(Nanos(delay));
+                s.interval.record(Nanos(delay));
+                s.sum_ns += delay as u128;
+            }
+            if delay > threshold_ns {
+                request(Request {
+                    series: pair.own,
+                    cpu: e.cpu,
+                    tid,
+                    deadline_ns: since,
+                    woke_ns: e.ts_ns,
+                    wait: Wait::Timer,
+                });
+            }
         }
     }
 }
@@ -554,5 +656,70 @@ mod tests {
         w.flush(u64::MAX, &mut |_| {});
         assert!(w.series()[0].total.is_empty());
         assert_eq!(w.shortfalls(), (0, 1));
+    }
+
+    #[test]
+    fn a_timer_delay_runs_from_the_requested_expiry_and_a_stale_expiry_is_dropped() {
+        let (tid, mut w) = watch_this_thread();
+        let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+            prev: task(prev),
+            prev_state: state,
+            next: task(next),
+        };
+        let expiry = |expires: u64| Kind::HrtimerEntry {
+            function: "hrtimer_wakeup".into(),
+            task: Some(task(tid)),
+            expires_ns: Some(expires),
+        };
+        let waking = Kind::Waking {
+            task: task(tid),
+            target_cpu: 0,
+        };
+        // Asleep at 1000 until 1800; the timer fires at 2000, the waking at 2050, on a CPU
+        // at 2600: timer 800, wakeup 550.
+        w.offer(&ev(0, 1_000, switch(tid, TaskState::SLEEPING, 0)));
+        w.offer(&ev(0, 2_000, expiry(1_800)));
+        w.offer(&ev(0, 2_050, waking.clone()));
+        w.offer(&ev(0, 2_600, switch(0, TaskState::RUNNING, tid)));
+        // Woken otherwise and running when its timer fires (3000): no timer sample.
+        w.offer(&ev(0, 2_900, switch(tid, TaskState::SLEEPING, 0)));
+        w.offer(&ev(0, 2_950, waking));
+        w.offer(&ev(0, 2_960, switch(0, TaskState::RUNNING, tid)));
+        w.offer(&ev(0, 3_000, expiry(2_990)));
+        w.offer(&ev(0, 3_100, switch(tid, TaskState::SLEEPING, 0)));
+        w.offer(&ev(0, 9_000, switch(0, TaskState::RUNNING, tid)));
+        let mut requests = Vec::new();
+        w.flush(700, &mut |r| requests.push(r));
+        let by_kind = |k: DelayKind| -> Vec<&WatchSeries> {
+            w.series().iter().filter(|s| s.kind == k).collect()
+        };
+        let timer = by_kind(DelayKind::Timer);
+        assert_eq!(timer.len(), 2, "the thread's and its name's");
+        assert!(
+            timer[0].name.ends_with(&format!("/{tid}/timer")),
+            "{}",
+            timer[0].name
+        );
+        assert_eq!(
+            (timer[0].total.len(), timer[0].total.max()),
+            (1, Nanos(800))
+        );
+        assert_eq!(timer[0].sum_ns, 800);
+        let wakeup = by_kind(DelayKind::Wakeup);
+        assert_eq!(wakeup[0].total.len(), 2);
+        assert_eq!(wakeup[0].total.max(), Nanos(550));
+        assert_eq!(
+            requests.len(),
+            1,
+            "only the 800 ns timer delay is over 700 ns"
+        );
+        assert_eq!(
+            (requests[0].deadline_ns, requests[0].woke_ns),
+            (1_800, 2_600)
+        );
+        assert_eq!(
+            w.series()[requests[0].series as usize].kind,
+            DelayKind::Timer
+        );
     }
 }

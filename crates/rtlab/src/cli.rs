@@ -77,22 +77,27 @@ pub enum Command {
 }
 
 const WATCH_HELP: &str = "\
-Measures, from kernel events only (no change to the program, any language), how long each
-watched thread waited for a CPU once it was runnable: from its wakeup (or from being
-preempted) to the moment it ran, what runqlat and perf sched timehist's scheduling delay
-measure. Series: <name>/<tid>/wakeup per thread and <name>/wakeup summed over the threads of
-one name (a pool reads as one), metric wakeup_latency. Threads created later are picked up
-(the process's threads are re-read every second). Every delay over --threshold (default: the
---top worst) is explained as in --explain: preempting tasks with pid and priority, IRQs and
-softirqs by name, idle exit, hypervisor gaps, wake-up IPIs.
+Measures, from kernel events only (no change to the program, any language), two delays of
+each watched thread:
+  wakeup  from becoming runnable (its wakeup, or being preempted) to running: the scheduling
+          delay, what runqlat and perf sched timehist measure (metric wakeup_latency);
+  timer   from the expiry its sleep timer was set for (clock_nanosleep, nanosleep, a timed
+          futex wait such as Java's parkNanos, epoll/poll timeouts) to running: what a
+          periodic loop loses each period, timer slack included (metric timer_latency;
+          needs the eBPF source).
+Series: <name>/<tid>/<kind> per thread and <name>/<kind> summed over the threads of one name
+(a pool reads as one). Threads created later are picked up (the process's threads are re-read
+every second). Every delay over --threshold (default: the --top worst) is explained as in
+--explain: preempting tasks with pid and priority, IRQs and softirqs by name, idle exit,
+hypervisor gaps, wake-up IPIs.
 
 It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
 the complete result (--json). Every --interval-log it prints one line per busy series to
 stderr and, with --hlog, appends each series' interval histogram to an HdrHistogram interval
 log (tagged with the series name; HdrHistogram's log tools read it).
 
-Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not yet: the 'timer'
-kind (lateness against the timer's requested expiry) and 'lock', --metrics (Prometheus).
+Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not measured: time
+blocked on locks (see the README).
 
 Examples:
   rtlab watch --pid $(pgrep -f MyApp) --thread 'rt-*' --duration 10m --json app.json

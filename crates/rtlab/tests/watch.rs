@@ -83,6 +83,24 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
         stderr.contains("watch ") && stderr.contains("rt-loop/wakeup n="),
         "{stderr}"
     );
+    // Each 1 ms sleep ends with its timer: with the eBPF source (which reads the timer's
+    // expiry) about as many `timer` samples as wakeups, each at least as long as the wakeup
+    // it ends in (it starts earlier, at the expiry; the default 50 us timer slack included).
+    if by_name["tags"]["source"] == "bpf" {
+        let timer = series_named(&doc, "rt-loop/timer");
+        let timers = timer["count"].as_u64().unwrap();
+        assert_eq!(timer["metric"], "timer_latency");
+        assert!(
+            timers * 10 >= count * 9 && timers <= count + 5,
+            "{timers} timer samples vs {count} wakeups"
+        );
+        assert!(
+            timer["p50"].as_f64() >= by_name["p50"].as_f64(),
+            "timer p50 {} < wakeup p50 {}",
+            timer["p50"],
+            by_name["p50"]
+        );
+    }
     // The interval log reads back with the hdrhistogram crate, and its intervals add up to
     // the series' totals.
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
@@ -183,23 +201,31 @@ fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() 
     let outliers = doc["outliers"].as_array().unwrap();
     // About 20 hog runs in 4 s, each holding the thread's CPU for up to 3 ms. A stalled
     // vCPU can add outliers of its own, so the test asks for hog-caused ones, not only them.
-    let by_hog = outliers
-        .iter()
-        .filter(|o| {
-            let late = o["latency_ns"].as_u64().unwrap();
-            o["causes"].as_array().unwrap().iter().any(|c| {
-                c["kind"] == "preemption"
-                    && c["task"] == "rtlab-hog"
-                    && c["duration_ns"].as_u64().unwrap() * 2 >= late
-            })
-        })
-        .count();
-    assert!(
-        by_hog >= 3,
-        "{by_hog} of {} outliers over 1.5 ms are mostly rtlab-hog's: {:#?}",
-        outliers.len(),
+    let by_hog = |kind: &str| {
         outliers
-    );
+            .iter()
+            .filter(|o| o["series"].as_str().unwrap().ends_with(kind))
+            .filter(|o| {
+                let late = o["latency_ns"].as_u64().unwrap();
+                o["causes"].as_array().unwrap().iter().any(|c| {
+                    c["kind"] == "preemption"
+                        && c["task"] == "rtlab-hog"
+                        && c["duration_ns"].as_u64().unwrap() * 2 >= late
+                })
+            })
+            .count()
+    };
+    // Both kinds (the `timer` one with the eBPF source, which reads the timers' expiry).
+    let timer = series_names(&doc).iter().any(|n| n.ends_with("/timer"));
+    for kind in ["/wakeup", "/timer"].into_iter().take(1 + timer as usize) {
+        assert!(
+            by_hog(kind) >= 3,
+            "{} of {} outliers over 1.5 ms are {kind} delays mostly rtlab-hog's: {:#?}",
+            by_hog(kind),
+            outliers.len(),
+            outliers
+        );
+    }
 }
 
 #[test]

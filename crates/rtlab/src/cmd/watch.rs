@@ -9,7 +9,7 @@ use rtlab_report::table::Table;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::time::monotonic_now_ns;
-use rtlab_trace::watch::{ThreadPattern, WatchSpec, WatchState};
+use rtlab_trace::watch::{DelayKind, ThreadPattern, WatchSpec, WatchState};
 use rtlab_trace::{Explainer, Options, TraceError};
 use std::process::Child;
 use std::sync::Mutex;
@@ -83,7 +83,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
                 open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
             let mut serializer = V2DeflateSerializer::new();
             let mut log = IntervalLogWriterBuilder::new()
-                .add_comment("rtlab watch: scheduling delay (ns) per series, tag = series")
+                .add_comment("rtlab watch: delays (ns) per series, tag = series (<thread>[/<tid>]/<wakeup|timer>)")
                 .with_start_time(std::time::SystemTime::now())
                 .begin_log_with(&mut file, &mut serializer)
                 .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
@@ -238,11 +238,14 @@ impl Watching<'_> {
         from: u64,
         to: u64,
     ) -> anyhow::Result<()> {
-        let taken = self
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take_interval();
+        let taken: Vec<(String, LatencyHistogram)> = {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let taken = s.take_interval();
+            taken
+                .into_iter()
+                .map(|(i, h)| (s.series()[i].name.clone(), h))
+                .collect()
+        };
         if let Some(log) = log {
             let start = Duration::from_nanos(from.saturating_sub(self.started_ns));
             let length = Duration::from_nanos(to.saturating_sub(from));
@@ -267,7 +270,7 @@ fn shortfalls(s: &WatchState, pid: i32, lost_events: u64) -> Vec<String> {
     let mut warnings = Vec::new();
     if refused > 0 {
         warnings.push(format!(
-            "{refused} thread(s) not watched: at most {} series",
+            "{refused} thread(s) or timer series not watched: at most {} series",
             rtlab_trace::watch::MAX_SERIES
         ));
     }
@@ -298,9 +301,13 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             Nanos(sum.p999).to_string(),
             Nanos(sum.max).to_string(),
         ]);
-        let mut out = Series::distribution(w.name.clone(), "wakeup_latency", &w.total)?
+        let metric = match w.kind {
+            DelayKind::Wakeup => "wakeup_latency",
+            DelayKind::Timer => "timer_latency",
+        };
+        let mut out = Series::distribution(w.name.clone(), metric, &w.total)?
             .with_config("pid", pid)
-            .with_config("kind", "wakeup");
+            .with_config("kind", w.kind.name());
         out.tags.insert("source".into(), backend.to_string().into());
         series.push(out);
     }
