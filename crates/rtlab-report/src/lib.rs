@@ -5,6 +5,7 @@
 pub mod diff;
 mod export;
 pub mod html;
+pub mod prometheus;
 pub mod table;
 
 pub use export::{

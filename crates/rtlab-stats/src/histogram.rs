@@ -102,6 +102,29 @@ impl LatencyHistogram {
         &self.hist
     }
 
+    /// The exact sum of the samples recorded (ns).
+    pub fn sum_ns(&self) -> u128 {
+        self.sum
+    }
+
+    /// For each of `bounds` (ns, ascending), how many samples are at or below it: cumulative
+    /// buckets, as Prometheus histograms have. At the histogram's resolution: a sample in the
+    /// same bucket as a bound counts as at or below it.
+    pub fn cumulative_counts(&self, bounds: &[u64]) -> Vec<u64> {
+        let mut counts = vec![0u64; bounds.len()];
+        for v in self.hist.iter_recorded() {
+            let low = self.hist.lowest_equivalent(v.value_iterated_to());
+            let first = bounds.partition_point(|&b| b < low);
+            if let Some(c) = counts.get_mut(first) {
+                *c += v.count_at_value();
+            }
+        }
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        counts
+    }
+
     /// Empties it, keeping its allocation.
     pub fn reset(&mut self) {
         self.hist.reset();
@@ -778,5 +801,22 @@ mod tests {
                 "bucket {i}"
             );
         }
+    }
+
+    #[test]
+    fn cumulative_counts_are_prometheus_buckets() {
+        let mut h = LatencyHistogram::compact();
+        for ns in [500, 1_000, 1_500, 20_000, 20_000, 7_000_000] {
+            h.record(Nanos(ns));
+        }
+        assert_eq!(
+            h.cumulative_counts(&[1_000, 10_000, 100_000, 1_000_000]),
+            vec![2, 3, 5, 5]
+        );
+        assert_eq!(h.sum_ns(), 7_043_000);
+        assert!(LatencyHistogram::new()
+            .cumulative_counts(&[1])
+            .iter()
+            .all(|&c| c == 0));
     }
 }

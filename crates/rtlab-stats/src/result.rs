@@ -395,6 +395,64 @@ pub struct Outlier {
     pub causes: Vec<Cause>,
 }
 
+/// Explained outliers counted by their main cause (the first, largest one): a long run (`rtlab
+/// watch`) keeps only the worst outliers themselves and counts all of them here.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct OutlierSummary {
+    /// Outliers explained.
+    pub explained: u64,
+    /// Per kind of main cause.
+    pub by_cause: std::collections::BTreeMap<CauseKind, CauseTally>,
+    /// Outliers whose main cause is a task, by its name (at most [`OutlierSummary::TASKS`]
+    /// names; the rest in `other_tasks`).
+    pub by_task: std::collections::BTreeMap<String, u64>,
+    /// Outliers whose main cause is a task not named in `by_task`.
+    pub other_tasks: u64,
+}
+
+/// One kind of cause, in an [`OutlierSummary`].
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CauseTally {
+    /// Outliers with this as their main cause.
+    pub outliers: u64,
+    /// The time causes of this kind took, over all outliers (ns).
+    pub time_ns: u64,
+    /// The longest outlier with this as its main cause (ns).
+    pub max_ns: u64,
+}
+
+impl OutlierSummary {
+    /// Task names counted one by one.
+    pub const TASKS: usize = 64;
+
+    /// Counts `o`.
+    pub fn add(&mut self, o: &Outlier) {
+        self.explained += 1;
+        for c in &o.causes {
+            self.by_cause.entry(c.kind).or_default().time_ns += c.duration_ns;
+        }
+        let Some(main) = o.causes.first() else {
+            let t = self.by_cause.entry(CauseKind::Unexplained).or_default();
+            t.outliers += 1;
+            t.max_ns = t.max_ns.max(o.latency_ns);
+            return;
+        };
+        let t = self.by_cause.entry(main.kind).or_default();
+        t.outliers += 1;
+        t.max_ns = t.max_ns.max(o.latency_ns);
+        if let Some(task) = &main.task {
+            let room = self.by_task.len() < Self::TASKS;
+            match self.by_task.get_mut(task) {
+                Some(n) => *n += 1,
+                None if room => {
+                    self.by_task.insert(task.clone(), 1);
+                }
+                None => self.other_tasks += 1,
+            }
+        }
+    }
+}
+
 /// `verdict` of a result document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Verdict {

@@ -12,6 +12,7 @@
 //! ([`explain::attribute`]) once the trace has caught up. Nothing is written to the measured
 //! CPUs but the events themselves. Lost events are counted and reported.
 
+pub mod book;
 pub mod btf;
 mod error;
 pub mod event;
@@ -214,6 +215,12 @@ impl Explainer {
         options.waits = vec![explain::Wait::Notify];
         let state = Arc::new(Mutex::new(WatchState::new(spec)));
         Self::start_with(cpus, options, Some(state))
+    }
+
+    /// Trace events lost so far, kept current by the reader (the final count is
+    /// [`Findings::lost_events`]).
+    pub fn lost_so_far(&self) -> Arc<AtomicU64> {
+        self.recorder_lost.clone()
     }
 
     /// The watcher's state (for [`Explainer::watch`]).

@@ -163,7 +163,11 @@ pub(crate) fn read_loop(
         let drained_at = monotonic_now_ns();
         // The watcher takes the events of its threads as they are read (one lock per poll).
         let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
+        let text = matches!(source, Source::Text { .. });
         let got = source.poll(keep_raw, &mut |e, raw| {
+            if let (true, Kind::Lost(n)) = (text, &e.kind) {
+                lost.fetch_add(*n, Ordering::Relaxed);
+            }
             let cpu = e.cpu as usize;
             if histories.len() <= cpu {
                 histories.resize_with(cpu + 1, History::default);
@@ -174,15 +178,14 @@ pub(crate) fn read_loop(
             histories[cpu].push(e, raw);
         })?;
         if let Some(mut w) = watching {
-            let limit = threshold.load(Ordering::Relaxed);
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
                 pending.push((r, drained_at));
             };
             if stopping {
-                w.flush(limit, &mut ask);
+                w.flush(&mut ask);
             } else {
-                w.advance(drained_at, limit, &mut ask);
+                w.advance(drained_at, &mut ask);
             }
         }
         if let Source::Bpf(r) = &source {
@@ -213,8 +216,15 @@ pub(crate) fn read_loop(
                 .unwrap_or_else(|| format!("series{}", r.series));
                 let (o, window) =
                     explain_one(&r, &series, &histories, rules, options, out.outliers.len())?;
-                out.outliers.push(o);
                 out.windows.extend(window);
+                // A watch keeps its own (the worst of each interval, and counts).
+                if let Some(w) = watch {
+                    w.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .explained(r.series, o.0);
+                    continue;
+                }
+                out.outliers.push(o);
                 // Top-N mode: once N are in, only later samples above the N-th matter. With
                 // a threshold, the largest `top` are kept (a watch runs for days).
                 if options.threshold_ns.is_some() && out.outliers.len() >= 2 * options.top.max(1) {

@@ -19,6 +19,7 @@
 //! The watched threads are re-read from `/proc/<pid>/task` every second (threads created later
 //! are picked up; JVM threads appear under their Java names once the JVM has set them).
 
+use crate::book::OutlierBook;
 use crate::event::{Event, Kind};
 use crate::explain::Wait;
 use crate::Request;
@@ -106,6 +107,11 @@ pub struct WatchSpec {
     pub threads: Vec<ThreadPattern>,
     /// Only threads with a real-time policy (SCHED_FIFO/RR), judged at each re-read.
     pub rt_only: bool,
+    /// Delays over this are explained (0: any)...
+    pub threshold_ns: u64,
+    /// ... when among the `keep` longest of their kind in the interval so far; `keep` of each
+    /// interval and kind are kept, and of the run.
+    pub keep: usize,
 }
 
 /// One measured series: a thread's, or the sum over the threads of one name.
@@ -113,14 +119,18 @@ pub struct WatchSpec {
 pub struct WatchSeries {
     /// `<name>/<tid>/<kind>` or `<name>/<kind>`.
     pub name: String,
+    /// The thread name.
+    pub thread: String,
+    /// The thread's TID; `None` for the sum over the threads of that name.
+    pub tid: Option<i64>,
     /// The kind of delay.
     pub kind: DelayKind,
-    /// The sum of the samples since the start (ns), exactly.
-    pub sum_ns: u128,
     /// Since the start.
     pub total: LatencyHistogram,
     /// Since the last interval was taken.
     pub interval: LatencyHistogram,
+    /// The longest in the last interval taken.
+    pub last_interval_max: Nanos,
 }
 
 /// What a series measures.
@@ -216,11 +226,16 @@ pub struct WatchState {
     abandoned: u64,
     /// The most threads watched at once.
     most_threads: usize,
+    /// The longest delays of this interval so far, per kind (at most `spec.keep`, shortest
+    /// first): a delay is explained when it joins them.
+    longest: [Vec<u64>; 2],
+    book: OutlierBook,
 }
 
 impl WatchState {
     /// Watching `spec`; reads the threads once now.
     pub fn new(spec: WatchSpec) -> WatchState {
+        let spec_keep = spec.keep;
         let mut state = WatchState {
             spec,
             threads: HashMap::new(),
@@ -233,6 +248,8 @@ impl WatchState {
             refused: 0,
             abandoned: 0,
             most_threads: 0,
+            longest: [Vec::new(), Vec::new()],
+            book: OutlierBook::new(spec_keep),
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
@@ -244,16 +261,53 @@ impl WatchState {
     }
 
     /// Takes the interval histograms (index and histogram of each series with samples in
-    /// the interval), starting a new interval.
+    /// the interval), starting a new interval: its longest delays start anew, and its worst
+    /// outliers are put with the recent intervals'.
     pub fn take_interval(&mut self) -> Vec<(usize, LatencyHistogram)> {
         let mut out = Vec::new();
         for (i, s) in self.series.iter_mut().enumerate() {
+            s.last_interval_max = s.interval.max();
             if !s.interval.is_empty() {
                 out.push((i, s.interval.clone()));
                 s.interval.reset();
             }
         }
+        self.longest.iter_mut().for_each(Vec::clear);
+        self.book.close_interval();
         out
+    }
+
+    /// The explained outliers.
+    pub fn book(&self) -> &OutlierBook {
+        &self.book
+    }
+
+    /// Takes an explained outlier of series `series`.
+    pub(crate) fn explained(&mut self, series: u16, o: rtlab_stats::result::Outlier) {
+        let kind = self
+            .series
+            .get(series as usize)
+            .map_or(DelayKind::Wakeup, |s| s.kind);
+        self.book.add(kind, o);
+    }
+
+    /// Whether a `kind` delay of `ns` is to be explained: over the threshold and among the
+    /// interval's longest so far.
+    fn admit(&mut self, kind: DelayKind, ns: u64) -> bool {
+        if ns <= self.spec.threshold_ns {
+            return false;
+        }
+        let longest = &mut self.longest[kind as usize];
+        let keep = self.spec.keep.max(1);
+        if longest.len() >= keep {
+            if ns <= longest[0] {
+                return false;
+            }
+            longest.remove(0);
+        }
+        let at = longest.partition_point(|&l| l < ns);
+        longest.insert(at, ns);
+        true
     }
 
     /// The process exited.
@@ -289,7 +343,11 @@ impl WatchState {
             .collect()
     }
 
-    fn series_index(&mut self, name: String, kind: DelayKind) -> Option<u16> {
+    fn series_index(&mut self, thread: &str, tid: Option<i64>, kind: DelayKind) -> Option<u16> {
+        let name = match tid {
+            Some(tid) => format!("{thread}/{tid}/{}", kind.name()),
+            None => format!("{thread}/{}", kind.name()),
+        };
         if let Some(&i) = self.index.get(&name) {
             return Some(i);
         }
@@ -299,10 +357,12 @@ impl WatchState {
         let i = self.series.len() as u16;
         self.series.push(WatchSeries {
             name: name.clone(),
+            thread: thread.to_string(),
+            tid,
             kind,
-            sum_ns: 0,
             total: LatencyHistogram::compact(),
             interval: LatencyHistogram::compact(),
+            last_interval_max: Nanos(0),
         });
         self.index.insert(name, i);
         Some(i)
@@ -310,10 +370,9 @@ impl WatchState {
 
     /// The series of thread `tid` called `name`, and of its name, for `kind`.
     fn pair(&mut self, name: &str, tid: i64, kind: DelayKind) -> Option<Pair> {
-        let k = kind.name();
         Some(Pair {
-            own: self.series_index(format!("{name}/{tid}/{k}"), kind)?,
-            by_name: self.series_index(format!("{name}/{k}"), kind)?,
+            own: self.series_index(name, Some(tid), kind)?,
+            by_name: self.series_index(name, None, kind)?,
         })
     }
 
@@ -394,14 +453,9 @@ impl WatchState {
     }
 
     /// Processes the events up to `drained_at - MERGE_LAG_NS` in time order (`drained_at`:
-    /// when the reader's latest drain started); a sample over `threshold_ns` becomes a
+    /// when the reader's latest drain started); a sample admitted (`admit`) becomes a
     /// request to explain.
-    pub(crate) fn advance(
-        &mut self,
-        drained_at: u64,
-        threshold_ns: u64,
-        request: &mut dyn FnMut(Request),
-    ) {
+    pub(crate) fn advance(&mut self, drained_at: u64, request: &mut dyn FnMut(Request)) {
         if drained_at >= self.scanned_ns + RESCAN_NS {
             self.rescan(drained_at);
         }
@@ -410,18 +464,18 @@ impl WatchState {
             let Some(Reverse(Timed(_, _, e))) = self.heap.pop() else {
                 break;
             };
-            self.step(&e, threshold_ns, request);
+            self.step(&e, request);
         }
     }
 
     /// Processes everything left (the run is ending).
-    pub(crate) fn flush(&mut self, threshold_ns: u64, request: &mut dyn FnMut(Request)) {
+    pub(crate) fn flush(&mut self, request: &mut dyn FnMut(Request)) {
         while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
-            self.step(&e, threshold_ns, request);
+            self.step(&e, request);
         }
     }
 
-    fn step(&mut self, e: &Event, threshold_ns: u64, request: &mut dyn FnMut(Request)) {
+    fn step(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
         match &e.kind {
             // From `sched_waking` (the decision to wake it), as the scheduler's own wakeup
             // tracepoints count, not from its timer's expiry (earlier by the timer
@@ -462,7 +516,7 @@ impl WatchState {
                         None
                     };
                 }
-                self.switched_in(next.pid, e, threshold_ns, request);
+                self.switched_in(next.pid, e, request);
             }
             Kind::Lost(_) => {
                 // The switch that ended a pending delay may be among the lost events: a
@@ -478,13 +532,7 @@ impl WatchState {
     }
 
     /// Thread `tid` got a CPU at `e`: the delays it ends.
-    fn switched_in(
-        &mut self,
-        tid: i64,
-        e: &Event,
-        threshold_ns: u64,
-        request: &mut dyn FnMut(Request),
-    ) {
+    fn switched_in(&mut self, tid: i64, e: &Event, request: &mut dyn FnMut(Request)) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -511,9 +559,9 @@ impl WatchState {
                 let s = &mut self.series[i as usize];
                 s.total.record(Nanos(delay));
                 s.interval.record(Nanos(delay));
-                s.sum_ns += delay as u128;
             }
-            if delay > threshold_ns {
+            let kind = self.series[pair.own as usize].kind;
+            if self.admit(kind, delay) {
                 request(Request {
                     series: pair.own,
                     cpu: e.cpu,
@@ -568,20 +616,23 @@ mod tests {
         }
     }
 
-    /// Watches this test's own thread (then fed synthetic events for it): its TID and state.
-    fn watch_this_thread() -> (i64, WatchState) {
+    /// Watches this test's own thread (then fed synthetic events for it), explaining delays
+    /// over `threshold_ns`: its TID and state.
+    fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
         let tid = rtlab_sys::futex::current_tid() as i64;
         let w = WatchState::new(WatchSpec {
             pid: std::process::id() as i32,
             threads: vec![ThreadPattern::Tid(tid)],
             rt_only: false,
+            threshold_ns,
+            keep: 10,
         });
         (tid, w)
     }
 
     #[test]
     fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
-        let (tid, mut w) = watch_this_thread();
+        let (tid, mut w) = watch_this_thread(400);
         assert_eq!(w.watched_threads(), 1);
         let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
             prev: task(prev),
@@ -604,7 +655,7 @@ mod tests {
         w.offer(&ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
         w.offer(&ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
         let mut requests = Vec::new();
-        w.advance(MERGE_LAG_NS + 10_000, 400, &mut |r| requests.push(r));
+        w.advance(MERGE_LAG_NS + 10_000, &mut |r| requests.push(r));
         let own = &w.series()[0];
         assert!(
             own.name.ends_with(&format!("/{tid}/wakeup")),
@@ -634,7 +685,7 @@ mod tests {
 
     #[test]
     fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
-        let (tid, mut w) = watch_this_thread();
+        let (tid, mut w) = watch_this_thread(u64::MAX);
         w.offer(&ev(
             1,
             1_000,
@@ -653,14 +704,14 @@ mod tests {
                 next: task(tid),
             },
         ));
-        w.flush(u64::MAX, &mut |_| {});
+        w.flush(&mut |_| {});
         assert!(w.series()[0].total.is_empty());
         assert_eq!(w.shortfalls(), (0, 1));
     }
 
     #[test]
     fn a_timer_delay_runs_from_the_requested_expiry_and_a_stale_expiry_is_dropped() {
-        let (tid, mut w) = watch_this_thread();
+        let (tid, mut w) = watch_this_thread(700);
         let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
             prev: task(prev),
             prev_state: state,
@@ -689,7 +740,7 @@ mod tests {
         w.offer(&ev(0, 3_100, switch(tid, TaskState::SLEEPING, 0)));
         w.offer(&ev(0, 9_000, switch(0, TaskState::RUNNING, tid)));
         let mut requests = Vec::new();
-        w.flush(700, &mut |r| requests.push(r));
+        w.flush(&mut |r| requests.push(r));
         let by_kind = |k: DelayKind| -> Vec<&WatchSeries> {
             w.series().iter().filter(|s| s.kind == k).collect()
         };
@@ -704,7 +755,7 @@ mod tests {
             (timer[0].total.len(), timer[0].total.max()),
             (1, Nanos(800))
         );
-        assert_eq!(timer[0].sum_ns, 800);
+        assert_eq!(timer[0].total.sum_ns(), 800);
         let wakeup = by_kind(DelayKind::Wakeup);
         assert_eq!(wakeup[0].total.len(), 2);
         assert_eq!(wakeup[0].total.max(), Nanos(550));
@@ -721,5 +772,67 @@ mod tests {
             w.series()[requests[0].series as usize].kind,
             DelayKind::Timer
         );
+    }
+
+    #[test]
+    fn without_a_threshold_the_longest_of_each_interval_and_kind_are_explained() {
+        let (tid, mut w) = watch_this_thread(0);
+        w.spec.keep = 2;
+        let mut requests = Vec::new();
+        // Delays 5, 3, 7, 4, 9, 1 (us): explained when among the two longest so far.
+        for (i, d) in [5u64, 3, 7, 4, 9, 1].into_iter().enumerate() {
+            let t = 1_000_000 * (i as u64 + 1);
+            w.offer(&ev(
+                0,
+                t,
+                Kind::Waking {
+                    task: task(tid),
+                    target_cpu: 0,
+                },
+            ));
+            w.offer(&ev(
+                0,
+                t + d * 1000,
+                Kind::Switch {
+                    prev: task(0),
+                    prev_state: TaskState::RUNNING,
+                    next: task(tid),
+                },
+            ));
+            w.offer(&ev(
+                0,
+                t + d * 1000 + 10,
+                Kind::Switch {
+                    prev: task(tid),
+                    prev_state: TaskState::SLEEPING,
+                    next: task(0),
+                },
+            ));
+        }
+        w.flush(&mut |r| requests.push(r.woke_ns - r.deadline_ns));
+        assert_eq!(requests, vec![5_000, 3_000, 7_000, 9_000]);
+        // A new interval starts anew.
+        w.take_interval();
+        assert_eq!(w.series()[0].last_interval_max, Nanos(9_000));
+        w.offer(&ev(
+            0,
+            90_000_000,
+            Kind::Waking {
+                task: task(tid),
+                target_cpu: 0,
+            },
+        ));
+        w.offer(&ev(
+            0,
+            90_001_000,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: task(tid),
+            },
+        ));
+        requests.clear();
+        w.flush(&mut |r| requests.push(r.woke_ns - r.deadline_ns));
+        assert_eq!(requests, vec![1_000]);
     }
 }

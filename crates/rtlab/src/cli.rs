@@ -133,6 +133,10 @@ pub struct WatchArgs {
     /// Append each series' interval histograms to FILE (HdrHistogram interval log).
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; port 0
+    /// picks a free one, printed at the start).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Write the result document to PATH ('-' for stdout).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,

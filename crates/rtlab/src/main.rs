@@ -7,6 +7,7 @@
 
 mod cli;
 mod cmd;
+mod metrics;
 mod output;
 
 use std::process::ExitCode;

@@ -164,7 +164,14 @@ pub fn outlier_lines(doc: &ResultDoc) -> String {
         return String::new();
     }
     let mut out = format!("outliers ({}, worst first):\n", doc.outliers.len());
-    for o in &doc.outliers {
+    out.push_str(&described(&doc.outliers));
+    out
+}
+
+/// One indented line per outlier: what it was and its causes.
+pub fn described(outliers: &[rtlab_stats::result::Outlier]) -> String {
+    let mut out = String::new();
+    for o in outliers {
         out.push_str("  ");
         out.push_str(&rtlab_lab::explain::describe(
             &o.series,

@@ -346,3 +346,169 @@ fn ctrl_c_ends_the_watch_with_a_complete_result() {
             > 100
     );
 }
+
+/// Kills a child when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The body of an HTTP/1.0 GET of `path` on `port` (localhost), if it answered 200.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(c, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    // Go's server answers an HTTP/1.0 request in HTTP/1.0.
+    head.split(' ')
+        .nth(1)
+        .is_some_and(|code| code == "200")
+        .then(|| body.to_string())
+}
+
+/// `text` percent-encoded for a URL's query.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_scrapes_the_metrics_and_answers_a_quantile_query() {
+    let test = "watch --metrics scraped by prometheus";
+    if !can_run(test) {
+        return;
+    }
+    if !Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        skip(
+            test,
+            "needs Debian's prometheus (apt-get install prometheus)",
+        );
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .args(["watch", "--metrics", "127.0.0.1:0", "--interval-log", "1s"])
+        .arg("--json")
+        .arg(&json)
+        .args(["--", "python3", "-c", &periodic_program(60.0, 0)])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The port it chose, from its stderr (read on, so it never blocks on a full pipe).
+    let stderr = watch.stderr.take().unwrap();
+    let watch = KillOnDrop(watch);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let port: u16 = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("rtlab watch says where the metrics are");
+        if let Some(rest) = line.split("metrics at http://127.0.0.1:").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    // Our own page first: the format Prometheus reads.
+    let page = http_get(port, "/metrics").expect("/metrics answers");
+    assert!(
+        page.contains("# TYPE rtlab_watch_delay_seconds histogram"),
+        "{page}"
+    );
+    assert!(page.contains("rtlab_build_info{version="), "{page}");
+    // Prometheus, on a port of its own, scraping every second.
+    let prom_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: rtlab\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let _prometheus = KillOnDrop(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let query = url_encode(
+        "histogram_quantile(0.99, sum by (le) (rtlab_watch_delay_seconds_bucket{thread=\"rt-loop\",kind=\"wakeup\"}))",
+    );
+    let deadline = Instant::now() + Duration::from_secs(45);
+    let p99 = loop {
+        let answer = http_get(prom_port, &format!("/api/v1/query?query={query}"));
+        let value = answer
+            .and_then(|a| serde_json::from_str::<serde_json::Value>(&a).ok())
+            .and_then(|v| {
+                v["data"]["result"][0]["value"][1]
+                    .as_str()
+                    .map(String::from)
+            })
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite());
+        if let Some(v) = value {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answer from Prometheus in 45 s: {}",
+            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // The watched loop's p99 scheduling delay, in seconds: above zero, below the 100 ms
+    // of the last finite bucket.
+    assert!(p99 > 0.0 && p99 <= 0.1, "p99 {p99} s");
+    // The watch still ends cleanly (SIGTERM) with a valid document.
+    let mut watch = watch;
+    let sent = Command::new("kill")
+        .args(["-TERM", &watch.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watch.0.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "rtlab watch did not end on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    load_valid_document(&json);
+}

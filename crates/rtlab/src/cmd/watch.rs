@@ -32,6 +32,14 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     if let Some(path) = &args.hlog {
         rtlab_report::check_writable_file(path).map_err(|e| BadInput(format!("--hlog {e}")))?;
     }
+    // Bound before anything starts: an address in use is bad input, said at once.
+    let listener = args
+        .metrics
+        .map(|addr| {
+            std::net::TcpListener::bind(addr)
+                .map_err(|e| BadInput(format!("--metrics {addr}: {e}")))
+        })
+        .transpose()?;
     if rtlab_sys::process::effective_uid() != 0 {
         return Err(BadInput(
             "rtlab watch needs root (it traces the kernel's scheduler events with eBPF or tracefs)"
@@ -57,6 +65,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         pid,
         threads: patterns,
         rt_only: args.rt_only,
+        threshold_ns: args.threshold.map_or(0, |t| t.get()),
+        keep: args.top.map_or(10, usize::from),
     };
     let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
         TraceError::NotRoot(_) => anyhow::Error::from(BadInput(e.to_string())),
@@ -67,6 +77,20 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         .expect("a watching explainer has a state")
         .clone();
     let mut warnings = announce(&state, pid, cpus.len(), &args);
+    let _server = match listener {
+        Some(l) => {
+            let server = crate::metrics::MetricsServer::start(
+                l,
+                metrics_page(state.clone(), explainer.lost_so_far(), pid),
+            )
+            .map_err(|e| anyhow::anyhow!("--metrics: {e}"))?;
+            if !args.quiet {
+                eprintln!("rtlab watch: metrics at http://{}/metrics", server.addr());
+            }
+            Some(server)
+        }
+        None => None,
+    };
     let mut watching = Watching {
         state: &state,
         child,
@@ -91,10 +115,18 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         }
         None => watching.until_end(None, explainer)?,
     };
-    let (series, table) = {
+    let (series, table, outliers, summary, worst) = {
         let s = state.lock().unwrap_or_else(|p| p.into_inner());
         warnings.extend(shortfalls(&s, pid, findings.lost_events));
-        results(&s, pid, findings.backend)?
+        let (series, table) = results(&s, pid, findings.backend)?;
+        let book = s.book();
+        (
+            series,
+            table,
+            book.outliers(),
+            book.summary().clone(),
+            book.worst().to_vec(),
+        )
     };
     let duration = Nanos(monotonic_now_ns().saturating_sub(started_ns));
     let mut doc = standalone_doc(
@@ -105,10 +137,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         warnings,
         series,
     );
-    doc.outliers = findings.outliers;
+    doc.outliers = outliers;
+    doc.verdict
+        .details
+        .insert("outlier_summary".into(), serde_json::to_value(&summary)?);
     let mut text = table.render();
     text.push_str(&format!("ended: {why}\n"));
-    text.push_str(&crate::output::outlier_lines(&doc));
+    text.push_str(&summary_lines(&summary, &worst));
     let status = outputs.finish(&mut doc, &text)?;
     Ok(match exit_status {
         Some(code) => Status::Exit(code.clamp(0, 255) as u8),
@@ -264,6 +299,40 @@ impl Watching<'_> {
     }
 }
 
+/// The `/metrics` page: the figures copied under the watcher's lock, the text made outside it.
+fn metrics_page(
+    state: std::sync::Arc<Mutex<WatchState>>,
+    lost: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pid: i32,
+) -> Box<dyn Fn() -> String + Send> {
+    use rtlab_report::prometheus::{render, DelayMetric, WatchMetrics};
+    Box::new(move || {
+        let metrics = {
+            let s = state.lock().unwrap_or_else(|p| p.into_inner());
+            WatchMetrics {
+                delays: s
+                    .series()
+                    .iter()
+                    .filter(|w| w.tid.is_none())
+                    .map(|w| DelayMetric {
+                        thread: w.thread.clone(),
+                        kind: w.kind.name(),
+                        total: w.total.clone(),
+                        last_interval_max_ns: w.last_interval_max.get(),
+                    })
+                    .collect(),
+                outliers: s.book().summary().clone(),
+                events_lost: lost.load(std::sync::atomic::Ordering::Relaxed),
+                delays_abandoned: s.shortfalls().1,
+                threads: s.watched_threads(),
+                pid,
+                version: env!("CARGO_PKG_VERSION").into(),
+            }
+        };
+        render(&metrics)
+    })
+}
+
 /// What the run could not watch or measure, as warnings.
 fn shortfalls(s: &WatchState, pid: i32, lost_events: u64) -> Vec<String> {
     let (refused, abandoned) = s.shortfalls();
@@ -364,6 +433,50 @@ fn hlog_tag(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The run's worst outliers, explained, and every explained one counted by main cause.
+fn summary_lines(
+    summary: &rtlab_stats::result::OutlierSummary,
+    worst: &[rtlab_stats::result::Outlier],
+) -> String {
+    if summary.explained == 0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "worst outliers ({} of {} explained):\n",
+        worst.len(),
+        summary.explained
+    );
+    out.push_str(&crate::output::described(worst));
+    out.push_str("explained outliers by main cause:");
+    let mut by_cause: Vec<_> = summary
+        .by_cause
+        .iter()
+        .filter(|(_, t)| t.outliers > 0)
+        .collect();
+    by_cause.sort_by_key(|(_, t)| std::cmp::Reverse(t.outliers));
+    for (kind, t) in by_cause {
+        out.push_str(&format!(
+            " {} {} (max {});",
+            kind.as_str(),
+            t.outliers,
+            Nanos(t.max_ns)
+        ));
+    }
+    out.pop();
+    out.push('\n');
+    if !summary.by_task.is_empty() {
+        let mut tasks: Vec<_> = summary.by_task.iter().collect();
+        tasks.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
+        out.push_str("  by task:");
+        for (task, n) in tasks.iter().take(8) {
+            out.push_str(&format!(" {} {n},", rtlab_report::printable(task)));
+        }
+        out.pop();
+        out.push('\n');
+    }
+    out
 }
 
 /// One line per series with samples in the interval (`at_ns`: since the start).

@@ -1,0 +1,275 @@
+//! The Prometheus text exposition format (version 0.0.4) of a watch: what `rtlab watch
+//! --metrics` serves at `/metrics`.
+
+use rtlab_stats::result::OutlierSummary;
+use rtlab_stats::LatencyHistogram;
+use std::fmt::Write;
+
+/// The `Content-Type` of the format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Histogram bucket bounds (ns): 1 us to 100 ms, 1-2.5-5 per decade.
+pub const BUCKETS_NS: [u64; 16] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// One thread name's delays of one kind.
+#[derive(Debug, Clone)]
+pub struct DelayMetric {
+    /// The thread name (summed over the threads of that name).
+    pub thread: String,
+    /// `wakeup` or `timer`.
+    pub kind: &'static str,
+    /// Since the start.
+    pub total: LatencyHistogram,
+    /// The longest in the last complete interval (ns).
+    pub last_interval_max_ns: u64,
+}
+
+/// What a scrape shows.
+#[derive(Debug, Clone, Default)]
+pub struct WatchMetrics {
+    /// Per thread name and kind.
+    pub delays: Vec<DelayMetric>,
+    /// Explained outliers by main cause and culprit.
+    pub outliers: OutlierSummary,
+    /// Trace events the kernel or the recorder lost.
+    pub events_lost: u64,
+    /// Delays not measured because events around them were lost.
+    pub delays_abandoned: u64,
+    /// Threads watched now.
+    pub threads: usize,
+    /// The watched process.
+    pub pid: i32,
+    /// rtlab's version.
+    pub version: String,
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn seconds(ns: u128) -> String {
+    format!("{}", ns as f64 / 1e9)
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Renders `m` in the text format.
+pub fn render(m: &WatchMetrics) -> String {
+    let mut out = String::new();
+    header(
+        &mut out,
+        "rtlab_watch_delay_seconds",
+        "histogram",
+        "Delays of the watched threads since the start, per thread name and kind (wakeup: runnable to running; timer: sleep timer's requested expiry to running).",
+    );
+    for d in &m.delays {
+        let labels = format!("thread=\"{}\",kind=\"{}\"", label(&d.thread), d.kind);
+        let counts = d.total.cumulative_counts(&BUCKETS_NS);
+        for (bound, count) in BUCKETS_NS.iter().zip(&counts) {
+            let _ = writeln!(
+                out,
+                "rtlab_watch_delay_seconds_bucket{{{labels},le=\"{}\"}} {count}",
+                seconds(*bound as u128)
+            );
+        }
+        let n = d.total.len();
+        let _ = writeln!(
+            out,
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"+Inf\"}} {n}\n\
+             rtlab_watch_delay_seconds_sum{{{labels}}} {}\n\
+             rtlab_watch_delay_seconds_count{{{labels}}} {n}",
+            seconds(d.total.sum_ns())
+        );
+    }
+    header(
+        &mut out,
+        "rtlab_watch_delay_interval_max_seconds",
+        "gauge",
+        "The longest delay in the last complete interval (--interval-log), per thread name and kind.",
+    );
+    for d in &m.delays {
+        let _ = writeln!(
+            out,
+            "rtlab_watch_delay_interval_max_seconds{{thread=\"{}\",kind=\"{}\"}} {}",
+            label(&d.thread),
+            d.kind,
+            seconds(d.last_interval_max_ns as u128)
+        );
+    }
+    header(
+        &mut out,
+        "rtlab_watch_outliers_total",
+        "counter",
+        "Explained outliers by the kind of their main cause.",
+    );
+    for (kind, t) in &m.outliers.by_cause {
+        if t.outliers > 0 {
+            let _ = writeln!(
+                out,
+                "rtlab_watch_outliers_total{{cause=\"{}\"}} {}",
+                kind.as_str(),
+                t.outliers
+            );
+        }
+    }
+    header(
+        &mut out,
+        "rtlab_watch_outlier_culprits_total",
+        "counter",
+        "Explained outliers whose main cause is a task, by its name (\"(other)\" past 64 names).",
+    );
+    let other = (m.outliers.other_tasks > 0).then_some(("(other)", m.outliers.other_tasks));
+    for (task, n) in m
+        .outliers
+        .by_task
+        .iter()
+        .map(|(t, n)| (t.as_str(), *n))
+        .chain(other)
+    {
+        let _ = writeln!(
+            out,
+            "rtlab_watch_outlier_culprits_total{{task=\"{}\"}} {n}",
+            label(task)
+        );
+    }
+    for (name, kind, help, value) in [
+        (
+            "rtlab_watch_events_lost_total",
+            "counter",
+            "Trace events lost (the explanations near them say so).",
+            m.events_lost,
+        ),
+        (
+            "rtlab_watch_delays_abandoned_total",
+            "counter",
+            "Delays left unmeasured because events around them were lost.",
+            m.delays_abandoned,
+        ),
+        (
+            "rtlab_watch_threads",
+            "gauge",
+            "Threads of the process watched now.",
+            m.threads as u64,
+        ),
+    ] {
+        header(&mut out, name, kind, help);
+        let _ = writeln!(out, "{name}{{pid=\"{}\"}} {value}", m.pid);
+    }
+    header(&mut out, "rtlab_build_info", "gauge", "rtlab's version.");
+    let _ = writeln!(
+        out,
+        "rtlab_build_info{{version=\"{}\"}} 1",
+        label(&m.version)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_stats::result::{Cause, CauseKind, Outlier};
+    use rtlab_stats::Nanos;
+
+    #[test]
+    fn renders_cumulative_buckets_escaped_labels_and_counters() {
+        let mut total = LatencyHistogram::compact();
+        for ns in [800, 3_000, 3_000, 2_000_000] {
+            total.record(Nanos(ns));
+        }
+        let mut outliers = OutlierSummary::default();
+        outliers.add(&Outlier {
+            series: "a/1/timer".into(),
+            at_ns: 0,
+            latency_ns: 2_000_000,
+            cpu: None,
+            causes: vec![Cause {
+                kind: CauseKind::Preemption,
+                duration_ns: 1_900_000,
+                task: Some("rtlab-hog".into()),
+                pid: Some(5),
+                prio: Some(0),
+                detail: None,
+                reason: None,
+            }],
+        });
+        let text = render(&WatchMetrics {
+            delays: vec![DelayMetric {
+                thread: "rt \"loop\"\\".into(),
+                kind: "timer",
+                total,
+                last_interval_max_ns: 2_000_000,
+            }],
+            outliers,
+            events_lost: 3,
+            delays_abandoned: 1,
+            threads: 2,
+            pid: 42,
+            version: "0.1.0".into(),
+        });
+        let has = |line: &str| assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        let labels = r#"thread="rt \"loop\"\\",kind="timer""#;
+        has(&format!(
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.000001\"}} 1"
+        ));
+        has(&format!(
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.0000025\"}} 1"
+        ));
+        has(&format!(
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.000005\"}} 3"
+        ));
+        has(&format!(
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.0025\"}} 4"
+        ));
+        has(&format!(
+            "rtlab_watch_delay_seconds_bucket{{{labels},le=\"+Inf\"}} 4"
+        ));
+        has(&format!("rtlab_watch_delay_seconds_count{{{labels}}} 4"));
+        has(&format!(
+            "rtlab_watch_delay_seconds_sum{{{labels}}} 0.0020068"
+        ));
+        has(&format!(
+            "rtlab_watch_delay_interval_max_seconds{{{labels}}} 0.002"
+        ));
+        has("rtlab_watch_outliers_total{cause=\"preemption\"} 1");
+        has("rtlab_watch_outlier_culprits_total{task=\"rtlab-hog\"} 1");
+        has("rtlab_watch_events_lost_total{pid=\"42\"} 3");
+        has("rtlab_watch_threads{pid=\"42\"} 2");
+        has("rtlab_build_info{version=\"0.1.0\"} 1");
+        // Every sample line is `name{labels} value`, every metric declared once.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = l.rsplit_once(' ').unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{l}");
+        }
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(types, 8);
+    }
+}
