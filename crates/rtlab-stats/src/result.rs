@@ -364,6 +364,7 @@ reason_codes! {
     PeerIdleExit = "peer_idle_exit",
     PeerAsleep = "peer_asleep",
     PeerUnknown = "peer_unknown",
+    TimerSlack = "timer_slack",
 }
 
 impl Serialize for ReasonCode {

@@ -281,6 +281,8 @@ pub mod asm {
     pub const R2: u8 = 2;
     /// Argument 3.
     pub const R3: u8 = 3;
+    /// Argument 4.
+    pub const R4: u8 = 4;
     /// Callee-saved.
     pub const R6: u8 = 6;
     /// Callee-saved.
@@ -330,6 +332,10 @@ pub mod asm {
     /// `dst += src`.
     pub const fn add(dst: u8, src: u8) -> Insn {
         Insn::new(ALU64 | X, dst, src, 0, 0)
+    }
+    /// `dst -= src`.
+    pub const fn sub(dst: u8, src: u8) -> Insn {
+        Insn::new(ALU64 | 0x10 | X, dst, src, 0, 0)
     }
     /// `dst *= imm`.
     pub const fn mul_imm(dst: u8, imm: i32) -> Insn {

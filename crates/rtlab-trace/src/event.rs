@@ -56,6 +56,8 @@ pub enum Kind {
         /// The expiry the timer was set for (CLOCK_MONOTONIC ns; the eBPF recorder reads it,
         /// the text event does not carry it).
         expires_ns: Option<u64>,
+        /// How much later the kernel may fire it (the timer slack; 0 where not known).
+        slack_ns: u64,
     },
     /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
     Idle(Option<u32>),
@@ -382,6 +384,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
             function: field(fields, "function").unwrap_or("?").to_string(),
             task: None,
             expires_ns: None,
+            slack_ns: 0,
         },
         "cpu_idle" => {
             let state: u64 = num(fields, "state")?;

@@ -887,6 +887,7 @@ mod tests {
                 function: function.into(),
                 task,
                 expires_ns: None,
+                slack_ns: 0,
             },
         };
         let thread = Task {
@@ -991,6 +992,7 @@ mod tests {
                 function: "hrtimer_wakeup".into(),
                 task: Some(thread.clone()),
                 expires_ns: None,
+                slack_ns: 0,
             },
         };
         let mut ev = events(&[

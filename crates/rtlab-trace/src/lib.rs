@@ -52,6 +52,9 @@ pub struct Request {
     pub woke_ns: u64,
     /// What it waited for.
     pub wait: explain::Wait,
+    /// For a sleep timer's delay: how much later than `deadline_ns` the kernel may fire it
+    /// (its slack), which the explanation names as such; 0 otherwise.
+    pub slack_ns: u64,
 }
 
 /// Handed to measuring threads: cheap to clone, never blocks.
@@ -95,6 +98,7 @@ impl Reporter {
                 deadline_ns,
                 woke_ns,
                 wait,
+                slack_ns: 0,
             });
         }
     }

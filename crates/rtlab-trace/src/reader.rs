@@ -303,9 +303,12 @@ fn explain_one(
                 tick,
             })
         });
+    // A sleep timer's slack is the thread's own: the kernel was not due to fire the timer
+    // before the hard expiry, so what happened is explained from there.
+    let slack = r.slack_ns.min(r.woke_ns.saturating_sub(r.deadline_ns));
     let late = explain::Late {
         tid: r.tid,
-        deadline_ns: r.deadline_ns,
+        deadline_ns: r.deadline_ns + slack,
         woke_ns: r.woke_ns,
         wait: r.wait,
         waker: waker.map(|(p, _)| find_task(histories, p)),
@@ -348,6 +351,22 @@ fn explain_one(
             reason: Some(Reason::NoEventOnCpu { cpu: r.cpu }.code()),
         }],
     };
+    let mut causes = causes;
+    if slack > 0 {
+        let reason = Reason::TimerSlack {
+            slack_ns: r.slack_ns,
+        };
+        causes.push(Cause {
+            kind: CauseKind::Syscall,
+            duration_ns: slack,
+            task: None,
+            pid: None,
+            prio: None,
+            detail: Some(reason.to_string()),
+            reason: Some(reason.code()),
+        });
+        causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+    }
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
     let line = explain::describe(series, latency, at_ns, &causes);
     Ok((

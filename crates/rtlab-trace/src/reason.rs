@@ -111,6 +111,9 @@ pub enum Reason {
     PeerAsleep { cpu: u16, peer: String },
     /// What kept the peer from answering is not known.
     PeerUnknown { cpu: u16, peer: String },
+    /// The thread's own timer slack: the kernel may fire its sleep timer up to `slack_ns`
+    /// after the requested expiry.
+    TimerSlack { slack_ns: u64 },
 }
 
 impl Reason {
@@ -146,6 +149,7 @@ impl Reason {
             Reason::PeerIdleExit { .. } => ReasonCode::PeerIdleExit,
             Reason::PeerAsleep { .. } => ReasonCode::PeerAsleep,
             Reason::PeerUnknown { .. } => ReasonCode::PeerUnknown,
+            Reason::TimerSlack { .. } => ReasonCode::TimerSlack,
         }
     }
 }
@@ -334,6 +338,11 @@ impl fmt::Display for Reason {
                 f,
                 "what kept {peer} from answering on CPU {cpu} is not known (trace events lost, or none of it in the window)"
             ),
+            Reason::TimerSlack { slack_ns } => write!(
+                f,
+                "the thread's own timer slack: the kernel may expire its sleep up to {} after the time asked for, to batch wakeups (prctl PR_SET_TIMERSLACK, /proc/<tid>/timerslack_ns; none for SCHED_FIFO/RR threads)",
+                Nanos(*slack_ns)
+            ),
         }
     }
 }
@@ -379,6 +388,9 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                             ""
                         }
                     )
+                }
+                (CauseKind::Syscall, _) if c.reason == Some(ReasonCode::TimerSlack) => {
+                    format!("{d} timer slack")
                 }
                 (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
                 (CauseKind::Softirq, _) => {

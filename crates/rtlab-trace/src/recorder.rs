@@ -25,7 +25,7 @@
 use crate::btf::Btf;
 use crate::event::{Event, Kind, Task, TaskState};
 use crate::TraceError;
-use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -92,8 +92,10 @@ struct TaskOffsets {
     cpu: Option<i32>,
     /// `hrtimer.function`.
     timer_function: i32,
-    /// `hrtimer._softexpires`: the requested expiry (the hard one may be later by the slack).
+    /// `hrtimer._softexpires`: the requested expiry; `hrtimer.node.expires`: the hard one,
+    /// later by the timer slack.
     timer_expires: Option<i32>,
+    timer_hard_expires: Option<i32>,
     /// How to name the task a sleep timer wakes, where this kernel allows it.
     sleeper: Option<Sleeper>,
 }
@@ -136,6 +138,7 @@ impl TaskOffsets {
                 .map(|o| o as i32),
             timer_function: need("hrtimer", "function")?,
             timer_expires: btf.offset_of("hrtimer", "_softexpires").map(|o| o as i32),
+            timer_hard_expires: btf.offset_of("hrtimer", "node.expires").map(|o| o as i32),
             sleeper,
         })
     }
@@ -254,12 +257,13 @@ impl Builder {
     }
 
     /// `hrtimer_expire_entry(struct hrtimer *, ktime_t *now)`: the function (in X), and for
-    /// a sleep timer the task it wakes (slot 1, A = 1) and the requested expiry (slot 2's
-    /// eight bytes; 0 where BTF does not place it).
+    /// a sleep timer the task it wakes (slot 1, A = 1), the requested expiry (slot 2's
+    /// eight bytes; 0 where BTF does not place it) and the slack (CUR: hard - requested).
     fn timer(&mut self, t: &TaskOffsets) {
         self.push(asm::st32(R7, OFF_A, 0));
         self.push(asm::st32(R7, OFF_PID2, 0));
         self.push(asm::st32(R7, OFF_PRIO2, 0));
+        self.push(asm::st32(R7, OFF_CUR, 0));
         if !self.direct {
             self.task_field(0, t.timer_function, OFF_X, 8);
             return;
@@ -270,6 +274,11 @@ impl Builder {
         if let Some(expires) = t.timer_expires {
             self.push(asm::ldx64(R1, R3, expires as i16));
             self.push(asm::stx64(R7, OFF_PID2, R1));
+            if let Some(hard) = t.timer_hard_expires {
+                self.push(asm::ldx64(R4, R3, hard as i16));
+                self.push(asm::sub(R4, R1));
+                self.push(asm::stx32(R7, OFF_CUR, R4));
+            }
         }
         let Some(s) = t.sleeper else { return };
         self.extend(asm::ld_imm64(R1, s.wakeup));
@@ -667,6 +676,7 @@ impl Recorder {
                 function: function.unwrap_or_default(),
                 task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
                 expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
+                slack_ns: u32_at(OFF_CUR) as u64,
             },
             K_NMI => Kind::Nmi {
                 handler: self.symbol(u64_at(OFF_PID1)),
@@ -767,6 +777,7 @@ mod tests {
             cpu: Some(36),
             timer_function: 40,
             timer_expires: Some(24),
+            timer_hard_expires: Some(8),
             sleeper: Some(Sleeper {
                 wakeup: 0xffff_ffff_8100_0000,
                 type_id: 5,
@@ -986,15 +997,16 @@ mod tests {
             .count();
         assert!(wakings >= 19, "{wakings} wakings of this thread");
         if r.names_timer_wakeups {
-            let expiries: Vec<(u64, Option<u64>)> = events
+            let expiries: Vec<(u64, Option<u64>, u64)> = events
                 .iter()
                 .filter_map(|e| match &e.kind {
                     Kind::HrtimerEntry {
                         function,
                         task: Some(t),
                         expires_ns,
+                        slack_ns,
                     } if t.pid == tid && function == "hrtimer_wakeup" => {
-                        Some((e.ts_ns, *expires_ns))
+                        Some((e.ts_ns, *expires_ns, *slack_ns))
                     }
                     _ => None,
                 })
@@ -1003,14 +1015,17 @@ mod tests {
                 expiries.len() >= 19,
                 "{expiries:?}: sleep timers of this thread"
             );
-            // Each timer carries the deadline it was set for, and expired at or after it.
-            for (at, expires) in &expiries {
+            // Each timer carries the deadline it was set for (and expired at or after it)
+            // and this thread's timer slack.
+            let slack = rtlab_sys::slack::current_timer_slack_ns().unwrap();
+            for (at, expires, slack_ns) in &expiries {
                 let expires = expires.expect("the expiry is read");
                 assert!(
                     deadlines.contains(&expires),
                     "{expires} not in {deadlines:?}"
                 );
                 assert!(*at >= expires, "expired at {at}, before {expires}");
+                assert_eq!(*slack_ns, slack, "the timer's slack");
             }
         }
     }

@@ -169,8 +169,8 @@ struct Watched {
     timer: Option<Pair>,
     /// Its `timer` series were refused at the series limit (counted once).
     timer_refused: bool,
-    /// The requested expiry of the sleep timer that woke it, until it runs.
-    timer_expired: Option<u64>,
+    /// The requested expiry of the sleep timer that woke it, and its slack, until it runs.
+    timer_expired: Option<(u64, u64)>,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
     /// Woken since it last got a CPU: a wakeup can come while it is still on its CPU going
@@ -492,9 +492,10 @@ impl WatchState {
                 function,
                 task: Some(task),
                 expires_ns: Some(expires),
+                slack_ns,
             } if function == "hrtimer_wakeup" => {
                 if let Some(w) = self.threads.get_mut(&task.pid) {
-                    w.timer_expired = Some(*expires);
+                    w.timer_expired = Some((*expires, *slack_ns));
                 }
             }
             Kind::Switch {
@@ -537,12 +538,12 @@ impl WatchState {
             return;
         };
         w.woken_since_in = false;
-        let wakeup = w.runnable_since.take().map(|since| (w.wakeup, since));
+        let wakeup = w.runnable_since.take().map(|since| (w.wakeup, since, 0));
         let timer = w.timer_expired.take();
         let timer = match (timer, w.timer) {
             (None, _) => None,
-            (Some(at), Some(pair)) => Some((pair, at)),
-            (Some(at), None) => {
+            (Some((at, slack)), Some(pair)) => Some((pair, at, slack)),
+            (Some((at, slack)), None) => {
                 let (name, refused_before) = (w.name.clone(), w.timer_refused);
                 let pair = self.pair(&name, tid, DelayKind::Timer);
                 if let Some(w) = self.threads.get_mut(&tid) {
@@ -550,10 +551,10 @@ impl WatchState {
                     w.timer_refused = pair.is_none();
                 }
                 self.refused += (pair.is_none() && !refused_before) as u64;
-                pair.map(|p| (p, at))
+                pair.map(|p| (p, at, slack))
             }
         };
-        for (pair, since) in wakeup.into_iter().chain(timer) {
+        for (pair, since, slack_ns) in wakeup.into_iter().chain(timer) {
             let delay = e.ts_ns.saturating_sub(since);
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
@@ -569,6 +570,7 @@ impl WatchState {
                     deadline_ns: since,
                     woke_ns: e.ts_ns,
                     wait: Wait::Timer,
+                    slack_ns,
                 });
             }
         }
@@ -721,6 +723,7 @@ mod tests {
             function: "hrtimer_wakeup".into(),
             task: Some(task(tid)),
             expires_ns: Some(expires),
+            slack_ns: 50,
         };
         let waking = Kind::Waking {
             task: task(tid),
@@ -765,8 +768,12 @@ mod tests {
             "only the 800 ns timer delay is over 700 ns"
         );
         assert_eq!(
-            (requests[0].deadline_ns, requests[0].woke_ns),
-            (1_800, 2_600)
+            (
+                requests[0].deadline_ns,
+                requests[0].woke_ns,
+                requests[0].slack_ns
+            ),
+            (1_800, 2_600, 50)
         );
         assert_eq!(
             w.series()[requests[0].series as usize].kind,

@@ -80,7 +80,9 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
     // 2 s of 1 ms sleeps: about 2000 wakeups (fewer on a loaded machine, never none).
     assert!(count > 500, "{count} wakeups measured: {stderr}");
     assert!(
-        stderr.contains("watch ") && stderr.contains("rt-loop/wakeup n="),
+        stderr.contains("watch ")
+            && stderr.contains("; rt-loop/wakeup n=")
+            && stderr.contains("; lost "),
         "{stderr}"
     );
     // Each 1 ms sleep ends with its timer: with the eBPF source (which reads the timer's

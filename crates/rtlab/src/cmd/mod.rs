@@ -14,6 +14,7 @@ mod slack;
 mod survey;
 mod wakeup;
 mod watch;
+mod watch_status;
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::output::Outputs;

@@ -1,5 +1,6 @@
 //! `rtlab watch`: the scheduling delays of a running program's threads, explained.
 
+use super::watch_status::{Interval, Row, StatusView};
 use crate::cli::WatchArgs;
 use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
@@ -98,6 +99,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         end_ns: args.duration.map(|d| started_ns.saturating_add(d.get())),
         interval_ns: args.interval_log.get(),
         quiet: args.quiet,
+        lost: explainer.lost_so_far(),
+        status: StatusView::new(),
     };
     // Written as it goes (a log to follow while it runs), so not through a temporary file;
     // a file already there is replaced, never written through (a planted symlink included).
@@ -217,6 +220,9 @@ struct Watching<'a> {
     end_ns: Option<u64>,
     interval_ns: u64,
     quiet: bool,
+    /// Events lost so far.
+    lost: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    status: StatusView,
 }
 
 impl Watching<'_> {
@@ -266,20 +272,38 @@ impl Watching<'_> {
         Ok((why, exit_status, findings))
     }
 
-    /// Takes the interval's histograms: to the log, and a line each on stderr.
+    /// Takes the interval's histograms: to the log, and shown on stderr (`StatusView`).
     fn close_interval(
-        &self,
+        &mut self,
         log: Option<&mut HlogWriter<'_, '_>>,
         from: u64,
         to: u64,
     ) -> anyhow::Result<()> {
-        let taken: Vec<(String, LatencyHistogram)> = {
+        let (taken, interval) = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let taken = s.take_interval();
-            taken
+            let rows = taken
+                .iter()
+                .map(|(i, h)| (&s.series()[*i], h))
+                .filter(|(w, _)| w.tid.is_none())
+                .map(|(w, h)| Row {
+                    series: w.name.clone(),
+                    interval: h.clone(),
+                    max_ever: w.total.max(),
+                })
+                .collect();
+            let interval = Interval {
+                at_ns: to.saturating_sub(self.started_ns),
+                threads: s.watched_threads(),
+                rows,
+                outliers: s.book().summary().clone(),
+                lost: self.lost.load(std::sync::atomic::Ordering::Relaxed),
+            };
+            let taken: Vec<(String, LatencyHistogram)> = taken
                 .into_iter()
                 .map(|(i, h)| (s.series()[i].name.clone(), h))
-                .collect()
+                .collect();
+            (taken, interval)
         };
         if let Some(log) = log {
             let start = Duration::from_nanos(from.saturating_sub(self.started_ns));
@@ -291,9 +315,7 @@ impl Watching<'_> {
             }
         }
         if !self.quiet {
-            for line in interval_lines(&taken, to.saturating_sub(self.started_ns)) {
-                eprintln!("{line}");
-            }
+            self.status.show(interval);
         }
         Ok(())
     }
@@ -477,23 +499,4 @@ fn summary_lines(
         out.push('\n');
     }
     out
-}
-
-/// One line per series with samples in the interval (`at_ns`: since the start).
-fn interval_lines(taken: &[(String, LatencyHistogram)], at_ns: u64) -> Vec<String> {
-    taken
-        .iter()
-        .map(|(name, h)| {
-            let s = h.summary();
-            format!(
-                "watch {:.0} s: {} n={} p50={} p99={} max={}",
-                at_ns as f64 / 1e9,
-                rtlab_report::printable(name),
-                s.count,
-                Nanos(s.p50),
-                Nanos(s.p99),
-                Nanos(s.max)
-            )
-        })
-        .collect()
 }
