@@ -8,7 +8,10 @@
 #
 # 1. Cross-check: one run watched by `rtlab watch` and recorded by `perf sched record` at
 #    the same time; rtlab's rt-loop wakeup p50/p99 vs `perf sched timehist`'s scheduling
-#    delay ("sch delay") of the same thread, same wakeups.
+#    delay ("sch delay") of the same thread, same wakeups. With `rtlab load cpu` beside it:
+#    on this VM perf (6.1) misses most switches out of the idle task on CPU 1 (22 of ~3000
+#    switch-ins to rt-loop recorded in one 3 s run, no loss reported), so an idle machine
+#    gives perf rows with no wakeup (sch delay 0); a busy CPU has no idle task to switch from.
 # 2. Cost: the program's own lateness with and without `rtlab watch --pid` on it, BLOCKS
 #    blocks each, interleaved A B A B; ratios of p50 and p99 (watched / alone) as medians
 #    with 95 % intervals (bench/ci.py).
@@ -40,6 +43,9 @@ echo "| run | samples rtlab / perf | p50 rtlab | p50 perf | ratio | p99 rtlab | 
 echo "|---|---|---|---|---|---|---|---|"
 : >"$WORK/timer-rows.txt"
 for run in 1 2 3; do
+  "$RTLAB" load cpu --duration 12s --quiet >/dev/null 2>&1 &
+  load=$!
+  sleep 0.3
   "${PERIODIC_RT[@]}" 10 1000 >"$WORK/x.out" 2>/dev/null &
   prog=$!
   sleep 0.2
@@ -48,6 +54,8 @@ for run in 1 2 3; do
   "$RTLAB" watch --pid "$prog" --thread rt-loop --duration 9s --quiet --json "$WORK/x.json" >/dev/null
   wait "$perf_pid" || true
   wait "$prog" || true
+  kill "$load" 2>/dev/null || true
+  wait "$load" 2>/dev/null || true
   perf sched timehist -i "$WORK/perf.data" 2>/dev/null >"$WORK/timehist.txt" || true
   python3 - "$WORK" "$run" <<'PY'
 import json, re, sys
