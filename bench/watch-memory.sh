@@ -3,8 +3,9 @@
 #
 #   sudo bench/watch-memory.sh [MINUTES]        (default 10)
 #
-# Watches examples/c/periodic.c (one thread, 1 ms) with --hlog and --interval-log 10s, and
-# reads rtlab's VmRSS from /proc every minute.
+# Watches examples/c/periodic.c (one thread, 1 ms) with --hlog, --interval-log 10s and
+# --metrics (scraped every 2 s, as a Prometheus would), and reads rtlab's VmRSS from /proc
+# every minute.
 set -euo pipefail
 MINUTES=${1:-10}
 cd "$(dirname "$0")/.."
@@ -13,10 +14,25 @@ cargo build --release -q
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
-"$WORK/periodic" $((MINUTES * 60 + 30)) 1000 >/dev/null &
+"$WORK/periodic" $((MINUTES * 60 + 60)) 1000 >/dev/null &
 prog=$!
-target/release/rtlab watch --pid "$prog" --duration "${MINUTES}m" --quiet --hlog "$WORK/w.hlog" --json "$WORK/w.json" >/dev/null &
+PORT=19464
+# (30 s past the last reading, so that reading is never of a watch that is ending)
+target/release/rtlab watch --pid "$prog" --duration "$((MINUTES * 60 + 30))s" --quiet --hlog "$WORK/w.hlog" \
+  --metrics "127.0.0.1:$PORT" --json "$WORK/w.json" >/dev/null &
 watch=$!
+python3 - "$PORT" "$watch" <<'PY' &
+import os, sys, time, urllib.request
+port, watch = sys.argv[1], int(sys.argv[2])
+time.sleep(3)
+while os.path.exists(f"/proc/{watch}"):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    except OSError:
+        pass
+    time.sleep(2)
+PY
+scraper=$!
 echo "# rtlab watch memory: $MINUTES min, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 for m in $(seq 1 "$MINUTES"); do
   sleep 60
@@ -24,8 +40,9 @@ for m in $(seq 1 "$MINUTES"); do
   echo "minute $m: VmRSS $rss KiB"
 done
 wait "$watch"
-kill "$prog" 2>/dev/null || true
+kill "$prog" "$scraper" 2>/dev/null || true
 python3 -c "
 import json; d = json.load(open('$WORK/w.json'))
-s = [x for x in d['series'] if x['name'].endswith('/wakeup')]
-print('samples', max(x['count'] for x in s), 'hlog bytes', $(stat -c %s "$WORK/w.hlog"), 'warnings', d['warnings'])"
+s = [x for x in d['series'] if x['name'].endswith(('/wakeup', '/timer'))]
+print('samples', {x['name']: x['count'] for x in s}, 'outliers kept', len(d['outliers']),
+      'explained', d['verdict']['outlier_summary']['explained'], 'hlog bytes', $(stat -c %s "$WORK/w.hlog"), 'warnings', d['warnings'])"

@@ -6,8 +6,9 @@ use crate::watch::DelayKind;
 use rtlab_stats::result::{Outlier, OutlierSummary};
 use std::collections::{HashSet, VecDeque};
 
-/// Intervals whose worst outliers are kept (ten minutes at the default 10 s interval log).
-pub const RECENT_INTERVALS: usize = 60;
+/// Intervals whose worst outliers are kept (five minutes at the default 10 s interval log;
+/// about 600 B each, so at most 30 x 2 x `--top`: 360 KiB at the default 10).
+pub const RECENT_INTERVALS: usize = 30;
 
 /// The explained outliers of a watch.
 #[derive(Debug)]

@@ -1,0 +1,333 @@
+//! The long help texts, one per command (clap's `after_help`).
+
+pub(super) const ABOUT: &str = "Measure, explain and fix worst-case latency on stock Linux.";
+
+pub(super) const AFTER_HELP: &str = "\
+Examples:
+  rtlab survey                                  check this machine end to end (about 30 s)
+  rtlab wakeup --duration 30s                   timed-wakeup latency on every CPU
+  rtlab wakeup --cpus 1 --load cpu --load mmap  ... on CPU 1 under CPU and mmap load
+  rtlab load cpu:2 hog:99:3ms/200ms:0 --duration 1m   run a disturbance load alone
+
+Exit status: 0 success, 1 the run failed, 2 bad usage or input, 3 --fail-above was hit.
+Most measurements need root (SCHED_FIFO, mlockall, /dev/cpu_dma_latency); without it rtlab
+measures in the best mode it can and says so in a warning.";
+
+pub(super) const WATCH_HELP: &str = "\
+Measures, from kernel events only (no change to the program, any language), two delays of
+each watched thread:
+  wakeup  from becoming runnable (its wakeup, or being preempted) to running: the scheduling
+          delay, what runqlat and perf sched timehist measure (metric wakeup_latency);
+  timer   from the expiry its sleep timer was set for (clock_nanosleep, nanosleep, a timed
+          futex wait such as Java's parkNanos, epoll/poll timeouts) to running: what a
+          periodic loop loses each period, timer slack included (metric timer_latency;
+          needs the eBPF source).
+Series: <name>/<tid>/<kind> per thread and <name>/<kind> summed over the threads of one name
+(a pool reads as one). Threads created later are picked up (the process's threads are re-read
+every second). Every delay over --threshold (default: the --top worst) is explained as in
+--explain: preempting tasks with pid and priority, IRQs and softirqs by name, idle exit,
+hypervisor gaps, wake-up IPIs.
+
+It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
+the complete result (--json). Every --interval-log it prints one line per busy series to
+stderr and, with --hlog, appends each series' interval histogram to an HdrHistogram interval
+log (tagged with the series name; HdrHistogram's log tools read it).
+
+Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not measured: time
+blocked on locks (see the README).
+
+Examples:
+  rtlab watch --pid $(pgrep -f MyApp) --thread 'rt-*' --duration 10m --json app.json
+  rtlab watch --pid 4242 --rt-only --threshold 200us --hlog app.hlog
+  rtlab watch --json loop.json -- ./control-loop --period 1ms
+";
+
+pub(super) const WAKEUP_HELP: &str = "\
+Series: thread0, thread1, ... (metric wakeup_latency), one per measuring thread, with cpu,
+interval_ns, phase_ns, policy, prio, mlock and timer_slack_ns in their config.
+
+The method is cyclictest's: each thread sleeps with clock_nanosleep(TIMER_ABSTIME) on
+CLOCK_MONOTONIC until next = previous deadline + interval and records wake time - deadline.
+A wakeup so late that later deadlines already passed counts those periods in 'missed' and
+records them too (coordinated-omission correction), so overruns are never hidden.
+Thread i of n wakes i x interval / n after thread 0, so CPUs do not leave idle in lockstep;
+--aligned makes them wake together (a harsher, different test, like cyclictest -A).
+
+--explain (root: tracefs) traces the measured CPUs in a private tracefs instance while
+measuring and names the cause of each outlier (the --top worst, or all over --threshold):
+IRQs and vectors by name, softirqs, preempting tasks (name, pid, priority), the CPU idling
+past the deadline (idle_exit; hypervisor_gap on a VM), silent gaps in the trace
+(hypervisor_gap), and what is left (unexplained). They go to the result's outliers array and
+one line each after the table. Without tracefs it says so and reports /proc counters instead.
+
+Examples:
+  rtlab wakeup --duration 10s --json out.json
+  rtlab wakeup --cpus 0 --interval 200us --prio 99 --load cpu --fail-above 500us
+  rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads
+  rtlab wakeup --cpus 0 --explain --threshold 1ms --load hog:99:3ms/200ms:0 --duration 10s";
+
+pub(super) const LOCK_HELP: &str = "\
+Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
+<impl>/handoff (metric handoff: ns per hand-off, two threads passing a ring of three
+mutexes, seed 003's method), for impl in rtlab-pi, rtlab-robust, rtlab-ceiling,
+glibc-normal, glibc-pi, glibc-pp, glibc-robust, glibc-robust-pi, std, parking_lot. Each
+value is the median
+of many batches, interleaved across implementations. <impl>/condvar_wake (metric
+condvar_wake, a distribution) for rtlab-pi (PiCondvar), glibc-normal (pthread_cond_t), std
+and parking_lot: from the notifier's time stamp (predicate set under the mutex, then unlock
+and notify) to the waiter running again. glibc-pp (PTHREAD_PRIO_PROTECT) and rtlab-ceiling
+(ceilings = --prio + 1) need real-time privilege and are skipped with a warning without it;
+glibc-pp also refuses SCHED_OTHER callers (--policy other). std and parking_lot
+spin briefly before sleeping: with the two threads on different CPUs their hand-off is a
+cache-line transfer rather than a wake-up; --cpus 0 compares real wake-ups.
+Default scheduling: SCHED_FIFO 10. The uncontended thread and hand-off thread B run on the
+first of --cpus, thread C on the second (the same CPU if only one is given).
+
+Examples:
+  rtlab lock --duration 6s --json lock.json
+  rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
+
+pub(super) const INVERT_HELP: &str = "\
+Seed 003's experiment (805 ms without PI, 23 ms with PI). On one CPU (default: the last
+usable one): a low-priority thread (--prio - 2) takes the lock and works --hold inside it;
+--hogs medium-priority threads (--prio - 1) spin --hog-run of every --hog-period; a
+high-priority thread (--prio) asks for the lock every --period; its wait is measured from
+the scheduled request time (so a delay before it even runs counts too).
+Variants run in interleaved slices; every thread stops with its slice, so a run without a
+protocol cannot hang the machine.
+
+Series: none/glibc, none/rtlab, inherit/rtlab, inherit/glibc, protect/rtlab, protect/glibc
+(metric lock_wait, with bound_ns, bounded and exceeded_by_ns in config) and
+high/wakeup_latency. A wait is bounded when max <= hold + the high thread's wakeup p99.
+
+--check is the correctness mode (like pi_stress): inversion groups on rtlab's PiMutex for
+--duration; exit 1 if a high thread ever waited over 1 s. Series check/lock_wait,
+check/groups, check/stalls. Needs SCHED_FIFO (root).
+
+Examples:
+  rtlab invert --duration 10s --json invert.json
+  rtlab invert --variant none/rtlab,inherit/rtlab --hold 2ms --hog-run 40ms
+  rtlab invert --check --duration 30s";
+
+pub(super) const MMAP_HELP: &str = "\
+Seed 000: in 2008 a non-real-time thread mapping 100 MB delayed a real-time thread's futex
+wait by up to 1 s when the futex was not private (worse with mlock). A SCHED_FIFO thread
+(--prio, default 95, on the first of --cpus, default the last CPU) wakes every --interval at
+an absolute deadline through a timed wait that always times out, while a SCHED_OTHER thread
+maps, touches and unmaps --size in a loop.
+
+Series: <waiter>/<disturbance> (metric wakeup_latency) for waiter private (FUTEX_WAIT_BITSET
+with FUTEX_PRIVATE_FLAG), shared (without it, word in MAP_SHARED memory), glibc-private and
+glibc-shared (pthread_cond_timedwait on CLOCK_MONOTONIC, process-private or
+PTHREAD_PROCESS_SHARED) and disturbance idle, mmap, mlock (each mapping also mlocked).
+mlockall is off by default here (--mlock turns it on): MCL_FUTURE would lock every mapping
+of the load and erase the difference between mmap and mlock.
+
+Examples:
+  rtlab mmap --duration 8s --json mmap.json
+  rtlab mmap --size 1GiB --waiter private,shared";
+
+pub(super) const SLACK_HELP: &str = "\
+Seed 004: LockSupport.parkNanos(10 us) sleeps ~60 us because the kernel may delay a
+SCHED_OTHER thread's wakeup by its timer slack (50 us by default) to batch timers. Slack is
+per thread, inherited by new threads and child processes, and ignored for SCHED_FIFO/RR.
+It lives in /proc/<tid>/timerslack_ns; changing another process's needs CAP_SYS_NICE.
+
+  rtlab slack                               the sweep: every mechanism x --sleeps x --slacks
+                                            (SCHED_OTHER) plus a SCHED_FIFO row; the table
+                                            shows p50 oversleep, the 50 us step included
+  rtlab slack get --pid PID                 every thread: tid, name, slack
+  rtlab slack set --pid PID --all 1us       every thread of PID
+  rtlab slack set --pid PID --tid TID 1us   one thread
+  rtlab slack set --pid PID --thread NAME 1us   threads whose name matches (prefix)
+
+Sweep series: <mechanism>/<requested>/<slack> (metric oversleep = actual - requested sleep),
+e.g. futex/10us/50us, and fifo/futex/<requested>/<slack>. Mechanisms: clock_nanosleep_rel,
+clock_nanosleep_abs, nanosleep, futex (a timed park, what parkNanos does), cond_timedwait,
+timerfd_epoll. Default --duration 20s, on the last CPU (or the first of --cpus).
+
+Java: HotSpot gives every thread a native name, cut to 15 characters: its own threads
+(VM Thread, GC Thread#0, C2 CompilerThre...) and Java threads after Thread.getName()
+(Finalizer, Common-Cleaner, your own names); the main thread shows as 'java'. So
+--thread NAME works on a JVM, e.g. `rtlab slack set --pid $(pgrep -f MyApp) --thread
+worker- 1us`. By hand, `jstack PID` prints nid=0x1a2b per thread: its tid in hex (6699).
+Threads a JVM creates later inherit the slack of the thread that creates them; start it with
+`rtlab exec --slack 1us -- java ...` to cover every thread from the beginning.";
+
+pub(super) const EXEC_HELP: &str = "\
+rtlab exec sets the requested attributes on itself and then replaces itself with CMD
+(like chrt and taskset), so CMD's exit status and signals are its own.
+
+Inherited by CMD and by every thread and child it creates:
+  --slack DUR            timer slack (ignored while a thread runs SCHED_FIFO/RR)
+  --policy P --prio N    scheduling policy and priority (threads created with the default
+                         PTHREAD_INHERIT_SCHED, as the JVM's are)
+  --cpus LIST            CPU affinity
+Not inherited:
+  memory locks: execve removes them. --mlock raises RLIMIT_MEMLOCK to unlimited so CMD may
+  lock its own memory (mlockall), and says so.
+
+Examples:
+  rtlab exec --slack 1us -- java -cp examples/java ParkNanos
+  rtlab exec --policy fifo --prio 80 --cpus 1 -- ./my-control-loop";
+
+pub(super) const IPC_HELP: &str = "\
+Seed 003 asked whether a message queue on a robust mutex in shared memory could reach POSIX mq.
+Two processes (this one and a forked child, on two CPUs, or one with --same-cpu) exchange
+messages of each --size through each mechanism:
+  rtlab-shm                  rtlab-ipc's ShmChannel: a lock-free ring that sleeps on a futex
+                             only when empty or full (no syscall per message when busy)
+  rtlab-shm-mpsc             the same ring in its several-producer form (robust PI mutex on
+                             the producer side)
+  rtlab-shm-mutex-condvar    seed 003's first design: slots, a robust PI mutex, PI condvars
+  rtlab-shm-mutex-semaphore  seed 003's final design: slots, a robust PI mutex, 2 semaphores
+  posix-mq, sysv-msg, pipe, unix-stream, unix-dgram
+  eventfd-shm                a shared slot per direction signalled by eventfds
+  rtlab-shm-busy             (--busy-poll only) the ring with both ends spinning: lowest
+                             latency, but each end burns a CPU
+Sizes above a kernel limit (fs.mqueue.msgsize_max and kernel.msgmax are 8192 by default) are
+reported as skipped with the sysctl that raises the limit.
+
+Series: <mechanism>/rtt (metric rtt: ping-pong round trip with blocking waits, a
+distribution), <mechanism>/oneway (metric oneway: send-to-receive latency on the shared
+CLOCK_MONOTONIC of messages sent 200 us apart, so the receiver sleeps between them) and
+<mechanism>/throughput (messages per second one way, ops/s). With several sizes the size is
+appended: rtlab-shm/rtt/1KiB. Default scheduling SCHED_FIFO 50.
+
+Examples:
+  rtlab ipc --duration 10s --size 64 --json ipc.json
+  rtlab ipc --size 64,1KiB,16KiB,64KiB --mechanism rtlab-shm,posix-mq,pipe
+  rtlab ipc --busy-poll --mechanism rtlab-shm --same-cpu";
+
+pub(super) const NET_HELP: &str = "\
+Seeds 001 and 002: periodic real-time threads exchange messages over TCP, each message
+acknowledged by the peer, and the worst round trip is the figure of merit.
+
+  rtlab net run       periodic streams (--stream SIZE@PERIOD, repeatable), each with its own
+                      sender thread on an absolute schedule and its own connection; the peer
+                      acknowledges each message as soon as its useful bytes arrived
+  rtlab net pingpong  one message in flight, echoed whole (comparable with sockperf
+                      ping-pong --full-rtt)
+  rtlab net serve     the peer, for a second host (run and pingpong start their own peer
+                      with --topology loopback, the default, or netns)
+
+Examples:
+  rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
+  rtlab net run --stream 1KiB@10ms --stream 100B@10ms --duration 30s
+  rtlab net run --profile seed-poc --load cpu --background-traffic
+  rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s
+  rtlab net serve --listen 0.0.0.0:7471             (on host B)
+  rtlab net run --peer hostB:7471 --stream 120KiB@50ms   (on host A)";
+
+pub(super) const NET_RUN_HELP: &str = "\
+Series: <SIZE>@<PERIOD>/rtt per stream, named as written (metric rtt: from the scheduled send
+time to the acknowledgement, so a stall shows in every message it delayed), and
+<SIZE>@<PERIOD>/send_lateness (actual send start minus scheduled time); reverse/<SIZE>@<PERIOD>/...
+for streams the peer sends (--reverse-stream, TCP only; measured on the peer, reported back);
+all/rtt over every stream. Counters (sent, acked, lost, duplicates, reordered, deadline_misses,
+warmup_trimmed, retransmits from TCP_INFO, pad_bytes), the socket options, the topology and
+the TCP loss-recovery sysctls are in each series' config.
+
+A message's size includes rtlab's 40-byte header (smaller sizes are sent as 40 bytes).
+--pad-segments N (seed 002): each message is followed by padding up to N full segments, so a
+lost segment is followed by enough others for fast retransmit (or RACK) to fire instead of the
+retransmission timer; the peer acknowledges as soon as the useful bytes are in and discards
+the padding. --profile seed-poc is seed 001's mix: 120KiB, 1KiB, 100B and 200B every 50ms
+this way, 300B and 350B every 50ms the other way. Messages of the first --warmup (default
+min(1s, duration/5)) are sent but not recorded; the output says how many.
+
+--topology netns creates a namespace rtlab-<pid> and a veth pair (--mtu, static neighbour
+entries; --loss PCT drops that share of packets both ways with nftables inside the
+namespace), runs the peer in it, and removes it all at the end, on Ctrl-C and on error; if
+rtlab is killed, the peer removes it (it gets SIGTERM when its parent dies).
+
+--explain (root) traces the CPUs of the stream threads and names the causes of the worst
+send_lateness samples (a sender thread woken late), as rtlab wakeup --explain does; pin the
+streams with --cpus to keep a CPU free for the trace reader.
+
+Examples:
+  rtlab net run --stream 1KiB@10ms --duration 10s --json run.json
+  rtlab net run --profile seed-poc --load cpu:2 --background-traffic
+  rtlab net run --topology netns --mtu 9000 --stream 120KiB@50ms --sndbuf 2MiB --rcvbuf 2MiB
+  rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s";
+
+pub(super) const NET_PINGPONG_HELP: &str = "\
+Series: pingpong/rtt (metric rtt): one message of --size bytes in flight, echoed whole by the
+peer, timed from the send to the last byte of the echo; over UDP a reply missing for 200 ms
+counts as lost (config: lost). The first tenth of the run (at most 500 ms) is warm-up.
+With --explain the slowest round trips are attributed on the measured CPUs (--cpus): what ran
+there while the thread waited for the echo (the peer, when it shares the CPU).
+
+Examples:
+  rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
+  rtlab net pingpong --proto udp --size 1KiB --busy-poll 50
+  sudo rtlab net pingpong --cpus 0 --load hog:99:2ms/100ms:0 --explain --top 5";
+
+pub(super) const REPORT_HELP: &str = "\
+Writes DIR/report.html: one file, no scripts, no network, readable on a laptop and printable.
+Per document: the machine, the survey's verdict and tuning actions, the check table, and per
+area the percentile curves (HdrHistogram style, idle and loaded on one chart), log-scale
+histograms, explained outliers over time (causes on hover), bars for single values (lock,
+ipc throughput) and the slack sweep, with the numbers behind each chart. `rtlab survey`
+writes the same file next to its report.json.
+
+Examples:
+  rtlab report rtlab-report/report.json -o rtlab-report
+  rtlab report idle.json loaded.json net.json -o /tmp/report";
+
+pub(super) const CHECK_HELP: &str = "\
+Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
+(isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
+last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
+RTPRIO), clocksource, virtualization (with a 1 s steal-time sample), timer_slack, numa,
+tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
+exact command that fixes it; the three that matter most are listed last.
+
+--json writes one value series per check (check/<id>: 0 ok, 1 warn, 2 fail, -1 skipped) with
+status, value, why and fix in its config.
+
+Examples:
+  rtlab check
+  rtlab check --json check.json";
+
+pub(super) const DIFF_HELP: &str = "\
+For every series present in both documents (same name and metric): p50, p99, p99.9 and max
+of distributions, or the value of single-value series, with B/A. A percentile change is
+marked * when the 95 % intervals of the two percentiles do not overlap (order statistics of
+the stored histograms: no assumption about the distribution); the max has no interval.
+'worse' means higher latency or lower throughput.
+
+--fail-worse PCT exits 3 when a p50, p99, p99.9 or value got worse by more than PCT percent
+(and, for percentiles, the change is significant): a CI gate for tuning regressions. The
+max never fails the gate: one sample decides it.
+
+--json writes a result document whose series are <series>/<stat> ratios (unit ratio).
+
+Examples:
+  rtlab diff before/report.json after/report.json
+  rtlab diff base.json new.json --fail-worse 10 --json diff.json";
+
+pub(super) const SURVEY_HELP: &str = "\
+Stages: rtlab check, then wakeup idle, then wakeup under --load cpu --load mmap with
+--explain (each --duration long: 60 s by default, about 3 minutes in all; 4 s with
+--quick, about 30 s in all), then
+short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
+invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
+shared futex?), slack (what the default timer slack costs a 10 us wait), ipc (rtlab's
+shared-memory channel vs POSIX mq and a pipe between two processes) and net (periodic TCP
+streams both ways over loopback, each message acknowledged). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+distribution series. The verdict has one line per area.
+
+Examples:
+  rtlab survey
+  rtlab survey --duration 30s --out /tmp/rtlab-report";
+
+pub(super) const NET_SERVE_HELP: &str = "\
+The peer obeys its owner, not its clients: a client asks for priorities, socket options,
+buffer sizes and reverse streams, and gets them only within --max-prio, --max-buffer and
+the idle timeout. It listens on loopback unless told otherwise.
+
+Examples:
+  rtlab net serve                                  # this host only, SCHED_OTHER
+  rtlab net serve --listen 0.0.0.0:7471 --max-prio 80   # for a client on another host
+  rtlab net run --peer 10.0.0.2:7471 --stream 1KiB@10ms --duration 60s  # on the client";

@@ -1,0 +1,101 @@
+//! Raw command-line arguments (clap), split by job: the argument structs per command group,
+//! the help texts, and the value parsers that make bad input one clear line.
+
+mod experiments;
+mod help;
+mod net;
+mod parse;
+mod tools;
+
+pub use experiments::*;
+pub use net::*;
+pub use tools::*;
+
+use clap::{Parser, Subcommand};
+use help::*;
+use rtlab_load::LOAD_HELP;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "rtlab", version, about = ABOUT, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    /// Timed-wakeup latency: wake at absolute deadlines, latency = actual - scheduled.
+    #[command(after_help = WAKEUP_HELP)]
+    Wakeup(WakeupArgs),
+    /// Mutex cost: fast path (uncontended) and slow path (hand-off) of rtlab's and others' locks.
+    #[command(after_help = LOCK_HELP)]
+    Lock(LockArgs),
+    /// Priority inversion: how long a high-priority thread waits for a lock, per protocol.
+    #[command(after_help = INVERT_HELP)]
+    Invert(InvertArgs),
+    /// Seed 000: does a non-RT thread's mmap delay an RT thread's (non-private) futex wait?
+    #[command(after_help = MMAP_HELP)]
+    Mmap(MmapArgs),
+    /// Timer slack: read or set it on a running process's threads.
+    #[command(after_help = SLACK_HELP, args_conflicts_with_subcommands = true)]
+    Slack(SlackArgs),
+    /// Run a command with timer slack, scheduling and CPU affinity set (like chrt/taskset).
+    #[command(after_help = EXEC_HELP)]
+    Exec(ExecArgs),
+    /// Message passing between two processes: rtlab's shared-memory channel vs the kernel's.
+    #[command(after_help = IPC_HELP)]
+    Ipc(IpcArgs),
+    /// Bounded-latency messaging over TCP/UDP: periodic streams, ping-pong, the peer.
+    #[command(after_help = NET_HELP)]
+    Net(NetArgs),
+    /// Audit this machine's real-time settings: status, value, why, and the fix for each.
+    #[command(after_help = CHECK_HELP)]
+    Check(CheckArgs),
+    /// Render result documents as one self-contained HTML report with SVG plots.
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
+    /// Compare two result documents: B/A per series and percentile, with significance.
+    #[command(after_help = DIFF_HELP)]
+    Diff(DiffArgs),
+    /// Run disturbance loads alone (the same loads --load adds to any experiment).
+    #[command(after_help = LOAD_HELP)]
+    Load(LoadArgs),
+    /// Check this machine end to end: wakeup idle and under load, one verdict, a report.
+    #[command(after_help = SURVEY_HELP)]
+    Survey(SurveyArgs),
+    /// Watch a running program's threads: how late each was scheduled, and why.
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
+}
+
+/// Parses the process arguments. Help and version print and exit 0; any other error prints
+/// its first line (which names the argument and why) and exits 2.
+pub fn parse() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|err| {
+        use clap::error::ErrorKind;
+        match err.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                let _ = err.print();
+                if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            _ => {
+                let text = err.render().to_string();
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("error: bad arguments");
+                eprintln!("{first}");
+                ExitCode::from(2)
+            }
+        }
+    })
+}

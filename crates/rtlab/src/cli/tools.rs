@@ -1,0 +1,157 @@
+//! The arguments of the tools: watch, exec, report, check, diff, load, survey.
+
+use super::parse::*;
+use clap::Args;
+use rtlab_load::LoadSpec;
+use rtlab_stats::Nanos;
+use rtlab_sys::affinity::CpuList;
+use rtlab_sys::sched::Policy;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The process to watch (all of its threads, and those it creates later).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub pid: Option<i32>,
+    /// Threads to watch, repeatable: a name as in /proc/<tid>/comm, a glob such as 'rt-*', or
+    /// a TID (default: all).
+    #[arg(long = "thread", value_name = "PATTERN")]
+    pub threads: Vec<String>,
+    /// Only threads with a real-time policy (SCHED_FIFO, SCHED_RR).
+    #[arg(long)]
+    pub rt_only: bool,
+    /// How long to watch (default: until Ctrl-C, SIGTERM or the process's exit).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub duration: Option<Nanos>,
+    /// Explain every delay longer than DUR (default: the --top worst).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub threshold: Option<Nanos>,
+    /// How many explained outliers to keep, the worst first (default 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
+    /// Every DUR: one summary line per series on stderr, and the interval histograms to
+    /// --hlog.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub interval_log: Nanos,
+    /// Append each series' interval histograms to FILE (HdrHistogram interval log).
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; port 0
+    /// picks a free one, printed at the start).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Write the result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Where the events come from: bpf, tracefs or auto.
+    #[arg(long, value_name = "SOURCE", default_value = "auto", value_parser = by_name::<rtlab_lab::explain::Backend>)]
+    pub explain_with: rtlab_lab::explain::Backend,
+    /// Print only the final table (warnings still go to stderr).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// A command to start and watch instead of --pid, after `--`; rtlab ends with its exit
+    /// status.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Timer slack for CMD and its threads.
+    #[arg(long, value_name = "DUR", value_parser = duration_arg, allow_hyphen_values = true)]
+    pub slack: Option<Nanos>,
+    /// Scheduling policy: fifo, rr or other.
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Priority, 1-99 for fifo/rr.
+    #[arg(long, value_name = "N", value_parser = parse_prio, allow_hyphen_values = true)]
+    pub prio: Option<u32>,
+    /// CPU affinity: 0, 0,1, 0-3.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<CpuList>,
+    /// Raise RLIMIT_MEMLOCK so CMD may lock its memory (locks themselves do not survive exec).
+    #[arg(long)]
+    pub mlock: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result documents (from --json of any command, or a survey's report.json).
+    #[arg(value_name = "FILE.json", required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// Directory to write report.html into.
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "rtlab-report"
+    )]
+    pub out: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Write the audit as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline result document.
+    #[arg(value_name = "A.json")]
+    pub a: std::path::PathBuf,
+    /// The result document to compare with it.
+    #[arg(value_name = "B.json")]
+    pub b: std::path::PathBuf,
+    /// Exit 3 when a statistic got worse by more than PCT percent (significantly).
+    #[arg(long, value_name = "PCT", value_parser = parse_regression_pct)]
+    pub fail_worse: Option<f64>,
+    /// Write the comparison as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Loads to run (see below).
+    #[arg(value_name = "SPEC", required = true, value_parser = parse_load)]
+    pub specs: Vec<LoadSpec>,
+    /// How long to run them.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Nanos,
+    /// Write what each load did as a result document to PATH ('-' for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Print only the final table.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SurveyArgs {
+    /// Duration of each wakeup stage (the other stages take at most 4 s each).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Nanos,
+    /// A quick survey (4 s per wakeup stage; about a minute in all).
+    #[arg(long, conflicts_with = "duration")]
+    pub quick: bool,
+    /// Report directory.
+    #[arg(long, value_name = "DIR", default_value = "rtlab-report")]
+    pub out: PathBuf,
+    /// CPUs to measure on (default: all usable CPUs).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<CpuList>,
+    /// Print only the final verdict.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Do not lock memory.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 during the run.
+    #[arg(long)]
+    pub no_dma_latency: bool,
+}
