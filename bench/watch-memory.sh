@@ -2,6 +2,7 @@
 # rtlab watch's memory over a long run (issue 17): RSS at minute 1 and at the end.
 #
 #   sudo bench/watch-memory.sh [MINUTES]        (default 10)
+#   BURST=1 sudo bench/watch-memory.sh 6        (a context-switch storm in minute 3)
 #
 # Watches examples/c/periodic.c (one thread, 1 ms) with --hlog, --interval-log 10s and
 # --metrics (scraped every 2 s, as a Prometheus would), and reads rtlab's VmRSS from /proc
@@ -35,6 +36,11 @@ PY
 scraper=$!
 echo "# rtlab watch memory: $MINUTES min, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 for m in $(seq 1 "$MINUTES"); do
+  if [ "${BURST:-0}" = 1 ] && [ "$m" = 3 ]; then
+    # stress-ng's switch stressor: hundreds of thousands of context switches a second on
+    # every CPU, each a trace event the reader keeps in its per-CPU history for a while.
+    stress-ng --switch "$(nproc)" --timeout 60s >/dev/null 2>&1 &
+  fi
   sleep 60
   rss=$(awk '/VmRSS/ {print $2}' "/proc/$watch/status" 2>/dev/null || echo gone)
   echo "minute $m: VmRSS $rss KiB"

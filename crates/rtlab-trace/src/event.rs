@@ -50,7 +50,7 @@ pub enum Kind {
     /// `hrtimer_expire_entry`: a high-resolution timer expires (in the timer interrupt).
     HrtimerEntry {
         /// The expiry function (`hrtimer_wakeup` for a sleeping task).
-        function: String,
+        function: std::sync::Arc<str>,
         /// The task a sleep timer wakes (the eBPF recorder names it; the text event does not).
         task: Option<Task>,
         /// The expiry the timer was set for (CLOCK_MONOTONIC ns; the eBPF recorder reads it,
@@ -208,8 +208,8 @@ impl std::fmt::Display for TaskState {
 /// A task as the scheduler events name it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Task {
-    /// Command name.
-    pub comm: String,
+    /// Command name (shared: the reader keeps a million events, each naming two tasks).
+    pub comm: std::sync::Arc<str>,
     /// Thread id.
     pub pid: i64,
     /// Kernel priority: 0-99 real-time (99 - rtprio), 100-139 normal (120 + nice).
@@ -281,7 +281,7 @@ fn num<T: std::str::FromStr>(fields: &str, key: &str) -> Option<T> {
 
 fn task(fields: &str, prefix: &str) -> Option<Task> {
     Some(Task {
-        comm: field(fields, &format!("{prefix}comm"))?.to_string(),
+        comm: field(fields, &format!("{prefix}comm"))?.into(),
         pid: num(fields, &format!("{prefix}pid"))?,
         prio: num(fields, &format!("{prefix}prio"))?,
     })
@@ -381,7 +381,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
         },
         "softirq_exit" => Kind::SoftirqExit,
         "hrtimer_expire_entry" => Kind::HrtimerEntry {
-            function: field(fields, "function").unwrap_or("?").to_string(),
+            function: field(fields, "function").unwrap_or("?").into(),
             task: None,
             expires_ns: None,
             slack_ns: 0,
@@ -522,16 +522,10 @@ a-5 [001] d..2. 10.000002: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 pr
                 prev_state,
                 next,
             } => {
-                assert_eq!(
-                    (prev.comm.as_str(), prev.pid, prev.prio),
-                    ("rtlab-hog", 42, 0)
-                );
+                assert_eq!((&*prev.comm, prev.pid, prev.prio), ("rtlab-hog", 42, 0));
                 assert_eq!(prev_state, TaskState::PREEMPTED);
                 assert_eq!(prev_state.to_string(), "R+");
-                assert_eq!(
-                    (next.comm.as_str(), next.pid, next.prio),
-                    ("rtlab-wakeup0", 77, 4)
-                );
+                assert_eq!((&*next.comm, next.pid, next.prio), ("rtlab-wakeup0", 77, 4));
                 assert_eq!(prev.describe_prio(), "RT 99");
             }
             k => panic!("{k:?}"),

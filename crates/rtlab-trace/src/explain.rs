@@ -157,7 +157,7 @@ fn peer_owner(
             },
         );
     }
-    let peer = waker.comm.clone();
+    let peer = waker.comm.to_string();
     match (&cpu.current, follow.runnable) {
         (Some(t), _) if t.pid == waker.pid => Key::new(
             CauseKind::Blocking,
@@ -255,7 +255,7 @@ impl Key {
     fn new(kind: CauseKind, task: Option<&Task>, reason: Reason) -> Key {
         Key {
             kind,
-            task: task.map(|t| (t.comm.clone(), t.pid, t.prio)),
+            task: task.map(|t| (t.comm.to_string(), t.pid, t.prio)),
             reason: Some(reason),
         }
     }
@@ -263,7 +263,7 @@ impl Key {
 
 fn named(t: &Task) -> Named {
     Named {
-        comm: t.comm.clone(),
+        comm: t.comm.to_string(),
         pid: t.pid,
     }
 }
@@ -636,7 +636,7 @@ impl<'a> Attribution<'a> {
                         None,
                         Reason::IpiLateOnHost {
                             from_cpu: from,
-                            running: t.comm.clone(),
+                            running: t.comm.to_string(),
                         },
                     )
                 } else {
@@ -690,7 +690,7 @@ impl<'a> Attribution<'a> {
                 None,
                 Reason::SilentWhileRunning {
                     len_ns: len,
-                    running: t.comm.clone(),
+                    running: t.comm.to_string(),
                 },
             ),
             // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the
@@ -716,7 +716,7 @@ impl<'a> Attribution<'a> {
             ),
             Some(t) => Key {
                 kind: CauseKind::Preemption,
-                task: Some((t.comm.clone(), t.pid, t.prio)),
+                task: Some((t.comm.to_string(), t.pid, t.prio)),
                 reason: if !woken {
                     Some(Reason::TimerLateWhileRunning {
                         virtualized: rules.virtualized,

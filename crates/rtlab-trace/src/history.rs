@@ -107,7 +107,11 @@ pub(crate) fn find_task(histories: &[History], pid: i64) -> Task {
     }
     let comm = rtlab_sys::procfs::task_comm(pid).unwrap_or_else(|| "<...>".into());
     let prio = rtlab_sys::procfs::task_kernel_prio(pid).unwrap_or(120);
-    Task { comm, pid, prio }
+    Task {
+        comm: comm.into(),
+        pid,
+        prio,
+    }
 }
 
 /// A CPU's events from `from` on, and the task current before the first of them (the base,

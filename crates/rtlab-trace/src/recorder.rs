@@ -418,7 +418,9 @@ pub(crate) struct Recorder {
     irq_names: HashMap<u32, String>,
     /// Kernel text symbols, sorted by address.
     symbols: Vec<(u64, String)>,
-    comms: HashMap<i64, String>,
+    comms: HashMap<i64, std::sync::Arc<str>>,
+    /// Timer functions' names by address (a few, each named on every expiry).
+    timer_functions: HashMap<u64, std::sync::Arc<str>>,
     comms_since: u64,
     /// Other clocks' lead over CLOCK_MONOTONIC (`clock_offsets_ns`), refreshed with `comms`.
     clock_offsets: [i64; 3],
@@ -535,6 +537,7 @@ impl Recorder {
             irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
             comms: HashMap::new(),
+            timer_functions: HashMap::new(),
             comms_since: 0,
             clock_offsets: rtlab_sys::time::clock_offsets_ns(),
         })
@@ -625,7 +628,7 @@ impl Recorder {
         } else {
             -1
         };
-        let function = (kind_code == K_TIMER).then(|| self.symbol(u64_at(OFF_X)));
+        let function = (kind_code == K_TIMER).then(|| self.timer_function(u64_at(OFF_X)));
         let mut task = |pid: i64, prio: i64| Task {
             comm: self.comm(pid, cpu),
             pid,
@@ -673,7 +676,7 @@ impl Recorder {
             },
             K_SOFTIRQ_EXIT => Kind::SoftirqExit,
             K_TIMER => Kind::HrtimerEntry {
-                function: function.unwrap_or_default(),
+                function: function.unwrap_or_else(|| "?".into()),
                 task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
                 expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
                 slack_ns: u32_at(OFF_CUR) as u64,
@@ -703,13 +706,17 @@ impl Recorder {
     }
 
     /// A task's name: `swapper/N` for the idle task, else `/proc/<tid>/comm`.
-    fn comm(&mut self, pid: i64, cpu: u16) -> String {
-        if pid == 0 {
-            return format!("swapper/{cpu}");
-        }
+    fn comm(&mut self, pid: i64, cpu: u16) -> std::sync::Arc<str> {
+        // The idle tasks' names share the cache under negative keys (no task has pid -1-N).
+        let key = if pid == 0 { -1 - cpu as i64 } else { pid };
         self.comms
-            .entry(pid)
-            .or_insert_with(|| rtlab_sys::procfs::task_comm(pid).unwrap_or_else(|| "<...>".into()))
+            .entry(key)
+            .or_insert_with(|| match pid {
+                0 => format!("swapper/{cpu}").into(),
+                _ => rtlab_sys::procfs::task_comm(pid)
+                    .unwrap_or_else(|| "<...>".into())
+                    .into(),
+            })
             .clone()
     }
 
@@ -723,6 +730,16 @@ impl Recorder {
     }
 
     /// The kernel function at or below `addr`.
+    /// A timer function's name, shared.
+    fn timer_function(&mut self, addr: u64) -> std::sync::Arc<str> {
+        if let Some(name) = self.timer_functions.get(&addr) {
+            return name.clone();
+        }
+        let name: std::sync::Arc<str> = self.symbol(addr).into();
+        self.timer_functions.insert(addr, name.clone());
+        name
+    }
+
     fn symbol(&self, addr: u64) -> String {
         let i = self.symbols.partition_point(|(a, _)| *a <= addr);
         match i.checked_sub(1).and_then(|i| self.symbols.get(i)) {
@@ -957,7 +974,7 @@ mod tests {
             .iter()
             .filter(|e| {
                 matches!(&e.kind, Kind::Switch { prev, prev_state, .. }
-                    if prev.pid == tid && prev.comm == me.trim_end() && *prev_state == TaskState::SLEEPING)
+                    if prev.pid == tid && &*prev.comm == me.trim_end() && *prev_state == TaskState::SLEEPING)
             })
             .count();
         assert!(
@@ -1005,7 +1022,7 @@ mod tests {
                         task: Some(t),
                         expires_ns,
                         slack_ns,
-                    } if t.pid == tid && function == "hrtimer_wakeup" => {
+                    } if t.pid == tid && &**function == "hrtimer_wakeup" => {
                         Some((e.ts_ns, *expires_ns, *slack_ns))
                     }
                     _ => None,
@@ -1059,7 +1076,7 @@ mod tests {
         );
         assert!(named
             .iter()
-            .all(|e| matches!(&e.kind, Kind::HrtimerEntry { function, .. } if function == "hrtimer_wakeup")));
+            .all(|e| matches!(&e.kind, Kind::HrtimerEntry { function, .. } if &**function == "hrtimer_wakeup")));
         // Each expiry comes before the thread runs again.
         for e in &named {
             assert!(events.iter().any(|s| s.ts_ns >= e.ts_ns

@@ -493,7 +493,7 @@ impl WatchState {
                 task: Some(task),
                 expires_ns: Some(expires),
                 slack_ns,
-            } if function == "hrtimer_wakeup" => {
+            } if &**function == "hrtimer_wakeup" => {
                 if let Some(w) = self.threads.get_mut(&task.pid) {
                     w.timer_expired = Some((*expires, *slack_ns));
                 }
@@ -603,7 +603,7 @@ mod tests {
 
     fn task(pid: i64) -> Task {
         Task {
-            comm: format!("t{pid}"),
+            comm: format!("t{pid}").into(),
             pid,
             prio: 120,
         }
