@@ -11,7 +11,9 @@ set -euo pipefail
 MINUTES=${1:-10}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF)" >&2; exit 2; fi
-cargo build --release -q
+# RTLAB=path: another build (e.g. an older commit's, for a before/after).
+RTLAB=${RTLAB:-}
+if [ -z "$RTLAB" ]; then cargo build --release -q; RTLAB=target/release/rtlab; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
@@ -19,7 +21,7 @@ cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
 prog=$!
 PORT=19464
 # (30 s past the last reading, so that reading is never of a watch that is ending)
-target/release/rtlab watch --pid "$prog" --duration "$((MINUTES * 60 + 30))s" --quiet --hlog "$WORK/w.hlog" \
+"$RTLAB" watch --pid "$prog" --duration "$((MINUTES * 60 + 30))s" --quiet --hlog "$WORK/w.hlog" \
   --metrics "127.0.0.1:$PORT" --json "$WORK/w.json" >/dev/null &
 watch=$!
 python3 - "$PORT" "$watch" <<'PY' &

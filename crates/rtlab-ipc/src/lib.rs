@@ -10,9 +10,9 @@
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
-pub mod bench;
-#[allow(unsafe_code)]
 mod mutex_queue;
+#[allow(unsafe_code)]
+pub mod peer;
 mod region;
 #[allow(unsafe_code)]
 mod ring;

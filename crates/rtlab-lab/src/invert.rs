@@ -13,7 +13,7 @@
 
 use crate::explain::Report;
 use crate::harness::{CommonConfig, Observer};
-use crate::locks::{enter, spin_until, BenchLock};
+use crate::mutex_impls::{enter, spin_until, BenchLock};
 use crate::{Experiment, LabError, Outcome};
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};

@@ -7,10 +7,10 @@
 //! pinned to two CPUs (or one, `same_cpu`).
 
 use crate::harness::{CommonConfig, Observer};
-use crate::locks::enter;
+use crate::mutex_impls::enter;
 use crate::{Experiment, LabError, Outcome};
-pub use rtlab_ipc::bench::Mechanism;
-use rtlab_ipc::bench::{with_peer, ChildPlacement, PeerRole, DATA, STOP};
+pub use rtlab_ipc::peer::Mechanism;
+use rtlab_ipc::peer::{with_peer, ChildPlacement, PeerRole, DATA, STOP};
 use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::sched::Policy;

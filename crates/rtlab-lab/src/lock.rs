@@ -14,7 +14,7 @@
 //! implementations (round-robin) so drift on a noisy machine hits all of them alike.
 
 use crate::harness::{CommonConfig, Observer};
-use crate::locks::{enter, BenchLock};
+use crate::mutex_impls::{enter, BenchLock};
 use crate::{Experiment, LabError, Outcome};
 use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::LatencyHistogram;

@@ -7,7 +7,7 @@
 //! interleaved slices. Latency = wake time - deadline.
 
 use crate::harness::{CommonConfig, Observer};
-use crate::locks::enter;
+use crate::mutex_impls::enter;
 use crate::{Experiment, LabError, Outcome};
 use rtlab_load::LoadSpec;
 use rtlab_stats::result::Series;

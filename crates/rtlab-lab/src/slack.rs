@@ -9,7 +9,7 @@
 //! after is attributed like a late wakeup. SCHED_FIFO threads get no slack.
 
 use crate::harness::{CommonConfig, Observer};
-use crate::locks::enter;
+use crate::mutex_impls::enter;
 use crate::{Experiment, LabError, Outcome};
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};

@@ -162,8 +162,6 @@ pub struct Options {
 pub struct Findings {
     /// Explained outliers, largest first.
     pub outliers: Vec<Outlier>,
-    /// Readable lines, one per outlier, in the same order.
-    pub lines: Vec<String>,
     /// Samples over the threshold (explained or not).
     pub over_threshold: u64,
     /// Reports dropped because the reader was behind.
@@ -365,11 +363,10 @@ impl Explainer {
             w.write().map_err(TraceError::Reader)?;
         }
         let mut outliers = out.outliers;
-        outliers.sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+        outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
         outliers.truncate(self.lines_limit);
         Ok(Findings {
-            lines: outliers.iter().map(|o| o.1.clone()).collect(),
-            outliers: outliers.into_iter().map(|o| o.0).collect(),
+            outliers,
             over_threshold: out.over_threshold,
             dropped_reports: self.reporter.dropped.load(Ordering::Relaxed),
             lost_events: lost,

@@ -22,7 +22,7 @@ const GIVE_UP_NS: u64 = 300_000_000;
 
 #[derive(Debug, Default)]
 pub(crate) struct ReaderOut {
-    pub(crate) outliers: Vec<(Outlier, String)>,
+    pub(crate) outliers: Vec<Outlier>,
     pub(crate) over_threshold: u64,
     /// `--trace-out` windows, written when the run ends (formatting them while it runs
     /// would keep the reader from its events).
@@ -221,7 +221,7 @@ pub(crate) fn read_loop(
                 if let Some(w) = watch {
                     w.lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .explained(r.series, o.0);
+                        .explained(r.series, o);
                     continue;
                 }
                 out.outliers.push(o);
@@ -229,13 +229,13 @@ pub(crate) fn read_loop(
                 // a threshold, the largest `top` are kept (a watch runs for days).
                 if options.threshold_ns.is_some() && out.outliers.len() >= 2 * options.top.max(1) {
                     out.outliers
-                        .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+                        .sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
                     out.outliers.truncate(options.top);
                 } else if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
                     out.outliers
-                        .sort_by_key(|o| std::cmp::Reverse(o.0.latency_ns));
+                        .sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
                     out.outliers.truncate(options.top);
-                    let nth = out.outliers.last().map_or(0, |o| o.0.latency_ns);
+                    let nth = out.outliers.last().map_or(0, |o| o.latency_ns);
                     threshold.fetch_max(nth, Ordering::Relaxed);
                 }
             } else {
@@ -258,7 +258,7 @@ fn explain_one(
     rules: &explain::Rules,
     options: &Options,
     index: usize,
-) -> Result<((Outlier, String), Option<SavedWindow>), String> {
+) -> Result<(Outlier, Option<SavedWindow>), String> {
     let history = histories.get(r.cpu as usize);
     let from = r.deadline_ns.saturating_sub(LEAD_NS);
     let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
@@ -368,18 +368,14 @@ fn explain_one(
         causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
     }
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
-    let line = explain::describe(series, latency, at_ns, &causes);
     Ok((
-        (
-            Outlier {
-                series: series.to_string(),
-                at_ns,
-                latency_ns: latency,
-                cpu: Some(r.cpu as u32),
-                causes,
-            },
-            line,
-        ),
+        Outlier {
+            series: series.to_string(),
+            at_ns,
+            latency_ns: latency,
+            cpu: Some(r.cpu as u32),
+            causes,
+        },
         saved,
     ))
 }
