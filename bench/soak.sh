@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 rounds=${1:-20}
 modes=${2:-both}
-pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|report|hostile|rtlab_trace|rtlab_lab)-'}
+pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|report|hostile|watch|rtlab_trace|rtlab_lab)-'}
 out=${OUT:-bench/soak-out}
 case $modes in idle) modes=(idle) ;; stress) modes=(stress) ;; both) modes=(idle stress) ;;
   *) echo "soak: mode must be idle, stress or both, got '$modes'" >&2; exit 2 ;; esac

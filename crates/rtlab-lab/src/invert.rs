@@ -150,31 +150,36 @@ impl Invert {
             ));
         }
         if !(3..=98).contains(&c.high_prio) {
-            return Err(LabError::Config(format!(
-                "--prio {} leaves no room below it (hogs run at prio-1, the owner at prio-2): use 3-98",
-                c.high_prio
-            )));
+            return Err(LabError::bad(
+                "high_prio",
+                format!(
+                    "{} leaves no room below it (hogs run one below, the owner two below): use 3-98",
+                    c.high_prio
+                ),
+            ));
         }
         if c.hold.get() == 0 || c.hold >= c.period {
-            return Err(LabError::Config(
-                "--hold must be above 0 and below --period".into(),
+            return Err(LabError::bad(
+                "hold",
+                "must be above 0 and below the period",
             ));
         }
         if c.hog_run >= c.hog_period {
-            return Err(LabError::Config(
-                "--hog-run must be below --hog-period".into(),
-            ));
+            return Err(LabError::bad("hog_run", "must be below the hog period"));
         }
         // Keep real-time demand under the kernel's RT throttle (95 % by default): a throttled
         // CPU would stall every variant alike and hide the difference.
         let hog_share = c.hog_run.get() as f64 / c.hog_period.get() as f64 * c.hogs as f64
             / c.cpus.len() as f64;
         if hog_share > 0.8 {
-            return Err(LabError::Config(format!(
-                "hogs would use {:.0} % of the CPUs: keep --hog-run/--hog-period x hogs/CPUs at or below 80 % \
-                 (the kernel throttles real-time threads at 95 %)",
-                hog_share * 100.0
-            )));
+            return Err(LabError::bad(
+                "hogs",
+                format!(
+                    "would use {:.0} % of the CPUs: keep hog run / hog period x hogs / CPUs at or below 80 % \
+                     (the kernel throttles real-time threads at 95 %)",
+                    hog_share * 100.0
+                ),
+            ));
         }
         Ok(Invert {
             config,
@@ -572,14 +577,14 @@ impl Experiment for InvertCheck {
     fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
         if !rtlab_sys::probe::can_use_fifo(self.high_prio) {
             return Err(LabError::Config(
-                "rtlab invert --check needs SCHED_FIFO (run as root)".into(),
+                "the correctness mode needs SCHED_FIFO (run as root)".into(),
             ));
         }
         if !(3..=98).contains(&self.high_prio) {
-            return Err(LabError::Config(format!(
-                "--prio {} must be 3-98",
-                self.high_prio
-            )));
+            return Err(LabError::bad(
+                "high_prio",
+                format!("{} must be 3-98", self.high_prio),
+            ));
         }
         let mut outcome = Outcome::default();
         let mut waits = LatencyHistogram::new();

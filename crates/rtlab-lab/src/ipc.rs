@@ -58,9 +58,10 @@ impl IpcExperiment {
             .iter()
             .find(|&&s| !(16..=(64 << 10)).contains(&s))
         {
-            return Err(LabError::Config(format!(
-                "--size {s}: use 16 bytes to 64KiB"
-            )));
+            return Err(LabError::bad(
+                "sizes",
+                format!("{s}: use 16 bytes to 64KiB"),
+            ));
         }
         Ok(IpcExperiment {
             config,

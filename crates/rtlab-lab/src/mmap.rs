@@ -113,20 +113,23 @@ impl MmapExperiment {
     /// Validates the configuration.
     pub fn new(config: MmapConfig) -> Result<Self, LabError> {
         if config.waiters.is_empty() {
-            return Err(LabError::Config("no waiter to measure".into()));
+            return Err(LabError::bad("waiters", "no waiter to measure"));
         }
         if config.interval.get() < 50_000 {
-            return Err(LabError::Config("--interval must be at least 50us".into()));
+            return Err(LabError::bad("interval", "must be at least 50us"));
         }
         if config.size < 4096 {
-            return Err(LabError::Config("--size must be at least 4KiB".into()));
+            return Err(LabError::bad("size", "must be at least 4KiB"));
         }
         if let Some(total) = rtlab_sys::sysinfo::total_memory_bytes() {
             if config.size > total / 2 {
-                return Err(LabError::Config(format!(
-                    "--size must be at most half of this machine's memory ({} MiB)",
-                    total >> 20
-                )));
+                return Err(LabError::bad(
+                    "size",
+                    format!(
+                        "must be at most half of this machine's memory ({} MiB)",
+                        total >> 20
+                    ),
+                ));
             }
         }
         Ok(MmapExperiment {

@@ -60,16 +60,14 @@ impl SlackSweep {
             .iter()
             .find(|s| s.get() == 0 || s.get() > 1_000_000_000)
         {
-            return Err(LabError::Config(format!("slack {s} is outside 1ns-1s")));
+            return Err(LabError::bad("slacks", format!("{s} is outside 1ns-1s")));
         }
         if let Some(s) = config
             .sleeps
             .iter()
             .find(|s| s.get() == 0 || s.get() > 1_000_000_000)
         {
-            return Err(LabError::Config(format!(
-                "requested sleep {s} is outside 1ns-1s"
-            )));
+            return Err(LabError::bad("sleeps", format!("{s} is outside 1ns-1s")));
         }
         Ok(SlackSweep { config })
     }

@@ -86,19 +86,20 @@ impl Wakeup {
     /// Validates `config`.
     pub fn new(config: WakeupConfig) -> Result<Self, LabError> {
         if config.interval.get() < 10_000 {
-            return Err(LabError::Config("--interval must be at least 10us".into()));
+            return Err(LabError::bad("interval", "must be at least 10us"));
         }
         if config.placement.cpus().is_empty() {
-            return Err(LabError::Config(
-                "no measuring thread: give --cpus or --threads".into(),
-            ));
+            return Err(LabError::bad("placement", "no measuring thread: no CPU"));
         }
         let (lo, hi) = config.policy.priority_range();
         if config.prio < lo || config.prio > hi {
-            return Err(LabError::Config(format!(
-                "--prio {} is outside {lo}-{hi} for policy {}",
-                config.prio, config.policy
-            )));
+            return Err(LabError::bad(
+                "prio",
+                format!(
+                    "{} is outside {lo}-{hi} for policy {}",
+                    config.prio, config.policy
+                ),
+            ));
         }
         Ok(Wakeup {
             config,
@@ -332,7 +333,7 @@ impl Experiment for Wakeup {
                 .join()
                 .map_err(|_| LabError::Thread(format!("thread{i} panicked")))?;
             if let Some(e) = result.setup_error {
-                return Err(LabError::Config(format!("thread{i}: {e}")));
+                return Err(LabError::Setup(format!("thread{i}: {e}")));
             }
             let mut series = Series::distribution(&live[i].name, "wakeup_latency", &result.hist)?
                 .with_config("cpu", cpus[i])

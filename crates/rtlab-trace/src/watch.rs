@@ -101,7 +101,7 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
 /// What to watch.
 #[derive(Debug, Clone)]
 pub struct WatchSpec {
-    /// The process.
+    /// The process (0: none yet, see [`WatchState::attach`]).
     pub pid: i32,
     /// Which of its threads (empty: all).
     pub threads: Vec<ThreadPattern>,
@@ -202,8 +202,11 @@ impl Ord for Timed {
 /// How far behind the newest drain events are merged: the rings are drained one CPU after
 /// another, and a record written during a drain is read by the next one.
 const MERGE_LAG_NS: u64 = 20_000_000;
-/// How often the threads are re-read.
+/// How often the threads are re-read; every `EARLY_RESCAN_NS` in the first `EARLY_NS` (a
+/// program just started creates its threads then).
 const RESCAN_NS: u64 = 1_000_000_000;
+const EARLY_RESCAN_NS: u64 = 100_000_000;
+const EARLY_NS: u64 = 3_000_000_000;
 /// At most this many series (a thread's and its name's each count): past it, new threads
 /// are not watched and the run says so.
 pub const MAX_SERIES: usize = 512;
@@ -218,6 +221,8 @@ pub struct WatchState {
     heap: BinaryHeap<Reverse<Timed>>,
     arrived: u64,
     scanned_ns: u64,
+    /// When the watch began.
+    started_ns: u64,
     /// The process is gone (its /proc directory vanished).
     gone: bool,
     /// Threads not watched because the series limit was reached.
@@ -244,6 +249,7 @@ impl WatchState {
             heap: BinaryHeap::new(),
             arrived: 0,
             scanned_ns: 0,
+            started_ns: rtlab_sys::time::monotonic_now_ns(),
             gone: false,
             refused: 0,
             abandoned: 0,
@@ -308,6 +314,14 @@ impl WatchState {
         let at = longest.partition_point(|&l| l < ns);
         longest.insert(at, ns);
         true
+    }
+
+    /// Watches process `pid` from now on (for a process started after the watch: its first
+    /// threads are read at once, and every 100 ms for the next 3 s).
+    pub fn attach(&mut self, pid: i32) {
+        self.spec.pid = pid;
+        self.started_ns = rtlab_sys::time::monotonic_now_ns();
+        self.rescan(self.started_ns);
     }
 
     /// The process exited.
@@ -379,6 +393,9 @@ impl WatchState {
     /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
     fn rescan(&mut self, now: u64) {
         self.scanned_ns = now;
+        if self.spec.pid == 0 {
+            return; // not attached yet
+        }
         let threads = match rtlab_sys::procfs::threads_of(self.spec.pid) {
             Ok(t) if rtlab_sys::procfs::process_alive(self.spec.pid) => t,
             _ => {
@@ -456,7 +473,12 @@ impl WatchState {
     /// when the reader's latest drain started); a sample admitted (`admit`) becomes a
     /// request to explain.
     pub(crate) fn advance(&mut self, drained_at: u64, request: &mut dyn FnMut(Request)) {
-        if drained_at >= self.scanned_ns + RESCAN_NS {
+        let every = if drained_at < self.started_ns + EARLY_NS {
+            EARLY_RESCAN_NS
+        } else {
+            RESCAN_NS
+        };
+        if drained_at >= self.scanned_ns + every {
             self.rescan(drained_at);
         }
         let watermark = drained_at.saturating_sub(MERGE_LAG_NS);

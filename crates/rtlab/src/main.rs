@@ -48,6 +48,16 @@ fn exit_code_for(err: &anyhow::Error) -> u8 {
     }
 }
 
+/// An error as the command line says it: a lab configuration field as the flag that sets it.
+fn said(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<rtlab_lab::LabError>() {
+        Some(rtlab_lab::LabError::BadConfig { field, reason }) => {
+            format!("{} {reason}", cli::flag_of(field))
+        }
+        _ => e.to_string(),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match cli::parse() {
         Ok(cli) => cli,
@@ -60,7 +70,7 @@ fn main() -> ExitCode {
         Ok(Status::Exit(code)) => ExitCode::from(code),
         Err(err) => {
             // One line: the chain joined, no backtrace.
-            let text: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+            let text: Vec<String> = err.chain().map(said).collect();
             eprintln!("error: {}", text.join(": "));
             ExitCode::from(exit_code_for(&err))
         }

@@ -503,3 +503,36 @@ fn ipc_explain_follows_a_round_trip_to_the_peers_cpu() {
     }
     assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
 }
+
+#[test]
+fn impossible_experiment_settings_exit_2_naming_the_flag() {
+    // The lab says which configuration field is wrong; the command line names its flag.
+    let cases: &[(&[&str], &str)] = &[
+        (&["invert", "--prio", "99"], "--prio 99 leaves no room"),
+        (
+            &["invert", "--hog-run", "60ms", "--hog-period", "50ms"],
+            "--hog-run must be below",
+        ),
+        (
+            &["invert", "--hold", "20ms", "--period", "10ms"],
+            "--hold must be",
+        ),
+        (
+            &["mmap", "--interval", "20us"],
+            "--interval must be at least 50us",
+        ),
+        (&["mmap", "--size", "1KiB"], "--size must be at least 4KiB"),
+        (&["ipc", "--size", "8"], "--size 8"),
+    ];
+    for (args, says) in cases {
+        let out = rtlab()
+            .args(*args)
+            .args(["--duration", "100ms"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

@@ -566,3 +566,43 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
         std::path::Path::new("/sys/kernel/tracing/instances").join(format!("rtlab-{pid}"));
     assert!(!instance.exists(), "{} left behind", instance.display());
 }
+
+#[test]
+fn a_thread_created_right_after_the_start_is_found_within_100_ms() {
+    if !can_run("watch a short command") {
+        return;
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    // Half a second of 1 ms sleeps in a thread created right after the start: at the steady
+    // re-read of the threads (every second) it would end unseen; the command is started once
+    // tracing is ready, and its threads are re-read every 100 ms in the first 3 s.
+    let program = "import ctypes, threading, time
+def loop():
+    ctypes.CDLL(None).prctl(15, b'early', 0, 0, 0)
+    for _ in range(500):
+        time.sleep(0.001)
+t = threading.Thread(target=loop)
+t.start()
+t.join()
+";
+    let out = rtlab()
+        .args(["watch", "--thread", "early", "--quiet", "--json"])
+        .arg(&json)
+        .args(["--", "python3", "-c", program])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("no thread of process"),
+        "no warning for a command not yet started: {stderr}"
+    );
+    let doc = load_valid_document(&json);
+    let count = series_named(&doc, "early/wakeup")["count"]
+        .as_u64()
+        .unwrap();
+    // About 500, less those of its first 100 ms at most (410-493 seen here).
+    assert!(count >= 250, "{count} of about 500 wakeups measured");
+}

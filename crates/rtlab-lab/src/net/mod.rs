@@ -247,30 +247,38 @@ pub struct NetRun {
     prefix: String,
 }
 
+/// A network namespace needs root: said before anything starts (bad input, not a failure).
+fn needs_root_for(topology: &Topology) -> Result<(), LabError> {
+    if matches!(topology, Topology::Netns { .. }) && rtlab_sys::process::effective_uid() != 0 {
+        return Err(LabError::Config(
+            "a network namespace needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl NetRun {
     /// Checks what can be checked before anything starts.
     pub fn new(config: NetRunConfig) -> Result<NetRun, LabError> {
+        needs_root_for(&config.topology)?;
         if config.streams.is_empty() && config.reverse.is_empty() {
-            return Err(LabError::Config(
-                "no stream given (--stream SIZE@PERIOD)".into(),
-            ));
+            return Err(LabError::bad("streams", "no stream given"));
         }
         if config.proto == Proto::Udp {
             if !config.reverse.is_empty() {
-                return Err(LabError::Config(
-                    "--reverse-stream (and --profile seed-poc) needs --proto tcp".into(),
-                ));
+                return Err(LabError::bad("reverse", "needs TCP (not UDP)"));
             }
             if let Some(s) = config.streams.iter().find(|s| s.size > 65_000) {
-                return Err(LabError::Config(format!(
-                    "--stream {}: a UDP message must fit one datagram (at most 65000 bytes)",
-                    s.label
-                )));
+                return Err(LabError::bad(
+                    "streams",
+                    format!(
+                        "{}: a UDP message must fit one datagram (at most 65000 bytes)",
+                        s.label
+                    ),
+                ));
             }
             if config.pad_segments > 0 {
-                return Err(LabError::Config(
-                    "--pad-segments applies to TCP only".into(),
-                ));
+                return Err(LabError::bad("pad_segments", "applies to TCP only"));
             }
         }
         if let Topology::Netns {
@@ -278,11 +286,10 @@ impl NetRun {
         } = &config.topology
         {
             if loss_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
-                return Err(LabError::Config("--loss is a percentage, 0 to 100".into()));
+                return Err(LabError::bad("loss_pct", "is a percentage, 0 to 100"));
             }
             for s in sysctls {
-                topology::netns_sysctl(s)
-                    .map_err(|e| LabError::Config(format!("--netns-sysctl {e}")))?;
+                topology::netns_sysctl(s).map_err(|e| LabError::bad("sysctls", e))?;
             }
         }
         Ok(NetRun {
@@ -356,7 +363,7 @@ impl Experiment for NetRun {
             cfg.prio,
             "so every message waits behind time-sharing threads",
         );
-        let running = topology::bring_up(&cfg.topology).map_err(LabError::Config)?;
+        let running = topology::bring_up(&cfg.topology).map_err(LabError::Setup)?;
         let duration = common.duration.get();
         let warmup = cfg
             .warmup
@@ -386,10 +393,10 @@ impl Experiment for NetRun {
                         pad_segments: cfg.pad_segments,
                         token: None, // connect() sets the peer's
                     };
-                    Conn::Tcp(connect(&running.peer, &hello).map_err(LabError::Config)?)
+                    Conn::Tcp(connect(&running.peer, &hello).map_err(LabError::Setup)?)
                 }
                 Proto::Udp => Conn::Udp(
-                    connect_udp(running.peer.addr, &cfg.options).map_err(LabError::Config)?,
+                    connect_udp(running.peer.addr, &cfg.options).map_err(LabError::Setup)?,
                 ),
             };
             forward.push((p, conn));
@@ -406,7 +413,7 @@ impl Experiment for NetRun {
                 pad_segments: cfg.pad_segments,
                 token: None, // connect() sets the peer's
             };
-            reverse.push((p, connect(&running.peer, &hello).map_err(LabError::Config)?));
+            reverse.push((p, connect(&running.peer, &hello).map_err(LabError::Setup)?));
         }
         let measured: Vec<usize> = if cfg.cpus.is_empty() {
             rtlab_sys::affinity::usable_cpus().as_slice().to_vec()
@@ -622,13 +629,15 @@ pub struct PingPong {
 impl PingPong {
     /// Checks the configuration.
     pub fn new(config: PingPongConfig) -> Result<PingPong, LabError> {
+        needs_root_for(&config.topology)?;
         if config.proto == Proto::Udp && config.size > 65_000 {
-            return Err(LabError::Config(
-                "--size: a UDP message must fit one datagram (at most 65000 bytes)".into(),
+            return Err(LabError::bad(
+                "size",
+                "a UDP message must fit one datagram (at most 65000 bytes)",
             ));
         }
         if config.size == 0 || config.size > 64 << 20 {
-            return Err(LabError::Config("--size must be 1 byte to 64MiB".into()));
+            return Err(LabError::bad("size", "must be 1 byte to 64MiB"));
         }
         Ok(PingPong {
             config,
@@ -657,7 +666,7 @@ impl Experiment for PingPong {
             cfg.prio,
             "so every round trip waits behind time-sharing threads",
         );
-        let running = topology::bring_up(&cfg.topology).map_err(LabError::Config)?;
+        let running = topology::bring_up(&cfg.topology).map_err(LabError::Setup)?;
         let duration = common.duration.get();
         let warmup = (duration / 10).min(500_000_000);
         let measured: Vec<usize> = if cfg.cpus.is_empty() {
@@ -722,7 +731,7 @@ impl Experiment for PingPong {
         })
         .map_err(|e| {
             if e.starts_with("cannot connect") || e.starts_with("no answer") {
-                LabError::Config(e)
+                LabError::Setup(e)
             } else {
                 LabError::Thread(e)
             }

@@ -12,6 +12,23 @@ pub use net::*;
 pub use tools::*;
 
 use clap::{Parser, Subcommand};
+
+/// The flag that sets a lab configuration field (`LabError::BadConfig`): `--` and the field
+/// with dashes, but for the fields whose flag is named otherwise.
+pub fn flag_of(field: &str) -> String {
+    let flag = match field {
+        "high_prio" => "prio",
+        "sizes" => "size",
+        "streams" => "stream",
+        "reverse" => "reverse-stream",
+        "loss_pct" => "loss",
+        "sysctls" => "netns-sysctl",
+        "waiters" => "waiter",
+        "placement" => "cpus",
+        other => return format!("--{}", other.replace('_', "-")),
+    };
+    format!("--{flag}")
+}
 use help::*;
 use rtlab_load::LOAD_HELP;
 use std::process::ExitCode;

@@ -48,7 +48,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         )
         .into());
     }
-    let (child, pid) = target(&args)?;
+    let target = target(&args)?;
     let started_ns = monotonic_now_ns();
     let started_realtime = rtlab_sys::time::realtime_now_ns();
     let options = Options {
@@ -63,7 +63,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     };
     let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
     let spec = WatchSpec {
-        pid,
+        // A command's process is attached once it is started, after tracing is ready.
+        pid: match target {
+            Target::Pid(pid) => pid,
+            Target::Command(_) => 0,
+        },
         threads: patterns,
         rt_only: args.rt_only,
         threshold_ns: args.threshold.map_or(0, |t| t.get()),
@@ -77,7 +81,16 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         .watch_state()
         .expect("a watching explainer has a state")
         .clone();
-    let mut warnings = announce(&state, pid, cpus.len(), &args);
+    let (child, pid) = match target {
+        Target::Pid(pid) => (None, pid),
+        Target::Command(command) => {
+            let child = start(command)?;
+            let pid = child.id() as i32;
+            state.lock().unwrap_or_else(|p| p.into_inner()).attach(pid);
+            (Some(child), pid)
+        }
+    };
+    let mut warnings = announce(&state, pid, cpus.len(), &args, child.is_none());
     let _server = match listener {
         Some(l) => {
             let server = crate::metrics::MetricsServer::start(
@@ -154,42 +167,53 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     })
 }
 
-/// The process to watch: `--pid`'s, or the command's, started here.
-fn target(args: &WatchArgs) -> anyhow::Result<(Option<Child>, i32)> {
-    let (child, pid) = match (args.pid, args.command.is_empty()) {
+/// What to watch: `--pid`'s process (checked now), or a command, started once tracing is
+/// ready (so its first wakeups are seen).
+enum Target<'a> {
+    Pid(i32),
+    Command(&'a [std::ffi::OsString]),
+}
+
+fn target(args: &WatchArgs) -> anyhow::Result<Target<'_>> {
+    match (args.pid, args.command.is_empty()) {
         (Some(_), false) => {
-            return Err(BadInput("give either --pid or a command after --, not both".into()).into())
+            Err(BadInput("give either --pid or a command after --, not both".into()).into())
         }
-        (None, true) => {
-            return Err(BadInput(
-                "say what to watch: --pid PID, or a command after -- (rtlab watch -- ./app)".into(),
-            )
-            .into())
+        (None, true) => Err(BadInput(
+            "say what to watch: --pid PID, or a command after -- (rtlab watch -- ./app)".into(),
+        )
+        .into()),
+        (Some(pid), true) => {
+            if rtlab_sys::procfs::threads_of(pid).is_err() {
+                return Err(BadInput(format!("--pid {pid}: no such process")).into());
+            }
+            Ok(Target::Pid(pid))
         }
-        (Some(pid), true) => (None, pid),
-        (None, false) => {
-            let program = &args.command[0];
-            let child = std::process::Command::new(program)
-                .args(&args.command[1..])
-                .spawn()
-                .map_err(|e| {
-                    BadInput(format!("cannot start '{}': {e}", program.to_string_lossy()))
-                })?;
-            let pid = child.id() as i32;
-            (Some(child), pid)
-        }
-    };
-    if rtlab_sys::procfs::threads_of(pid).is_err() {
-        return Err(BadInput(format!("--pid {pid}: no such process")).into());
+        (None, false) => Ok(Target::Command(&args.command)),
     }
-    Ok((child, pid))
+}
+
+/// Starts the command.
+fn start(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
+    let program = &command[0];
+    std::process::Command::new(program)
+        .args(&command[1..])
+        .spawn()
+        .map_err(|e| BadInput(format!("cannot start '{}': {e}", program.to_string_lossy())).into())
 }
 
 /// Says what is watched (unless quiet) and warns of patterns that match nothing yet.
-fn announce(state: &Mutex<WatchState>, pid: i32, cpus: usize, args: &WatchArgs) -> Vec<String> {
+fn announce(
+    state: &Mutex<WatchState>,
+    pid: i32,
+    cpus: usize,
+    args: &WatchArgs,
+    running: bool,
+) -> Vec<String> {
     let s = state.lock().unwrap_or_else(|p| p.into_inner());
     let mut warnings = Vec::new();
-    for p in s.unmatched() {
+    // (A command started here has no threads of its own yet.)
+    for p in s.unmatched().into_iter().filter(|_| running) {
         let w = format!(
             "--thread {p}: no thread of process {pid} matches now; watching for one to appear"
         );
@@ -335,7 +359,7 @@ fn metrics_page(
                 delays: s
                     .series()
                     .iter()
-                    .filter(|w| w.tid.is_none())
+                    .filter(|w| w.tid.is_none() && !w.total.is_empty())
                     .map(|w| DelayMetric {
                         thread: w.thread.clone(),
                         kind: w.kind.name(),
