@@ -198,7 +198,7 @@ impl Netns {
         sysctls: &[String],
     ) -> Result<Netns, String> {
         if rtlab_sys::process::effective_uid() != 0 {
-            return Err("--topology netns needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into());
+            return Err("a network namespace needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into());
         }
         reclaim_stale_namespaces();
         let pid = std::process::id();
@@ -272,8 +272,8 @@ pub fn apply_netns_sysctls(settings: &[String]) -> Result<(), String> {
     for s in settings {
         let (path, value) = netns_sysctl(s)?;
         std::fs::write(&path, &value).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("--netns-sysctl {s}: no such setting here"),
-            _ => format!("--netns-sysctl {s}: {e}"),
+            std::io::ErrorKind::NotFound => format!("net setting {s}: no such setting here"),
+            _ => format!("net setting {s}: {e}"),
         })?;
     }
     Ok(())
@@ -387,7 +387,7 @@ fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("No such file") || err.contains("nft") && err.contains("not found") {
-            return Err("--loss needs nftables (Debian: apt-get install nftables)".into());
+            return Err("packet loss needs nftables (Debian: apt-get install nftables)".into());
         }
         return Err(format!("nft: {}", err.trim()));
     }
