@@ -165,14 +165,14 @@ fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() 
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("w.json");
     // The program on CPU 0, beside the hog (FIFO 99, 3 ms every 200 ms).
-    let mut program = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    let mut program = Command::new(rtlab_path())
         .args(["exec", "--cpus", "0", "--", "python3", "-c"])
         .arg(periodic_program(30.0, 0))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let mut hog = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    let mut hog = Command::new(rtlab_path())
         .args(["load", "hog:99:3ms/200ms:0", "--duration", "6s", "--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -312,7 +312,7 @@ fn ctrl_c_ends_the_watch_with_a_complete_result() {
         .args(["-c", &periodic_program(30.0, 0)])
         .spawn()
         .unwrap();
-    let watch = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    let watch = Command::new(rtlab_path())
         .args([
             "watch",
             "--pid",
@@ -405,7 +405,7 @@ fn prometheus_scrapes_the_metrics_and_answers_a_quantile_query() {
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("w.json");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    let mut watch = Command::new(rtlab_path())
         .args(["watch", "--metrics", "127.0.0.1:0", "--interval-log", "1s"])
         .arg("--json")
         .arg(&json)
@@ -523,7 +523,7 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("w.json");
-    let watch = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    let watch = Command::new(rtlab_path())
         .args(["watch", "--explain-with", "tracefs", "--quiet", "--json"])
         .arg(&json)
         // On CPU 0: on this kind of VM the kernel's ring buffers (tracefs and perf alike)
@@ -531,7 +531,7 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
         // the thread's wakeups there, no loss reported); the eBPF recorder sees them all.
         .args([
             "--",
-            env!("CARGO_BIN_EXE_rtlab"),
+            rtlab_path().to_str().unwrap(),
             "exec",
             "--cpus",
             "0",

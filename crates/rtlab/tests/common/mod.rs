@@ -9,6 +9,15 @@ pub fn rtlab() -> Command {
     Command::cargo_bin("rtlab").expect("binary built")
 }
 
+/// The rtlab binary's path for `std::process::Command`: `CARGO_BIN_EXE_rtlab` from the
+/// environment when set (bench/soak.sh points it at a copy, so a rebuild during a soak does
+/// not change what runs), else the one cargo built.
+pub fn rtlab_path() -> PathBuf {
+    std::env::var_os("CARGO_BIN_EXE_rtlab")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rtlab")))
+}
+
 pub fn schema_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/result.schema.json")
 }
