@@ -24,14 +24,19 @@ each watched thread:
           needs the eBPF source).
 Series: <name>/<tid>/<kind> per thread and <name>/<kind> summed over the threads of one name
 (a pool reads as one). Threads created later are picked up (the process's threads are re-read
-every second). Every delay over --threshold (default: the --top worst) is explained as in
---explain: preempting tasks with pid and priority, IRQs and softirqs by name, idle exit,
-hypervisor gaps, wake-up IPIs.
+every 100 ms for 3 s, then every second); a command after -- is started once tracing is ready.
+Explained, as in --explain (preempting tasks with pid and priority, IRQs and softirqs by name,
+idle exit, hypervisor gaps, wake-up IPIs, the thread's own timer slack): the --top longest
+delays of each interval and kind, only those over --threshold when given. The result keeps
+the worst of each of the last 30 intervals and of the run, and counts every explained one by
+cause (verdict.outlier_summary).
 
 It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
-the complete result (--json). Every --interval-log it prints one line per busy series to
-stderr and, with --hlog, appends each series' interval histogram to an HdrHistogram interval
-log (tagged with the series name; HdrHistogram's log tools read it).
+the complete result (--json). Every --interval-log it shows the interval on stderr (a table
+redrawn in place on a terminal, one line otherwise) and, with --hlog, appends each series'
+interval histogram to an HdrHistogram interval log (tagged with the series name).
+--metrics ADDR:PORT serves the figures to Prometheus at /metrics (no authentication: bind it
+to localhost or a management network).
 
 Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not measured: time
 blocked on locks (see the README).
@@ -39,6 +44,7 @@ blocked on locks (see the README).
 Examples:
   rtlab watch --pid $(pgrep -f MyApp) --thread 'rt-*' --duration 10m --json app.json
   rtlab watch --pid 4242 --rt-only --threshold 200us --hlog app.hlog
+  rtlab watch --pid 4242 --metrics 127.0.0.1:9464
   rtlab watch --json loop.json -- ./control-loop --period 1ms
 ";
 

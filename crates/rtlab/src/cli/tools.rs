@@ -23,10 +23,12 @@ pub struct WatchArgs {
     /// How long to watch (default: until Ctrl-C, SIGTERM or the process's exit).
     #[arg(long, value_name = "DUR", value_parser = positive_duration)]
     pub duration: Option<Nanos>,
-    /// Explain every delay longer than DUR (default: the --top worst).
+    /// Explain only delays longer than DUR (still at most the --top longest of each interval
+    /// and kind).
     #[arg(long, value_name = "DUR", value_parser = positive_duration)]
     pub threshold: Option<Nanos>,
-    /// How many explained outliers to keep, the worst first (default 10).
+    /// How many delays to explain per interval and kind, and to keep of each interval and of
+    /// the run, the worst first (default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
     /// Every DUR: one summary line per series on stderr, and the interval histograms to
