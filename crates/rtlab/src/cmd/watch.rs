@@ -19,7 +19,11 @@ use std::time::Duration;
 /// How often the loop looks at the clock, the signal flag and the process.
 const TICK: Duration = Duration::from_millis(100);
 
-pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
+/// What is checked before anything starts: the thread patterns, the outputs, the metrics
+/// address (bound now: an address in use is bad input, said at once), the privilege.
+fn checked(
+    args: &WatchArgs,
+) -> anyhow::Result<(Vec<ThreadPattern>, Outputs, Option<std::net::TcpListener>)> {
     let patterns = args
         .threads
         .iter()
@@ -33,7 +37,6 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     if let Some(path) = &args.hlog {
         rtlab_report::check_writable_file(path).map_err(|e| BadInput(format!("--hlog {e}")))?;
     }
-    // Bound before anything starts: an address in use is bad input, said at once.
     let listener = args
         .metrics
         .map(|addr| {
@@ -48,6 +51,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         )
         .into());
     }
+    Ok((patterns, outputs, listener))
+}
+
+pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
+    let (patterns, outputs, listener) = checked(&args)?;
     let target = target(&args)?;
     let started_ns = monotonic_now_ns();
     let started_realtime = rtlab_sys::time::realtime_now_ns();
@@ -91,20 +99,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         }
     };
     let mut warnings = announce(&state, pid, cpus.len(), &args, child.is_none());
-    let _server = match listener {
-        Some(l) => {
-            let server = crate::metrics::MetricsServer::start(
+    let _server = listener
+        .map(|l| {
+            serve(
                 l,
                 metrics_page(state.clone(), explainer.lost_so_far(), pid),
+                args.quiet,
             )
-            .map_err(|e| anyhow::anyhow!("--metrics: {e}"))?;
-            if !args.quiet {
-                eprintln!("rtlab watch: metrics at http://{}/metrics", server.addr());
-            }
-            Some(server)
-        }
-        None => None,
-    };
+        })
+        .transpose()?;
     let mut watching = Watching {
         state: &state,
         child,
@@ -131,35 +134,18 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         }
         None => watching.until_end(None, explainer)?,
     };
-    let (series, table, outliers, summary, worst) = {
-        let s = state.lock().unwrap_or_else(|p| p.into_inner());
-        warnings.extend(shortfalls(&s, pid, findings.lost_events));
-        let (series, table) = results(&s, pid, findings.backend)?;
-        let book = s.book();
-        (
-            series,
-            table,
-            book.outliers(),
-            book.summary().clone(),
-            book.worst().to_vec(),
-        )
-    };
-    let duration = Nanos(monotonic_now_ns().saturating_sub(started_ns));
-    let mut doc = standalone_doc(
-        "watch",
+    warnings.extend(shortfalls(
+        &state.lock().unwrap_or_else(|p| p.into_inner()),
+        pid,
+        findings.lost_events,
+    ));
+    let ended = Run {
         started_realtime,
-        duration,
-        vec![],
+        duration: Nanos(monotonic_now_ns().saturating_sub(started_ns)),
+        why,
         warnings,
-        series,
-    );
-    doc.outliers = outliers;
-    doc.verdict
-        .details
-        .insert("outlier_summary".into(), serde_json::to_value(&summary)?);
-    let mut text = table.render();
-    text.push_str(&format!("ended: {why}\n"));
-    text.push_str(&summary_lines(&summary, &worst));
+    };
+    let (mut doc, text) = report(&state, pid, findings.backend, ended)?;
     let status = outputs.finish(&mut doc, &text)?;
     Ok(match exit_status {
         Some(code) => Status::Exit(code.clamp(0, 255) as u8),
@@ -377,6 +363,58 @@ fn metrics_page(
         };
         render(&metrics)
     })
+}
+
+/// Starts the `--metrics` server on `listener` and says where (unless quiet).
+fn serve(
+    listener: std::net::TcpListener,
+    page: Box<dyn Fn() -> String + Send>,
+    quiet: bool,
+) -> anyhow::Result<crate::metrics::MetricsServer> {
+    let server = crate::metrics::MetricsServer::start(listener, page)
+        .map_err(|e| anyhow::anyhow!("--metrics: {e}"))?;
+    if !quiet {
+        eprintln!("rtlab watch: metrics at http://{}/metrics", server.addr());
+    }
+    Ok(server)
+}
+
+/// How the run went, for its report.
+struct Run {
+    started_realtime: u64,
+    duration: Nanos,
+    why: &'static str,
+    warnings: Vec<String>,
+}
+
+/// The result document and the final text: the series, the outliers kept, the summary by
+/// cause, why it ended.
+fn report(
+    state: &Mutex<WatchState>,
+    pid: i32,
+    backend: &str,
+    run: Run,
+) -> anyhow::Result<(rtlab_stats::result::ResultDoc, String)> {
+    let s = state.lock().unwrap_or_else(|p| p.into_inner());
+    let (series, table) = results(&s, pid, backend)?;
+    let book = s.book();
+    let mut doc = standalone_doc(
+        "watch",
+        run.started_realtime,
+        run.duration,
+        vec![],
+        run.warnings,
+        series,
+    );
+    doc.outliers = book.outliers();
+    doc.verdict.details.insert(
+        "outlier_summary".into(),
+        serde_json::to_value(book.summary())?,
+    );
+    let mut text = table.render();
+    text.push_str(&format!("ended: {}\n", run.why));
+    text.push_str(&summary_lines(book.summary(), book.worst()));
+    Ok((doc, text))
 }
 
 /// What the run could not watch or measure, as warnings.
