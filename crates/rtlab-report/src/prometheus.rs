@@ -89,7 +89,7 @@ pub fn render(m: &WatchMetrics) -> String {
         &mut out,
         "rtlab_watch_delay_seconds",
         "histogram",
-        "Delays of the watched threads since the start, per thread name and kind (wakeup: runnable to running; timer: sleep timer's requested expiry to running).",
+        "Delays of the watched threads since the start, per thread name and kind (wakeup: runnable to running; timer: sleep timer's requested expiry to running; lock: blocked waiting for a PI futex).",
     );
     for d in &m.delays {
         let labels = format!("thread=\"{}\",kind=\"{}\"", label(&d.thread), d.kind);

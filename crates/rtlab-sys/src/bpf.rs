@@ -17,6 +17,8 @@ const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
 const BPF_TRACE_RAW_TP: u32 = 23;
+const BPF_TRACE_FENTRY: u32 = 24;
+const BPF_TRACE_FEXIT: u32 = 25;
 
 /// One BPF instruction (`struct bpf_insn`).
 #[repr(C)]
@@ -170,10 +172,35 @@ impl Program {
     /// so it reads kernel structures with plain loads instead of `bpf_probe_read_kernel`.
     /// `typedef_id` is the BTF id of the tracepoint's `btf_trace_<name>` typedef in vmlinux.
     pub fn load_btf_raw_tracepoint(insns: &[Insn], typedef_id: u32) -> Result<Program, LoadError> {
-        Self::load(insns, BPF_PROG_TYPE_TRACING, Some(typedef_id))
+        Self::load(
+            insns,
+            BPF_PROG_TYPE_TRACING,
+            Some((BPF_TRACE_RAW_TP, typedef_id)),
+        )
     }
 
-    fn load(insns: &[Insn], prog_type: u32, btf_id: Option<u32>) -> Result<Program, LoadError> {
+    /// Loads a program run at the entry (`exit: false`) or the return of the kernel function
+    /// whose BTF id (`BTF_KIND_FUNC` in vmlinux) is `func_id`: its context is the function's
+    /// arguments as u64s, followed at its return by the return value. Attached with
+    /// [`Program::attach_raw_tracepoint`]`(None)`; needs the kernel's BPF trampolines.
+    pub fn load_function_probe(
+        insns: &[Insn],
+        func_id: u32,
+        exit: bool,
+    ) -> Result<Program, LoadError> {
+        let attach = if exit {
+            BPF_TRACE_FEXIT
+        } else {
+            BPF_TRACE_FENTRY
+        };
+        Self::load(insns, BPF_PROG_TYPE_TRACING, Some((attach, func_id)))
+    }
+
+    fn load(
+        insns: &[Insn],
+        prog_type: u32,
+        btf_target: Option<(u32, u32)>,
+    ) -> Result<Program, LoadError> {
         let license = c"GPL";
         let mut log = vec![0u8; 64 * 1024];
         let mut a = Attr::new()
@@ -184,10 +211,15 @@ impl Program {
             .u32(24, 1)
             .u32(28, log.len() as u32)
             .u64(32, log.as_mut_ptr() as u64);
-        if let Some(id) = btf_id {
-            a = a.u32(68, BPF_TRACE_RAW_TP).u32(108, id);
+        if let Some((attach, id)) = btf_target {
+            a = a.u32(68, attach).u32(108, id);
         }
-        match bpf(BPF_PROG_LOAD, &mut a, "bpf(BPF_PROG_LOAD, raw_tracepoint)") {
+        let what = match btf_target {
+            Some((BPF_TRACE_FENTRY, _)) => "bpf(BPF_PROG_LOAD, fentry)",
+            Some((BPF_TRACE_FEXIT, _)) => "bpf(BPF_PROG_LOAD, fexit)",
+            _ => "bpf(BPF_PROG_LOAD, raw_tracepoint)",
+        };
+        match bpf(BPF_PROG_LOAD, &mut a, what) {
             Ok(fd) => Ok(Program { fd: owned(fd) }),
             Err(error) => {
                 let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
@@ -395,6 +427,10 @@ pub mod asm {
     /// `if dst == imm goto +off`.
     pub const fn jeq_imm(dst: u8, imm: i32, off: i16) -> Insn {
         Insn::new(JMP | 0x10 | K, dst, 0, off, imm)
+    }
+    /// `if dst != imm goto +off`.
+    pub const fn jne_imm(dst: u8, imm: i32, off: i16) -> Insn {
+        Insn::new(JMP | 0x50 | K, dst, 0, off, imm)
     }
     /// `if dst > imm goto +off` (unsigned).
     pub const fn jgt_imm(dst: u8, imm: i32, off: i16) -> Insn {

@@ -191,6 +191,14 @@ impl Btf {
         self.id_of(KIND_FUNC, name)
     }
 
+    /// Number of parameters of the kernel function `name` (the arguments a function probe's
+    /// context holds before the return value).
+    pub fn func_params(&self, name: &str) -> Option<usize> {
+        let f = self.types.get(self.func_id(name)? as usize)?;
+        let proto = self.types.get(f.size_or_type as usize)?;
+        (proto.kind == KIND_FUNC_PROTO).then_some(proto.members.len())
+    }
+
     fn id_of(&self, kind: u8, name: &str) -> Option<u32> {
         self.types
             .iter()

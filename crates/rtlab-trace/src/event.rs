@@ -59,6 +59,17 @@ pub enum Kind {
         /// How much later the kernel may fire it (the timer slack; 0 where not known).
         slack_ns: u64,
     },
+    /// The current thread enters the kernel's wait for a PI futex (`futex_lock_pi`).
+    LockPi {
+        /// `FUTEX_TRYLOCK_PI`: it will not wait.
+        trylock: bool,
+    },
+    /// ... and returns from it: 0 when it holds the lock, else a negative errno
+    /// (`-ETIMEDOUT`, `-EINTR`, `-EDEADLK` ...).
+    LockPiDone {
+        /// The result.
+        ret: i32,
+    },
     /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
     Idle(Option<u32>),
     /// `nmi:nmi_handler`, with the handler's duration.
@@ -468,6 +479,8 @@ pub fn format_line(e: &Event) -> String {
             "sched_migrate_task: {} orig_cpu={orig_cpu} dest_cpu={dest_cpu}",
             task(t, "")
         ),
+        Kind::LockPi { trylock } => format!("futex_lock_pi: trylock={}", *trylock as u8),
+        Kind::LockPiDone { ret } => format!("futex_lock_pi_return: ret={ret}"),
         Kind::Marker(m) => format!("tracing_mark_write: {m}"),
         Kind::Other(name) => format!("{name}:"),
         Kind::Lost(n) => format!("lost_events: count={n}"),

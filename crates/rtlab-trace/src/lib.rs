@@ -27,6 +27,7 @@ mod tick;
 pub mod watch;
 
 pub use error::TraceError;
+pub use recorder::{LockProbes, LockWaits};
 pub use rtlab_sys::procfs::ProcSnapshot;
 
 use instance::Instance;
@@ -170,6 +171,8 @@ pub struct Findings {
     pub lost_events: u64,
     /// Events that were not available on this kernel.
     pub missing_events: Vec<String>,
+    /// How PI lock waits were recorded (a watch's `lock` kind), if they were.
+    pub lock_probes: Option<LockProbes>,
     /// The event source used (`bpf` or `tracefs`).
     pub backend: &'static str,
     /// Why the eBPF recorder was not used, when `auto` fell back to tracefs.
@@ -187,6 +190,7 @@ pub struct Explainer {
     fallback: Option<String>,
     recorder_lost: Arc<AtomicU64>,
     recorder_missing: Vec<String>,
+    lock_probes: Option<LockProbes>,
     proc_at_start: ProcSnapshot,
     cpus: Vec<usize>,
     reporter: Reporter,
@@ -242,7 +246,11 @@ impl Explainer {
         let mut source = None;
         if options.backend != Backend::Tracefs {
             let wakings = options.waits.iter().any(|&w| w != explain::Wait::Timer);
-            match recorder::Recorder::start(cpus, wakings) {
+            // A watch measures its threads' PI lock waits too.
+            let locks = watch.as_ref().map_or(LockWaits::No, |w| {
+                w.lock().unwrap_or_else(|p| p.into_inner()).spec().locks
+            });
+            match recorder::Recorder::start(cpus, wakings, locks) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))
@@ -252,10 +260,12 @@ impl Explainer {
         }
         let mut instance = None;
         let mut recorder_missing = Vec::new();
+        let mut lock_probes = None;
         let source = match source {
             Some(s) => {
                 if let Source::Bpf(r) = &s {
                     recorder_missing = r.missing.clone();
+                    lock_probes = r.lock_probes;
                 }
                 s
             }
@@ -325,6 +335,7 @@ impl Explainer {
             fallback,
             recorder_lost,
             recorder_missing,
+            lock_probes,
             proc_at_start: ProcSnapshot::take(),
             cpus: cpus.to_vec(),
             reporter,
@@ -371,6 +382,7 @@ impl Explainer {
             dropped_reports: self.reporter.dropped.load(Ordering::Relaxed),
             lost_events: lost,
             missing_events: missing,
+            lock_probes: self.lock_probes,
             backend: self.backend,
             fallback: self.fallback.take(),
             steal_ms: self

@@ -358,11 +358,17 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
             let d = Nanos(c.duration_ns);
             match (&c.kind, &c.task) {
                 (CauseKind::Blocking, Some(task)) => format!(
-                    "{d} blocked on {task} (pid {}, {})",
+                    "{d} blocked on {task} (pid {}, {}){}",
                     c.pid.unwrap_or(-1),
                     match c.prio {
                         Some(p) if p > 0 => format!("RT {p}"),
                         _ => "time-sharing".into(),
+                    },
+                    match c.reason {
+                        Some(ReasonCode::HolderRan) => ", running",
+                        Some(ReasonCode::WaitingForHolder) => ", elsewhere or asleep",
+                        Some(ReasonCode::PeerAsleep) => ", itself asleep",
+                        _ => "",
                     }
                 ),
                 (CauseKind::Preemption, Some(task)) => {
@@ -407,8 +413,14 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
             }
         })
         .collect();
+    // A watched thread's `lock` series measures a wait, not a lateness.
+    let what = if series.ends_with("/lock") {
+        "waited"
+    } else {
+        "late by"
+    };
     format!(
-        "{series} late by {} at {:.1} s: {}",
+        "{series} {what} {} at {:.1} s: {}",
         Nanos(latency_ns),
         at_ns as f64 / 1e9,
         if parts.is_empty() {

@@ -55,6 +55,9 @@ const K_SOFTIRQ_ENTRY: i32 = 6;
 const K_SOFTIRQ_EXIT: i32 = 7;
 const K_NMI: i32 = 8;
 const K_TIMER: i32 = 9;
+/// `futex_lock_pi`'s entry and return (function probes, for `rtlab watch`'s `lock` kind).
+const K_LOCK_PI: i32 = 10;
+const K_LOCK_PI_DONE: i32 = 11;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
 const K_VECTOR: i32 = 16;
 
@@ -162,6 +165,14 @@ const FP_INDEX: i16 = -16;
 
 impl Builder {
     fn new(kind: i32, cpu_mask: u64, heads: i32, slots: i32, direct: bool) -> Builder {
+        let mut b = Builder::start(direct);
+        b.prologue(kind, cpu_mask, heads, slots);
+        b
+    }
+
+    /// An empty program with r6 = ctx: checks that end it without a record (`jump_end`)
+    /// may come before the [`Builder::prologue`].
+    fn start(direct: bool) -> Builder {
         let mut b = Builder {
             insns: Vec::new(),
             to_end: Vec::new(),
@@ -169,6 +180,12 @@ impl Builder {
             direct,
         };
         b.push(asm::mov(R6, R1));
+        b
+    }
+
+    /// CPU filter, timestamp, claim a slot, kind, CPU (r7 = the slot from here on).
+    fn prologue(&mut self, kind: i32, cpu_mask: u64, heads: i32, slots: i32) {
+        let b = self;
         b.push(asm::call(helper::GET_SMP_PROCESSOR_ID));
         b.jump_end(asm::jgt_imm(R0, 63, 0));
         b.extend(asm::ld_imm64(R1, cpu_mask));
@@ -193,7 +210,6 @@ impl Builder {
         b.push(asm::stx64(R7, OFF_TS, R9));
         b.push(asm::st32(R7, OFF_KIND, kind));
         b.push(asm::stx32(R7, OFF_CPU, R8));
-        b
     }
 
     /// `r0 = &map[key register]`, or exit when out of range.
@@ -357,6 +373,89 @@ fn probes() -> Vec<Probe> {
     v
 }
 
+/// The kernel function whose entry and return bound a thread's wait for a PI futex
+/// (`FUTEX_LOCK_PI`, `FUTEX_LOCK_PI2`, `FUTEX_TRYLOCK_PI`): `(u32 __user *uaddr, unsigned int
+/// flags, ktime_t *time, int trylock)`. Only the contended path enters the kernel, so probes
+/// there run only when a thread has to wait (the uncontended lock is an atomic in user
+/// space). Plain futex waits are not recorded: a lock's wait cannot be told from a condition
+/// variable's or a parker's there.
+const LOCK_PI_FN: &str = "futex_lock_pi";
+const LOCK_PI_ARGS: usize = 4;
+/// x86-64's `futex` system call, and the operations that wait for a PI futex (after
+/// `FUTEX_CMD_MASK`): `FUTEX_LOCK_PI`, `FUTEX_LOCK_PI2`.
+const SYS_FUTEX: i32 = 202;
+const FUTEX_CMD_MASK: i32 = 0x7f;
+const FUTEX_LOCK_PI: i32 = 6;
+const FUTEX_LOCK_PI2: i32 = 13;
+
+/// Whether to record PI lock waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockWaits {
+    /// No.
+    No,
+    /// Only where function probes make it cheap ([`LockProbes::Function`]).
+    #[default]
+    IfCheap,
+    /// Also on the system calls where they do not ([`LockProbes::Syscalls`]).
+    Any,
+}
+
+/// How the PI lock waits are recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockProbes {
+    /// Programs at `futex_lock_pi`'s entry and return (BPF trampolines): they run only for
+    /// contended PI locks.
+    Function,
+    /// Programs on every system call's entry and exit (`raw_syscalls`), which keep the
+    /// `futex` calls that lock a PI futex: a cost on every system call of the traced CPUs.
+    Syscalls,
+}
+
+/// A function probe's program: the calling thread, and at the entry whether it only tries
+/// (A = trylock), at the return the result (A).
+fn lock_function_program(exit: bool, mask: u64, maps: (i32, i32)) -> Vec<Insn> {
+    let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
+    let mut b = Builder::new(kind, mask, maps.0, maps.1, true);
+    b.current();
+    b.arg(if exit { LOCK_PI_ARGS as i16 } else { 3 }, OFF_A, false);
+    b.finish()
+}
+
+/// `pt_regs` fields a system-call program reads: the call's number at its exit
+/// (`orig_ax`) and its second argument (`si`, the futex operation).
+#[derive(Debug, Clone, Copy)]
+struct Regs {
+    orig_ax: i16,
+    si: i16,
+}
+
+/// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)`: a record
+/// only for `futex(FUTEX_LOCK_PI[2])`, the calling thread, and at the exit the result (A).
+/// Every other call leaves after two compares, before the clock is read.
+fn lock_syscall_program(exit: bool, regs: Regs, mask: u64, maps: (i32, i32)) -> Vec<Insn> {
+    let mut b = Builder::start(true);
+    b.push(asm::ldx64(R3, R6, 0));
+    if exit {
+        b.push(asm::ldx64(R1, R3, regs.orig_ax));
+    } else {
+        b.push(asm::ldx64(R1, R6, 8));
+    }
+    b.jump_end(asm::jne_imm(R1, SYS_FUTEX, 0));
+    b.push(asm::ldx64(R1, R3, regs.si));
+    b.push(asm::and_imm(R1, FUTEX_CMD_MASK));
+    b.push(asm::jeq_imm(R1, FUTEX_LOCK_PI, 1));
+    b.jump_end(asm::jne_imm(R1, FUTEX_LOCK_PI2, 0));
+    let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
+    b.prologue(kind, mask, maps.0, maps.1);
+    b.current();
+    if exit {
+        b.arg(1, OFF_A, false);
+    } else {
+        b.push(asm::st32(R7, OFF_A, 0));
+    }
+    b.finish()
+}
+
 fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: bool) -> Vec<Insn> {
     let mut b = Builder::new(probe.kind, mask, maps.0, maps.1, direct);
     match probe.kind {
@@ -399,6 +498,69 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
     b.finish()
 }
 
+/// Loads and attaches the two PI lock probes: at `futex_lock_pi` where the kernel allows
+/// function probes, else (when `syscalls`) on the system calls; or says why not.
+fn attach_lock_probes(
+    btf: &Btf,
+    mask: u64,
+    maps: (i32, i32),
+    syscalls: bool,
+) -> Result<(LockProbes, Vec<(Program, OwnedFd)>), String> {
+    let verifier = |e: rtlab_sys::bpf::LoadError| {
+        let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
+        format!(
+            "{}{}",
+            e.error,
+            last.map(|l| format!(": {l}")).unwrap_or_default()
+        )
+    };
+    let function = (|| {
+        let func = btf.func_id(LOCK_PI_FN).ok_or("not in this kernel's BTF")?;
+        if btf.func_params(LOCK_PI_FN) != Some(LOCK_PI_ARGS) {
+            return Err("an unexpected prototype".to_string());
+        }
+        [false, true]
+            .into_iter()
+            .map(|exit| {
+                let insns = lock_function_program(exit, mask, maps);
+                let p = Program::load_function_probe(&insns, func, exit).map_err(verifier)?;
+                let link = p.attach_raw_tracepoint(None).map_err(|e| e.to_string())?;
+                Ok((p, link))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    })();
+    let why = match function {
+        Ok(v) => return Ok((LockProbes::Function, v)),
+        Err(why) => format!("{LOCK_PI_FN}: {why}"),
+    };
+    if !syscalls {
+        return Err(why);
+    }
+    let regs = (|| {
+        Some(Regs {
+            orig_ax: btf.offset_of("pt_regs", "orig_ax")? as i16,
+            si: btf.offset_of("pt_regs", "si")? as i16,
+        })
+    })()
+    .ok_or(format!("{why}; BTF has no pt_regs.orig_ax/si"))?;
+    [("sys_enter", false), ("sys_exit", true)]
+        .into_iter()
+        .map(|(tp, exit)| {
+            let id = btf
+                .typedef_id(&format!("btf_trace_{tp}"))
+                .ok_or(format!("{why}; no {tp} tracepoint"))?;
+            let insns = lock_syscall_program(exit, regs, mask, maps);
+            let p = Program::load_btf_raw_tracepoint(&insns, id)
+                .map_err(|e| format!("{why}; {tp}: {}", verifier(e)))?;
+            let link = p
+                .attach_raw_tracepoint(None)
+                .map_err(|e| format!("{why}; {tp}: {e}"))?;
+            Ok((p, link))
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(|v| (LockProbes::Syscalls, v))
+}
+
 /// A running recorder; detaches everything on drop.
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -412,6 +574,8 @@ pub(crate) struct Recorder {
     _maps: [Map; 2],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
+    /// How PI lock waits are recorded, if they are.
+    pub lock_probes: Option<LockProbes>,
     /// The timer program names the task each sleep timer wakes.
     #[cfg_attr(not(test), allow(dead_code))]
     pub names_timer_wakeups: bool,
@@ -430,7 +594,9 @@ impl Recorder {
     /// Attaches the programs, recording the CPUs in `cpus` (all below 64). Without
     /// `wakings`, `sched_waking` is left out where the timer program names the task each
     /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
-    pub fn start(cpus: &[usize], wakings: bool) -> Result<Recorder, TraceError> {
+    /// With `locks`, the entry and return of PI futex lock waits are recorded too, where the
+    /// kernel allows ([`attach_lock_probes`]; else they are `missing`).
+    pub fn start(cpus: &[usize], wakings: bool, locks: LockWaits) -> Result<Recorder, TraceError> {
         // The reader trusts a record once its sequence number is there: that needs the CPU
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
         // release store would be needed (BPF has one only since 6.15): use tracefs there.
@@ -524,6 +690,20 @@ impl Recorder {
             }
             programs.push(prog);
         }
+        let mut lock_probes = None;
+        if locks != LockWaits::No {
+            let maps = (heads_map.raw_fd(), slots_map.raw_fd());
+            match attach_lock_probes(&btf, mask, maps, locks == LockWaits::Any) {
+                Ok((how, attached)) => {
+                    lock_probes = Some(how);
+                    for (p, link) in attached {
+                        programs.push(p);
+                        links.push(link);
+                    }
+                }
+                Err(why) => missing.push(format!("PI lock waits ({why})")),
+            }
+        }
         Ok(Recorder {
             heads,
             slots,
@@ -533,6 +713,7 @@ impl Recorder {
             _programs: programs,
             _maps: [heads_map, slots_map],
             missing,
+            lock_probes,
             names_timer_wakeups: names_sleepers,
             irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
@@ -623,7 +804,10 @@ impl Recorder {
         let cpu = u32_at(OFF_CPU) as u16;
         let kind_code = u32_at(OFF_KIND) as i32;
         // Slots are reused: only the fields this kind wrote are meaningful.
-        let current_pid = if matches!(kind_code, K_SWITCH | K_WAKING | K_MIGRATE) {
+        let current_pid = if matches!(
+            kind_code,
+            K_SWITCH | K_WAKING | K_MIGRATE | K_LOCK_PI | K_LOCK_PI_DONE
+        ) {
             u32_at(OFF_CUR) as i64
         } else {
             -1
@@ -680,6 +864,12 @@ impl Recorder {
                 task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
                 expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
                 slack_ns: u32_at(OFF_CUR) as u64,
+            },
+            K_LOCK_PI => Kind::LockPi {
+                trylock: u32_at(OFF_A) != 0,
+            },
+            K_LOCK_PI_DONE => Kind::LockPiDone {
+                ret: i32_at(OFF_A) as i32,
             },
             K_NMI => Kind::Nmi {
                 handler: self.symbol(u64_at(OFF_PID1)),
@@ -877,7 +1067,7 @@ mod tests {
         // It is asleep on its CPU now. Only this CPU is recorded: the wakings of the thread
         // on the other are seen here.
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let mut r = match Recorder::start(&[here], true) {
+        let mut r = match Recorder::start(&[here], true, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");
@@ -906,6 +1096,82 @@ mod tests {
             targets.iter().all(|&c| c as usize == there),
             "woken on CPU {there}, recorded {targets:?}"
         );
+    }
+
+    #[test]
+    fn pi_lock_waits_are_recorded_from_entry_to_return() {
+        use rtlab_sys::futex::{lock_pi, unlock_pi, Scope};
+        use std::sync::atomic::AtomicU32;
+        if rtlab_sys::process::effective_uid() != 0 {
+            eprintln!("skipped: needs root (bpf)");
+            return;
+        }
+        let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+        let mut r = match Recorder::start(&cpus, true, LockWaits::Any) {
+            Ok(r) if r.lock_probes.is_some() => r,
+            Ok(r) => {
+                eprintln!("skipped: {:?}", r.missing);
+                return;
+            }
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        // This thread holds the lock for 3 ms, three times; the other waits for it each time
+        // (it takes it only once the word shows this thread as the owner).
+        static WORD: AtomicU32 = AtomicU32::new(0);
+        let (taken_tx, taken) = std::sync::mpsc::channel::<()>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+            while go_rx.recv().is_ok() {
+                lock_pi(&WORD, Scope::Private, None).unwrap();
+                unlock_pi(&WORD, Scope::Private).unwrap();
+                taken_tx.send(()).unwrap();
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        let mut holds = Vec::new();
+        for _ in 0..3 {
+            lock_pi(&WORD, Scope::Private, None).unwrap();
+            go.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let released = rtlab_sys::time::monotonic_now_ns();
+            unlock_pi(&WORD, Scope::Private).unwrap();
+            taken.recv().unwrap();
+            holds.push(released);
+        }
+        drop(go);
+        waiter.join().unwrap();
+        let mut events = Vec::new();
+        r.drain(|e| events.push(e));
+        events.sort_by_key(|e| e.ts_ns);
+        let mut waits = Vec::new();
+        let mut since = None;
+        for e in events.iter().filter(|e| e.current_pid == tid) {
+            match e.kind {
+                Kind::LockPi { trylock } => {
+                    assert!(!trylock);
+                    since = Some(e.ts_ns);
+                }
+                Kind::LockPiDone { ret } => {
+                    assert_eq!(ret, 0, "it got the lock");
+                    waits.push((since.take().expect("an entry before the return"), e.ts_ns));
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(waits.len(), 3, "{waits:?}");
+        for ((from, to), released) in waits.iter().zip(&holds) {
+            assert!(
+                to - from >= 2_000_000 && *to >= *released,
+                "waited {} ns, returned {} ns after the release",
+                to - from,
+                *to as i64 - *released as i64
+            );
+        }
     }
 
     #[test]
@@ -944,7 +1210,7 @@ mod tests {
             vec![cpu],
         ))
         .unwrap();
-        let mut r = match Recorder::start(&[cpu], wakings) {
+        let mut r = match Recorder::start(&[cpu], wakings, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");

@@ -16,6 +16,14 @@
 //! cannot, and measures `wakeup` only). A `timerfd` wakes its reader through the file, not a
 //! sleep timer, so it counts as a `wakeup`.
 //!
+//! A thread's `lock` delay runs from its entry into the kernel's wait for a PI futex
+//! (`FUTEX_LOCK_PI`: a `pthread_mutex_t` with `PTHREAD_PRIO_INHERIT`, rtlab-sync's `PiMutex`)
+//! to its return with the lock: the time it was blocked, which the explanation splits by what
+//! kept the holder (the task whose unlock woke it) from releasing sooner. Only the eBPF
+//! recorder sees these (function probes on `futex_lock_pi`); plain futex waits, which glibc's
+//! default mutexes, condition variables and the JVM's monitors all use, cannot be told apart
+//! by the kernel and are not counted as lock waits.
+//!
 //! The watched threads are re-read from `/proc/<pid>/task` every second (threads created later
 //! are picked up; JVM threads appear under their Java names once the JVM has set them).
 
@@ -112,6 +120,8 @@ pub struct WatchSpec {
     /// ... when among the `keep` longest of their kind in the interval so far; `keep` of each
     /// interval and kind are kept, and of the run.
     pub keep: usize,
+    /// How far to go to record PI lock waits (the `lock` kind).
+    pub locks: crate::LockWaits,
 }
 
 /// One measured series: a thread's, or the sum over the threads of one name.
@@ -140,6 +150,8 @@ pub enum DelayKind {
     Wakeup,
     /// From a sleep timer's requested expiry to running.
     Timer,
+    /// Blocked waiting for a PI futex.
+    Lock,
 }
 
 impl DelayKind {
@@ -148,6 +160,7 @@ impl DelayKind {
         match self {
             DelayKind::Wakeup => "wakeup",
             DelayKind::Timer => "timer",
+            DelayKind::Lock => "lock",
         }
     }
 }
@@ -163,12 +176,13 @@ struct Pair {
 struct Watched {
     /// Its name, as when last read.
     name: String,
-    /// Series of this thread, and of its name: `wakeup` from the start, `timer` from its
-    /// first timed sleep.
-    wakeup: Pair,
-    timer: Option<Pair>,
-    /// Its `timer` series were refused at the series limit (counted once).
-    timer_refused: bool,
+    /// Series of this thread, and of its name, by kind: `wakeup` from the start, the others
+    /// from its first delay of that kind.
+    pairs: [Option<Pair>; 3],
+    /// Kinds whose series were refused at the series limit (counted once each).
+    refused: [bool; 3],
+    /// In the kernel's wait for a PI futex since.
+    lock_since: Option<u64>,
     /// The requested expiry of the sleep timer that woke it, and its slack, until it runs.
     timer_expired: Option<(u64, u64)>,
     /// Runnable since (woken or preempted), not yet on a CPU.
@@ -205,7 +219,7 @@ const MERGE_LAG_NS: u64 = 20_000_000;
 /// How often the threads are re-read; every `EARLY_RESCAN_NS` in the first `EARLY_NS` (a
 /// program just started creates its threads then).
 const RESCAN_NS: u64 = 1_000_000_000;
-const EARLY_RESCAN_NS: u64 = 100_000_000;
+const EARLY_RESCAN_NS: u64 = 10_000_000;
 const EARLY_NS: u64 = 3_000_000_000;
 /// At most this many series (a thread's and its name's each count): past it, new threads
 /// are not watched and the run says so.
@@ -233,7 +247,7 @@ pub struct WatchState {
     most_threads: usize,
     /// The longest delays of this interval so far, per kind (at most `spec.keep`, shortest
     /// first): a delay is explained when it joins them.
-    longest: [Vec<u64>; 2],
+    longest: [Vec<u64>; 3],
     book: OutlierBook,
 }
 
@@ -254,11 +268,16 @@ impl WatchState {
             refused: 0,
             abandoned: 0,
             most_threads: 0,
-            longest: [Vec::new(), Vec::new()],
+            longest: Default::default(),
             book: OutlierBook::new(spec_keep),
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
+    }
+
+    /// What is watched.
+    pub fn spec(&self) -> &WatchSpec {
+        &self.spec
     }
 
     /// The series so far (totals and the current interval).
@@ -317,7 +336,7 @@ impl WatchState {
     }
 
     /// Watches process `pid` from now on (for a process started after the watch: its first
-    /// threads are read at once, and every 100 ms for the next 3 s).
+    /// threads are read at once, and every 10 ms for the next 3 s).
     pub fn attach(&mut self, pid: i32) {
         self.spec.pid = pid;
         self.started_ns = rtlab_sys::time::monotonic_now_ns();
@@ -416,24 +435,27 @@ impl WatchState {
                 Some(w) if w.name == t.name => w,
                 // New, or renamed (a JVM names its threads after starting them).
                 previous => match self.pair(&t.name, tid, DelayKind::Wakeup) {
-                    Some(wakeup) => match previous {
-                        Some(p) => Watched {
-                            name: t.name,
-                            wakeup,
-                            timer: None,
-                            timer_refused: false,
-                            ..p
-                        },
-                        None => Watched {
-                            name: t.name,
-                            wakeup,
-                            timer: None,
-                            timer_refused: false,
-                            timer_expired: None,
-                            runnable_since: None,
-                            woken_since_in: false,
-                        },
-                    },
+                    Some(wakeup) => {
+                        let pairs = [Some(wakeup), None, None];
+                        let refused = [false; 3];
+                        match previous {
+                            Some(p) => Watched {
+                                name: t.name,
+                                pairs,
+                                refused,
+                                ..p
+                            },
+                            None => Watched {
+                                name: t.name,
+                                pairs,
+                                refused,
+                                lock_since: None,
+                                timer_expired: None,
+                                runnable_since: None,
+                                woken_since_in: false,
+                            },
+                        }
+                    }
                     None => {
                         self.refused += 1;
                         continue;
@@ -459,6 +481,7 @@ impl WatchState {
                 expires_ns: Some(_),
                 ..
             } => watched(&task.pid),
+            Kind::LockPi { trylock: false } | Kind::LockPiDone { .. } => watched(&e.current_pid),
             Kind::Lost(_) => true,
             _ => false,
         };
@@ -541,12 +564,28 @@ impl WatchState {
                 }
                 self.switched_in(next.pid, e, request);
             }
+            Kind::LockPi { trylock: false } => {
+                if let Some(w) = self.threads.get_mut(&e.current_pid) {
+                    w.lock_since = Some(e.ts_ns);
+                }
+            }
+            Kind::LockPiDone { .. } => {
+                let tid = e.current_pid;
+                let Some(since) = self.threads.get_mut(&tid).and_then(|w| w.lock_since.take())
+                else {
+                    return;
+                };
+                if let Some(pair) = self.pair_of(tid, DelayKind::Lock) {
+                    self.sample((pair, tid), (since, 0), e, Wait::Lock, request);
+                }
+            }
             Kind::Lost(_) => {
                 // The switch that ended a pending delay may be among the lost events: a
                 // later one would measure too long a delay.
                 for w in self.threads.values_mut() {
                     let pending = w.runnable_since.take().is_some() as u64
-                        + w.timer_expired.take().is_some() as u64;
+                        + w.timer_expired.take().is_some() as u64
+                        + w.lock_since.take().is_some() as u64;
                     self.abandoned += pending;
                 }
             }
@@ -560,41 +599,67 @@ impl WatchState {
             return;
         };
         w.woken_since_in = false;
-        let wakeup = w.runnable_since.take().map(|since| (w.wakeup, since, 0));
+        let wakeup = w.runnable_since.take().map(|since| (since, 0));
         let timer = w.timer_expired.take();
-        let timer = match (timer, w.timer) {
-            (None, _) => None,
-            (Some((at, slack)), Some(pair)) => Some((pair, at, slack)),
-            (Some((at, slack)), None) => {
-                let (name, refused_before) = (w.name.clone(), w.timer_refused);
-                let pair = self.pair(&name, tid, DelayKind::Timer);
-                if let Some(w) = self.threads.get_mut(&tid) {
-                    w.timer = pair;
-                    w.timer_refused = pair.is_none();
-                }
-                self.refused += (pair.is_none() && !refused_before) as u64;
-                pair.map(|p| (p, at, slack))
+        if let Some((since, slack)) = wakeup {
+            if let Some(pair) = self.pair_of(tid, DelayKind::Wakeup) {
+                self.sample((pair, tid), (since, slack), e, Wait::Timer, request);
             }
-        };
-        for (pair, since, slack_ns) in wakeup.into_iter().chain(timer) {
-            let delay = e.ts_ns.saturating_sub(since);
-            for i in [pair.own, pair.by_name] {
-                let s = &mut self.series[i as usize];
-                s.total.record(Nanos(delay));
-                s.interval.record(Nanos(delay));
+        }
+        if let Some((since, slack)) = timer {
+            if let Some(pair) = self.pair_of(tid, DelayKind::Timer) {
+                self.sample((pair, tid), (since, slack), e, Wait::Timer, request);
             }
-            let kind = self.series[pair.own as usize].kind;
-            if self.admit(kind, delay) {
-                request(Request {
-                    series: pair.own,
-                    cpu: e.cpu,
-                    tid,
-                    deadline_ns: since,
-                    woke_ns: e.ts_ns,
-                    wait: Wait::Timer,
-                    slack_ns,
-                });
-            }
+        }
+    }
+
+    /// Thread `tid`'s series of `kind`, made at its first delay of that kind (None at the
+    /// series limit, counted once per thread and kind).
+    fn pair_of(&mut self, tid: i64, kind: DelayKind) -> Option<Pair> {
+        let w = self.threads.get(&tid)?;
+        let k = kind as usize;
+        if let Some(p) = w.pairs[k] {
+            return Some(p);
+        }
+        if w.refused[k] {
+            return None;
+        }
+        let name = w.name.clone();
+        let pair = self.pair(&name, tid, kind);
+        let w = self.threads.get_mut(&tid)?;
+        w.pairs[k] = pair;
+        w.refused[k] = pair.is_none();
+        self.refused += pair.is_none() as u64;
+        pair
+    }
+
+    /// Records a delay of thread `tid` from `since` (with the timer's slack in it) to `e`,
+    /// and asks for its explanation when it is admitted.
+    fn sample(
+        &mut self,
+        (pair, tid): (Pair, i64),
+        (since, slack_ns): (u64, u64),
+        e: &Event,
+        wait: Wait,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let delay = e.ts_ns.saturating_sub(since);
+        for i in [pair.own, pair.by_name] {
+            let s = &mut self.series[i as usize];
+            s.total.record(Nanos(delay));
+            s.interval.record(Nanos(delay));
+        }
+        let kind = self.series[pair.own as usize].kind;
+        if self.admit(kind, delay) {
+            request(Request {
+                series: pair.own,
+                cpu: e.cpu,
+                tid,
+                deadline_ns: since,
+                woke_ns: e.ts_ns,
+                wait,
+                slack_ns,
+            });
         }
     }
 }
@@ -650,6 +715,7 @@ mod tests {
             rt_only: false,
             threshold_ns,
             keep: 10,
+            locks: crate::LockWaits::No,
         });
         (tid, w)
     }
@@ -801,6 +867,50 @@ mod tests {
             w.series()[requests[0].series as usize].kind,
             DelayKind::Timer
         );
+    }
+
+    #[test]
+    fn a_lock_delay_runs_from_the_pi_lock_call_to_its_return_and_asks_for_a_lock_explanation() {
+        let (tid, mut w) = watch_this_thread(1_000);
+        let at = |ts: u64, kind: Kind| Event {
+            cpu: 1,
+            ts_ns: ts,
+            current_pid: tid,
+            kind,
+        };
+        // Waits 5000 ns; a trylock and another thread's wait are not this thread's waits; a
+        // wait cut by lost events is abandoned.
+        w.offer(&at(10_000, Kind::LockPi { trylock: false }));
+        w.offer(&at(15_000, Kind::LockPiDone { ret: 0 }));
+        w.offer(&at(16_000, Kind::LockPi { trylock: true }));
+        w.offer(&at(16_100, Kind::LockPiDone { ret: 0 }));
+        w.offer(&Event {
+            current_pid: tid + 1_000_000,
+            ..at(17_000, Kind::LockPi { trylock: false })
+        });
+        w.offer(&at(20_000, Kind::LockPi { trylock: false }));
+        w.offer(&ev(0, 21_000, Kind::Lost(1)));
+        w.offer(&at(30_000, Kind::LockPiDone { ret: 0 }));
+        let mut requests = Vec::new();
+        w.flush(&mut |r| requests.push(r));
+        let lock: Vec<&WatchSeries> = w
+            .series()
+            .iter()
+            .filter(|s| s.kind == DelayKind::Lock)
+            .collect();
+        assert_eq!(lock.len(), 2, "the thread's and its name's");
+        assert!(lock[0].name.ends_with(&format!("/{tid}/lock")));
+        assert_eq!(
+            (lock[0].total.len(), lock[0].total.max()),
+            (1, Nanos(5_000))
+        );
+        assert_eq!(requests.len(), 1);
+        let r = &requests[0];
+        assert_eq!(
+            (r.deadline_ns, r.woke_ns, r.cpu, r.wait, r.slack_ns),
+            (10_000, 15_000, 1, Wait::Lock, 0)
+        );
+        assert_eq!(w.shortfalls(), (0, 1));
     }
 
     #[test]

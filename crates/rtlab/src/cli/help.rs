@@ -14,17 +14,23 @@ Most measurements need root (SCHED_FIFO, mlockall, /dev/cpu_dma_latency); withou
 measures in the best mode it can and says so in a warning.";
 
 pub(super) const WATCH_HELP: &str = "\
-Measures, from kernel events only (no change to the program, any language), two delays of
+Measures, from kernel events only (no change to the program, any language), three delays of
 each watched thread:
   wakeup  from becoming runnable (its wakeup, or being preempted) to running: the scheduling
           delay, what runqlat and perf sched timehist measure (metric wakeup_latency);
   timer   from the expiry its sleep timer was set for (clock_nanosleep, nanosleep, a timed
           futex wait such as Java's parkNanos, epoll/poll timeouts) to running: what a
           periodic loop loses each period, timer slack included (metric timer_latency;
-          needs the eBPF source).
+          needs the eBPF source);
+  lock    blocked waiting for a priority-inheritance mutex (pthread PTHREAD_PRIO_INHERIT,
+          FUTEX_LOCK_PI), explained by what kept the holder from releasing it (metric
+          lock_wait; eBPF source: function probes on futex_lock_pi where the kernel allows
+          them, else only with --locks, on every system call). Plain futex waits (default
+          mutexes, condition variables, Java monitors) are not lock waits to the kernel and
+          are not counted.
 Series: <name>/<tid>/<kind> per thread and <name>/<kind> summed over the threads of one name
 (a pool reads as one). Threads created later are picked up (the process's threads are re-read
-every 100 ms for 3 s, then every second); a command after -- is started once tracing is ready.
+every 10 ms for 3 s, then every second); a command after -- is started once tracing is ready.
 Explained, as in --explain (preempting tasks with pid and priority, IRQs and softirqs by name,
 idle exit, hypervisor gaps, wake-up IPIs, the thread's own timer slack): the --top longest
 delays of each interval and kind, only those over --threshold when given. The result keeps

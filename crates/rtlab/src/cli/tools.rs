@@ -49,6 +49,17 @@ pub struct WatchArgs {
     #[arg(long, value_name = "SOURCE", default_value = "auto", value_parser = by_name::<rtlab_lab::explain::Backend>)]
     pub explain_with: rtlab_lab::explain::Backend,
     /// Print only the final table (warnings still go to stderr).
+    /// Save the raw trace window of each explained delay as DIR/outlier-NNNN-<series>.txt
+    /// (every CPU's events around it): one file per explained delay, so for a diagnosis of
+    /// minutes, not for a watch of days.
+    #[arg(long, value_name = "DIR")]
+    pub trace_out: Option<PathBuf>,
+    /// Record PI lock waits (the lock kind) even where the kernel allows no function probes:
+    /// on every system call's entry and exit, a cost to all of them (~110 ns each on the
+    /// VM this was measured on); without it, only through function probes (a cost to
+    /// contended PI locks alone), where the kernel has them
+    #[arg(long)]
+    pub locks: bool,
     #[arg(short, long)]
     pub quiet: bool,
     /// A command to start and watch instead of --pid, after `--`; rtlab ends with its exit

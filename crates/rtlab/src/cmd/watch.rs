@@ -63,7 +63,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         backend: args.explain_with,
         threshold_ns: args.threshold.map(|t| t.get()),
         top: args.top.map_or(10, usize::from),
-        trace_out: None,
+        trace_out: args.trace_out.clone(),
         reader_cpus: Vec::new(),
         series_names: Vec::new(),
         started_ns,
@@ -79,6 +79,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         threads: patterns,
         rt_only: args.rt_only,
         threshold_ns: args.threshold.map_or(0, |t| t.get()),
+        locks: if args.locks {
+            rtlab_trace::LockWaits::Any
+        } else {
+            rtlab_trace::LockWaits::IfCheap
+        },
         keep: args.top.map_or(10, usize::from),
     };
     let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
@@ -126,7 +131,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
                 open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
             let mut serializer = V2DeflateSerializer::new();
             let mut log = IntervalLogWriterBuilder::new()
-                .add_comment("rtlab watch: delays (ns) per series, tag = series (<thread>[/<tid>]/<wakeup|timer>)")
+                .add_comment("rtlab watch: delays (ns) per series, tag = series (<thread>[/<tid>]/<wakeup|timer|lock>)")
                 .with_start_time(std::time::SystemTime::now())
                 .begin_log_with(&mut file, &mut serializer)
                 .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
@@ -137,7 +142,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     warnings.extend(shortfalls(
         &state.lock().unwrap_or_else(|p| p.into_inner()),
         pid,
-        findings.lost_events,
+        &findings,
     ));
     let ended = Run {
         started_realtime,
@@ -418,12 +423,38 @@ fn report(
 }
 
 /// What the run could not watch or measure, as warnings.
-fn shortfalls(s: &WatchState, pid: i32, lost_events: u64) -> Vec<String> {
+fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec<String> {
     let (refused, abandoned) = s.shortfalls();
+    let lost_events = findings.lost_events;
     let mut warnings = Vec::new();
+    if findings.backend != "bpf" {
+        warnings.push(format!(
+            "the {} source measures wakeup delays only: no timer or lock series",
+            findings.backend
+        ));
+    } else {
+        let (locks, others): (Vec<&String>, Vec<&String>) = findings
+            .missing_events
+            .iter()
+            .partition(|m| m.starts_with("PI lock waits"));
+        if !others.is_empty() {
+            let names: Vec<&str> = others.iter().map(|m| m.as_str()).collect();
+            warnings.push(format!("not traced on this kernel: {}", names.join(", ")));
+        }
+        if let Some(why) = locks.first() {
+            warnings.push(format!(
+                "no lock series: {why}{}",
+                if s.spec().locks == rtlab_trace::LockWaits::Any {
+                    ""
+                } else {
+                    "; --locks records them on the system calls instead, at a cost to every system call"
+                }
+            ));
+        }
+    }
     if refused > 0 {
         warnings.push(format!(
-            "{refused} thread(s) or timer series not watched: at most {} series",
+            "{refused} thread(s) or timer/lock series not watched: at most {} series",
             rtlab_trace::watch::MAX_SERIES
         ));
     }
@@ -457,6 +488,7 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
         let metric = match w.kind {
             DelayKind::Wakeup => "wakeup_latency",
             DelayKind::Timer => "timer_latency",
+            DelayKind::Lock => "lock_wait",
         };
         let mut out = Series::distribution(w.name.clone(), metric, &w.total)?
             .with_config("pid", pid)
