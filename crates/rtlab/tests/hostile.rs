@@ -204,7 +204,7 @@ fn hello(port: u16, hello: Value) -> (TcpStream, bool) {
     let answered = Header::read_from(&mut s)
         .ok()
         .filter(|h| h.kind == Kind::Hello)
-        .and_then(|h| wire::read_control(&mut s, &h).ok())
+        .and_then(|h| wire::read_control::<Value>(&mut s, &h).ok())
         .is_some();
     (s, answered)
 }

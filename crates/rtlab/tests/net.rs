@@ -140,6 +140,32 @@ fn bad_peers_and_options_fail_fast_with_one_line() {
     }
 }
 
+#[test]
+fn the_hidden_namespace_peer_refuses_a_bad_request_in_one_line() {
+    use std::io::Write;
+    for request in ["garbage\n", "{\"spec\": {}}\n", ""] {
+        let mut child = std::process::Command::new(rtlab_path())
+            .args(["net", "serve-netns"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(request.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{request:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("a bad request"), "{stderr}");
+        assert!(out.stdout.is_empty(), "nothing set up, nothing answered");
+    }
+}
+
 fn namespace_exists(name: &str) -> bool {
     let out = std::process::Command::new("ip")
         .args(["netns", "list"])

@@ -10,13 +10,14 @@
 //! pair (with MTU, static neighbours, random loss), or a remote `rtlab net serve`.
 
 pub mod peer;
+pub mod protocol;
 pub mod stream;
 pub mod topology;
 pub mod wire;
 
 use crate::harness::{CommonConfig, Observer};
 use crate::{Experiment, LabError, Outcome};
-use peer::Hello;
+use peer::{Hello, Role};
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::sched::Policy;
@@ -174,7 +175,7 @@ fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> 
     if h.kind != wire::Kind::Hello {
         return Err(format!("{peer} answered the handshake with {:?}", h.kind));
     }
-    wire::read_control(&mut s, &h).map_err(refused)?;
+    let _: protocol::Welcome = wire::read_control(&mut s, &h).map_err(refused)?;
     s.set_read_timeout(None).map_err(|e| e.to_string())?;
     Ok(s)
 }
@@ -329,7 +330,7 @@ fn background(
 ) -> Result<u64, String> {
     use std::io::Write;
     let hello = Hello {
-        role: "bulk".into(),
+        role: Role::Bulk,
         options: SocketOptions::default(),
         policy: Policy::Other,
         prio: 0,
@@ -385,7 +386,7 @@ impl Experiment for NetRun {
             let conn = match cfg.proto {
                 Proto::Tcp => {
                     let hello = Hello {
-                        role: "stream".into(),
+                        role: Role::Stream,
                         options: cfg.options.clone(),
                         policy,
                         prio,
@@ -405,7 +406,7 @@ impl Experiment for NetRun {
         for (i, spec) in cfg.reverse.iter().enumerate() {
             let p = plan(1000 + i, spec);
             let hello = Hello {
-                role: "reverse".into(),
+                role: Role::Reverse,
                 options: cfg.options.clone(),
                 policy,
                 prio,
@@ -543,7 +544,7 @@ impl Experiment for NetRun {
                     .with_config("options", cfg.options.to_json())
                     .with_config("topology", running.facts.clone())
                     .with_config("background_traffic", cfg.background_traffic)
-                    .with_config("counters", stats.counters())
+                    .with_config("counters", stats.counters().to_json())
                     .with_config("sysctls", sysctls.clone())
             };
             if stats.lost > 0 {
@@ -700,7 +701,7 @@ impl Experiment for PingPong {
                 match cfg.proto {
                     Proto::Tcp => {
                         let hello = Hello {
-                            role: "pingpong".into(),
+                            role: Role::Pingpong,
                             options: cfg.options.clone(),
                             policy,
                             prio,

@@ -2,10 +2,11 @@
 //! arrived, before any padding), echoes ping-pong messages, swallows bulk traffic, and runs
 //! reverse streams. TCP and UDP on the same port.
 
-use super::stream::{self, Plan, SocketOptions};
+use super::protocol::Welcome;
+pub use super::protocol::{Hello, Role};
+use super::stream;
 use super::wire::{self, Header, Kind, HEADER_LEN};
 use rtlab_sys::sched::Policy;
-use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,61 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// What a client wants from a connection (the payload of its `Hello`).
-#[derive(Debug, Clone)]
-pub struct Hello {
-    /// `stream`, `pingpong`, `bulk` or `reverse`.
-    pub role: String,
-    /// Socket options the peer applies on its side too.
-    pub options: SocketOptions,
-    /// Scheduling of the peer's thread for this connection.
-    pub policy: Policy,
-    /// Its priority.
-    pub prio: u32,
-    /// For `reverse`: what the peer sends.
-    pub plan: Option<Plan>,
-    /// Pad every acknowledgement to this many segments too (0: off): a lost ack needs fast
-    /// retransmit as much as a lost message.
-    pub pad_segments: u32,
-    /// The secret of a peer rtlab started for itself (see [`PeerLimits::token`]).
-    pub token: Option<String>,
-}
-
 impl Hello {
-    /// As JSON.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "role": self.role,
-            "options": self.options.to_json(),
-            "policy": self.policy.as_str(),
-            "prio": self.prio,
-            "plan": self.plan.as_ref().map(Plan::to_json),
-            "pad_segments": self.pad_segments,
-            "token": self.token,
-        })
-    }
-
-    /// From JSON (a peer's word: checked).
-    pub fn from_json(v: &Value) -> Result<Hello, String> {
-        let role = v["role"]
-            .as_str()
-            .ok_or("hello without a role")?
-            .to_string();
-        let policy = stream::policy_from(&v["policy"]);
-        Ok(Hello {
-            role,
-            options: SocketOptions::from_json(&v["options"]),
-            policy,
-            prio: v["prio"].as_u64().unwrap_or(0).min(99) as u32,
-            plan: match &v["plan"] {
-                Value::Null => None,
-                p => Some(Plan::from_json(p)?),
-            },
-            pad_segments: v["pad_segments"].as_u64().unwrap_or(0).min(64) as u32,
-            token: v["token"].as_str().map(str::to_string),
-        })
-    }
-
     /// Brings what the client asked for within what the peer's owner allows: its priority
     /// (SCHED_OTHER unless the owner gave `--max-prio`), busy polling, SO_PRIORITY, buffer
     /// sizes, a reverse stream's size and period.
@@ -109,7 +56,7 @@ impl Hello {
 
     /// Sends this hello as the first message of `s`.
     pub fn send(&self, s: &mut TcpStream) -> std::io::Result<()> {
-        wire::write_control(s, Kind::Hello, &self.to_json())
+        wire::write_control(s, Kind::Hello, self)
     }
 }
 
@@ -297,7 +244,7 @@ fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String>
     if h.kind != Kind::Hello || h.payload > MAX_HELLO {
         return Err("the first message was not a hello".into());
     }
-    let hello = Hello::from_json(&wire::read_control(&mut s, &h).map_err(|e| e.to_string())?)?;
+    let hello = Hello::decode(wire::read_control(&mut s, &h).map_err(|e| e.to_string())?)?;
     if limits.token.is_some() && hello.token != limits.token {
         return Err("a hello without this peer's token".into());
     }
@@ -310,19 +257,14 @@ fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String>
     // Best effort: a peer without the privilege still answers, at normal priority.
     let _ = rtlab_sys::sched::set_current_thread_scheduler(hello.policy, hello.prio);
     // The handshake's answer: the client knows it talks to an rtlab peer.
-    wire::write_control(
-        &mut s,
-        Kind::Hello,
-        &json!({"rtlab": env!("CARGO_PKG_VERSION")}),
-    )
-    .map_err(|e| e.to_string())?;
-    match hello.role.as_str() {
-        "stream" => acknowledge(s, hello.options.quickack, hello.pad_segments),
-        "pingpong" => echo(s, hello.options.quickack, limits.max_buffer),
-        "bulk" => std::io::copy(&mut s, &mut std::io::sink())
+    wire::write_control(&mut s, Kind::Hello, &Welcome::this()).map_err(|e| e.to_string())?;
+    match hello.role {
+        Role::Stream => acknowledge(s, hello.options.quickack, hello.pad_segments),
+        Role::Pingpong => echo(s, hello.options.quickack, limits.max_buffer),
+        Role::Bulk => std::io::copy(&mut s, &mut std::io::sink())
             .map(|_| ())
             .map_err(|e| e.to_string()),
-        "reverse" => {
+        Role::Reverse => {
             let plan = hello.plan.ok_or("a reverse stream without a plan")?;
             let stats = stream::run_tcp(
                 s.try_clone().map_err(|e| e.to_string())?,
@@ -332,9 +274,8 @@ fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String>
                 true,
                 None,
             )?;
-            wire::write_control(&mut s, Kind::Report, &stats.to_json()).map_err(|e| e.to_string())
+            wire::write_control(&mut s, Kind::Report, &stats.to_report()).map_err(|e| e.to_string())
         }
-        other => Err(format!("unknown role '{other}'")),
     }
 }
 

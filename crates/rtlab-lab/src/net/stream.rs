@@ -6,82 +6,18 @@
 //! shows in all the messages it delayed (no coordinated omission). Send lateness (actual
 //! start of the send minus the scheduled time) is its own distribution.
 
+use super::protocol::{Counters, Stop, StreamReport};
+pub use super::protocol::{Plan, SocketOptions};
 use super::wire::{self, Header, Kind, HEADER_LEN};
 use rtlab_stats::{LatencyHistogram, Nanos};
-use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::sched::set_current_thread_scheduler;
 use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
-use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Socket options applied on both ends of a connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SocketOptions {
-    /// TCP_NODELAY (default on).
-    pub nodelay: bool,
-    /// TCP_QUICKACK, re-armed after every receive.
-    pub quickack: bool,
-    /// SO_BUSY_POLL microseconds (0: off).
-    pub busy_poll_us: u32,
-    /// SO_PRIORITY.
-    pub priority: Option<u32>,
-    /// IP_TOS.
-    pub tos: Option<u8>,
-    /// SO_SNDBUF.
-    pub sndbuf: Option<usize>,
-    /// SO_RCVBUF.
-    pub rcvbuf: Option<usize>,
-    /// TCP_THIN_LINEAR_TIMEOUTS.
-    pub thin: bool,
-}
-
-impl Default for SocketOptions {
-    fn default() -> Self {
-        SocketOptions {
-            nodelay: true,
-            quickack: false,
-            busy_poll_us: 0,
-            priority: None,
-            tos: None,
-            sndbuf: None,
-            rcvbuf: None,
-            thin: false,
-        }
-    }
-}
-
 impl SocketOptions {
-    /// As JSON (also the result's config).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "nodelay": self.nodelay,
-            "quickack": self.quickack,
-            "busy_poll_us": self.busy_poll_us,
-            "priority": self.priority,
-            "tos": self.tos,
-            "sndbuf": self.sndbuf,
-            "rcvbuf": self.rcvbuf,
-            "thin_linear_timeouts": self.thin,
-        })
-    }
-
-    /// From a peer's JSON (anything missing or odd falls back to the default).
-    pub fn from_json(v: &Value) -> SocketOptions {
-        let d = SocketOptions::default();
-        SocketOptions {
-            nodelay: v["nodelay"].as_bool().unwrap_or(d.nodelay),
-            quickack: v["quickack"].as_bool().unwrap_or(false),
-            busy_poll_us: v["busy_poll_us"].as_u64().unwrap_or(0).min(1_000_000) as u32,
-            priority: v["priority"].as_u64().map(|p| p.min(15) as u32),
-            tos: v["tos"].as_u64().map(|t| t as u8),
-            sndbuf: v["sndbuf"].as_u64().map(|b| b.min(1 << 30) as usize),
-            rcvbuf: v["rcvbuf"].as_u64().map(|b| b.min(1 << 30) as usize),
-            thin: v["thin_linear_timeouts"].as_bool().unwrap_or(false),
-        }
-    }
-
     fn apply_common(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
         use rtlab_sys::net;
         let e = |e: rtlab_sys::SysError| e.to_string();
@@ -122,67 +58,6 @@ impl SocketOptions {
         use std::os::fd::AsFd;
         self.apply_common(s.as_fd())
     }
-}
-
-/// What one stream sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// Stream index (in the wire header).
-    pub stream: u16,
-    /// Message size in bytes (header included; at least 40).
-    pub size: usize,
-    /// Period.
-    pub period_ns: u64,
-    /// Pad each message so at least this many full segments are sent (0: off; TCP only).
-    pub pad_segments: u32,
-    /// Messages scheduled in the first `warmup_ns` are sent but not recorded.
-    pub warmup_ns: u64,
-    /// A round trip over this counts as a deadline miss.
-    pub deadline_ns: u64,
-    /// Scheduling of the sending and acknowledging threads.
-    pub policy: Policy,
-    /// Their priority.
-    pub prio: u32,
-}
-
-impl Plan {
-    /// As JSON (for a reverse stream's hello).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "stream": self.stream, "size": self.size, "period_ns": self.period_ns,
-            "pad_segments": self.pad_segments, "warmup_ns": self.warmup_ns,
-            "deadline_ns": self.deadline_ns, "policy": self.policy.as_str(), "prio": self.prio,
-        })
-    }
-
-    /// From a client's JSON, bounded so a hostile client cannot make the peer misbehave.
-    pub fn from_json(v: &Value) -> Result<Plan, String> {
-        let num = |k: &str| v[k].as_u64().ok_or(format!("plan without {k}"));
-        let size = num("size")? as usize;
-        let period_ns = num("period_ns")?;
-        if !(HEADER_LEN..=wire::MAX_BODY).contains(&size) || period_ns < 10_000 {
-            return Err(format!(
-                "plan out of range: {size} bytes every {period_ns} ns"
-            ));
-        }
-        Ok(Plan {
-            stream: num("stream")?.min(u16::MAX as u64) as u16,
-            size,
-            period_ns,
-            pad_segments: num("pad_segments")?.min(64) as u32,
-            warmup_ns: num("warmup_ns")?,
-            deadline_ns: num("deadline_ns")?,
-            policy: policy_from(&v["policy"]),
-            prio: num("prio")?.min(99) as u32,
-        })
-    }
-}
-
-/// A policy named in a peer's JSON (anything else: SCHED_OTHER).
-pub(crate) fn policy_from(v: &Value) -> Policy {
-    v.as_str()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(Policy::Other)
 }
 
 /// When a stream runs.
@@ -232,45 +107,49 @@ pub struct StreamStats {
 }
 
 impl StreamStats {
-    /// As JSON (a reverse stream's report; histograms encoded).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "rtt": self.rtt.encode_base64().unwrap_or_default(),
-            "lateness": self.lateness.encode_base64().unwrap_or_default(),
-            "counters": self.counters(),
-        })
+    /// The peer's report of a reverse stream (histograms encoded).
+    pub fn to_report(&self) -> StreamReport {
+        StreamReport {
+            rtt: self.rtt.encode_base64().unwrap_or_default(),
+            lateness: self.lateness.encode_base64().unwrap_or_default(),
+            counters: self.counters(),
+        }
     }
 
     /// The counters, as recorded in a series' config.
-    pub fn counters(&self) -> Value {
-        json!({
-            "sent": self.sent, "acked": self.acked, "lost": self.lost,
-            "duplicates": self.duplicates, "reordered": self.reordered,
-            "deadline_misses": self.deadline_misses, "warmup_trimmed": self.warmup_trimmed,
-            "retransmits": self.retransmits, "pad_bytes": self.pad_bytes,
-        })
+    pub fn counters(&self) -> Counters {
+        Counters {
+            sent: self.sent,
+            acked: self.acked,
+            lost: self.lost,
+            duplicates: self.duplicates,
+            reordered: self.reordered,
+            deadline_misses: self.deadline_misses,
+            warmup_trimmed: self.warmup_trimmed,
+            retransmits: self.retransmits,
+            pad_bytes: self.pad_bytes,
+        }
     }
 
     /// From a peer's report.
-    pub fn from_json(v: &Value) -> Result<StreamStats, String> {
-        let hist = |k: &str| match v[k].as_str() {
-            Some("") | None => Ok(LatencyHistogram::new()),
-            Some(data) => LatencyHistogram::decode_base64(data).map_err(|e| e.to_string()),
+    pub fn from_report(r: StreamReport) -> Result<StreamStats, String> {
+        let hist = |data: &str| match data {
+            "" => Ok(LatencyHistogram::new()),
+            data => LatencyHistogram::decode_base64(data).map_err(|e| e.to_string()),
         };
-        let c = &v["counters"];
-        let n = |k: &str| c[k].as_u64().unwrap_or(0);
+        let c = r.counters;
         Ok(StreamStats {
-            rtt: hist("rtt")?,
-            lateness: hist("lateness")?,
-            sent: n("sent"),
-            acked: n("acked"),
-            lost: n("lost"),
-            duplicates: n("duplicates"),
-            reordered: n("reordered"),
-            deadline_misses: n("deadline_misses"),
-            warmup_trimmed: n("warmup_trimmed"),
-            retransmits: c["retransmits"].as_u64(),
-            pad_bytes: n("pad_bytes") as usize,
+            rtt: hist(&r.rtt)?,
+            lateness: hist(&r.lateness)?,
+            sent: c.sent,
+            acked: c.acked,
+            lost: c.lost,
+            duplicates: c.duplicates,
+            reordered: c.reordered,
+            deadline_misses: c.deadline_misses,
+            warmup_trimmed: c.warmup_trimmed,
+            retransmits: c.retransmits,
+            pad_bytes: c.pad_bytes,
         })
     }
 }
@@ -689,19 +568,16 @@ pub fn receive_reverse(
                 }
                 body.resize(h.payload as usize, 0);
                 read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
-                let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-                return StreamStats::from_json(&v);
+                let report: StreamReport =
+                    serde_json::from_slice(&body).map_err(|e| format!("the peer's report: {e}"))?;
+                return StreamStats::from_report(report);
             }
             other => return Err(format!("unexpected {other:?} on a reverse stream")),
         }
         let now = monotonic_now_ns();
         if !stop_sent && (now >= end_ns || rtlab_sys::signal::interrupted()) {
-            wire::write_control(
-                &mut *writer.lock().expect("writer"),
-                Kind::Report,
-                &json!({}),
-            )
-            .map_err(|e| e.to_string())?;
+            wire::write_control(&mut *writer.lock().expect("writer"), Kind::Report, &Stop {})
+                .map_err(|e| e.to_string())?;
             stop_sent = true;
             report_deadline.set(now + drain_ns(plan) + 5_000_000_000);
         }

@@ -3,16 +3,19 @@
 //!
 //! The namespace is `rtlab-<pid>`, the veth ends `rtl<pid>a` (here) and `rtl<pid>b` (there),
 //! addresses a /30 of 10.213.0.0/16 derived from the pid, with permanent neighbour entries
-//! on both sides (the seed's static ARP). The peer is this binary (`rtlab net serve
-//! --create-netns NAME ...`), started with a parent-death signal **before** anything is
-//! created: it creates the namespace and the veth pair itself, enters the namespace, listens,
-//! and deletes the namespace (with the veth pair and any nftables rules in it) when it stops.
+//! on both sides (the seed's static ARP). The peer is this binary (the hidden `rtlab net
+//! serve-netns`, running [`serve_in_netns`] with the [`NetnsPeerRequest`] it reads on its
+//! standard input and answering one [`Handshake`] line), started with a parent-death signal
+//! **before** anything is created: it creates the namespace and the veth pair itself, enters
+//! the namespace, listens, and deletes the namespace (with the veth pair and any nftables
+//! rules in it) when it stops.
 //! If this process is killed, even by SIGKILL and even during the setup, the peer gets SIGTERM
 //! and cleans up; this process deletes the namespace too when it ends normally. A namespace
 //! left by anything else is deleted at the next start when its pid is gone.
 
-use super::peer::PeerServer;
-use std::io::BufRead;
+use super::peer::{PeerLimits, PeerServer};
+pub use super::protocol::{Handshake, NetnsPeerRequest};
+use std::io::{BufRead, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -57,10 +60,6 @@ pub struct PeerAddr {
     /// The token of a peer rtlab started (None: a remote `rtlab net serve`).
     pub token: Option<String>,
 }
-
-/// The environment variable that hands the netns peer its token (not argv: any user can
-/// read a process's command line).
-pub const TOKEN_ENV: &str = "RTLAB_NET_PEER_TOKEN";
 
 /// A peer that is up; dropping it takes everything down.
 #[derive(Debug)]
@@ -229,8 +228,8 @@ impl Netns {
     }
 }
 
-/// What the peer creates (passed on its command line).
-#[derive(Debug, Clone, PartialEq)]
+/// What the peer creates (handed to it in its [`NetnsPeerRequest`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NamespaceSpec {
     /// Namespace name (`rtlab-<pid of the measuring process>`).
     pub name: String,
@@ -376,7 +375,6 @@ fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run nft: {e}"))?;
-    use std::io::Write;
     child
         .stdin
         .take()
@@ -394,39 +392,34 @@ fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts `rtlab net serve`, which creates the namespace and listens in it, and waits until
-/// it listens.
+/// How long the namespace peer may take to set up.
+const PEER_SETUP: Duration = Duration::from_secs(10);
+
+/// Starts the namespace peer (this executable's hidden `net serve-netns`, which runs
+/// [`serve_in_netns`]), hands it `spec` and `token` on its standard input (not argv: any
+/// user can read a process's command line), and waits for its [`Handshake`].
 fn start_peer(spec: &NamespaceSpec, token: &str) -> Result<Child, String> {
     let ns = &spec.name;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = Command::new(exe);
-    cmd.args([
-        "net",
-        "serve",
-        "--listen",
-        &SocketAddr::from((spec.peer_ip, DEFAULT_PORT)).to_string(),
-        "--create-netns",
-        ns,
-        "--host-ip",
-        &spec.host_ip.to_string(),
-    ]);
-    if let Some(mtu) = spec.mtu {
-        cmd.args(["--veth-mtu", &mtu.to_string()]);
-    }
-    if let Some(loss) = spec.loss_pct {
-        cmd.args(["--veth-loss", &loss.to_string()]);
-    }
-    for s in &spec.sysctls {
-        cmd.args(["--veth-sysctl", s]);
-    }
-    cmd.env(TOKEN_ENV, token)
-        .stdin(Stdio::null())
+    cmd.args(["net", "serve-netns"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     rtlab_sys::process::terminate_with_parent(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the peer: {e}"))?;
+    let request = NetnsPeerRequest {
+        spec: spec.clone(),
+        port: DEFAULT_PORT,
+        token: token.to_string(),
+    };
+    let mut stdin = child.stdin.take().expect("piped");
+    let sent = serde_json::to_writer(&mut stdin, &request)
+        .map_err(|e| e.to_string())
+        .and_then(|()| stdin.write_all(b"\n").map_err(|e| e.to_string()));
+    drop(stdin);
     let stdout = child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -434,22 +427,74 @@ fn start_peer(spec: &NamespaceSpec, token: &str) -> Result<Child, String> {
         let _ = std::io::BufReader::new(stdout).read_line(&mut line);
         let _ = tx.send(line);
     });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(line) if line.starts_with("listening") => Ok(child),
-        Ok(line) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let why = line.trim().trim_start_matches("error: ");
-            Err(if why.is_empty() {
-                format!("the peer for {ns} exited before listening")
-            } else {
-                why.to_string()
-            })
+    let answer = match (sent, rx.recv_timeout(PEER_SETUP)) {
+        (Err(e), _) => Err(format!("cannot hand the peer for {ns} its set-up: {e}")),
+        (Ok(()), Err(_)) => Err(format!(
+            "the peer in {ns} did not start within {} s",
+            PEER_SETUP.as_secs()
+        )),
+        (Ok(()), Ok(line)) if line.trim().is_empty() => {
+            Err(format!("the peer for {ns} exited before listening"))
         }
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(format!("the peer in {ns} did not start within 10 s"))
+        (Ok(()), Ok(line)) => match serde_json::from_str::<Handshake>(&line) {
+            Ok(Handshake::Listening { .. }) => return Ok(child),
+            Ok(Handshake::Failed { error }) => Err(error),
+            Err(e) => Err(format!("the peer for {ns} answered '{}': {e}", line.trim())),
+        },
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    answer
+}
+
+/// rtlab's own peer in a network namespace, what the hidden `rtlab net serve-netns` runs:
+/// creates the namespace and its veth pair, enters it, applies its sysctls, listens with
+/// the run's token, and writes one [`Handshake`] line to `out`; then serves until `stop()`
+/// and deletes the namespace (the veth pair and nftables rules go with it), however it
+/// ends.
+pub fn serve_in_netns(
+    request: &NetnsPeerRequest,
+    out: &mut dyn Write,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), String> {
+    let spec = &request.spec;
+    let setup = spec.create().and_then(|guard| {
+        rtlab_sys::net::enter_netns(&std::path::Path::new("/run/netns").join(&spec.name))
+            .map_err(|e| e.to_string())?;
+        apply_netns_sysctls(&spec.sysctls)?;
+        let listen = SocketAddr::from((spec.peer_ip, request.port));
+        let server = PeerServer::start(listen, PeerLimits::own(request.token.clone()))?;
+        Ok((guard, server))
+    });
+    let say = |out: &mut dyn Write, h: &Handshake| {
+        serde_json::to_writer(&mut *out, h)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot answer the run: {e}"))
+    };
+    match setup {
+        Err(error) => {
+            let _ = say(
+                out,
+                &Handshake::Failed {
+                    error: error.clone(),
+                },
+            );
+            Err(error)
+        }
+        Ok((_guard, server)) => {
+            say(
+                out,
+                &Handshake::Listening {
+                    addr: server.addr(),
+                },
+            )?;
+            while !stop() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            server.stop();
+            Ok(())
         }
     }
 }

@@ -147,13 +147,14 @@ pub fn skip(r: &mut impl Read, n: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes a control message (`Hello`, `Report`) whose payload is `json`.
+/// Writes a control message (`Hello`, `Report`) whose payload is `message` as JSON (the
+/// types of [`super::protocol`]).
 pub fn write_control(
     w: &mut impl Write,
     kind: Kind,
-    json: &serde_json::Value,
+    message: &impl serde::Serialize,
 ) -> std::io::Result<()> {
-    let body = json.to_string().into_bytes();
+    let body = serde_json::to_vec(message)?;
     let mut h = Header::new(kind);
     h.payload = body.len() as u32;
     let mut buf = vec![0u8; HEADER_LEN + body.len()];
@@ -162,8 +163,12 @@ pub fn write_control(
     w.write_all(&buf)
 }
 
-/// Reads the JSON payload of a control message whose header was read.
-pub fn read_control(r: &mut impl Read, h: &Header) -> std::io::Result<serde_json::Value> {
+/// Reads the JSON payload of a control message whose header was read, as a `T` (one of the
+/// types of [`super::protocol`], or a `serde_json::Value` to be checked by the caller).
+pub fn read_control<T: serde::de::DeserializeOwned>(
+    r: &mut impl Read,
+    h: &Header,
+) -> std::io::Result<T> {
     // Hellos and reports are small JSON: a peer's claim of more is refused, not allocated.
     if h.payload > MAX_CONTROL {
         return Err(std::io::Error::new(

@@ -23,6 +23,10 @@ pub enum NetAction {
     /// The peer: acknowledges, echoes, runs reverse streams (TCP and UDP, one port).
     #[command(after_help = NET_SERVE_HELP)]
     Serve(NetServeArgs),
+    /// rtlab's own peer in a network namespace (what `net run --topology netns` starts: it
+    /// reads its set-up as JSON on standard input and answers one JSON line).
+    #[command(hide = true)]
+    ServeNetns,
 }
 
 /// Where the peer is and how sockets are set up (run and pingpong).
@@ -138,26 +142,4 @@ pub struct NetServeArgs {
     /// A connection with nothing to read (or whose client does not read) for this long ends.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
     pub idle_timeout: Nanos,
-    /// Enter this network namespace first (used by --topology netns).
-    #[arg(long, value_name = "NAME", hide = true)]
-    pub netns: Option<String>,
-    /// Delete the namespace when stopping.
-    #[arg(long, hide = true)]
-    pub owns_netns: bool,
-    /// Create this namespace and a veth pair first, serve inside it, delete it when stopping
-    /// (what --topology netns runs).
-    #[arg(long, value_name = "NAME", hide = true, conflicts_with = "netns")]
-    pub create_netns: Option<String>,
-    /// With --create-netns: the address of the veth end outside.
-    #[arg(long, value_name = "IP", hide = true)]
-    pub host_ip: Option<std::net::Ipv4Addr>,
-    /// With --create-netns: the MTU of the veth pair.
-    #[arg(long, value_name = "BYTES", hide = true)]
-    pub veth_mtu: Option<u32>,
-    /// With --create-netns: random loss in percent.
-    #[arg(long, value_name = "PCT", hide = true, value_parser = parse_pct)]
-    pub veth_loss: Option<f64>,
-    /// With --create-netns: net.* sysctls set inside the namespace.
-    #[arg(long, value_name = "KEY=VALUE", hide = true)]
-    pub veth_sysctl: Vec<String>,
 }

@@ -1,4 +1,4 @@
-//! `rtlab net run | pingpong | serve`.
+//! `rtlab net run | pingpong | serve` (and the hidden `serve-netns`).
 
 use crate::cli::{NetAction, NetArgs, NetPathArgs, NetPingPongArgs, NetRunArgs, NetServeArgs};
 use crate::output::{result_doc, Console};
@@ -16,6 +16,7 @@ pub fn run(args: NetArgs) -> anyhow::Result<Status> {
         NetAction::Run(a) => run_streams(a),
         NetAction::Pingpong(a) => pingpong(a),
         NetAction::Serve(a) => serve(a),
+        NetAction::ServeNetns => serve_netns(),
     }
 }
 
@@ -185,107 +186,66 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
     common.outputs.finish(&mut doc, &text)
 }
 
+/// The hidden `net serve-netns`: the namespace peer of a `--topology netns` run, set up
+/// from the request on standard input (one JSON line, at most 64 KiB).
+fn serve_netns() -> anyhow::Result<Status> {
+    use std::io::{BufRead, Read};
+    // The namespace must be removed however many signals arrive.
+    rtlab_sys::signal::install_persistent_interrupt_handler();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .take(64 << 10)
+        .read_line(&mut line)?;
+    let request: rtlab_lab::net::topology::NetnsPeerRequest =
+        serde_json::from_str(&line).map_err(|e| {
+            crate::BadInput(format!(
+                "net serve-netns: a bad request on standard input: {e}"
+            ))
+        })?;
+    rtlab_lab::net::topology::serve_in_netns(
+        &request,
+        &mut std::io::stdout(),
+        &rtlab_sys::signal::interrupted,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Status::Ok)
+}
+
 fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
     use std::io::Write;
-    if args.create_netns.is_some() || args.owns_netns {
-        // The namespace must be removed however many signals arrive.
-        rtlab_sys::signal::install_persistent_interrupt_handler();
-    } else {
-        rtlab_sys::signal::install_interrupt_handler();
-    }
+    rtlab_sys::signal::install_interrupt_handler();
     let mut out = std::io::stdout();
-    // --create-netns: the whole namespace is this process's; the guard deletes it however
-    // this function ends (and SIGTERM from a dying parent ends it).
-    let _created = match &args.create_netns {
-        Some(name) => {
-            let std::net::IpAddr::V4(peer_ip) = args.listen.ip() else {
-                anyhow::bail!("--create-netns needs an IPv4 --listen address");
-            };
-            let spec = rtlab_lab::net::topology::NamespaceSpec {
-                name: name.clone(),
-                host_ip: args
-                    .host_ip
-                    .ok_or_else(|| anyhow::anyhow!("--create-netns needs --host-ip"))?,
-                peer_ip,
-                mtu: args.veth_mtu,
-                loss_pct: args.veth_loss,
-                sysctls: args.veth_sysctl.clone(),
-            };
-            match spec.create() {
-                Ok(guard) => {
-                    rtlab_sys::net::enter_netns(&std::path::Path::new("/run/netns").join(name))?;
-                    if let Err(e) = rtlab_lab::net::topology::apply_netns_sysctls(&args.veth_sysctl)
-                    {
-                        writeln!(out, "error: {e}")?;
-                        out.flush()?;
-                        anyhow::bail!("{e}");
-                    }
-                    Some(guard)
-                }
-                Err(e) => {
-                    // The parent reads this line to say why.
-                    writeln!(out, "error: {e}")?;
-                    out.flush()?;
-                    anyhow::bail!("{e}");
-                }
-            }
-        }
-        None => None,
-    };
-    if rtlab_sys::signal::interrupted() {
-        return Ok(Status::Ok);
-    }
-    if let Some(ns) = &args.netns {
-        let path = std::path::Path::new("/run/netns").join(ns);
-        rtlab_sys::net::enter_netns(&path)?;
-    }
     use rtlab_lab::net::peer::{PeerLimits, PeerServer};
-    // The namespace peer is rtlab's own (started by `net run --topology netns`): it serves
-    // the run that started it, and only the connections that carry that run's token.
-    let own_token = std::env::var(rtlab_lab::net::topology::TOKEN_ENV).ok();
-    let limits = match (&args.create_netns, own_token) {
-        (Some(_), Some(token)) => PeerLimits::own(token),
-        _ => PeerLimits {
-            max_prio: args.max_prio,
-            max_connections: args.max_connections as usize,
-            max_buffer: usize::try_from(args.max_buffer).unwrap_or(usize::MAX),
-            idle_timeout: std::time::Duration::from_nanos(args.idle_timeout.get()),
-            token: None,
-        },
+    let limits = PeerLimits {
+        max_prio: args.max_prio,
+        max_connections: args.max_connections as usize,
+        max_buffer: usize::try_from(args.max_buffer).unwrap_or(usize::MAX),
+        idle_timeout: std::time::Duration::from_nanos(args.idle_timeout.get()),
+        token: None,
     };
     let server = match PeerServer::start(args.listen, limits) {
         Ok(s) => s,
-        Err(e) => {
-            writeln!(out, "error: {e}")?;
-            out.flush()?;
-            anyhow::bail!("{e}");
-        }
+        Err(e) => anyhow::bail!("{e}"),
     };
     writeln!(out, "listening on {} (tcp and udp)", server.addr())?;
     out.flush()?;
-    if args.netns.is_none() && args.create_netns.is_none() {
-        if server.addr().ip().is_loopback() {
-            eprintln!(
-                "rtlab net serve: loopback only (--listen 0.0.0.0:{} for other hosts); Ctrl-C stops",
-                server.addr().port()
-            );
-        } else {
-            eprintln!("rtlab net serve: Ctrl-C stops");
-        }
-        if args.max_prio.is_none() {
-            eprintln!(
-                "rtlab net serve: connections run under SCHED_OTHER (--max-prio N lets clients ask for real-time priority)"
-            );
-        }
+    if server.addr().ip().is_loopback() {
+        eprintln!(
+            "rtlab net serve: loopback only (--listen 0.0.0.0:{} for other hosts); Ctrl-C stops",
+            server.addr().port()
+        );
+    } else {
+        eprintln!("rtlab net serve: Ctrl-C stops");
+    }
+    if args.max_prio.is_none() {
+        eprintln!(
+            "rtlab net serve: connections run under SCHED_OTHER (--max-prio N lets clients ask for real-time priority)"
+        );
     }
     while !rtlab_sys::signal::interrupted() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     server.stop();
-    if let (Some(ns), true) = (&args.netns, args.owns_netns) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", ns])
-            .status();
-    }
     Ok(Status::Ok)
 }
