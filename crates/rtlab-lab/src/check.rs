@@ -585,7 +585,7 @@ pub fn as_series(checks: &[Check]) -> Vec<rtlab_stats::result::Series> {
     checks
         .iter()
         .map(|c| {
-            rtlab_stats::result::Series::value(
+            let series = rtlab_stats::result::Series::value(
                 format!("check/{}", c.id),
                 "status",
                 rtlab_stats::result::Unit::Count,
@@ -595,11 +595,14 @@ pub fn as_series(checks: &[Check]) -> Vec<rtlab_stats::result::Series> {
                     Status::Fail => 2.0,
                     Status::Skipped => -1.0,
                 },
-            )
-            .with_config("status", c.status.as_str())
-            .with_config("value", c.value.clone())
-            .with_config("why", c.why.clone())
-            .with_config("fix", c.fix.clone())
+            );
+            rtlab_stats::details::CheckFinding {
+                status: c.status.as_str().to_string(),
+                value: c.value.clone(),
+                fix: c.fix.clone(),
+                why: c.why.clone(),
+            }
+            .into_config_of(series)
         })
         .collect()
 }

@@ -15,11 +15,11 @@ use crate::wakeup::{Placement, Wakeup, WakeupConfig};
 use crate::Experiment;
 use crate::LabError;
 use rtlab_load::LoadSpec;
+use rtlab_stats::details::{CauseShare, SurveyRow};
 use rtlab_stats::result::Series;
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::CpuList;
 use rtlab_sys::sched::Policy;
-use serde_json::{json, Value};
 
 /// The loads of the survey's loaded stage.
 pub const LOADED_STAGE_LOADS: &[&str] = &["cpu", "mmap"];
@@ -43,7 +43,7 @@ pub struct SurveyRecord {
     /// The merged record (series of all stages, warnings deduplicated).
     pub record: RunRecord,
     /// `verdict.survey`: one object per area.
-    pub verdict_rows: Vec<Value>,
+    pub verdict_rows: Vec<SurveyRow>,
 }
 
 /// The longest any of the short stages (lock, invert, mmap) runs.
@@ -368,9 +368,12 @@ pub fn run_survey(
         let loaded_outliers = outliers_of("wakeup-loaded/");
         let mut causes = top_causes(&loaded_outliers, 3);
         causes.retain(|c| c.1 >= 0.01);
-        let causes_json: Vec<serde_json::Value> = causes
+        let top_causes: Vec<CauseShare> = causes
             .iter()
-            .map(|(name, share)| json!({"cause": name, "share": share}))
+            .map(|(name, share)| CauseShare {
+                cause: name.clone(),
+                share: *share,
+            })
             .collect();
         let mut reading = wakeup_reading(idle_max, loaded_max, interval);
         if !causes.is_empty() {
@@ -384,19 +387,21 @@ pub fn run_survey(
                     .join(", ")
             ));
         }
-        verdict_rows.push(json!({
-            "area": "wakeup",
-            "idle_p99_ns": worst(&record.series, "wakeup-idle/", |s| s.p99),
-            "idle_max_ns": idle_max,
-            "loaded_p99_ns": worst(&record.series, "wakeup-loaded/", |s| s.p99),
-            "loaded_max_ns": loaded_max,
-            "loaded_over_idle": (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
-            "top_causes": causes_json,
-            "reading": reading,
-        }));
+        verdict_rows.push(SurveyRow {
+            area: "wakeup".into(),
+            idle_p99_ns: worst(&record.series, "wakeup-idle/", |s| s.p99),
+            idle_max_ns: Some(idle_max),
+            loaded_p99_ns: worst(&record.series, "wakeup-loaded/", |s| s.p99),
+            loaded_max_ns: Some(loaded_max),
+            loaded_over_idle: Some(
+                (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
+            ),
+            top_causes: Some(top_causes),
+            reading,
+        });
     }
     if let Some(reading) = lock_reading(&record.series) {
-        verdict_rows.push(json!({"area": "lock", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("lock", reading));
     }
     if let Some(mut reading) = crate::invert::reading(&record.series, "invert/") {
         let mut causes = top_causes(&outliers_of("invert/none/"), 2);
@@ -411,7 +416,7 @@ pub fn run_survey(
                     .join(", ")
             ));
         }
-        verdict_rows.push(json!({"area": "invert", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("invert", reading));
     }
     if let Some(reading) = crate::slack::reading(
         &record.series,
@@ -419,17 +424,17 @@ pub fn run_survey(
         default_slack,
         Nanos::from_micros(1),
     ) {
-        verdict_rows.push(json!({"area": "slack", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("slack", reading));
     }
     if let Some(reading) = crate::ipc::reading(&record.series, "ipc/") {
-        verdict_rows.push(json!({"area": "ipc", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("ipc", reading));
     }
     if let Some(reading) = crate::net::reading(&record.series, "net/") {
-        verdict_rows.push(json!({"area": "net", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("net", reading));
     }
     if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
         let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");
-        verdict_rows.push(json!({"area": "mmap", "reading": reading}));
+        verdict_rows.push(SurveyRow::reading("mmap", reading));
     }
     Ok(SurveyRecord {
         record,

@@ -383,19 +383,7 @@ fn bar_chart(title: &str, bars: &[(String, f64)], unit: Unit) -> String {
 
 /// The area a series belongs to (its chart group).
 fn area(command: &str, name: &str) -> String {
-    match name.split_once('/') {
-        Some((first, _)) if first.starts_with("wakeup-") => "wakeup".into(),
-        Some((first, _))
-            if ["lock", "invert", "mmap", "slack", "ipc", "net", "check"].contains(&first) =>
-        {
-            first.to_string()
-        }
-        _ => command
-            .split_whitespace()
-            .next()
-            .unwrap_or(command)
-            .to_string(),
-    }
+    rtlab_stats::details::area_of(command, name)
 }
 
 /// The whole report.
@@ -417,36 +405,31 @@ pub fn render(docs: &[ResultDoc]) -> String {
             if doc.verdict.interrupted { " &middot; <b>interrupted</b>" } else { "" }
         );
         // Verdict and actions (survey).
-        if let Some(rows) = doc.verdict.details.get("survey").and_then(|v| v.as_array()) {
+        let rows = doc.verdict.survey_rows();
+        if !rows.is_empty() {
             body.push_str("<h3>Verdict</h3><table><tr><th>area</th><th>reading</th></tr>");
-            for r in rows {
+            for r in &rows {
                 let _ = write!(
                     body,
                     "<tr><td>{}</td><td>{}</td></tr>",
-                    esc(r["area"].as_str().unwrap_or("")),
-                    esc(r["reading"].as_str().unwrap_or(""))
+                    esc(&r.area),
+                    esc(&r.reading)
                 );
             }
             body.push_str("</table>");
         }
-        if let Some(actions) = doc
-            .verdict
-            .details
-            .get("top_actions")
-            .and_then(|v| v.as_array())
-        {
-            if !actions.is_empty() {
-                body.push_str("<h3>The tuning actions that matter most here</h3><ol>");
-                for a in actions {
-                    let _ = write!(
-                        body,
-                        "<li><code>{}</code> <small>({})</small></li>",
-                        esc(a["fix"].as_str().unwrap_or("")),
-                        esc(a["check"].as_str().unwrap_or(""))
-                    );
-                }
-                body.push_str("</ol>");
+        let actions = doc.verdict.top_actions();
+        if !actions.is_empty() {
+            body.push_str("<h3>The tuning actions that matter most here</h3><ol>");
+            for a in &actions {
+                let _ = write!(
+                    body,
+                    "<li><code>{}</code> <small>({})</small></li>",
+                    esc(&a.fix),
+                    esc(&a.check)
+                );
             }
+            body.push_str("</ol>");
         }
         // Check table.
         let checks: Vec<&Series> = doc
@@ -457,23 +440,21 @@ pub fn render(docs: &[ResultDoc]) -> String {
         if !checks.is_empty() {
             body.push_str("<h3>Check</h3><table><tr><th>check</th><th>status</th><th>found</th><th>fix</th></tr>");
             for s in &checks {
+                let f = rtlab_stats::details::CheckFinding::of(s);
                 // The status names a CSS class: only the known ones (a result file is input).
-                let st = s
-                    .config
-                    .get("status")
-                    .and_then(|v| v.as_str())
+                let st = Some(f.status.as_str())
                     .filter(|st| ["ok", "warn", "fail", "skipped"].contains(st))
                     .unwrap_or("unknown");
                 let _ = write!(
                     body,
                     "<tr class=\"{st}\"><td>{}</td><td>{st}</td><td>{}</td><td>{}<small>{}</small></td></tr>",
                     esc(s.name.trim_start_matches("check/")),
-                    esc(s.config.get("value").and_then(|v| v.as_str()).unwrap_or("")),
-                    match s.config.get("fix").and_then(|v| v.as_str()).unwrap_or("") {
+                    esc(&f.value),
+                    match f.fix.as_str() {
                         "" => String::new(),
                         fix => format!("<code>{}</code><br>", esc(fix)),
                     },
-                    esc(s.config.get("why").and_then(|v| v.as_str()).unwrap_or(""))
+                    esc(&f.why)
                 );
             }
             body.push_str("</table>");

@@ -4,53 +4,9 @@ use crate::cli::SurveyArgs;
 use crate::output::{result_doc, Console, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::survey::{run_survey, SurveyConfig};
-use rtlab_report::table::Table;
+use rtlab_stats::details::TopAction;
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::usable_cpus;
-use serde_json::Value;
-
-fn ns_cell(row: &Value, key: &str) -> String {
-    row[key]
-        .as_u64()
-        .map_or_else(|| "-".into(), |v| Nanos(v).to_string())
-}
-
-/// The verdict table, rendered from `verdict.survey` of the document.
-pub fn verdict_table(rows: &[Value]) -> String {
-    let mut t = Table::new(&[
-        "area",
-        "idle p99",
-        "idle max",
-        "loaded p99",
-        "loaded max",
-        "loaded/idle",
-    ]);
-    let mut readings = String::new();
-    for row in rows {
-        let area = row["area"].as_str().unwrap_or("?").to_string();
-        if row.get("idle_max_ns").is_none() {
-            // Areas without idle/loaded latencies (lock) only have a reading.
-            if let Some(r) = row["reading"].as_str() {
-                readings.push_str(&format!("{area}: {r}\n"));
-            }
-            continue;
-        }
-        t.row(vec![
-            area.clone(),
-            ns_cell(row, "idle_p99_ns"),
-            ns_cell(row, "idle_max_ns"),
-            ns_cell(row, "loaded_p99_ns"),
-            ns_cell(row, "loaded_max_ns"),
-            row["loaded_over_idle"]
-                .as_f64()
-                .map_or("-".into(), |r| format!("{r:.1}x")),
-        ]);
-        if let Some(r) = row["reading"].as_str() {
-            readings.push_str(&format!("{area}: {r}\n"));
-        }
-    }
-    format!("{}\n{readings}", t.render())
-}
 
 pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     let outputs = Outputs {
@@ -87,19 +43,20 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     let mut text = rtlab_report::table::summary(&doc);
     doc.series
         .splice(0..0, rtlab_lab::check::as_series(&checks));
-    doc.verdict
-        .details
-        .insert("survey".into(), Value::Array(survey.verdict_rows.clone()));
+    doc.verdict.set_survey_rows(&survey.verdict_rows);
     let actions = rtlab_lab::check::top_actions(&checks, 3);
-    doc.verdict.details.insert(
-        "top_actions".into(),
-        serde_json::json!(actions
+    doc.verdict.set_top_actions(
+        &actions
             .iter()
-            .map(|c| serde_json::json!({"check": c.id, "status": c.status.as_str(), "fix": c.fix}))
-            .collect::<Vec<_>>()),
+            .map(|c| TopAction {
+                check: c.id.to_string(),
+                status: c.status.as_str().to_string(),
+                fix: c.fix.to_string(),
+            })
+            .collect::<Vec<_>>(),
     );
     text.push('\n');
-    text.push_str(&verdict_table(&survey.verdict_rows));
+    text.push_str(&rtlab_report::table::survey::verdict(&survey.verdict_rows));
     if !actions.is_empty() {
         text.push_str("\nthe tuning actions that matter most here (rtlab check explains each):\n");
         for (i, c) in actions.iter().enumerate() {

@@ -1,0 +1,208 @@
+//! Typed parts of the result document that commands add to `verdict` and to a series'
+//! `config`: written and read through these types, so each key is spelled once (the JSON is
+//! the same as when they were built by hand).
+
+use crate::result::{Series, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The areas a survey measures: its series are named `<area>/...` (the wakeup stages
+/// `wakeup-idle/...` and `wakeup-loaded/...`), and the report groups them so.
+pub const SURVEY_AREAS: &[&str] = &[
+    "wakeup", "lock", "invert", "mmap", "slack", "ipc", "net", "check",
+];
+
+/// The area of series `name` in a document of `command`: its survey area, else the command.
+pub fn area_of(command: &str, name: &str) -> String {
+    match name.split_once('/') {
+        Some((first, _)) if first.starts_with("wakeup-") => "wakeup".into(),
+        Some((first, _)) if SURVEY_AREAS.contains(&first) => first.to_string(),
+        _ => command
+            .split_whitespace()
+            .next()
+            .unwrap_or(command)
+            .to_string(),
+    }
+}
+
+/// A cause and its share of the time of the outliers it was counted over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CauseShare {
+    /// The cause, as the explainer names it (`preemption by rtlab-hog`, `irq`, ...).
+    pub cause: String,
+    /// Its share, 0 to 1.
+    pub share: f64,
+}
+
+/// One area of the survey's verdict (`verdict.survey[]`): a plain reading, and for the
+/// wakeup area its idle and loaded latencies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SurveyRow {
+    /// `wakeup`, `lock`, `invert`, ...
+    pub area: String,
+    /// The worst p99 / max of the idle and loaded wakeup stages (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_p99_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_max_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_p99_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_max_ns: Option<u64>,
+    /// Loaded max / idle max.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_over_idle: Option<f64>,
+    /// The main causes of the worst loaded wakeups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_causes: Option<Vec<CauseShare>>,
+    /// One plain sentence.
+    pub reading: String,
+}
+
+impl SurveyRow {
+    /// An area with a reading only.
+    pub fn reading(area: &str, reading: String) -> SurveyRow {
+        SurveyRow {
+            area: area.to_string(),
+            idle_p99_ns: None,
+            idle_max_ns: None,
+            loaded_p99_ns: None,
+            loaded_max_ns: None,
+            loaded_over_idle: None,
+            top_causes: None,
+            reading,
+        }
+    }
+}
+
+/// One of the tuning actions that matter most (`verdict.top_actions[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopAction {
+    /// The check's id.
+    pub check: String,
+    /// Its status (`warn`, `fail`).
+    pub status: String,
+    /// The fix.
+    pub fix: String,
+}
+
+/// What a `check/<id>` series' config says (`status`, `value`, `fix`, `why`). Read from a
+/// result file, a key that is missing or not a string reads as empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckFinding {
+    /// `ok`, `warn`, `fail` or `skipped`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub status: String,
+    /// What was found.
+    #[serde(default, deserialize_with = "lenient")]
+    pub value: String,
+    /// The fix (empty: none needed).
+    #[serde(default, deserialize_with = "lenient")]
+    pub fix: String,
+    /// Why it matters.
+    #[serde(default, deserialize_with = "lenient")]
+    pub why: String,
+}
+
+/// A string, or empty for anything else.
+fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        _ => String::new(),
+    })
+}
+
+impl CheckFinding {
+    /// The finding of a `check/<id>` series.
+    pub fn of(series: &Series) -> CheckFinding {
+        serde_json::from_value(serde_json::Value::Object(series.config.clone())).unwrap_or_default()
+    }
+
+    /// `series` with this finding in its config.
+    pub fn into_config_of(self, mut series: Series) -> Series {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
+            series.config.extend(map);
+        }
+        series
+    }
+}
+
+const SURVEY: &str = "survey";
+const TOP_ACTIONS: &str = "top_actions";
+
+impl Verdict {
+    /// The survey's rows (none in other documents, or when they do not parse).
+    pub fn survey_rows(&self) -> Vec<SurveyRow> {
+        self.detail(SURVEY).unwrap_or_default()
+    }
+
+    /// Sets the survey's rows.
+    pub fn set_survey_rows(&mut self, rows: &[SurveyRow]) {
+        self.set_detail(SURVEY, rows);
+    }
+
+    /// The tuning actions that matter most.
+    pub fn top_actions(&self) -> Vec<TopAction> {
+        self.detail(TOP_ACTIONS).unwrap_or_default()
+    }
+
+    /// Sets them.
+    pub fn set_top_actions(&mut self, actions: &[TopAction]) {
+        self.set_detail(TOP_ACTIONS, actions);
+    }
+
+    fn detail<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        serde_json::from_value(self.details.get(key)?.clone()).ok()
+    }
+
+    fn set_detail<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) {
+        if let Ok(v) = serde_json::to_value(value) {
+            self.details.insert(key.into(), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn survey_rows_keep_the_hand_built_json() {
+        let wakeup = SurveyRow {
+            area: "wakeup".into(),
+            idle_p99_ns: Some(10),
+            idle_max_ns: Some(20),
+            loaded_p99_ns: Some(30),
+            loaded_max_ns: Some(40),
+            loaded_over_idle: Some(2.0),
+            top_causes: Some(vec![]),
+            reading: "fine".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&wakeup).unwrap(),
+            json!({"area": "wakeup", "idle_p99_ns": 10, "idle_max_ns": 20, "loaded_p99_ns": 30,
+                   "loaded_max_ns": 40, "loaded_over_idle": 2.0, "top_causes": [],
+                   "reading": "fine"})
+        );
+        assert_eq!(
+            serde_json::to_value(SurveyRow::reading("lock", "ok".into())).unwrap(),
+            json!({"area": "lock", "reading": "ok"})
+        );
+        let mut v = Verdict::default();
+        v.set_survey_rows(std::slice::from_ref(&wakeup));
+        assert_eq!(v.survey_rows(), vec![wakeup]);
+        v.details.insert("survey".into(), json!("not rows"));
+        assert!(
+            v.survey_rows().is_empty(),
+            "a malformed detail reads as none"
+        );
+    }
+
+    #[test]
+    fn areas_group_survey_series_and_fall_back_to_the_command() {
+        assert_eq!(area_of("survey", "wakeup-idle/thread0"), "wakeup");
+        assert_eq!(area_of("survey", "ipc/rtlab-shm/rtt"), "ipc");
+        assert_eq!(area_of("net run", "1KiB@1ms/rtt"), "net");
+        assert_eq!(area_of("wakeup", "thread0"), "wakeup");
+    }
+}
