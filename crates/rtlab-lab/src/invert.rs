@@ -15,6 +15,7 @@ use crate::explain::Report;
 use crate::harness::{CommonConfig, Observer};
 use crate::mutex_impls::{enter, spin_until, BenchLock};
 use crate::{Experiment, LabError, Outcome};
+use rtlab_stats::details::WaitBound;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sync::{CeilingMutex, FutexMutex, PiMutex};
@@ -406,23 +407,26 @@ impl Experiment for Invert {
                 continue;
             }
             let max = waits.max().get();
+            let series = Series::distribution(
+                format!("{}{}", self.prefix, variant.name()),
+                "lock_wait",
+                waits,
+            )?
+            .with_config("protocol", variant.name().split('/').next().unwrap_or(""))
+            .with_config("hold_ns", cfg.hold.get())
+            .with_config("period_ns", cfg.period.get())
+            .with_config("hogs", cfg.hogs)
+            .with_config("hog_run_ns", cfg.hog_run.get())
+            .with_config("hog_period_ns", cfg.hog_period.get())
+            .with_config("cpus", cfg.cpus.to_string())
+            .with_config("high_prio", cfg.high_prio);
             outcome.series.push(
-                Series::distribution(
-                    format!("{}{}", self.prefix, variant.name()),
-                    "lock_wait",
-                    waits,
-                )?
-                .with_config("protocol", variant.name().split('/').next().unwrap_or(""))
-                .with_config("hold_ns", cfg.hold.get())
-                .with_config("period_ns", cfg.period.get())
-                .with_config("hogs", cfg.hogs)
-                .with_config("hog_run_ns", cfg.hog_run.get())
-                .with_config("hog_period_ns", cfg.hog_period.get())
-                .with_config("cpus", cfg.cpus.to_string())
-                .with_config("high_prio", cfg.high_prio)
-                .with_config("bound_ns", bound)
-                .with_config("bounded", max <= bound)
-                .with_config("exceeded_by_ns", max.saturating_sub(bound)),
+                WaitBound {
+                    bound_ns: bound,
+                    bounded: max <= bound,
+                    exceeded_by_ns: max.saturating_sub(bound),
+                }
+                .into_config_of(series),
             );
         }
         outcome.series.push(

@@ -38,6 +38,7 @@ pub struct CauseShare {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SurveyRow {
     /// `wakeup`, `lock`, `invert`, ...
+    #[serde(default)]
     pub area: String,
     /// The worst p99 / max of the idle and loaded wakeup stages (ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,6 +56,7 @@ pub struct SurveyRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_causes: Option<Vec<CauseShare>>,
     /// One plain sentence.
+    #[serde(default)]
     pub reading: String,
 }
 
@@ -74,8 +76,10 @@ impl SurveyRow {
     }
 }
 
-/// One of the tuning actions that matter most (`verdict.top_actions[]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One of the tuning actions that matter most (`verdict.top_actions[]`; read from a file, a
+/// missing key is empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TopAction {
     /// The check's id.
     pub check: String,
@@ -118,6 +122,72 @@ impl CheckFinding {
     }
 
     /// `series` with this finding in its config.
+    pub fn into_config_of(self, mut series: Series) -> Series {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
+            series.config.extend(map);
+        }
+        series
+    }
+}
+
+/// A `net` stream's counters (a series' `counters` config, and what the peer reports of a
+/// reverse stream).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StreamCounters {
+    /// Messages sent.
+    pub sent: u64,
+    /// Acknowledgements received.
+    pub acked: u64,
+    /// Sent but never acknowledged.
+    pub lost: u64,
+    /// Acknowledgements seen twice.
+    pub duplicates: u64,
+    /// Acknowledgements that arrived after a later one.
+    pub reordered: u64,
+    /// Round trips over the deadline.
+    pub deadline_misses: u64,
+    /// Messages sent during the warm-up and not recorded.
+    pub warmup_trimmed: u64,
+    /// Segments TCP retransmitted (from TCP_INFO).
+    pub retransmits: Option<u64>,
+    /// Padding bytes per message.
+    pub pad_bytes: usize,
+}
+
+const COUNTERS: &str = "counters";
+
+impl StreamCounters {
+    /// The counters in `series`' config, if it has them.
+    pub fn of(series: &Series) -> Option<StreamCounters> {
+        serde_json::from_value(series.config.get(COUNTERS)?.clone()).ok()
+    }
+
+    /// `series` with these counters in its config.
+    pub fn into_config_of(self, series: Series) -> Series {
+        series.with_config(COUNTERS, serde_json::to_value(self).unwrap_or_default())
+    }
+}
+
+/// Whether an `invert` variant's waits stayed within the bound its protocol promises (in the
+/// variant's series config).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitBound {
+    /// The bound (ns).
+    pub bound_ns: u64,
+    /// The longest wait was within it.
+    pub bounded: bool,
+    /// By how much the longest wait exceeded it (0 when bounded).
+    pub exceeded_by_ns: u64,
+}
+
+impl WaitBound {
+    /// The bound in `series`' config, if it has one.
+    pub fn of(series: &Series) -> Option<WaitBound> {
+        serde_json::from_value(serde_json::Value::Object(series.config.clone())).ok()
+    }
+
+    /// `series` with this bound in its config.
     pub fn into_config_of(self, mut series: Series) -> Series {
         if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
             series.config.extend(map);

@@ -208,35 +208,7 @@ impl Welcome {
 pub struct Stop {}
 
 /// A stream's counters (also a series' `counters` config).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Counters {
-    /// Messages sent.
-    pub sent: u64,
-    /// Acknowledgements received.
-    pub acked: u64,
-    /// Sent but never acknowledged.
-    pub lost: u64,
-    /// Acknowledgements seen twice.
-    pub duplicates: u64,
-    /// Acknowledgements that arrived after a later one.
-    pub reordered: u64,
-    /// Round trips over the deadline.
-    pub deadline_misses: u64,
-    /// Messages sent during the warm-up and not recorded.
-    pub warmup_trimmed: u64,
-    /// Segments TCP retransmitted (from TCP_INFO).
-    pub retransmits: Option<u64>,
-    /// Padding bytes per message.
-    pub pad_bytes: usize,
-}
-
-impl Counters {
-    /// As the JSON of a series' config.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
-}
+pub use rtlab_stats::details::StreamCounters as Counters;
 
 /// What a reverse stream measured, as the peer reports it: the histograms in the result's
 /// encoding (base64 of a compressed HdrHistogram; empty: no sample).

@@ -329,7 +329,8 @@ impl NetRun {
             trimmed += stats.warmup_trimmed;
             all.merge(&stats.rtt);
             let with = |s: Series| {
-                s.with_config("proto", cfg.proto.as_str())
+                let s = s
+                    .with_config("proto", cfg.proto.as_str())
                     .with_config("size_bytes", spec.size)
                     .with_config("period_ns", spec.period.get())
                     .with_config("pad_segments", cfg.pad_segments)
@@ -343,8 +344,8 @@ impl NetRun {
                     .with_config("options", cfg.options.to_json())
                     .with_config("topology", facts.clone())
                     .with_config("background_traffic", cfg.background_traffic)
-                    .with_config("counters", stats.counters().to_json())
-                    .with_config("sysctls", sysctls.clone())
+                    .with_config("sysctls", sysctls.clone());
+                stats.counters().into_config_of(s)
             };
             if stats.lost > 0 {
                 outcome.warn(

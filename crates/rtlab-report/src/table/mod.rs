@@ -1,5 +1,7 @@
 //! Terminal tables and status lines. Latencies are shown through `Nanos`' Display only.
 
+pub mod invert;
+pub mod net;
 pub mod survey;
 
 use rtlab_stats::result::{ResultDoc, Series, Unit};

@@ -7,8 +7,6 @@ use rtlab_lab::net::{
     seed_poc_profile, NetRun, NetRunConfig, PingPong, PingPongConfig, Proto, SocketOptions,
     Topology,
 };
-use rtlab_report::table::Table;
-use rtlab_stats::result::ResultDoc;
 use rtlab_stats::Nanos;
 
 pub fn run(args: NetArgs) -> anyhow::Result<Status> {
@@ -55,41 +53,6 @@ fn options(path: &NetPathArgs) -> SocketOptions {
         sndbuf: path.sndbuf.map(|b| b as usize),
         rcvbuf: path.rcvbuf.map(|b| b as usize),
         thin: path.thin_linear_timeouts,
-    }
-}
-
-/// Per stream: what was sent, acknowledged, lost, late.
-fn counters_table(doc: &ResultDoc) -> String {
-    let mut t = Table::new(&[
-        "stream",
-        "sent",
-        "acked",
-        "lost",
-        "deadline misses",
-        "retransmits",
-        "pad bytes",
-    ]);
-    let mut any = false;
-    for s in doc.series.iter().filter(|s| s.name.ends_with("/rtt")) {
-        let Some(c) = s.config.get("counters") else {
-            continue;
-        };
-        any = true;
-        let n = |k: &str| c[k].as_u64().map_or("-".into(), |v| v.to_string());
-        t.row(vec![
-            s.name.trim_end_matches("/rtt").to_string(),
-            n("sent"),
-            n("acked"),
-            n("lost"),
-            n("deadline_misses"),
-            n("retransmits"),
-            n("pad_bytes"),
-        ]);
-    }
-    if any {
-        t.render()
-    } else {
-        String::new()
     }
 }
 
@@ -150,7 +113,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
     console.finish();
     let mut doc = result_doc("net run", record);
     let mut text = rtlab_report::table::summary(&doc);
-    text.push_str(&counters_table(&doc));
+    text.push_str(&rtlab_report::table::net::counters(&doc));
     text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
