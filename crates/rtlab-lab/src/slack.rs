@@ -11,6 +11,7 @@
 use crate::harness::{CommonConfig, Observer};
 use crate::mutex_impls::enter;
 use crate::{Experiment, LabError, Outcome};
+use rtlab_stats::details::SlackCell;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::sched::Policy;
@@ -257,13 +258,16 @@ impl Experiment for SlackSweep {
             if cell.hist.is_empty() {
                 continue;
             }
+            let series =
+                Series::distribution(&cell.name, "oversleep", &cell.hist)?.with_config("cpu", cpu);
             outcome.series.push(
-                Series::distribution(&cell.name, "oversleep", &cell.hist)?
-                    .with_config("mechanism", cell.mechanism.name())
-                    .with_config("requested_ns", cell.sleep.get())
-                    .with_config("timer_slack_ns", cell.slack.get())
-                    .with_config("policy", if cell.fifo { "fifo" } else { "other" })
-                    .with_config("cpu", cpu),
+                SlackCell {
+                    mechanism: cell.mechanism.name().to_string(),
+                    requested_ns: cell.sleep.get(),
+                    timer_slack_ns: cell.slack.get(),
+                    policy: if cell.fifo { "fifo" } else { "other" }.to_string(),
+                }
+                .into_config_of(series),
             );
         }
         Ok(outcome)

@@ -346,10 +346,11 @@ impl Experiment for Wakeup {
                 series = series.with_config("timer_slack_ns", slack);
             }
             if !result.timeline.is_empty() {
-                series = series.with_config(
-                    "timeline",
-                    serde_json::json!({"step_ns": timeline_step(duration), "max_ns": result.timeline}),
-                );
+                series = rtlab_stats::details::Timeline {
+                    step_ns: timeline_step(duration),
+                    max_ns: result.timeline,
+                }
+                .into_config_of(series);
             }
             outcome.series.push(series);
         }

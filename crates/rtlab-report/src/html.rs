@@ -508,14 +508,8 @@ pub fn render(docs: &[ResultDoc]) -> String {
             let timelines: Vec<(String, u64, Vec<u64>)> = dists
                 .iter()
                 .filter_map(|s| {
-                    let t = s.config.get("timeline")?;
-                    let step = t["step_ns"].as_u64()?;
-                    let maxes: Vec<u64> = t["max_ns"]
-                        .as_array()?
-                        .iter()
-                        .filter_map(|v| v.as_u64())
-                        .collect();
-                    Some((s.name.clone(), step, maxes))
+                    let t = rtlab_stats::details::Timeline::of(s)?;
+                    Some((s.name.clone(), t.step_ns, t.max_ns))
                 })
                 .take(8)
                 .collect();

@@ -196,6 +196,67 @@ impl WaitBound {
     }
 }
 
+/// One cell of a `slack` sweep: which sleep, under which slack (a series' config).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlackCell {
+    /// The sleeping call (`nanosleep`, `clock_nanosleep`, `poll`, ...).
+    pub mechanism: String,
+    /// The sleep asked for (ns).
+    pub requested_ns: u64,
+    /// The thread's timer slack (ns).
+    pub timer_slack_ns: u64,
+    /// `other`, or `fifo` for the SCHED_FIFO row (no slack applies).
+    pub policy: String,
+}
+
+impl SlackCell {
+    /// The cell of `series`, if its config names one.
+    pub fn of(series: &Series) -> Option<SlackCell> {
+        serde_json::from_value(serde_json::Value::Object(series.config.clone())).ok()
+    }
+
+    /// `series` with this cell in its config.
+    pub fn into_config_of(self, mut series: Series) -> Series {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
+            series.config.extend(map);
+        }
+        series
+    }
+
+    /// The sweep table's row: the mechanism, marked when under SCHED_FIFO.
+    pub fn row(&self) -> String {
+        if self.policy == "fifo" {
+            format!("{} (FIFO)", self.mechanism)
+        } else {
+            self.mechanism.clone()
+        }
+    }
+}
+
+/// The worst latency of each window of a run, from its start (a wakeup series' `timeline`
+/// config), for the report's latency-over-time chart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// Width of a window (ns).
+    pub step_ns: u64,
+    /// The worst of each window (ns).
+    pub max_ns: Vec<u64>,
+}
+
+const TIMELINE: &str = "timeline";
+
+impl Timeline {
+    /// The timeline of `series`, if it has one.
+    pub fn of(series: &Series) -> Option<Timeline> {
+        serde_json::from_value(series.config.get(TIMELINE)?.clone()).ok()
+    }
+
+    /// `series` with this timeline in its config.
+    pub fn into_config_of(self, series: Series) -> Series {
+        series.with_config(TIMELINE, serde_json::to_value(self).unwrap_or_default())
+    }
+}
+
 const SURVEY: &str = "survey";
 const TOP_ACTIONS: &str = "top_actions";
 

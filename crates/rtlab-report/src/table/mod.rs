@@ -2,6 +2,7 @@
 
 pub mod invert;
 pub mod net;
+pub mod slack;
 pub mod survey;
 
 use rtlab_stats::result::{ResultDoc, Series, Unit};

@@ -6,7 +6,7 @@ use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::slack::{SlackSweep, SweepConfig};
 use rtlab_report::table::Table;
-use rtlab_stats::result::{ResultDoc, Series, Unit};
+use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::Nanos;
 use rtlab_sys::procfs::{set_thread_timer_slack_ns, threads_of, ThreadInfo};
 use rtlab_sys::sleep::Mechanism;
@@ -140,51 +140,6 @@ pub fn run(args: SlackArgs) -> anyhow::Result<Status> {
     }
 }
 
-/// (row label, requested ns, slack ns) of a sweep series, from its config.
-fn sweep_key(s: &Series) -> (String, u64, u64) {
-    let get = |k: &str| s.config.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
-    let mech = s
-        .config
-        .get("mechanism")
-        .and_then(|v| v.as_str())
-        .unwrap_or("?");
-    let fifo = s.config.get("policy").and_then(|v| v.as_str()) == Some("fifo");
-    let row = if fifo {
-        format!("{mech} (FIFO)")
-    } else {
-        mech.to_string()
-    };
-    (row, get("requested_ns"), get("timer_slack_ns"))
-}
-
-/// Rows mechanism x requested sleep, one column per slack: p50 oversleep.
-fn sweep_table(doc: &ResultDoc, slacks: &[Nanos]) -> String {
-    let mut header = vec!["mechanism".to_string(), "sleep".to_string()];
-    header.extend(slacks.iter().map(|s| format!("slack {}", s.label())));
-    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut t = Table::new(&header_refs);
-    let keyed: Vec<((String, u64, u64), Option<f64>)> =
-        doc.series.iter().map(|s| (sweep_key(s), s.p50)).collect();
-    let mut rows: Vec<(String, u64)> = Vec::new();
-    for ((row, sleep, _), _) in &keyed {
-        if !rows.iter().any(|(r, s)| r == row && s == sleep) {
-            rows.push((row.clone(), *sleep));
-        }
-    }
-    for (row, sleep) in rows {
-        let mut cells = vec![row.clone(), Nanos(sleep).to_string()];
-        for slack in slacks {
-            let p50 = keyed
-                .iter()
-                .find(|((r, s, k), _)| *r == row && *s == sleep && *k == slack.get())
-                .and_then(|(_, p)| *p);
-            cells.push(p50.map_or("-".into(), |v| Nanos(v as u64).to_string()));
-        }
-        t.row(cells);
-    }
-    format!("p50 oversleep (actual - requested sleep):\n{}", t.render())
-}
-
 fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
     if args.common.policy.is_some() || args.common.prio.is_some() {
         return Err(BadInput(
@@ -225,7 +180,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
     let record = rtlab_lab::run_experiment(&sweep, &common.config, &mut console)?;
     console.finish();
     let mut doc = result_doc("slack", record);
-    let mut text = sweep_table(&doc, &args.slacks);
+    let mut text = rtlab_report::table::slack::sweep(&doc, &args.slacks);
     text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
 }
