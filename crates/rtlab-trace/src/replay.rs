@@ -56,7 +56,14 @@ impl Cpu {
             return;
         }
         match &e.kind {
-            Kind::Switch { next, .. } => self.current = Some(next.clone()),
+            Kind::Switch { next, .. } => {
+                self.current = Some(next.clone());
+                // A CPU switches tasks only outside interrupt handlers: a handler still open
+                // here lost its exit (or its exit was ordered after the switch), and left
+                // open it would take the next task's whole run. (On PREEMPT_RT a softirq can
+                // be preempted: the rest of it then counts to the task that runs it.)
+                self.handlers.clear();
+            }
             Kind::Lost(_) => {
                 // Who runs now is unknown until the next switch.
                 self.current = None;
@@ -154,5 +161,55 @@ impl Follow {
             }
             _ => Moved::Nothing,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::TaskState;
+
+    #[test]
+    fn a_switch_closes_a_handler_whose_exit_never_came() {
+        let task = |pid: i64| Task {
+            comm: format!("t{pid}").into(),
+            pid,
+            prio: 0,
+        };
+        let at = |ts_ns: u64, kind: Kind| Event {
+            cpu: 1,
+            ts_ns,
+            current_pid: 0,
+            kind,
+        };
+        let mut cpu = Cpu::new(1, Some(&task(0)));
+        cpu.step(&at(
+            10,
+            Kind::VectorEntry {
+                name: "call_function_single".into(),
+            },
+        ));
+        assert_eq!(cpu.handlers.len(), 1);
+        cpu.step(&at(
+            20,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: task(7),
+            },
+        ));
+        assert!(cpu.handlers.is_empty(), "the hog's run is the hog's");
+        assert_eq!(cpu.current.as_ref().map(|t| t.pid), Some(7));
+        // A matched pair inside the task's run is still its handler.
+        cpu.step(&at(
+            30,
+            Kind::IrqEntry {
+                irq: 11,
+                name: "virtio0".into(),
+            },
+        ));
+        assert_eq!(cpu.handlers.len(), 1);
+        cpu.step(&at(40, Kind::IrqExit));
+        assert!(cpu.handlers.is_empty());
     }
 }
