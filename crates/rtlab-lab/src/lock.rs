@@ -681,8 +681,10 @@ mod tests {
         }
         for s in out.series.iter().filter(|s| !s.is_distribution()) {
             let v = s.value.unwrap();
-            // A lock+unlock cannot take under a nanosecond or over a millisecond here.
-            assert!(v > 1.0 && v < 1_000_000.0, "{}: {v}", s.name);
+            // A plausibility bound, not a timing claim: over a nanosecond, and under 100 ms
+            // (a SCHED_OTHER hand-off beside a CPU load waits for time slices of
+            // milliseconds: 1.17 ms was seen beside stress-ng --cpu 2).
+            assert!(v > 1.0 && v < 100_000_000.0, "{}: {v}", s.name);
         }
         let wakes: Vec<&str> = out
             .series

@@ -691,18 +691,19 @@ fn pi_lock_waits_are_measured_and_name_the_holder() {
     let max = lock["max"].as_f64().unwrap();
     assert!(count >= 20, "{count} lock waits");
     assert!((1.5e6..20e6).contains(&max), "longest lock wait {max} ns");
-    // The holder's sleep with the lock held is what the waiter waited for.
+    // Explained as lock waits with the holder named: its own slices (`blocking`), or what
+    // ran while the waiter waited for the lock it held (on a loaded machine, mostly that).
     let named = doc["outliers"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|o| o["series"].as_str().unwrap().ends_with("/lock"))
         .filter(|o| {
-            let late = o["latency_ns"].as_u64().unwrap();
             o["causes"].as_array().unwrap().iter().any(|c| {
-                c["kind"] == "blocking"
-                    && c["task"] == "pi-holder"
-                    && c["duration_ns"].as_u64().unwrap() * 2 >= late
+                (c["kind"] == "blocking" && c["task"] == "pi-holder")
+                    || c["detail"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("the lock held by pi-holder"))
             })
         })
         .count();
