@@ -24,6 +24,20 @@ pub fn area_of(command: &str, name: &str) -> String {
     }
 }
 
+/// A type whose fields sit directly in a series' config, read back (None when they do not
+/// parse) ...
+fn flat_of<T: serde::de::DeserializeOwned>(series: &Series) -> Option<T> {
+    serde_json::from_value(serde_json::Value::Object(series.config.clone())).ok()
+}
+
+/// ... and written there.
+fn flat_into(value: &impl Serialize, mut series: Series) -> Series {
+    if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(value) {
+        series.config.extend(map);
+    }
+    series
+}
+
 /// A cause and its share of the time of the outliers it was counted over.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CauseShare {
@@ -118,15 +132,12 @@ fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 impl CheckFinding {
     /// The finding of a `check/<id>` series.
     pub fn of(series: &Series) -> CheckFinding {
-        serde_json::from_value(serde_json::Value::Object(series.config.clone())).unwrap_or_default()
+        flat_of(series).unwrap_or_default()
     }
 
     /// `series` with this finding in its config.
-    pub fn into_config_of(self, mut series: Series) -> Series {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
-            series.config.extend(map);
-        }
-        series
+    pub fn into_config_of(self, series: Series) -> Series {
+        flat_into(&self, series)
     }
 }
 
@@ -184,15 +195,12 @@ pub struct WaitBound {
 impl WaitBound {
     /// The bound in `series`' config, if it has one.
     pub fn of(series: &Series) -> Option<WaitBound> {
-        serde_json::from_value(serde_json::Value::Object(series.config.clone())).ok()
+        flat_of(series)
     }
 
     /// `series` with this bound in its config.
-    pub fn into_config_of(self, mut series: Series) -> Series {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
-            series.config.extend(map);
-        }
-        series
+    pub fn into_config_of(self, series: Series) -> Series {
+        flat_into(&self, series)
     }
 }
 
@@ -212,15 +220,12 @@ pub struct SlackCell {
 impl SlackCell {
     /// The cell of `series`, if its config names one.
     pub fn of(series: &Series) -> Option<SlackCell> {
-        serde_json::from_value(serde_json::Value::Object(series.config.clone())).ok()
+        flat_of(series)
     }
 
     /// `series` with this cell in its config.
-    pub fn into_config_of(self, mut series: Series) -> Series {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(self) {
-            series.config.extend(map);
-        }
-        series
+    pub fn into_config_of(self, series: Series) -> Series {
+        flat_into(&self, series)
     }
 
     /// The sweep table's row: the mechanism, marked when under SCHED_FIFO.
