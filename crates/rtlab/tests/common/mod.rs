@@ -202,9 +202,24 @@ pub fn hog_outliers(doc: &Value, over_ns: u64) -> Vec<Value> {
         .collect()
 }
 
+/// The share of `outlier`'s lateness that its causes put on the host (hypervisor gaps).
+pub fn host_gap_share(outlier: &Value) -> f64 {
+    let gaps: u64 = outlier["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "hypervisor_gap")
+        .map(|c| c["duration_ns"].as_u64().unwrap())
+        .sum();
+    gaps as f64 / outlier["latency_ns"].as_f64().unwrap()
+}
+
 /// The outliers of `doc` later than `over_ns` that the hog caused (at least `at_least` of
-/// them, else the test fails); >= 90 % of them must name rtlab-hog as their largest cause, a
-/// preemption.
+/// them, else the test fails); >= 90 % of them must name rtlab-hog, a preemption, as their
+/// largest cause besides host gaps. This VM's host now and then stops a vCPU for milliseconds
+/// (the kernel counts it as steal time) while the hog runs; the run then rightly names that
+/// gap first and the hog after it. At most half of them may lead with a host gap: more would
+/// mean the explainer takes the hog's run for the host's.
 pub fn hog_named_in(doc: &Value, over_ns: u64, at_least: usize) -> Vec<Value> {
     let big = hog_outliers(doc, over_ns);
     assert!(
@@ -213,13 +228,26 @@ pub fn hog_named_in(doc: &Value, over_ns: u64, at_least: usize) -> Vec<Value> {
         big.len(),
         doc["outliers"]
     );
+    let is_gap = |c: &&Value| c["kind"] == "hypervisor_gap";
     let named = big
         .iter()
-        .filter(|o| o["causes"][0]["kind"] == "preemption" && o["causes"][0]["task"] == "rtlab-hog")
+        .filter(|o| {
+            let causes = o["causes"].as_array().unwrap();
+            causes
+                .iter()
+                .find(|c| !is_gap(c))
+                .is_some_and(|c| c["kind"] == "preemption" && c["task"] == "rtlab-hog")
+        })
         .count();
     assert!(
         named * 10 >= big.len() * 9,
         "{named} of {} name rtlab-hog: {big:?}",
+        big.len()
+    );
+    let gap_first = big.iter().filter(|o| is_gap(&&o["causes"][0])).count();
+    assert!(
+        gap_first * 2 <= big.len(),
+        "{gap_first} of {} lead with a host gap: {big:?}",
         big.len()
     );
     big
