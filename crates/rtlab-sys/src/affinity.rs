@@ -113,6 +113,18 @@ pub fn usable_cpus() -> CpuList {
     }
 }
 
+/// The CPUs thread `tid` may run on (its affinity mask), or None when it is gone or cannot
+/// be read.
+///
+/// C: `sched_getaffinity(tid, sizeof(cpu_set_t), &set)`.
+pub fn thread_cpus(tid: i32) -> Option<CpuList> {
+    let pid = rustix::process::Pid::from_raw(tid)?;
+    let set = sched_getaffinity(Some(pid)).ok()?;
+    Some(CpuList(
+        (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+    ))
+}
+
 /// Pins the calling thread to `cpus`.
 ///
 /// C: `sched_setaffinity(0, sizeof(cpu_set_t), &set)`; pid 0 is the calling thread.
@@ -172,8 +184,12 @@ mod tests {
         std::thread::spawn(move || {
             set_current_thread_affinity(&CpuList::from(vec![last])).unwrap();
             assert_eq!(current_cpu(), last);
+            // Read back by TID, as another process's threads are.
+            let tid = rustix::thread::gettid().as_raw_nonzero().get();
+            assert_eq!(thread_cpus(tid).unwrap().as_slice(), &[last]);
         })
         .join()
         .unwrap();
+        assert_eq!(thread_cpus(i32::MAX), None);
     }
 }

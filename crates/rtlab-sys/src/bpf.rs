@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BPF_MAP_CREATE: i32 = 0;
+const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_PROG_LOAD: i32 = 5;
 const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
@@ -139,6 +140,20 @@ impl Map {
             ptr: ptr.cast::<u8>(),
             len,
         })
+    }
+
+    /// Writes `value` (exactly the map's value size) at index `key`.
+    pub fn update(&self, key: u32, value: &[u8]) -> Result<(), SysError> {
+        if value.len() != self.value_size as usize || key >= self.entries {
+            return Err(SysError::Invalid {
+                what: format!("bpf map update at {key} of {} bytes", value.len()),
+            });
+        }
+        let mut a = Attr::new()
+            .u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, value.as_ptr() as u64);
+        bpf(BPF_MAP_UPDATE_ELEM, &mut a, "bpf(BPF_MAP_UPDATE_ELEM)").map(|_| ())
     }
 
     /// The descriptor, for `BPF_PSEUDO_MAP_FD` loads in programs.

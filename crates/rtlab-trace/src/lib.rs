@@ -229,6 +229,11 @@ impl Explainer {
         self.recorder_lost.clone()
     }
 
+    /// The event source in use (`bpf` or `tracefs`).
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+
     /// The watcher's state (for [`Explainer::watch`]).
     pub fn watch_state(&self) -> Option<&Arc<Mutex<WatchState>>> {
         self.watch.as_ref()
@@ -250,7 +255,13 @@ impl Explainer {
             let locks = watch.as_ref().map_or(LockWaits::No, |w| {
                 w.lock().unwrap_or_else(|p| p.into_inner()).spec().locks
             });
-            match recorder::Recorder::start(cpus, wakings, locks) {
+            // A watch traces where its threads may run (the reader follows changes).
+            let all = recorder::mask_of(cpus);
+            let traced = watch.as_ref().map_or(all, |w| {
+                let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                w.cpus_wanted().map_or(all, |m| m & all)
+            });
+            match recorder::Recorder::start(cpus, traced, wakings, locks) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))

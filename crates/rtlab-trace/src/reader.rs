@@ -114,6 +114,38 @@ impl Source {
     }
 }
 
+/// Which CPUs were traced when: the mask in effect from each change on, oldest first (the
+/// last few changes: explanations look back well under a second).
+#[derive(Debug)]
+pub(crate) struct TracedLog(std::collections::VecDeque<(u64, u64)>);
+
+impl TracedLog {
+    const KEEP: usize = 32;
+
+    pub(crate) fn new(mask: u64) -> TracedLog {
+        TracedLog([(0, mask)].into())
+    }
+
+    fn set(&mut self, at_ns: u64, mask: u64) {
+        if self.0.len() >= Self::KEEP {
+            self.0.pop_front();
+        }
+        self.0.push_back((at_ns, mask));
+    }
+
+    /// Whether `cpu` was traced all through `[from, to]`.
+    pub(crate) fn throughout(&self, cpu: u16, from: u64, to: u64) -> bool {
+        let bit = |m: u64| cpu < 64 && m >> cpu & 1 == 1;
+        let at_start = self.0.iter().rev().find(|c| c.0 <= from);
+        at_start.is_some_and(|c| bit(c.1))
+            && self
+                .0
+                .iter()
+                .filter(|c| c.0 > from && c.0 <= to)
+                .all(|c| bit(c.1))
+    }
+}
+
 /// What the reader shares with the explainer's owner.
 pub(crate) struct Shared<'a> {
     /// Set when the run ends.
@@ -154,6 +186,10 @@ pub(crate) fn read_loop(
             .map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
     }
     let mut histories: Vec<History> = Vec::new();
+    let mut traced = TracedLog::new(match &source {
+        Source::Bpf(r) => r.traced(),
+        Source::Text { .. } => u64::MAX,
+    });
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
@@ -187,6 +223,19 @@ pub(crate) fn read_loop(
             } else {
                 w.advance(drained_at, &mut ask);
             }
+            // Follow where the watched threads may run (the tracefs source traces every CPU).
+            let mask = match &mut source {
+                Source::Bpf(r) => {
+                    let all = r.ring_mask();
+                    let want = w.cpus_wanted().map_or(all, |m| m & all);
+                    if want != r.traced() && r.set_traced(want).is_ok() {
+                        traced.set(monotonic_now_ns(), want);
+                    }
+                    r.traced()
+                }
+                Source::Text { .. } => u64::MAX,
+            };
+            w.set_traced(mask);
         }
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);
@@ -214,8 +263,14 @@ pub(crate) fn read_loop(
                     None => options.series_names.get(r.series as usize).cloned(),
                 }
                 .unwrap_or_else(|| format!("series{}", r.series));
-                let (o, window) =
-                    explain_one(&r, &series, &histories, rules, options, out.outliers.len())?;
+                let (o, window) = explain_one(
+                    &r,
+                    &series,
+                    (&histories, &traced),
+                    rules,
+                    options,
+                    out.outliers.len(),
+                )?;
                 out.windows.extend(window);
                 // A watch keeps its own (the worst of each interval, and counts).
                 if let Some(w) = watch {
@@ -254,7 +309,7 @@ pub(crate) fn read_loop(
 fn explain_one(
     r: &Request,
     series: &str,
-    histories: &[History],
+    (histories, traced): (&[History], &TracedLog),
     rules: &explain::Rules,
     options: &Options,
     index: usize,
@@ -274,9 +329,12 @@ fn explain_one(
         .max_by_key(|e| e.ts_ns)
         .map(|e| (e.current_pid, e.cpu))
         .filter(|&(p, _)| p > 0 && p != r.tid);
-    // A thread blocked on another (a lock holder, a peer) waits for what that one's CPU did.
+    // A thread blocked on another (a lock holder, a peer) waits for what that one's CPU did,
+    // where that CPU was traced.
     let peer = waker
-        .filter(|&(_, cpu)| r.wait.blocks() && cpu != r.cpu)
+        .filter(|&(_, cpu)| {
+            r.wait.blocks() && cpu != r.cpu && traced.throughout(cpu, from, r.woke_ns)
+        })
         .and_then(|(pid, cpu)| {
             let (base, mut events) = window_of(histories.get(cpu as usize)?, from);
             events.extend(wakings_elsewhere(histories, cpu, pid, from, r.woke_ns));

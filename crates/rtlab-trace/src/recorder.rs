@@ -147,6 +147,29 @@ impl TaskOffsets {
     }
 }
 
+/// The maps a program uses: the traced CPUs' mask (one u64, which user space may change while
+/// the programs run), the per-CPU heads and the rings of slots.
+#[derive(Debug, Clone, Copy)]
+struct Maps {
+    traced: i32,
+    heads: i32,
+    slots: i32,
+}
+
+/// Besides an event on a traced CPU, which events of other CPUs a program records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AlsoIf {
+    /// None.
+    No,
+    /// Those whose CPU argument `ctx->args[n]` is traced (a migration to a traced CPU).
+    ArgCpu(i16),
+    /// Those whose task (`ctx->args[0]`) last ran on a traced CPU, its CPU read at this
+    /// `task_struct` offset (typed programs): a wakeup, from anywhere, of a task there.
+    TaskCpu(i32),
+    /// All of them (a wakeup where the task's CPU cannot be read cheaply).
+    Any,
+}
+
 /// Builds one program: the common prologue (CPU filter, timestamp, claim a slot, kind, CPU),
 /// `body` (with r6 = ctx, r7 = the slot), then the sequence number.
 struct Builder {
@@ -164,9 +187,9 @@ const FP_KEY: i16 = -4;
 const FP_INDEX: i16 = -16;
 
 impl Builder {
-    fn new(kind: i32, cpu_mask: u64, heads: i32, slots: i32, direct: bool) -> Builder {
+    fn new(kind: i32, maps: Maps, also: AlsoIf, direct: bool) -> Builder {
         let mut b = Builder::start(direct);
-        b.prologue(kind, cpu_mask, heads, slots);
+        b.prologue(kind, maps, also);
         b
     }
 
@@ -183,20 +206,46 @@ impl Builder {
         b
     }
 
-    /// CPU filter, timestamp, claim a slot, kind, CPU (r7 = the slot from here on).
-    fn prologue(&mut self, kind: i32, cpu_mask: u64, heads: i32, slots: i32) {
+    /// CPU filter, timestamp, claim a slot, kind, CPU (r7 = the slot from here on). The
+    /// filter reads the traced CPUs' mask from its map (an array's lookup, which the verifier
+    /// turns into an address computation) on every event, so the set can change at run time.
+    fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf) {
         let b = self;
         b.push(asm::call(helper::GET_SMP_PROCESSOR_ID));
         b.jump_end(asm::jgt_imm(R0, 63, 0));
-        b.extend(asm::ld_imm64(R1, cpu_mask));
-        b.push(asm::rsh(R1, R0));
-        b.push(asm::and_imm(R1, 1));
-        b.jump_end(asm::jeq_imm(R1, 0, 0));
         b.push(asm::mov(R8, R0));
+        if also != AlsoIf::Any {
+            b.push(asm::mov_imm(R9, 0));
+            b.lookup(maps.traced, R9);
+            b.push(asm::ldx64(R9, R0, 0));
+            b.push(asm::mov(R1, R9));
+            b.push(asm::rsh(R1, R8));
+            b.push(asm::and_imm(R1, 1));
+            let other = match also {
+                AlsoIf::ArgCpu(n) => vec![asm::ldx64(R2, R6, n * 8)],
+                AlsoIf::TaskCpu(field) => {
+                    vec![asm::ldx64(R3, R6, 0), asm::ldx32(R2, R3, field as i16)]
+                }
+                AlsoIf::No | AlsoIf::Any => Vec::new(),
+            };
+            if other.is_empty() {
+                b.jump_end(asm::jeq_imm(R1, 0, 0));
+            } else {
+                // Traced here: on to the record; else the other CPU's bit decides.
+                let at = b.insns.len();
+                b.push(asm::jne_imm(R1, 0, 0));
+                b.insns.extend(other);
+                b.jump_end(asm::jgt_imm(R2, 63, 0));
+                b.push(asm::rsh(R9, R2));
+                b.push(asm::and_imm(R9, 1));
+                b.jump_end(asm::jeq_imm(R9, 0, 0));
+                b.insns[at].off = (b.insns.len() - at - 1) as i16;
+            }
+        }
         b.push(asm::call(helper::KTIME_GET_NS));
         b.push(asm::mov(R9, R0));
         // index = heads[cpu]++ (atomic: an NMI's program may interrupt this one).
-        b.lookup(heads, R8);
+        b.lookup(maps.heads, R8);
         b.push(asm::mov_imm(R1, 1));
         b.push(asm::atomic_fetch_add64(R0, 0, R1));
         b.push(asm::stx64(R10, FP_INDEX, R1));
@@ -205,7 +254,7 @@ impl Builder {
         b.push(asm::mov(R2, R8));
         b.push(asm::mul_imm(R2, SLOTS as i32));
         b.push(asm::add(R1, R2));
-        b.lookup(slots, R1);
+        b.lookup(maps.slots, R1);
         b.push(asm::mov(R7, R0));
         b.push(asm::stx64(R7, OFF_TS, R9));
         b.push(asm::st32(R7, OFF_KIND, kind));
@@ -413,9 +462,9 @@ pub enum LockProbes {
 
 /// A function probe's program: the calling thread, and at the entry whether it only tries
 /// (A = trylock), at the return the result (A).
-fn lock_function_program(exit: bool, mask: u64, maps: (i32, i32)) -> Vec<Insn> {
+fn lock_function_program(exit: bool, maps: Maps) -> Vec<Insn> {
     let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    let mut b = Builder::new(kind, mask, maps.0, maps.1, true);
+    let mut b = Builder::new(kind, maps, AlsoIf::No, true);
     b.current();
     b.arg(if exit { LOCK_PI_ARGS as i16 } else { 3 }, OFF_A, false);
     b.finish()
@@ -432,7 +481,7 @@ struct Regs {
 /// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)`: a record
 /// only for `futex(FUTEX_LOCK_PI[2])`, the calling thread, and at the exit the result (A).
 /// Every other call leaves after two compares, before the clock is read.
-fn lock_syscall_program(exit: bool, regs: Regs, mask: u64, maps: (i32, i32)) -> Vec<Insn> {
+fn lock_syscall_program(exit: bool, regs: Regs, maps: Maps) -> Vec<Insn> {
     let mut b = Builder::start(true);
     b.push(asm::ldx64(R3, R6, 0));
     if exit {
@@ -446,7 +495,7 @@ fn lock_syscall_program(exit: bool, regs: Regs, mask: u64, maps: (i32, i32)) -> 
     b.push(asm::jeq_imm(R1, FUTEX_LOCK_PI, 1));
     b.jump_end(asm::jne_imm(R1, FUTEX_LOCK_PI2, 0));
     let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    b.prologue(kind, mask, maps.0, maps.1);
+    b.prologue(kind, maps, AlsoIf::No);
     b.current();
     if exit {
         b.arg(1, OFF_A, false);
@@ -456,8 +505,16 @@ fn lock_syscall_program(exit: bool, regs: Regs, mask: u64, maps: (i32, i32)) -> 
     b.finish()
 }
 
-fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: bool) -> Vec<Insn> {
-    let mut b = Builder::new(probe.kind, mask, maps.0, maps.1, direct);
+fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) -> Vec<Insn> {
+    // Wakeups and migrations of tasks on traced CPUs are recorded wherever they happen: a
+    // watched thread's waker may run on a CPU that is not traced.
+    let also = match (probe.kind, t.cpu) {
+        (K_WAKING, Some(cpu)) if direct => AlsoIf::TaskCpu(cpu),
+        (K_WAKING, _) => AlsoIf::Any,
+        (K_MIGRATE, _) => AlsoIf::ArgCpu(1),
+        _ => AlsoIf::No,
+    };
+    let mut b = Builder::new(probe.kind, maps, also, direct);
     match probe.kind {
         K_SWITCH => {
             // (bool preempt, prev, next, unsigned int prev_state); prev is current: its TID
@@ -502,8 +559,7 @@ fn program(probe: &Probe, t: &TaskOffsets, mask: u64, maps: (i32, i32), direct: 
 /// function probes, else (when `syscalls`) on the system calls; or says why not.
 fn attach_lock_probes(
     btf: &Btf,
-    mask: u64,
-    maps: (i32, i32),
+    maps: Maps,
     syscalls: bool,
 ) -> Result<(LockProbes, Vec<(Program, OwnedFd)>), String> {
     let verifier = |e: rtlab_sys::bpf::LoadError| {
@@ -522,7 +578,7 @@ fn attach_lock_probes(
         [false, true]
             .into_iter()
             .map(|exit| {
-                let insns = lock_function_program(exit, mask, maps);
+                let insns = lock_function_program(exit, maps);
                 let p = Program::load_function_probe(&insns, func, exit).map_err(verifier)?;
                 let link = p.attach_raw_tracepoint(None).map_err(|e| e.to_string())?;
                 Ok((p, link))
@@ -549,7 +605,7 @@ fn attach_lock_probes(
             let id = btf
                 .typedef_id(&format!("btf_trace_{tp}"))
                 .ok_or(format!("{why}; no {tp} tracepoint"))?;
-            let insns = lock_syscall_program(exit, regs, mask, maps);
+            let insns = lock_syscall_program(exit, regs, maps);
             let p = Program::load_btf_raw_tracepoint(&insns, id)
                 .map_err(|e| format!("{why}; {tp}: {}", verifier(e)))?;
             let link = p
@@ -559,6 +615,11 @@ fn attach_lock_probes(
         })
         .collect::<Result<Vec<_>, String>>()
         .map(|v| (LockProbes::Syscalls, v))
+}
+
+/// The mask of `cpus` (those below 64).
+pub(crate) fn mask_of(cpus: &[usize]) -> u64 {
+    cpus.iter().filter(|&&c| c < 64).fold(0, |m, &c| m | 1 << c)
 }
 
 /// A running recorder; detaches everything on drop.
@@ -571,6 +632,9 @@ pub(crate) struct Recorder {
     lost: u64,
     _links: Vec<OwnedFd>,
     _programs: Vec<Program>,
+    /// The traced CPUs' mask (one u64), as last set.
+    traced_map: Map,
+    traced: u64,
     _maps: [Map; 2],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
@@ -591,12 +655,19 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Attaches the programs, recording the CPUs in `cpus` (all below 64). Without
+    /// Attaches the programs, with rings for the CPUs in `cpus` (all below 64), recording
+    /// those in `traced` ([`Recorder::set_traced`] changes them; wakeups and migrations of
+    /// tasks on traced CPUs are recorded wherever they happen). Without
     /// `wakings`, `sched_waking` is left out where the timer program names the task each
     /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
     /// With `locks`, the entry and return of PI futex lock waits are recorded too, where the
     /// kernel allows ([`attach_lock_probes`]; else they are `missing`).
-    pub fn start(cpus: &[usize], wakings: bool, locks: LockWaits) -> Result<Recorder, TraceError> {
+    pub fn start(
+        cpus: &[usize],
+        traced: u64,
+        wakings: bool,
+        locks: LockWaits,
+    ) -> Result<Recorder, TraceError> {
         // The reader trusts a record once its sequence number is there: that needs the CPU
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
         // release store would be needed (BPF has one only since 6.15): use tracefs there.
@@ -610,7 +681,6 @@ impl Recorder {
                 "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
             ));
         }
-        let mask = cpus.iter().fold(0u64, |m, &c| m | 1 << c);
         let btf = Btf::vmlinux().map_err(TraceError::Unsupported)?;
         let symbols = rtlab_sys::procfs::kernel_text_symbols();
         let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
@@ -618,7 +688,14 @@ impl Recorder {
         let sys = TraceError::Sys;
         let heads_map = Map::array(HEAD_BYTES, ncpu, true).map_err(sys)?;
         let slots_map = Map::array(REC as u32, ncpu * SLOTS, true).map_err(sys)?;
+        let traced_map = Map::array(8, 1, false).map_err(sys)?;
+        traced_map.update(0, &traced.to_ne_bytes()).map_err(sys)?;
         let heads = heads_map.map_read().map_err(sys)?;
+        let maps = Maps {
+            traced: traced_map.raw_fd(),
+            heads: heads_map.raw_fd(),
+            slots: slots_map.raw_fd(),
+        };
         let slots = slots_map.map_read().map_err(sys)?;
         let mut links = Vec::new();
         let mut programs = Vec::new();
@@ -639,12 +716,11 @@ impl Recorder {
                 missing.push(probe.tracepoint);
                 continue;
             }
-            let maps = (heads_map.raw_fd(), slots_map.raw_fd());
             let typed = btf
                 .typedef_id(&format!("btf_trace_{}", probe.tracepoint))
                 .and_then(|id| {
                     let load = |o: &TaskOffsets| {
-                        let insns = program(&probe, o, mask, maps, true);
+                        let insns = program(&probe, o, maps, true);
                         Program::load_btf_raw_tracepoint(&insns, id).ok()
                     };
                     // Naming sleepers needs the kfunc; without it, the function alone.
@@ -665,7 +741,7 @@ impl Recorder {
                     (p, None)
                 }
                 None => {
-                    let insns = program(&probe, &offsets, mask, maps, false);
+                    let insns = program(&probe, &offsets, maps, false);
                     let p = Program::load_raw_tracepoint(&insns).map_err(|e| {
                         let last = e
                             .log
@@ -692,8 +768,7 @@ impl Recorder {
         }
         let mut lock_probes = None;
         if locks != LockWaits::No {
-            let maps = (heads_map.raw_fd(), slots_map.raw_fd());
-            match attach_lock_probes(&btf, mask, maps, locks == LockWaits::Any) {
+            match attach_lock_probes(&btf, maps, locks == LockWaits::Any) {
                 Ok((how, attached)) => {
                     lock_probes = Some(how);
                     for (p, link) in attached {
@@ -711,6 +786,8 @@ impl Recorder {
             lost: 0,
             _links: links,
             _programs: programs,
+            traced_map,
+            traced,
             _maps: [heads_map, slots_map],
             missing,
             lock_probes,
@@ -722,6 +799,27 @@ impl Recorder {
             comms_since: 0,
             clock_offsets: rtlab_sys::time::clock_offsets_ns(),
         })
+    }
+
+    /// Records the CPUs in the mask `traced` (of those with rings) from now on.
+    pub fn set_traced(&mut self, traced: u64) -> Result<(), TraceError> {
+        if traced != self.traced {
+            self.traced_map
+                .update(0, &traced.to_ne_bytes())
+                .map_err(TraceError::Sys)?;
+            self.traced = traced;
+        }
+        Ok(())
+    }
+
+    /// The CPUs with rings (a mask): those that can be traced.
+    pub fn ring_mask(&self) -> u64 {
+        self.next.iter().fold(0, |m, &(c, _, _)| m | 1 << c)
+    }
+
+    /// The CPUs recorded (a mask).
+    pub fn traced(&self) -> u64 {
+        self.traced
     }
 
     /// Records overwritten before the reader copied them.
@@ -999,7 +1097,12 @@ mod tests {
         };
         for probe in probes() {
             for (direct, t) in [(true, &with), (true, &without), (false, &with)] {
-                let insns = program(&probe, t, 1, (3, 4), direct);
+                let maps = Maps {
+                    traced: 2,
+                    heads: 3,
+                    slots: 4,
+                };
+                let insns = program(&probe, t, maps, direct);
                 assert!(insns.len() < 200, "{} instructions", insns.len());
                 let len = insns.len() as i64;
                 // Once the record is being written, no jump may skip the store of its
@@ -1037,51 +1140,94 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
+    /// Two CPUs to pin threads to, when this runs as root on at least two (else says why not).
+    fn two_cpus_as_root() -> Option<(usize, usize)> {
         if rtlab_sys::process::effective_uid() != 0 {
             eprintln!("skipped: needs root (bpf)");
-            return;
+            return None;
         }
         let cpus = rtlab_sys::affinity::usable_cpus();
         if cpus.len() < 2 {
             eprintln!("skipped: needs two CPUs");
-            return;
+            return None;
         }
-        let (here, there) = (cpus.as_slice()[0], cpus.as_slice()[1]);
-        let pin = |cpu: usize| {
-            rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
-                vec![cpu],
-            ))
-            .unwrap()
-        };
+        Some((cpus.as_slice()[0], cpus.as_slice()[1]))
+    }
+
+    /// This thread pinned to one CPU (`here`), and a thread asleep on another (`there`).
+    fn asleep_on_another_cpu() -> Option<(usize, usize, Napper)> {
+        let (here, there) = two_cpus_as_root()?;
         pin(here);
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let sleeper = std::thread::spawn(move || {
-            pin(there);
-            tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
-            while wait.recv().is_ok() {}
-        });
-        let tid = tid_rx.recv().unwrap();
-        // It is asleep on its CPU now. Only this CPU is recorded: the wakings of the thread
-        // on the other are seen here.
+        let sleeper = Napper::on(there);
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let mut r = match Recorder::start(&[here], true, LockWaits::No) {
+        Some((here, there, sleeper))
+    }
+
+    /// Pins the calling thread to `cpu`.
+    fn pin(cpu: usize) {
+        let one = rtlab_sys::affinity::CpuList::from(vec![cpu]);
+        rtlab_sys::affinity::set_current_thread_affinity(&one).unwrap()
+    }
+
+    /// A thread pinned to a CPU that sleeps until woken (by [`Napper::wake_five`]); ends when
+    /// dropped.
+    struct Napper {
+        go: Option<std::sync::mpsc::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        tid: i64,
+    }
+
+    impl Napper {
+        fn on(cpu: usize) -> Napper {
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let thread = std::thread::spawn(move || {
+                pin(cpu);
+                tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+                while wait.recv().is_ok() {}
+            });
+            Napper {
+                go: Some(go),
+                thread: Some(thread),
+                tid: tid_rx.recv().unwrap(),
+            }
+        }
+
+        /// Wakes it five times, 2 ms apart, then lets it settle for 2 ms.
+        fn wake_five(&self) {
+            for _ in 0..5 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                self.go.as_ref().unwrap().send(()).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    impl Drop for Napper {
+        fn drop(&mut self) {
+            drop(self.go.take());
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    #[test]
+    fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
+        let Some((here, there, sleeper)) = asleep_on_another_cpu() else {
+            return;
+        };
+        let tid = sleeper.tid;
+        // Only this CPU is recorded: the wakings of the thread on the other are seen here.
+        let mut r = match Recorder::start(&[here], mask_of(&[here]), true, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");
-                drop(go);
-                sleeper.join().unwrap();
                 return;
             }
         };
-        for _ in 0..5 {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            go.send(()).unwrap();
-        }
-        drop(go);
-        sleeper.join().unwrap();
+        sleeper.wake_five();
+        drop(sleeper);
         let mut events = Vec::new();
         r.drain(|e| events.push(e));
         let targets: Vec<u16> = events
@@ -1099,6 +1245,55 @@ mod tests {
     }
 
     #[test]
+    fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
+        let Some((here, there, sleeper)) = asleep_on_another_cpu() else {
+            return;
+        };
+        let tid = sleeper.tid;
+        // Rings for both CPUs; only the sleeper's recorded at first.
+        let both = [here, there];
+        let mut r = match Recorder::start(&both, mask_of(&[there]), true, LockWaits::No) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let drained = |r: &mut Recorder| {
+            let mut events = Vec::new();
+            r.drain(|e| events.push(e));
+            events
+        };
+        sleeper.wake_five();
+        let first = drained(&mut r);
+        let switches_on = |events: &[Event], cpu: usize| {
+            events
+                .iter()
+                .filter(|e| e.cpu as usize == cpu && matches!(e.kind, Kind::Switch { .. }))
+                .count()
+        };
+        let wakings_from_here = |events: &[Event]| {
+            events
+                .iter()
+                .filter(|e| e.cpu as usize == here)
+                .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+                .count()
+        };
+        assert_eq!(r.traced(), mask_of(&[there]));
+        assert_eq!(switches_on(&first, here), 0, "{first:?}");
+        assert!(switches_on(&first, there) >= 5, "{first:?}");
+        // The waker's CPU is not traced, but the woken thread's is.
+        assert!(wakings_from_here(&first) >= 5, "{first:?}");
+        // Widened while running.
+        r.set_traced(mask_of(&both)).unwrap();
+        sleeper.wake_five();
+        drop(sleeper);
+        let second = drained(&mut r);
+        assert!(switches_on(&second, here) >= 1, "{second:?}");
+        assert!(wakings_from_here(&second) >= 5, "{second:?}");
+    }
+
+    #[test]
     fn pi_lock_waits_are_recorded_from_entry_to_return() {
         use rtlab_sys::futex::{lock_pi, unlock_pi, Scope};
         use std::sync::atomic::AtomicU32;
@@ -1107,7 +1302,7 @@ mod tests {
             return;
         }
         let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
-        let mut r = match Recorder::start(&cpus, true, LockWaits::Any) {
+        let mut r = match Recorder::start(&cpus, mask_of(&cpus), true, LockWaits::Any) {
             Ok(r) if r.lock_probes.is_some() => r,
             Ok(r) => {
                 eprintln!("skipped: {:?}", r.missing);
@@ -1137,6 +1332,16 @@ mod tests {
         for _ in 0..3 {
             lock_pi(&WORD, Scope::Private, None).unwrap();
             go.send(()).unwrap();
+            // Held 3 ms from the moment the waiter blocks in the kernel (the kernel marks the
+            // word FUTEX_WAITERS then), however late that thread gets to run.
+            let asked = rtlab_sys::time::monotonic_now_ns();
+            while WORD.load(std::sync::atomic::Ordering::Acquire) & 0x8000_0000 == 0 {
+                assert!(
+                    rtlab_sys::time::monotonic_now_ns() < asked + 5_000_000_000,
+                    "the waiter never blocked"
+                );
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
             std::thread::sleep(std::time::Duration::from_millis(3));
             let released = rtlab_sys::time::monotonic_now_ns();
             unlock_pi(&WORD, Scope::Private).unwrap();
@@ -1210,7 +1415,7 @@ mod tests {
             vec![cpu],
         ))
         .unwrap();
-        let mut r = match Recorder::start(&[cpu], wakings, LockWaits::No) {
+        let mut r = match Recorder::start(&[cpu], mask_of(&[cpu]), wakings, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");

@@ -122,6 +122,9 @@ pub struct WatchSpec {
     pub keep: usize,
     /// How far to go to record PI lock waits (the `lock` kind).
     pub locks: crate::LockWaits,
+    /// Trace every CPU, not only those the watched threads may run on (to follow their
+    /// wakers and lock holders elsewhere).
+    pub all_cpus: bool,
 }
 
 /// One measured series: a thread's, or the sum over the threads of one name.
@@ -249,6 +252,12 @@ pub struct WatchState {
     /// first): a delay is explained when it joins them.
     longest: [Vec<u64>; 3],
     book: OutlierBook,
+    /// The CPUs the watched threads may run on (their affinity masks'; those of all the
+    /// process's threads while none is chosen), at the last re-read; None: every CPU.
+    cpus_wanted: Option<u64>,
+    /// The CPUs traced now, and at any time of the run (as the reader set them).
+    traced: u64,
+    traced_ever: u64,
 }
 
 impl WatchState {
@@ -270,9 +279,28 @@ impl WatchState {
             most_threads: 0,
             longest: Default::default(),
             book: OutlierBook::new(spec_keep),
+            cpus_wanted: None,
+            traced: 0,
+            traced_ever: 0,
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
+    }
+
+    /// The CPUs to trace (a mask; None: every CPU): where the watched threads may run.
+    pub fn cpus_wanted(&self) -> Option<u64> {
+        self.cpus_wanted
+    }
+
+    /// The CPUs traced from now on (a mask), as the recorder was set.
+    pub(crate) fn set_traced(&mut self, mask: u64) {
+        self.traced = mask;
+        self.traced_ever |= mask;
+    }
+
+    /// The CPUs traced now and at any time of the run (masks).
+    pub fn traced(&self) -> (u64, u64) {
+        (self.traced, self.traced_ever)
     }
 
     /// What is watched.
@@ -423,6 +451,18 @@ impl WatchState {
             }
         };
         let mut alive = HashMap::new();
+        let cpus_of = |tid: i64| {
+            rtlab_sys::affinity::thread_cpus(tid as i32)
+                .map_or(0, |c| crate::recorder::mask_of(c.as_slice()))
+        };
+        // Until a thread is chosen, where any of them may run (a new thread starts where its
+        // creator may run).
+        let mut wanted = if self.spec.all_cpus {
+            None
+        } else {
+            Some(threads.iter().fold(0, |m, t| m | cpus_of(t.tid as i64)))
+        };
+        let mut chosen_cpus = 0;
         for t in threads {
             let tid = t.tid as i64;
             let chosen = self.spec.threads.is_empty()
@@ -430,6 +470,9 @@ impl WatchState {
             let rt = || rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
             if !chosen || (self.spec.rt_only && !rt()) {
                 continue;
+            }
+            if wanted.is_some() {
+                chosen_cpus |= cpus_of(tid);
             }
             let watched = match self.threads.remove(&tid) {
                 Some(w) if w.name == t.name => w,
@@ -466,6 +509,12 @@ impl WatchState {
         }
         self.threads = alive;
         self.most_threads = self.most_threads.max(self.threads.len());
+        if chosen_cpus != 0 {
+            wanted = Some(chosen_cpus);
+        }
+        if wanted != Some(0) {
+            self.cpus_wanted = wanted;
+        }
     }
 
     /// Takes a newly read event (any CPU order) if it concerns a watched thread: only those
@@ -716,8 +765,47 @@ mod tests {
             threshold_ns,
             keep: 10,
             locks: crate::LockWaits::No,
+            all_cpus: false,
         });
         (tid, w)
+    }
+
+    #[test]
+    fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
+        // This test's own thread, pinned to one CPU, watched beside the others of the
+        // process (the test harness's, which may run anywhere).
+        let cpus = rtlab_sys::affinity::usable_cpus();
+        let last = *cpus.as_slice().last().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let pinned = std::thread::spawn(move || {
+            let one = rtlab_sys::affinity::CpuList::from(vec![last]);
+            rtlab_sys::affinity::set_current_thread_affinity(&one).unwrap();
+            tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let spec = |all_cpus, threads| WatchSpec {
+            pid: std::process::id() as i32,
+            threads,
+            rt_only: false,
+            threshold_ns: 0,
+            keep: 10,
+            locks: crate::LockWaits::No,
+            all_cpus,
+        };
+        let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
+        assert_eq!(w.cpus_wanted(), Some(1 << last));
+        // A pattern that matches nothing yet: where the process's threads may run.
+        let none = WatchState::new(spec(false, vec![ThreadPattern::Tid(i64::MAX)]));
+        let everywhere = crate::recorder::mask_of(cpus.as_slice());
+        assert_eq!(none.cpus_wanted(), Some(everywhere));
+        assert_eq!(
+            WatchState::new(spec(true, vec![ThreadPattern::Tid(tid)])).cpus_wanted(),
+            None
+        );
+        done_tx.send(()).unwrap();
+        pinned.join().unwrap();
     }
 
     #[test]

@@ -200,6 +200,16 @@ fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc = load_valid_document(&json);
+    // Only where the watched thread may run was traced (eBPF), or every CPU (tracefs).
+    let traced = doc["verdict"]["traced_cpus"].as_str().unwrap();
+    let every = rtlab_sys::affinity::usable_cpus().to_string();
+    assert!(traced == "0" || traced == every, "{traced}");
+    if series_names(&doc).iter().any(|n| n.ends_with("/timer")) {
+        assert_eq!(
+            traced, "0",
+            "the eBPF source traces the watched thread's CPU"
+        );
+    }
     let outliers = doc["outliers"].as_array().unwrap();
     // About 20 hog runs in 4 s, each holding the thread's CPU for up to 3 ms. A stalled
     // vCPU can add outliers of its own, so the test asks for hog-caused ones, not only them.

@@ -44,8 +44,11 @@ interval histogram to an HdrHistogram interval log (tagged with the series name)
 --metrics ADDR:PORT serves the figures to Prometheus at /metrics (no authentication: bind it
 to localhost or a management network).
 
-Needs root (eBPF, or tracefs as the fallback); every CPU is traced. Not measured: time
-blocked on locks (see the README).
+Needs root (eBPF, or tracefs as the fallback). The eBPF source traces only the CPUs the
+watched threads may run on (their affinity, followed as it changes; the wakeups of those
+threads are recorded wherever their waker runs), so the rest of the machine pays nothing;
+a waker's or lock holder's own delay on another CPU is then not followed: --all-cpus traces
+every CPU. The tracefs source traces every CPU.
 
 Examples:
   rtlab watch --pid $(pgrep -f MyApp) --thread 'rt-*' --duration 10m --json app.json

@@ -48,7 +48,6 @@ pub struct WatchArgs {
     /// Where the events come from: bpf, tracefs or auto.
     #[arg(long, value_name = "SOURCE", default_value = "auto", value_parser = by_name::<rtlab_lab::explain::Backend>)]
     pub explain_with: rtlab_lab::explain::Backend,
-    /// Print only the final table (warnings still go to stderr).
     /// Save the raw trace window of each explained delay as DIR/outlier-NNNN-<series>.txt
     /// (every CPU's events around it): one file per explained delay, so for a diagnosis of
     /// minutes, not for a watch of days.
@@ -60,6 +59,11 @@ pub struct WatchArgs {
     /// contended PI locks alone), where the kernel has them
     #[arg(long)]
     pub locks: bool,
+    /// Trace every CPU, not only those the watched threads may run on (their affinity):
+    /// follows wakers and lock holders on other CPUs, at a cost to every CPU.
+    #[arg(long)]
+    pub all_cpus: bool,
+    /// Print only the final table (warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
     /// A command to start and watch instead of --pid, after `--`; rtlab ends with its exit

@@ -9,6 +9,7 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use rtlab_report::table::Table;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
+use rtlab_sys::affinity::CpuList;
 use rtlab_sys::time::monotonic_now_ns;
 use rtlab_trace::watch::{DelayKind, ThreadPattern, WatchSpec, WatchState};
 use rtlab_trace::{Explainer, Options, TraceError};
@@ -85,6 +86,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
             rtlab_trace::LockWaits::IfCheap
         },
         keep: args.top.map_or(10, usize::from),
+        all_cpus: args.all_cpus,
     };
     let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
         TraceError::NotRoot(_) => anyhow::Error::from(BadInput(e.to_string())),
@@ -103,7 +105,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
             (Some(child), pid)
         }
     };
-    let mut warnings = announce(&state, pid, cpus.len(), &args, child.is_none());
+    let mut warnings = announce(
+        &state,
+        pid,
+        (&cpus, explainer.backend() == "bpf"),
+        &args,
+        child.is_none(),
+    );
     let _server = listener
         .map(|l| {
             serve(
@@ -197,7 +205,7 @@ fn start(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
 fn announce(
     state: &Mutex<WatchState>,
     pid: i32,
-    cpus: usize,
+    (cpus, filtered): (&[usize], bool),
     args: &WatchArgs,
     running: bool,
 ) -> Vec<String> {
@@ -212,9 +220,21 @@ fn announce(
         warnings.push(w);
     }
     if !args.quiet {
+        let wanted = s.cpus_wanted().filter(|_| filtered);
+        let traced: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|&c| wanted.is_none_or(|m| c < 64 && m >> c & 1 == 1))
+            .collect();
         eprintln!(
-            "rtlab watch: process {pid}, {} thread(s) now, {cpus} CPU(s) traced ({}); Ctrl-C ends",
+            "rtlab watch: process {pid}, {} thread(s) now, CPU(s) {} traced{} ({}); Ctrl-C ends",
             s.watched_threads(),
+            CpuList::from(traced),
+            if wanted.is_some() {
+                " (where the watched threads may run; --all-cpus for all)"
+            } else {
+                ""
+            },
             if args.duration.is_some() {
                 "until --duration"
             } else {
@@ -412,6 +432,18 @@ fn report(
         series,
     );
     doc.outliers = book.outliers();
+    // Where the recorder looked: the watched threads' CPUs, as they changed.
+    let (_, ever) = s.traced();
+    let traced: Vec<usize> = rtlab_sys::affinity::usable_cpus()
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|&c| c < 64 && ever >> c & 1 == 1)
+        .collect();
+    doc.verdict.details.insert(
+        "traced_cpus".into(),
+        CpuList::from(traced).to_string().into(),
+    );
     doc.verdict.details.insert(
         "outlier_summary".into(),
         serde_json::to_value(book.summary())?,
