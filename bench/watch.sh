@@ -2,6 +2,7 @@
 # rtlab watch against an independent tool, its cost, and its explanations (issue 17).
 #
 #   sudo bench/watch.sh [BLOCKS] [SECONDS]        (defaults: 20 blocks of 3 s)
+#   sudo SECTIONS=2 bench/watch.sh 60            (only the cost, section 2)
 #
 # The watched program is examples/c/periodic.c: a thread named rt-loop that sleeps to 1 ms
 # absolute deadlines and measures its own lateness, run at SCHED_FIFO 80 (rtlab exec).
@@ -14,7 +15,9 @@
 #    gives perf rows with no wakeup (sch delay 0); a busy CPU has no idle task to switch from.
 # 2. Cost: the program's own lateness with and without `rtlab watch --pid` on it, BLOCKS
 #    blocks each, interleaved A B A B; ratios of p50 and p99 (watched / alone) as medians
-#    with 95 % intervals (bench/ci.py).
+#    with 95 % intervals (bench/ci.py). Twice: the program free to run anywhere (so every
+#    CPU is traced and the reader shares them), and pinned to CPU 0 (only CPU 0 traced, the
+#    reader kept on CPU 1), as real-time programs are deployed.
 #    The same runs' `timer` series (from the sleep timer's requested expiry) vs the lateness
 #    the program measured itself (from its deadline to clock_gettime after the wakeup).
 # 3. Explanations: the program (SCHED_OTHER) pinned to CPU 0 beside `rtlab load
@@ -24,6 +27,7 @@
 set -euo pipefail
 BLOCKS=${1:-20}
 SECS=${2:-3}
+SECTIONS=${SECTIONS:-123}  # e.g. SECTIONS=2 for the cost alone
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO, perf)" >&2; exit 2; fi
 command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; }
@@ -37,6 +41,7 @@ echo "# rtlab watch bench: $BLOCKS blocks x ${SECS}s, $(nproc) CPUs, $(uname -r)
 # (an array, not a function: `$!` of a backgrounded function is a subshell's pid)
 PERIODIC_RT=("$RTLAB" exec --policy fifo --prio 80 -- "$WORK/periodic")
 
+if [[ $SECTIONS == *1* ]]; then
 echo
 echo "## 1. cross-check with perf sched timehist (3 runs of 10 s)"
 echo "| run | samples rtlab / perf | p50 rtlab | p50 perf | ratio | p99 rtlab | p99 perf | ratio |"
@@ -97,22 +102,26 @@ echo "### the timer kind vs the program's own lateness, same runs"
 echo "| run | samples rtlab / program | p50 rtlab timer | p50 program | ratio | p99 rtlab timer | p99 program | ratio |"
 echo "|---|---|---|---|---|---|---|---|"
 cat "$WORK/timer-rows.txt"
+fi
 
-echo
-echo "## 2. cost: the program's own lateness, alone (A) and watched (B), interleaved"
-for b in $(seq 1 "$BLOCKS"); do
-  "${PERIODIC_RT[@]}" "$SECS" 1000 >>"$WORK/alone.txt" 2>/dev/null
-  "${PERIODIC_RT[@]}" "$SECS" 1000 >>"$WORK/watched.txt" 2>/dev/null &
-  prog=$!
-  sleep 0.05
-  "$RTLAB" watch --pid "$prog" --thread rt-loop --quiet --json "$WORK/w$b.json" >/dev/null 2>>"$WORK/watch.err" || true
-  wait "$prog" || true
-done
-python3 - "$WORK" "$BLOCKS" <<'PY'
+# The cost on the program, BLOCKS blocks of SECS interleaved A B A B: `cost LABEL CMD...`.
+cost() {
+  local label=$1; shift
+  : >"$WORK/alone.txt"
+  : >"$WORK/watched.txt"
+  for b in $(seq 1 "$BLOCKS"); do
+    "$@" "$SECS" 1000 >>"$WORK/alone.txt" 2>/dev/null
+    "$@" "$SECS" 1000 >>"$WORK/watched.txt" 2>/dev/null &
+    prog=$!
+    sleep 0.05
+    "$RTLAB" watch --pid "$prog" --thread rt-loop --quiet --json "$WORK/w$b.json" >/dev/null 2>>"$WORK/watch.err" || true
+    wait "$prog" || true
+  done
+  python3 - "$WORK" "$BLOCKS" "$label" <<'PY'
 import json, sys
 sys.path.insert(0, "bench")
 from ci import fmt_ci, met
-work, blocks = sys.argv[1], int(sys.argv[2])
+work, blocks, label = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def rows(name):
     out = []
     for line in open(f"{work}/{name}.txt"):
@@ -120,15 +129,29 @@ def rows(name):
         out.append({"p50": int(f[3]), "p99": int(f[5]), "max": int(f[7])})
     return out
 a, b = rows("alone"), rows("watched")
-lost = sum(sum(1 for w in json.load(open(f"{work}/w{i}.json"))["warnings"] if "lost" in w) for i in range(1, blocks + 1))
+docs = [json.load(open(f"{work}/w{i}.json")) for i in range(1, blocks + 1)]
+lost = sum(sum(1 for w in d["warnings"] if "lost" in w) for d in docs)
+traced = sorted({d["verdict"].get("traced_cpus", "?") for d in docs})
+print(f"### {label} (CPUs traced: {', '.join(traced)})")
 print("| ratio watched / alone | median [95 % interval] | target | met? |")
 print("|---|---|---|---|")
 for key, limit in (("p50", 1.05), ("p99", 1.2)):
     r = [y[key] / max(x[key], 1) for x, y in zip(a, b)]
     print(f"| {key} | {fmt_ci(r)} | <= {limit} | {met(r, limit)} |")
-print(f"\nalone p50 {sorted(x['p50'] for x in a)[len(a)//2]/1e3:.1f} us, watched p50 {sorted(x['p50'] for x in b)[len(b)//2]/1e3:.1f} us; blocks whose watch reported lost events: {lost} of {blocks}")
+print(f"\nalone p50 {sorted(x['p50'] for x in a)[len(a)//2]/1e3:.1f} us, watched p50 {sorted(x['p50'] for x in b)[len(b)//2]/1e3:.1f} us; blocks whose watch reported lost events: {lost} of {blocks}\n")
 PY
+}
 
+if [[ $SECTIONS == *2* ]]; then
+echo
+echo "## 2. cost: the program's own lateness, alone (A) and watched (B), interleaved"
+cost "the program free to run on any CPU (every CPU traced; the reader shares them)" "${PERIODIC_RT[@]}"
+# Pinned, as real-time programs are deployed: only CPU 0 is traced and the reader runs on
+# CPU 1.
+cost "the program pinned to CPU 0 (CPU 0 traced, the reader on CPU 1)" "$RTLAB" exec --cpus 0 --policy fifo --prio 80 -- "$WORK/periodic"
+fi
+
+[[ $SECTIONS == *3* ]] || exit 0
 echo
 echo "## 3. explanations: a hog on the program's CPU, outliers over 2 ms"
 explain_with_hog() {

@@ -212,6 +212,8 @@ impl Explainer {
 
     /// Starts watching `spec`'s threads on `cpus` (every CPU they may run on): their delays
     /// are measured from the events ([`watch`]), and those over the threshold explained.
+    /// Unless `options.reader_cpus` says otherwise, the reader runs on the CPUs of `cpus`
+    /// the watched threads may not run on, if any.
     pub fn watch(
         cpus: &[usize],
         mut options: Options,
@@ -219,7 +221,17 @@ impl Explainer {
     ) -> Result<Explainer, TraceError> {
         // Wakeups by other threads are the point: record every sched_waking.
         options.waits = vec![explain::Wait::Notify];
-        let state = Arc::new(Mutex::new(WatchState::new(spec)));
+        let state = WatchState::new(spec);
+        // The reader keeps off the watched threads' CPUs where others are left (a
+        // real-time program usually has CPUs of its own; the rest do the housekeeping).
+        if let (true, Some(wanted)) = (options.reader_cpus.is_empty(), state.cpus_wanted()) {
+            options.reader_cpus = cpus
+                .iter()
+                .copied()
+                .filter(|&c| c >= 64 || wanted >> c & 1 == 0)
+                .collect();
+        }
+        let state = Arc::new(Mutex::new(state));
         Self::start_with(cpus, options, Some(state))
     }
 
