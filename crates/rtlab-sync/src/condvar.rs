@@ -62,7 +62,8 @@ impl PiCondvar {
         }
     }
 
-    pub(crate) fn scope(&self) -> Scope {
+    /// Private or shared.
+    pub fn scope(&self) -> Scope {
         Scope::from_flag(self.shared)
     }
 
@@ -135,6 +136,13 @@ impl PiCondvar {
     /// [`RobustGuard::wait`](crate::RobustGuard::wait) on `mutex`.
     pub fn notify_one_robust(&self, mutex: &RobustMutex) {
         self.requeue(mutex.futex_word(), 0);
+    }
+
+    /// A notify when no thread has waited yet, so no mutex is known to requeue onto: a
+    /// waiter about to sleep (it read the sequence, not yet asleep) returns at once instead.
+    pub fn notify_unbound(&self) {
+        // Release: as in a notify, a waiter that sees the new seq sees our writes.
+        self.seq.fetch_add(1, Ordering::Release);
     }
 
     /// [`notify_all`](Self::notify_all) for a [`RobustMutex`].

@@ -22,6 +22,10 @@ pub enum LockError {
     /// The thread may not be raised to the ceiling (no `CAP_SYS_NICE` / `RLIMIT_RTPRIO`).
     #[error("cannot raise the calling thread to the ceiling priority: permission denied")]
     PermissionDenied,
+    /// The calling thread does not own this lock (an unlock or repair by a non-owner,
+    /// `EPERM`).
+    #[error("the calling thread does not own this lock")]
+    NotOwner,
     /// The kernel refused the operation (errno given), e.g. `EINVAL` when the word was used
     /// with a non-PI futex operation, `ESRCH` when the word names a thread that does not exist.
     #[error("futex operation failed (errno {0})")]

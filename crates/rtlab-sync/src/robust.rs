@@ -550,6 +550,27 @@ impl RobustMutex {
         list.remove(i);
     }
 
+    /// Releases the mutex the calling thread holds without a guard (its guard was given up
+    /// with `mem::forget`, as a binding for another language does, whose callers lock and
+    /// unlock by hand). [`LockError::NotOwner`] when this thread does not hold it.
+    pub fn unlock_held(self: Pin<&Self>) -> Result<(), LockError> {
+        if self.owner_tid() != current_tid() {
+            return Err(LockError::NotOwner);
+        }
+        self.unlock();
+        Ok(())
+    }
+
+    /// [`RobustGuard::make_consistent`] for a mutex held without a guard (see
+    /// [`RobustMutex::unlock_held`]).
+    pub fn make_consistent_held(self: Pin<&Self>) -> Result<(), LockError> {
+        if self.owner_tid() != current_tid() {
+            return Err(LockError::NotOwner);
+        }
+        self.state.store(CONSISTENT, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// TID of the owner, 0 when unlocked or orphaned (a snapshot).
     pub fn owner_tid(&self) -> u32 {
         self.word.load(Ordering::Relaxed) & TID_MASK
