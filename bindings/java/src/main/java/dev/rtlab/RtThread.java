@@ -1,0 +1,63 @@
+package dev.rtlab;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+
+/** Real-time settings of the calling thread (a platform thread: each is a kernel thread). */
+public final class RtThread {
+    private RtThread() {}
+
+    /** SCHED_FIFO at {@code prio} (1-99); needs CAP_SYS_NICE or RLIMIT_RTPRIO. */
+    public static void setFifo(int prio) {
+        int code;
+        try {
+            code = (int) Native.SET_FIFO.invokeExact(prio);
+        } catch (Throwable t) {
+            throw new IllegalStateException("rtlab: rtlab_thread_set_fifo failed", t);
+        }
+        Native.check("RtThread.setFifo(" + prio + ")", code);
+    }
+
+    /** Runs the calling thread on {@code cpus} only. */
+    public static void setAffinity(int... cpus) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment list = arena.allocateFrom(JAVA_INT, cpus);
+            int code = (int) Native.SET_AFFINITY.invokeExact(list, (long) cpus.length);
+            Native.check("RtThread.setAffinity", code);
+        } catch (RtlabException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException("rtlab: rtlab_thread_set_affinity failed", t);
+        }
+    }
+
+    /** The calling thread's timer slack (how late the kernel may wake its timed sleeps; 50 us by default). */
+    public static void setTimerSlack(Duration slack) {
+        int code;
+        try {
+            code = (int) Native.SET_SLACK.invokeExact(slack.toNanos());
+        } catch (Throwable t) {
+            throw new IllegalStateException("rtlab: rtlab_thread_set_timer_slack_ns failed", t);
+        }
+        Native.check("RtThread.setTimerSlack", code);
+    }
+
+    /** Locks the process's memory (now and future) against paging. */
+    public static void mlockAll() {
+        int code;
+        try {
+            code = (int) Native.MLOCKALL.invokeExact();
+        } catch (Throwable t) {
+            throw new IllegalStateException("rtlab: rtlab_mlockall failed", t);
+        }
+        Native.check("RtThread.mlockAll", code);
+    }
+
+    /** The calling thread's kernel TID (what /proc, rtlab watch and perf call it). */
+    public static long tid() {
+        return PiMutex.tid();
+    }
+}
