@@ -29,12 +29,21 @@ public final class PiMutex implements AutoCloseable {
         return (int) Native.gettid();
     });
 
+    /** A thread and its TID (read together: one reference). */
+    private record Owner(Thread thread, int tid) {}
+
+    // An automatic arena: the futex word lives as long as this object is reachable (its
+    // accesses need no liveness check, unlike a closeable arena's; that check was a third of
+    // the uncontended cost).
     private final Arena arena;
     final MemorySegment segment;
+    /** The last thread that locked it, with its TID: its next lock needs no ThreadLocal. */
+    private Owner last;
+    private boolean closed;
 
     /** An unlocked mutex for the threads of this process. */
     public PiMutex() {
-        arena = Arena.ofShared();
+        arena = Arena.ofAuto();
         segment = arena.allocate(8, 4);
         Native.check("rtlab_pi_mutex_init", Native.call(Native.PI_INIT, segment, 0));
     }
@@ -43,11 +52,38 @@ public final class PiMutex implements AutoCloseable {
         return TID.get();
     }
 
+    /** The calling thread's TID, from the last locker's if that is this thread. */
+    private int myTid() {
+        Thread me = Thread.currentThread();
+        Owner o = last;
+        if (o != null && o.thread == me) {
+            return o.tid;
+        }
+        return remember(me);
+    }
+
+    private int remember(Thread me) {
+        int tid = tid();
+        last = new Owner(me, tid);
+        return tid;
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("PiMutex used after close()");
+        }
+    }
+
     /** Takes the lock, waiting with priority inheritance while another thread holds it. */
     public void lock() {
-        if (WORD.compareAndSet(segment, 0L, 0, tid())) {
-            return;
+        if (!WORD.compareAndSet(segment, 0L, 0, myTid())) {
+            lockSlow();
         }
+    }
+
+    // The slow paths are methods of their own: the fast ones stay small enough to inline.
+    private void lockSlow() {
+        checkOpen();
         int code = Native.call(Native.PI_LOCK, segment);
         if (code == Native.EDEADLK) {
             throw new IllegalMonitorStateException("PiMutex is not reentrant: this thread holds it");
@@ -57,7 +93,7 @@ public final class PiMutex implements AutoCloseable {
 
     /** Takes the lock if no other thread holds it. */
     public boolean tryLock() {
-        int tid = tid();
+        int tid = myTid();
         if (WORD.compareAndSet(segment, 0L, 0, tid)) {
             return true;
         }
@@ -79,9 +115,10 @@ public final class PiMutex implements AutoCloseable {
 
     /** Takes the lock, giving up after {@code timeout}; false when it timed out. */
     public boolean lock(Duration timeout) {
-        if (WORD.compareAndSet(segment, 0L, 0, tid())) {
+        if (WORD.compareAndSet(segment, 0L, 0, myTid())) {
             return true;
         }
+        checkOpen();
         int code = Native.call(Native.PI_LOCK_UNTIL, segment, Native.deadlineAfter(timeout));
         if (code == Native.ETIMEDOUT) {
             return false;
@@ -95,9 +132,12 @@ public final class PiMutex implements AutoCloseable {
 
     /** Releases the lock (only its holder may); the kernel hands it to the top waiter. */
     public void unlock() {
-        if (WORD.compareAndSet(segment, 0L, tid(), 0)) {
-            return;
+        if (!WORD.compareAndSet(segment, 0L, myTid(), 0)) {
+            unlockSlow();
         }
+    }
+
+    private void unlockSlow() {
         int code = Native.call(Native.PI_UNLOCK, segment);
         if (code == Native.EPERM) {
             throw new IllegalMonitorStateException("PiMutex.unlock by a thread that does not hold it");
@@ -107,7 +147,7 @@ public final class PiMutex implements AutoCloseable {
 
     /** Whether the calling thread holds it. */
     public boolean isHeldByCurrentThread() {
-        return (((int) WORD.getVolatile(segment, 0L)) & 0x3fffffff) == tid();
+        return (((int) WORD.getVolatile(segment, 0L)) & 0x3fffffff) == myTid();
     }
 
     /** A condition variable of this mutex (its memory is the mutex's). */
@@ -115,12 +155,15 @@ public final class PiMutex implements AutoCloseable {
         return new PiCondition(this, arena);
     }
 
-    /** Frees the mutex and its conditions; it must not be held or used any more. */
+    /**
+     * Ends its use: it must not be held (its memory goes with the object, once unreachable);
+     * a later contended lock fails.
+     */
     @Override
     public void close() {
         if ((((int) WORD.getVolatile(segment, 0L)) & 0x3fffffff) != 0) {
             throw new IllegalStateException("PiMutex closed while held");
         }
-        arena.close();
+        closed = true;
     }
 }
