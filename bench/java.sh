@@ -10,6 +10,8 @@
 # 2. Hand-off between two threads (a ring of three locks: every step waits for the other
 #    thread's unlock), BLOCKS/2 blocks of 500 ms: PiMutex vs ReentrantLock.
 # 3. Seed 003's inversion test from Java (examples/java/Inversion.java; root, two CPUs).
+# 4. Timed parks of 10 us: LockSupport.parkNanos vs dev.rtlab.Parker.parkUntil, how late
+#    they return (p50, p99 per block of 2000), at the default timer slack and at 1 ns.
 set -euo pipefail
 BLOCKS=${1:-40}
 cd "$(dirname "$0")/.."
@@ -28,6 +30,8 @@ run() {
 echo "# rtlab from Java: $BLOCKS blocks, $(nproc) CPUs, $(uname -r), $("$JAVA_HOME/bin/java" -version 2>&1 | head -1), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 run uncontended "$BLOCKS" 200 >"$WORK/uncontended.txt"
 run handoff "$((BLOCKS / 2))" 500 >"$WORK/handoff.txt"
+"$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/release/librtlab.so" \
+  -cp "$JAR" bench/java/ParkBench.java "$((BLOCKS / 2))" 2000 >"$WORK/park.txt" 2>/dev/null
 if [ "$(id -u)" = 0 ] && [ "$(nproc)" -ge 2 ]; then
   "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/release/librtlab.so" \
     -cp "$JAR" examples/java/Inversion.java 5 >"$WORK/inversion.txt" 2>&1
@@ -67,4 +71,15 @@ print("\n## 3. seed 003's inversion test from Java (examples/java/Inversion.java
 print("```")
 print(open(f"{work}/inversion.txt").read().rstrip())
 print("```")
+print("\n## 4. a 10 us park: how late it returns (us; medians over blocks of 2000 parks)")
+print("| timer slack | parkNanos p50 | Parker.parkUntil p50 | ratio p50 [95 %] | parkNanos p99 | parkUntil p99 | ratio p99 [95 %] |")
+print("|---|---|---|---|---|---|---|")
+park = [l.split() for l in open(f"{work}/park.txt")]
+for slack in ("default", "1ns"):
+    rows_ = [list(map(int, (r[2], r[3], r[5], r[6]))) for r in park if r[0] == slack]
+    if not rows_:
+        continue
+    j50, j99, r50, r99 = ([x[i] for x in rows_] for i in range(4))
+    print(f"| {slack} | {med(j50)/1e3:.1f} | {med(r50)/1e3:.1f} | {fmt_ci([b / a for a, b in zip(j50, r50)])} "
+          f"| {med(j99)/1e3:.1f} | {med(r99)/1e3:.1f} | {fmt_ci([b / a for a, b in zip(j99, r99)])} |")
 PY

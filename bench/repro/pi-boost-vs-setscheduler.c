@@ -9,8 +9,8 @@
 // it was still SCHED_OTHER. Needs root and two CPUs.
 //
 //   cargo build --release
-//   cc -O2 -pthread -I include -o /tmp/repro bench/repro/pi-boost-vs-setscheduler.c \
-//      -L target/release -lrtlab -Wl,-rpath,$PWD/target/release && sudo /tmp/repro
+//   cc -O2 -pthread -I include -o /tmp/repro bench/repro/pi-boost-vs-setscheduler.c
+//      -L target/release -lrtlab -Wl,-rpath,$PWD/target/release && sudo /tmp/repro  (one line)
 #define _GNU_SOURCE
 #include "rtlab.h"
 #include <pthread.h>
