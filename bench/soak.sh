@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the timing-dependent test binaries (the end-to-end tests of the experiments, the
-# explainer, the survey and the report; the trace and lab unit tests) ROUNDS times in a row, first on an idle machine,
+# explainer, the watcher, the survey and the report; the trace and lab unit tests; the C ABI's
+# and the Java binding's, whose inversion test is timed) ROUNDS times in a row, first on an idle machine,
 # then beside `stress-ng --cpu 2`, and counts failures. A test that fails by chance here
 # would fail a CI landing by chance too: the goal is 0 failures.
 #
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 rounds=${1:-20}
 modes=${2:-both}
-pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|report|hostile|watch|rtlab_trace|rtlab_lab)-'}
+pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|report|hostile|watch|rtlab_trace|rtlab_lab|c_abi|java)-'}
 out=${OUT:-bench/soak-out}
 case $modes in idle) modes=(idle) ;; stress) modes=(stress) ;; both) modes=(idle stress) ;;
   *) echo "soak: mode must be idle, stress or both, got '$modes'" >&2; exit 2 ;; esac
@@ -36,7 +37,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "soak: building the tests (release)" >&2
-cargo build --release --bin rtlab >&2
+cargo build --release >&2
 # The test executables cargo would run, from its JSON messages.
 cargo test --release --no-run --message-format=json 2>/dev/null |
   python3 -c '
@@ -46,6 +47,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"], m["manifest_path"].rsplit("/", 1)[0])' >"$work/executables"
 cp target/release/rtlab "$work/rtlab"
+# The C ABI's libraries, for the C and Java tests (they take RTLAB_LIBDIR).
+cp target/release/librtlab.so target/release/librtlab.a "$work/"
+export RTLAB_LIBDIR="$work"
 mkdir -p "$work/bin" "$out"
 # Cargo runs a test binary in its package's directory; so does the soak.
 while read -r exe dir; do
