@@ -60,7 +60,9 @@ fn parse_scaled(
     Ok(value)
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1.5us`, `100ns`, `1h`. A unit is required; negatives are errors.
+/// Parses `500ms`, `10s`, `2m`, `1.5us`, `100ns`, `1h`, `2d`, and sums of them written
+/// together, largest first as people write them: `1m30s`, `1h30m`, `1d12h`. A unit is
+/// required; negatives are errors.
 pub fn parse_duration(text: &str) -> Result<Nanos, ParseError> {
     const UNITS: &[(&str, u64)] = &[
         ("ns", 1),
@@ -71,14 +73,30 @@ pub fn parse_duration(text: &str) -> Result<Nanos, ParseError> {
         ("m", 60_000_000_000),
         ("min", 60_000_000_000),
         ("h", 3_600_000_000_000),
+        ("d", 86_400_000_000_000),
     ];
-    parse_scaled(
-        text,
-        "duration",
-        UNITS,
-        "use e.g. 500ms, 10s, 2m; units ns, us, ms, s, m, h",
-    )
-    .map(Nanos)
+    const HINT: &str = "use e.g. 500ms, 10s, 2m, 1m30s; units ns, us, ms, s, m, h, d";
+    // Split before each number that follows a unit: `1m30s` -> `1m`, `30s`.
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let mut prev_unit = false;
+    for (i, c) in text.char_indices() {
+        let numeric = c.is_ascii_digit() || c == '.';
+        if numeric && prev_unit {
+            parts.push(&text[start..i]);
+            start = i;
+        }
+        prev_unit = c.is_alphabetic();
+    }
+    parts.push(&text[start..]);
+    let mut total: u64 = 0;
+    for part in parts {
+        let ns = parse_scaled(part, "duration", UNITS, HINT)?;
+        total = total
+            .checked_add(ns)
+            .ok_or_else(|| ParseError(format!("duration '{text}' is too large")))?;
+    }
+    Ok(Nanos(total))
 }
 
 /// Parses a byte size: `4096`, `64B`, `1KiB`, `100MiB`, `1GiB` (also `K`, `M`, `G` as binary
@@ -113,6 +131,15 @@ mod tests {
         assert_eq!(parse_duration("100ns"), Ok(Nanos(100)));
         assert_eq!(parse_duration("1h"), Ok(Nanos(3_600_000_000_000)));
         assert_eq!(parse_duration("0s"), Ok(Nanos(0)));
+        assert_eq!(parse_duration("2d"), Ok(Nanos(2 * 86_400_000_000_000)));
+        assert_eq!(parse_duration("1m30s"), Ok(Nanos(90_000_000_000)));
+        assert_eq!(parse_duration("1h30m"), Ok(Nanos(5_400_000_000_000)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Nanos(1_500_000_000)));
+        assert!(parse_duration("1m30")
+            .unwrap_err()
+            .to_string()
+            .contains("no unit"));
+        assert!(parse_duration("1m-30s").is_err());
     }
 
     #[test]

@@ -112,6 +112,44 @@ fn bad_arguments_exit_2_with_one_line_naming_the_argument() {
 }
 
 #[test]
+fn usage_errors_name_what_is_missing_or_wrong_with_clap_s_suggestion_in_one_line() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["diff", "a.json"], &["required", "<B"]),
+        (&["wakup"], &["wakup", "'wakeup'"]),
+        (&["wakeup", "--cpu", "0"], &["--cpu", "'--cpus'"]),
+    ];
+    for (args, needles) in cases {
+        let out = rtlab().args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        for needle in *needles {
+            assert!(lines[0].contains(needle), "{args:?}: {}", lines[0]);
+        }
+    }
+}
+
+#[test]
+fn durations_may_be_compound_and_in_days() {
+    // Accepted (each stops at once: --help after the value is not needed, a bad value would
+    // exit 2 before anything runs).
+    for d in ["1m30s", "1h30m", "2d"] {
+        let out = rtlab()
+            .args(["load", "cpu", "--duration", d, "--help"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{d}");
+    }
+    let out = rtlab()
+        .args(["load", "cpu", "--duration", "1m30"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1m30"));
+}
+
+#[test]
 fn fail_above_is_a_ci_gate() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gate.json");

@@ -90,6 +90,36 @@ pub enum Command {
 
 /// Parses the process arguments. Help and version print and exit 0; any other error prints
 /// its first line (which names the argument and why) and exits 2.
+/// clap's error as one line: its message with what it names (the missing argument, the
+/// value) and its tip ("a similar subcommand exists: 'wakeup'"), without the usage.
+fn one_line(text: &str) -> String {
+    let mut message = String::new();
+    let mut named = Vec::new();
+    let mut tips = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if message.is_empty() {
+            message = line.trim_end_matches(':').to_string();
+        } else if let Some(tip) = line.strip_prefix("tip:") {
+            tips.push(tip.trim().to_string());
+        } else {
+            named.push(line.to_string());
+        }
+    }
+    if message.is_empty() {
+        message = "error: bad arguments".into();
+    }
+    if !named.is_empty() {
+        message = format!("{message}: {}", named.join(", "));
+    }
+    for tip in tips {
+        message = format!("{message} ({tip})");
+    }
+    message
+}
+
 pub fn parse() -> Result<Cli, ExitCode> {
     Cli::try_parse().map_err(|err| {
         use clap::error::ErrorKind;
@@ -105,12 +135,7 @@ pub fn parse() -> Result<Cli, ExitCode> {
                 }
             }
             _ => {
-                let text = err.render().to_string();
-                let first = text
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("error: bad arguments");
-                eprintln!("{first}");
+                eprintln!("{}", one_line(&err.render().to_string()));
                 ExitCode::from(2)
             }
         }
