@@ -131,6 +131,33 @@ fn usage_errors_name_what_is_missing_or_wrong_with_clap_s_suggestion_in_one_line
 }
 
 #[test]
+fn each_command_s_help_gives_its_own_defaults() {
+    for (command, duration, prio) in [
+        (&["wakeup"][..], "10s", "95"),
+        (&["lock"][..], "6s", "10"),
+        (&["invert"][..], "10s", "30"),
+        (&["mmap"][..], "8s", "95"),
+        (&["ipc"][..], "10s", "50"),
+        (&["net", "run"][..], "10s", "80"),
+        (&["net", "pingpong"][..], "10s", "80"),
+    ] {
+        let out = rtlab().args(command).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            help.contains(&format!("default {duration})")),
+            "{command:?}: {help}"
+        );
+        assert!(
+            help.contains(&format!("(default {prio})")),
+            "{command:?}: {help}"
+        );
+    }
+}
+
+#[test]
 fn durations_may_be_compound_and_in_days() {
     // Accepted (each stops at once: --help after the value is not needed, a bad value would
     // exit 2 before anything runs).

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// Options every experiment command shares (see CONTRACT.md).
 #[derive(Debug, Args, Clone)]
 pub struct CommonArgs {
-    /// How long to measure: 500ms, 10s, 2m (units ns, us, ms, s, m, h).
+    /// How long to measure: 500ms, 10s, 1m30s (units ns, us, ms, s, m, h, d).
     #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Nanos>,
     /// Write the result document to PATH ('-' for stdout).
@@ -26,7 +26,7 @@ pub struct CommonArgs {
     /// CPUs for the measuring threads: 0, 0,1, 0-3 (default: all usable CPUs).
     #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_hyphen_values = true)]
     pub cpus: Option<CpuList>,
-    /// Priority of the measuring threads, 1-99 for fifo/rr (default 95).
+    /// Priority of the measuring threads, 1-99 for fifo/rr.
     #[arg(long, value_name = "N", value_parser = parse_prio, allow_hyphen_values = true)]
     pub prio: Option<u32>,
     /// Scheduling policy of the measuring threads: fifo, rr or other (default fifo).

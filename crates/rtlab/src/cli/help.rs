@@ -4,7 +4,7 @@ pub(super) const ABOUT: &str = "Measure, explain and fix worst-case latency on s
 
 pub(super) const AFTER_HELP: &str = "\
 Examples:
-  rtlab survey                                  check this machine end to end (about 30 s)
+  rtlab survey                                  check this machine end to end (about 3 minutes)
   rtlab wakeup --duration 30s                   timed-wakeup latency on every CPU
   rtlab wakeup --cpus 1 --load cpu --load mmap  ... on CPU 1 under CPU and mmap load
   rtlab load cpu:2 hog:99:3ms/200ms:0 --duration 1m   run a disturbance load alone
@@ -68,12 +68,12 @@ records them too (coordinated-omission correction), so overruns are never hidden
 Thread i of n wakes i x interval / n after thread 0, so CPUs do not leave idle in lockstep;
 --aligned makes them wake together (a harsher, different test, like cyclictest -A).
 
---explain (root: tracefs) traces the measured CPUs in a private tracefs instance while
-measuring and names the cause of each outlier (the --top worst, or all over --threshold):
+--explain (root) traces the measured CPUs while measuring (eBPF; a private tracefs instance
+where eBPF cannot start, or with --explain-with tracefs) and names the cause of each outlier (the --top worst, or all over --threshold):
 IRQs and vectors by name, softirqs, preempting tasks (name, pid, priority), the CPU idling
 past the deadline (idle_exit; hypervisor_gap on a VM), silent gaps in the trace
 (hypervisor_gap), and what is left (unexplained). They go to the result's outliers array and
-one line each after the table. Without tracefs it says so and reports /proc counters instead.
+one line each after the table. Without a tracer it says so and reports /proc counters instead.
 
 Examples:
   rtlab wakeup --duration 10s --json out.json

@@ -40,30 +40,62 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Each experiment's default `--duration` and `--prio`: its help shows them, its command
+/// uses them (one place for both).
+pub mod defaults {
+    use rtlab_stats::Nanos;
+
+    /// `(--duration, --prio)`.
+    pub type Defaults = (Nanos, u32);
+    pub const WAKEUP: Defaults = (Nanos::from_secs(10), 95);
+    pub const LOCK: Defaults = (Nanos::from_secs(6), 10);
+    pub const INVERT: Defaults = (Nanos::from_secs(10), 30);
+    pub const MMAP: Defaults = (Nanos::from_secs(8), 95);
+    pub const SLACK: Defaults = (Nanos::from_secs(20), 95);
+    pub const IPC: Defaults = (Nanos::from_secs(10), 50);
+    pub const NET: Defaults = (Nanos::from_secs(10), 80);
+
+    /// The help of the shared `--duration` with this default.
+    pub fn duration_help(d: Defaults) -> String {
+        format!(
+            "How long to measure: 500ms, 10s, 1m30s (units ns, us, ms, s, m, h, d; default {}s).",
+            d.0 .0 / 1_000_000_000
+        )
+    }
+
+    /// The help of the shared `--prio` with this default.
+    pub fn prio_help(d: Defaults) -> String {
+        format!(
+            "Priority of the measuring threads, 1-99 for fifo/rr (default {}).",
+            d.1
+        )
+    }
+}
+
 #[derive(Debug, Subcommand)]
 // Parsed once per run: the size of the largest variant does not matter.
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Timed-wakeup latency: wake at absolute deadlines, latency = actual - scheduled.
-    #[command(after_help = WAKEUP_HELP)]
+    #[command(after_help = WAKEUP_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::WAKEUP))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::WAKEUP))))]
     Wakeup(WakeupArgs),
     /// Mutex cost: fast path (uncontended) and slow path (hand-off) of rtlab's and others' locks.
-    #[command(after_help = LOCK_HELP)]
+    #[command(after_help = LOCK_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::LOCK))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::LOCK))))]
     Lock(LockArgs),
     /// Priority inversion: how long a high-priority thread waits for a lock, per protocol.
-    #[command(after_help = INVERT_HELP)]
+    #[command(after_help = INVERT_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::INVERT))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::INVERT))))]
     Invert(InvertArgs),
     /// Seed 000: does a non-RT thread's mmap delay an RT thread's (non-private) futex wait?
-    #[command(after_help = MMAP_HELP)]
+    #[command(after_help = MMAP_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::MMAP))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::MMAP))))]
     Mmap(MmapArgs),
     /// Timer slack: read or set it on a running process's threads.
-    #[command(after_help = SLACK_HELP, args_conflicts_with_subcommands = true)]
+    #[command(after_help = SLACK_HELP, args_conflicts_with_subcommands = true, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::SLACK))), mut_arg("prio", |a| a.help("Not for the sweep: it runs SCHED_OTHER (slack does not apply to FIFO/RR) and adds its own SCHED_FIFO row.")))]
     Slack(SlackArgs),
     /// Run a command with timer slack, scheduling and CPU affinity set (like chrt/taskset).
     #[command(after_help = EXEC_HELP)]
     Exec(ExecArgs),
     /// Message passing between two processes: rtlab's shared-memory channel vs the kernel's.
-    #[command(after_help = IPC_HELP)]
+    #[command(after_help = IPC_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::IPC))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::IPC))))]
     Ipc(IpcArgs),
     /// Bounded-latency messaging over TCP/UDP: periodic streams, ping-pong, the peer.
     #[command(after_help = NET_HELP)]

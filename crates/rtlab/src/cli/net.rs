@@ -15,10 +15,10 @@ pub struct NetArgs {
 #[derive(Debug, Subcommand)]
 pub enum NetAction {
     /// Periodic streams to a peer, each message acknowledged; round trips from the schedule.
-    #[command(after_help = NET_RUN_HELP)]
+    #[command(after_help = NET_RUN_HELP, mut_arg("duration", |a| a.help(super::defaults::duration_help(super::defaults::NET))), mut_arg("prio", |a| a.help(super::defaults::prio_help(super::defaults::NET))))]
     Run(NetRunArgs),
     /// One message in flight, echoed whole (like sockperf ping-pong).
-    #[command(after_help = NET_PINGPONG_HELP)]
+    #[command(after_help = NET_PINGPONG_HELP, mut_arg("duration", |a| a.help(super::defaults::duration_help(super::defaults::NET))), mut_arg("prio", |a| a.help(super::defaults::prio_help(super::defaults::NET))))]
     Pingpong(NetPingPongArgs),
     /// The peer: acknowledges, echoes, runs reverse streams (TCP and UDP, one port).
     #[command(after_help = NET_SERVE_HELP)]

@@ -153,7 +153,7 @@ pub struct SurveyArgs {
     /// Duration of each wakeup stage (the other stages take at most 4 s each).
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Nanos,
-    /// A quick survey (4 s per wakeup stage; about a minute in all).
+    /// A quick survey (4 s per wakeup stage; about 30 s in all).
     #[arg(long, conflicts_with = "duration")]
     pub quick: bool,
     /// Report directory.

@@ -4,7 +4,6 @@ use crate::cli::InvertArgs;
 use crate::output::{result_doc, Console};
 use crate::{BadInput, Status};
 use rtlab_lab::invert::{Invert, InvertCheck, InvertConfig, Variant};
-use rtlab_stats::Nanos;
 use rtlab_sys::affinity::{usable_cpus, CpuList};
 use rtlab_sys::sched::Policy;
 
@@ -17,7 +16,7 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
         )
         .into());
     }
-    let common = args.common.validate(Nanos::from_secs(10), 30)?;
+    let common = args.common.validate_with(crate::cli::defaults::INVERT)?;
     let cpus = if explicit_cpus {
         common.cpus.clone()
     } else {

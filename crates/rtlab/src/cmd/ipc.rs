@@ -5,7 +5,6 @@ use crate::output::{result_doc, Console};
 use crate::Status;
 use rtlab_lab::ipc::{size_label, IpcConfig, IpcExperiment, Mechanism};
 use rtlab_stats::result::ResultDoc;
-use rtlab_stats::Nanos;
 
 fn figure(
     doc: &ResultDoc,
@@ -43,7 +42,7 @@ fn ratios(doc: &ResultDoc, sizes: &[usize]) -> String {
 }
 
 pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
-    let common = args.common.validate(Nanos::from_secs(10), 50)?;
+    let common = args.common.validate_with(crate::cli::defaults::IPC)?;
     let cpus = common.cpus.as_slice();
     let pair = if args.same_cpu || cpus.len() == 1 {
         (cpus[0], cpus[0])

@@ -5,7 +5,6 @@ use crate::output::{result_doc, Console};
 use crate::Status;
 use rtlab_lab::lock::{Impl, LockConfig, LockExperiment, Sched};
 use rtlab_stats::result::Series;
-use rtlab_stats::Nanos;
 
 /// The comparisons the targets are stated in: (rtlab series, anchor series).
 const COMPARISONS: &[(&str, &str)] = &[
@@ -27,7 +26,7 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
     } else {
         args.impls
     };
-    let common = args.common.validate(Nanos::from_secs(6), 10)?;
+    let common = args.common.validate_with(crate::cli::defaults::LOCK)?;
     let experiment = LockExperiment::new(LockConfig {
         impls,
         cpus: common.cpus.clone(),

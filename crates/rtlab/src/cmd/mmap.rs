@@ -53,7 +53,7 @@ pub fn verdict(doc: &ResultDoc) -> (String, String) {
 pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
     let explicit_cpus = args.common.cpus.is_some();
     let explicit_mlock = args.common.mlock;
-    let mut common = args.common.validate(Nanos::from_secs(8), 95)?;
+    let mut common = args.common.validate_with(crate::cli::defaults::MMAP)?;
     common.config.mlock = explicit_mlock;
     let cpu = if explicit_cpus {
         common.cpus.as_slice()[0]

@@ -55,6 +55,11 @@ pub struct Common {
 
 impl CommonArgs {
     /// Checks the combination of options and the output destinations.
+    /// [`CommonArgs::validate`] with a command's defaults (`crate::cli::defaults`).
+    pub fn validate_with(self, d: crate::cli::defaults::Defaults) -> Result<Common, BadInput> {
+        self.validate(d.0, d.1)
+    }
+
     pub fn validate(self, default_duration: Nanos, default_prio: u32) -> Result<Common, BadInput> {
         let policy = self.policy.unwrap_or(Policy::Fifo);
         let prio = match (policy, self.prio) {

@@ -7,7 +7,6 @@ use rtlab_lab::net::{
     seed_poc_profile, NetRun, NetRunConfig, PingPong, PingPongConfig, Proto, SocketOptions,
     Topology,
 };
-use rtlab_stats::Nanos;
 
 pub fn run(args: NetArgs) -> anyhow::Result<Status> {
     match args.action {
@@ -57,7 +56,7 @@ fn options(path: &NetPathArgs) -> SocketOptions {
 }
 
 fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
-    let common = args.common.validate(Nanos::from_secs(10), 80)?;
+    let common = args.common.validate_with(crate::cli::defaults::NET)?;
     let topology = topology(&args.path)?;
     let (mut streams, mut reverse) = (args.streams, args.reverse);
     if args.profile.as_deref() == Some("seed-poc") {
@@ -119,7 +118,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
 }
 
 fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
-    let common = args.common.validate(Nanos::from_secs(10), 80)?;
+    let common = args.common.validate_with(crate::cli::defaults::NET)?;
     let topology = topology(&args.path)?;
     let experiment = PingPong::new(PingPongConfig {
         topology: topology.clone(),

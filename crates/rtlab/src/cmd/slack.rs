@@ -149,7 +149,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
         .into());
     }
     let explicit_cpus = args.common.cpus.is_some();
-    let common = args.common.validate(Nanos::from_secs(20), 95)?;
+    let common = args.common.validate_with(crate::cli::defaults::SLACK)?;
     let cpu = if explicit_cpus {
         common.cpus.as_slice()[0]
     } else {

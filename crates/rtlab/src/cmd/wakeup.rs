@@ -4,11 +4,10 @@ use crate::cli::WakeupArgs;
 use crate::output::{result_doc, Console};
 use crate::Status;
 use rtlab_lab::wakeup::{Placement, Wakeup, WakeupConfig};
-use rtlab_stats::Nanos;
 
 pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
     let explicit_cpus = args.common.cpus.is_some();
-    let common = args.common.validate(Nanos::from_secs(10), 95)?;
+    let common = args.common.validate_with(crate::cli::defaults::WAKEUP)?;
     let placement = match args.threads {
         Some(n) => Placement::Threads(n, explicit_cpus.then(|| common.cpus.clone())),
         None => Placement::PerCpu(common.cpus.clone()),
