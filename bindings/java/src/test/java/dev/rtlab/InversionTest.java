@@ -25,18 +25,24 @@ class InversionTest {
                 .redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes());
         assertEquals(0, p.waitFor(), out);
-        Matcher m = Pattern.compile("(\\w+): high waited max ([0-9.]+) ms").matcher(out);
-        double reentrant = -1, pi = -1;
+        // Every trial's wait, per lock ("ReentrantLock waits (ms): 507.1 506.9 ...").
+        double reentrantMin = Double.MAX_VALUE, piMax = -1;
+        Matcher m = Pattern.compile("(\\w+) waits \\(ms\\):([0-9. ]+)").matcher(out);
         while (m.find()) {
-            double ms = Double.parseDouble(m.group(2));
-            if (m.group(1).equals("ReentrantLock")) {
-                reentrant = ms;
-            } else if (m.group(1).equals("PiMutex")) {
-                pi = ms;
+            for (String w : m.group(2).trim().split(" ")) {
+                double ms = Double.parseDouble(w);
+                if (m.group(1).equals("ReentrantLock")) {
+                    reentrantMin = Math.min(reentrantMin, ms);
+                } else if (m.group(1).equals("PiMutex")) {
+                    piMax = Math.max(piMax, ms);
+                }
             }
         }
-        // The medium thread spins 200 ms; the holder's work is 5 ms.
-        assertTrue(reentrant >= 150, "ReentrantLock: the high thread waits for the medium one: " + out);
-        assertTrue(pi >= 5 && pi < 50, "PiMutex: the wait is bounded by the hold: " + out);
+        // The medium thread spins 500 ms; the holder's work is 5 ms. Without inheritance the
+        // high thread waits out the spin in every trial; with it, for the hold (plus, on a busy
+        // machine, what the kernel's fair server lends SCHED_OTHER tasks: 50 ms a second).
+        assertTrue(reentrantMin >= 450 && reentrantMin < Double.MAX_VALUE,
+                "ReentrantLock: the high thread waits for the medium one: " + out);
+        assertTrue(piMax >= 5 && piMax * 2 < reentrantMin, "PiMutex: the wait is bounded by the hold: " + out);
     }
 }
