@@ -1280,17 +1280,19 @@ mod tests {
                 .count()
         };
         assert_eq!(r.traced(), mask_of(&[there]));
+        // (At least one of each: on a busy machine the sleeper may still be running when the
+        // next token comes, and then nothing wakes it.)
         assert_eq!(switches_on(&first, here), 0, "{first:?}");
-        assert!(switches_on(&first, there) >= 5, "{first:?}");
+        assert!(switches_on(&first, there) >= 1, "{first:?}");
         // The waker's CPU is not traced, but the woken thread's is.
-        assert!(wakings_from_here(&first) >= 5, "{first:?}");
+        assert!(wakings_from_here(&first) >= 1, "{first:?}");
         // Widened while running.
         r.set_traced(mask_of(&both)).unwrap();
         sleeper.wake_five();
         drop(sleeper);
         let second = drained(&mut r);
         assert!(switches_on(&second, here) >= 1, "{second:?}");
-        assert!(wakings_from_here(&second) >= 5, "{second:?}");
+        assert!(wakings_from_here(&second) >= 1, "{second:?}");
     }
 
     #[test]
