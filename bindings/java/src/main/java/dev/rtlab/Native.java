@@ -168,6 +168,21 @@ final class Native {
         };
     }
 
+    /**
+     * {@link #check} for a lock operation: the caller's misuse (locking again what it holds,
+     * unlocking or waiting without holding) is an IllegalMonitorStateException, as for Java's
+     * own locks.
+     */
+    static void checkLock(String what, int code) {
+        if (code == EDEADLK) {
+            throw new IllegalMonitorStateException(what + ": this thread already holds it (not reentrant)");
+        }
+        if (code == EPERM) {
+            throw new IllegalMonitorStateException(what + ": the calling thread does not hold the lock");
+        }
+        check(what, code);
+    }
+
     static void check(String what, int code) {
         if (code != 0) {
             throw failure(what, code);

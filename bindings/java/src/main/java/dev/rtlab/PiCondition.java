@@ -34,10 +34,7 @@ public final class PiCondition {
         if (code == Native.ETIMEDOUT) {
             return false;
         }
-        if (code == Native.EPERM) {
-            throw new IllegalMonitorStateException("PiCondition.awaitUntil without holding its mutex");
-        }
-        Native.check("PiCondition.awaitUntil", code);
+        Native.checkLock("PiCondition.awaitUntil", code);
         return true;
     }
 

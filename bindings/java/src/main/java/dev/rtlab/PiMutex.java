@@ -84,11 +84,7 @@ public final class PiMutex implements AutoCloseable {
     // The slow paths are methods of their own: the fast ones stay small enough to inline.
     private void lockSlow() {
         checkOpen();
-        int code = Native.call(Native.PI_LOCK, segment);
-        if (code == Native.EDEADLK) {
-            throw new IllegalMonitorStateException("PiMutex is not reentrant: this thread holds it");
-        }
-        Native.check("PiMutex.lock", code);
+        Native.checkLock("PiMutex.lock", Native.call(Native.PI_LOCK, segment));
     }
 
     /** Takes the lock if no other thread holds it. */
@@ -123,10 +119,7 @@ public final class PiMutex implements AutoCloseable {
         if (code == Native.ETIMEDOUT) {
             return false;
         }
-        if (code == Native.EDEADLK) {
-            throw new IllegalMonitorStateException("PiMutex is not reentrant: this thread holds it");
-        }
-        Native.check("PiMutex.lock", code);
+        Native.checkLock("PiMutex.lock", code);
         return true;
     }
 
@@ -138,11 +131,7 @@ public final class PiMutex implements AutoCloseable {
     }
 
     private void unlockSlow() {
-        int code = Native.call(Native.PI_UNLOCK, segment);
-        if (code == Native.EPERM) {
-            throw new IllegalMonitorStateException("PiMutex.unlock by a thread that does not hold it");
-        }
-        Native.check("PiMutex.unlock", code);
+        Native.checkLock("PiMutex.unlock", Native.call(Native.PI_UNLOCK, segment));
     }
 
     /** Whether the calling thread holds it. */

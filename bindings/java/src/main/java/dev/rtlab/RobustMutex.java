@@ -49,28 +49,17 @@ public final class RobustMutex {
         if (code == Native.EOWNERDEAD) {
             return true;
         }
-        if (code == Native.EDEADLK) {
-            throw new IllegalMonitorStateException("RobustMutex is not reentrant: this thread holds it");
-        }
-        Native.check("RobustMutex.lock", code);
+        Native.checkLock("RobustMutex.lock", code);
         return false;
     }
 
     /** Declares the shared data repaired after a {@link #lock()} that returned true. */
     public void makeConsistent() {
-        int code = Native.call(Native.ROBUST_CONSISTENT, segment);
-        if (code == Native.EPERM) {
-            throw new IllegalMonitorStateException("RobustMutex.makeConsistent by a thread that does not hold it");
-        }
-        Native.check("RobustMutex.makeConsistent", code);
+        Native.checkLock("RobustMutex.makeConsistent", Native.call(Native.ROBUST_CONSISTENT, segment));
     }
 
     /** Releases it (only its holder may). */
     public void unlock() {
-        int code = Native.call(Native.ROBUST_UNLOCK, segment);
-        if (code == Native.EPERM) {
-            throw new IllegalMonitorStateException("RobustMutex.unlock by a thread that does not hold it");
-        }
-        Native.check("RobustMutex.unlock", code);
+        Native.checkLock("RobustMutex.unlock", Native.call(Native.ROBUST_UNLOCK, segment));
     }
 }
