@@ -5,15 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// target/<profile>, where cargo put librtlab.so and librtlab.a ($RTLAB_LIBDIR instead, for
-/// a copy of the test run elsewhere, as bench/soak.sh does).
-fn libdir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("RTLAB_LIBDIR") {
-        return PathBuf::from(dir);
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
+mod common;
+use common::libdir;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 /// The feature version a JDK's `release` file names (`JAVA_VERSION="25.0.1"` -> 25).
 fn jdk_version(home: &Path) -> Option<u32> {
     let release = std::fs::read_to_string(home.join("release")).ok()?;
@@ -42,12 +44,7 @@ fn the_java_bindings_junit_tests_pass() {
         eprintln!("skipped: no Maven (mvn)");
         return;
     }
-    // Beside this test in target/<profile>, or in $RTLAB_LIBDIR (bench/soak.sh's copies).
-    let exe = std::env::current_exe().unwrap();
-    let library = std::env::var_os("RTLAB_LIBDIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| exe.parent().unwrap().parent().unwrap().to_path_buf())
-        .join("librtlab.so");
+    let library = common::libdir().join("librtlab.so");
     assert!(library.exists(), "no {}", library.display());
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bindings/java");
     let _ = std::fs::remove_dir_all(project.join("target/surefire-reports"));
