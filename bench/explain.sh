@@ -34,8 +34,8 @@ need=""
 command -v sockperf >/dev/null || need="$need sockperf"
 command -v perf >/dev/null || need="$need linux-perf"
 if [ -n "$need" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null; fi
-cargo build --release -q
-R=$PWD/target/release/rtlab
+cargo build --profile profiling -q
+R=$PWD/target/profiling/rtlab
 WORK=$(mktemp -d)
 PIDS=()
 PARTS=${PARTS:-hog,flood,cross,overhead,invert,ipc}

@@ -15,8 +15,8 @@ CHECK=${3:-30}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO)" >&2; exit 2; fi
 command -v pi_stress >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests >/dev/null; }
-cargo build --release -q
-R=target/release/rtlab
+cargo build --profile profiling -q
+R=target/profiling/rtlab
 WORK=$(mktemp -d)
 # KEEP=1 keeps the raw result documents.
 trap '[ "${KEEP:-0}" = 1 ] && echo "raw results: $WORK" >&2 || rm -rf "$WORK"' EXIT

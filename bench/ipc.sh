@@ -18,8 +18,8 @@ SECS=${2:-40}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO)" >&2; exit 2; fi
 command -v pmqtest >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests >/dev/null; }
-cargo build --release -q
-R=target/release/rtlab
+cargo build --profile profiling -q
+R=target/profiling/rtlab
 WORK=$(mktemp -d)
 LIMITS="fs.mqueue.msgsize_max kernel.msgmax kernel.msgmnb"
 declare -A SAVED

@@ -18,22 +18,22 @@ cd "$(dirname "$0")/.."
 JAVA_HOME=${JAVA_HOME:-$(ls -d /usr/lib/jvm/temurin-25* 2>/dev/null | head -1)}
 if [ ! -x "$JAVA_HOME/bin/java" ]; then echo "skipped: no JDK 22+ (set JAVA_HOME)"; exit 0; fi
 export JAVA_HOME
-cargo build --release -q
+cargo build --profile profiling -q
 (cd bindings/java && mvn -B -q package -DskipTests)
 JAR=$(ls bindings/java/target/rtlab-java-*.jar | head -1)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 run() {
-  "$JAVA_HOME/bin/java" -XX:-EliminateLocks --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/release/librtlab.so" \
+  "$JAVA_HOME/bin/java" -XX:-EliminateLocks --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/profiling/librtlab.so" \
     -cp "$JAR" bench/java/LockBench.java "$@" 2>/dev/null
 }
 echo "# rtlab from Java: $BLOCKS blocks, $(nproc) CPUs, $(uname -r), $("$JAVA_HOME/bin/java" -version 2>&1 | head -1), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 run uncontended "$BLOCKS" 200 >"$WORK/uncontended.txt"
 run handoff "$((BLOCKS / 2))" 500 >"$WORK/handoff.txt"
-"$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/release/librtlab.so" \
+"$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/profiling/librtlab.so" \
   -cp "$JAR" bench/java/ParkBench.java "$((BLOCKS / 2))" 2000 >"$WORK/park.txt" 2>/dev/null
 if [ "$(id -u)" = 0 ] && [ "$(nproc)" -ge 2 ]; then
-  "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/release/librtlab.so" \
+  "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Drtlab.library="$PWD/target/profiling/librtlab.so" \
     -cp "$JAR" examples/java/Inversion.java 5 >"$WORK/inversion.txt" 2>&1
 else
   echo "skipped: needs root and two CPUs" >"$WORK/inversion.txt"

@@ -12,12 +12,12 @@ set -euo pipefail
 RUNS=${1:-30}
 SECS=${2:-2}
 cd "$(dirname "$0")/.."
-cargo build --release -q
+cargo build --profile profiling -q
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 echo "# rtlab lock: $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 for r in $(seq 1 "$RUNS"); do
-  target/release/rtlab lock --duration "${SECS}s" --quiet --json "$WORK/$r.json" >/dev/null
+  target/profiling/rtlab lock --duration "${SECS}s" --quiet --json "$WORK/$r.json" >/dev/null
 done
 python3 - "$WORK" "$RUNS" <<'PY'
 import json, sys

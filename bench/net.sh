@@ -24,8 +24,8 @@ command -v sockperf >/dev/null || need="$need sockperf"
 command -v nft >/dev/null || need="$need nftables"
 command -v stress-ng >/dev/null || true
 if [ -n "$need" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null; fi
-cargo build --release -q
-R=$PWD/target/release/rtlab
+cargo build --profile profiling -q
+R=$PWD/target/profiling/rtlab
 WORK=$(mktemp -d)
 PIDS=()
 PARTS=${PARTS:-pingpong,padding,poc}

@@ -7,10 +7,10 @@ SHORT=${1:-10s}
 LONG=${2:-10m}
 cd "$(dirname "$0")/.."
 [ -x /usr/bin/time ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
-cargo build --release -q
+cargo build --profile profiling -q
 for d in "$SHORT" "$LONG"; do
   out=$(mktemp)
-  /usr/bin/time -f "%M" -o "$out" target/release/rtlab wakeup --duration "$d" --quiet >/dev/null
+  /usr/bin/time -f "%M" -o "$out" target/profiling/rtlab wakeup --duration "$d" --quiet >/dev/null
   echo "wakeup --duration $d (all CPUs, mlockall): peak RSS $(cat "$out") KiB"
   rm -f "$out"
 done

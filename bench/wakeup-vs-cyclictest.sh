@@ -26,8 +26,8 @@ command -v stress-ng >/dev/null || need+=(stress-ng)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-cargo build --release -q
-RTLAB=$PWD/target/release/rtlab
+cargo build --profile profiling -q
+RTLAB=$PWD/target/profiling/rtlab
 NCPU=$(nproc)
 WORK=$(mktemp -d)
 STRESS_PID=

@@ -15,8 +15,8 @@ BLOCKS=${1:-30}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO)" >&2; exit 2; fi
 if [ "$(nproc)" -lt 2 ]; then echo "skipped: needs two CPUs"; exit 0; fi
-cargo build --release -q
-RTLAB=$PWD/target/release/rtlab
+cargo build --profile profiling -q
+RTLAB=$PWD/target/profiling/rtlab
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c

@@ -18,8 +18,8 @@ set -euo pipefail
 BLOCKS=${1:-30}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF)" >&2; exit 2; fi
-cargo build --release -q
-RTLAB=$PWD/target/release/rtlab
+cargo build --profile profiling -q
+RTLAB=$PWD/target/profiling/rtlab
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -o "$WORK/syscall-loop" bench/syscall-loop.c

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF)" >&2; exit 2; fi
 # RTLAB=path: another build (e.g. an older commit's, for a before/after).
 RTLAB=${RTLAB:-}
-if [ -z "$RTLAB" ]; then cargo build --release -q; RTLAB=target/release/rtlab; fi
+if [ -z "$RTLAB" ]; then cargo build --profile profiling -q; RTLAB=target/profiling/rtlab; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c

@@ -1,5 +1,6 @@
 //! Progress on the terminal, and what happens after a run: verdict, files, the final table.
 
+use crate::cli::FailLevel;
 use crate::{BadInput, Status};
 use rtlab_lab::{LiveSeries, Observer, RunRecord};
 use rtlab_report::{
@@ -98,6 +99,63 @@ pub struct Outputs {
     pub json: Option<PathBuf>,
     pub hgrm: Option<PathBuf>,
     pub fail_above: Option<Nanos>,
+    /// Gates besides `--fail-above` (exit 3 when one trips).
+    pub gates: Vec<Gate>,
+}
+
+/// A CI gate of `check` and `survey`: exit 3 when it trips, one line on stderr saying why.
+#[derive(Debug, Clone)]
+pub enum Gate {
+    /// A latency distribution of one area (`<area>/...`) over a bound; `flag` names the
+    /// option in the line.
+    AreaAbove {
+        flag: &'static str,
+        area: String,
+        limit: Nanos,
+    },
+    /// A check (`check/<id>`) at a level or worse.
+    CheckAt(FailLevel),
+}
+
+impl Gate {
+    /// One line per thing that trips the gate in `doc`.
+    fn tripped(&self, doc: &ResultDoc) -> Vec<String> {
+        match self {
+            Gate::AreaAbove { flag, area, limit } => doc
+                .series
+                .iter()
+                .filter(|s| s.is_distribution() && s.unit == Unit::Ns)
+                .filter(|s| {
+                    s.name
+                        .strip_prefix(area.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                })
+                .filter_map(|s| {
+                    let max = Nanos(s.max.unwrap_or(0.0) as u64);
+                    (max > *limit).then(|| format!("{flag}: {} max {max} exceeds {limit}", s.name))
+                })
+                .collect(),
+            Gate::CheckAt(level) => doc
+                .series
+                .iter()
+                .filter_map(|s| Some((s.name.strip_prefix("check/")?, s.value?)))
+                .filter_map(|(id, value)| {
+                    let status = match value as i64 {
+                        2 => rtlab_lab::check::Status::Fail,
+                        1 => rtlab_lab::check::Status::Warn,
+                        _ => return None,
+                    };
+                    level.tripped_by(status).then(|| {
+                        format!(
+                            "fail-on: check {id} is {} (--fail-on {})",
+                            status.as_str(),
+                            level.name()
+                        )
+                    })
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Outputs {
@@ -136,6 +194,13 @@ impl Outputs {
             if !gate_lines.is_empty() {
                 status = Status::GateHit;
             }
+        }
+        for gate in &self.gates {
+            let lines = gate.tripped(doc);
+            if !lines.is_empty() {
+                status = Status::GateHit;
+            }
+            gate_lines.extend(lines);
         }
         if let Some(path) = &self.json {
             JsonExporter { path: path.clone() }.export(doc)?;

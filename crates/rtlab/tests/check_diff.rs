@@ -136,3 +136,63 @@ fn check_audits_the_machine_and_writes_one_series_per_check() {
         }
     }
 }
+
+#[test]
+fn check_fail_on_exits_3_exactly_when_a_check_is_at_that_level() {
+    let dir = tempfile::tempdir().unwrap();
+    for level in ["warn", "fail"] {
+        let json = dir.path().join(format!("check-{level}.json"));
+        let out = rtlab()
+            .args(["check", "--fail-on", level, "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // What the gate should have found, from the document it wrote.
+        let doc = load_valid_document(&json);
+        let at_level: Vec<String> = doc["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                let v = s["value"].as_f64().unwrap();
+                v >= 2.0 || (level == "warn" && v >= 1.0)
+            })
+            .map(|s| {
+                s["name"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("check/")
+                    .to_string()
+            })
+            .collect();
+        let expected = if at_level.is_empty() { 0 } else { 3 };
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "--fail-on {level}: {stderr}"
+        );
+        for id in &at_level {
+            assert!(
+                stderr.contains(&format!("fail-on: check {id} is ")),
+                "--fail-on {level}: {id} not named in {stderr}"
+            );
+        }
+        assert_eq!(
+            stderr.matches("fail-on: check ").count(),
+            at_level.len(),
+            "{stderr}"
+        );
+    }
+    let out = rtlab()
+        .args(["check", "--fail-on", "bad"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("'bad'") && stderr.contains("--fail-on"),
+        "{stderr}"
+    );
+}

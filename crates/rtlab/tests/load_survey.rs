@@ -51,12 +51,24 @@ fn load_needs_a_spec() {
 fn survey_writes_report_with_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    rtlab()
+    // With gates: one that must trip (no wakeup is 1 ns late or less), two that cannot.
+    let run = rtlab()
         .args(["survey", "--duration", "300ms", "--no-dma-latency", "--out"])
         .arg(&out)
+        .args(["--fail-area", "wakeup-idle=1ns", "--fail-area", "net=1h"])
+        .args(["--fail-above", "1h"])
         .assert()
-        .success()
+        .code(3)
         .stdout(predicate::str::contains("loaded/idle").and(predicate::str::contains("wakeup:")));
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("fail-area: wakeup-idle/thread0 max "),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("fail-above:") && !stderr.contains("fail-area: net/"),
+        "{stderr}"
+    );
     let doc = load_valid_document(&out.join("report.json"));
     assert_eq!(doc["command"], "survey");
     let names = series_names(&doc);
@@ -123,6 +135,21 @@ fn survey_writes_report_with_verdict() {
             "{name}.hgrm missing"
         );
     }
+}
+
+#[test]
+fn survey_refuses_a_gate_on_an_unknown_area() {
+    let out = rtlab()
+        .args(["survey", "--fail-area", "wakeup=1ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("unknown area 'wakeup'") && stderr.contains("wakeup-loaded"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -301,9 +301,13 @@ exact command that fixes it; the three that matter most are listed last.
 --json writes one value series per check (check/<id>: 0 ok, 1 warn, 2 fail, -1 skipped) with
 status, value, why and fix in its config.
 
+--fail-on warn|fail exits 3 (after printing and writing everything) when a check is at that
+level or worse: a node-qualification gate for CI or a provisioning script.
+
 Examples:
   rtlab check
-  rtlab check --json check.json";
+  rtlab check --json check.json
+  rtlab check --fail-on fail || echo 'this node is not fit for real-time work'";
 
 pub(super) const DIFF_HELP: &str = "\
 For every series present in both documents (same name and metric): p50, p99, p99.9 and max
@@ -333,9 +337,32 @@ shared-memory channel vs POSIX mq and a pipe between two processes) and net (per
 streams both ways over loopback, each message acknowledged). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
 distribution series. The verdict has one line per area.
 
+Gates (exit 3 after the report is written; any number of them): --fail-above DUR on the
+loaded wakeup stage's worst wakeup, --fail-area AREA=DUR on every latency of one area
+(the first part of its series' names), --fail-on warn|fail on the checks. Each gate that
+trips says so in one line on stderr.
+
 Examples:
   rtlab survey
-  rtlab survey --duration 30s --out /tmp/rtlab-report";
+  rtlab survey --duration 30s --out /tmp/rtlab-report
+  rtlab survey --quick --fail-above 500us --fail-area ipc=200us --fail-on fail   # a CI gate";
+
+pub(super) const COMPLETIONS_HELP: &str = "\
+Prints the script on stdout; install it where your shell looks for completions.
+
+Examples:
+  rtlab completions bash > /etc/bash_completion.d/rtlab
+  rtlab completions zsh > \"${fpath[1]}/_rtlab\"
+  rtlab completions fish > ~/.config/fish/completions/rtlab.fish";
+
+pub(super) const MAN_HELP: &str = "\
+Prints the page as troff on stdout: rtlab's own, or one command's (rtlab-wakeup,
+rtlab-net-run ...), made from the same text as --help.
+
+Examples:
+  rtlab man | man -l -
+  rtlab man wakeup | man -l -
+  for c in '' wakeup watch survey; do rtlab man $c > rtlab${c:+-$c}.1; done";
 
 pub(super) const NET_SERVE_HELP: &str = "\
 The peer obeys its owner, not its clients: a client asks for priorities, socket options,

@@ -118,6 +118,12 @@ pub enum Command {
     /// Watch a running program's threads: how late each was scheduled, and why.
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// Print a shell completion script (bash, zsh, fish).
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print the manual page of rtlab or of one of its commands (troff, for man -l).
+    #[command(after_help = MAN_HELP)]
+    Man(ManArgs),
 }
 
 /// Parses the process arguments. Help and version print and exit 0; any other error prints

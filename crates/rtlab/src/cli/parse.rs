@@ -147,3 +147,29 @@ pub(super) fn parse_threads(text: &str) -> Result<usize, String> {
         _ => Err(format!("'{text}' is not a thread count from 1 to 1024")),
     }
 }
+
+/// The survey's areas, as the first part of their series' names.
+pub const SURVEY_AREAS: &[&str] = &[
+    "wakeup-idle",
+    "wakeup-loaded",
+    "lock",
+    "invert",
+    "mmap",
+    "slack",
+    "ipc",
+    "net",
+];
+
+/// `AREA=DUR` of `rtlab survey --fail-area`.
+pub(super) fn parse_area_bound(text: &str) -> Result<(String, Nanos), String> {
+    let (area, bound) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}': expected AREA=DUR, e.g. ipc=200us"))?;
+    if !SURVEY_AREAS.contains(&area) {
+        return Err(format!(
+            "unknown area '{area}' (expected one of {})",
+            SURVEY_AREAS.join(", ")
+        ));
+    }
+    Ok((area.to_string(), positive_duration(bound)?))
+}

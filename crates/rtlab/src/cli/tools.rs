@@ -114,6 +114,51 @@ pub struct CheckArgs {
     /// Write the audit as a result document to PATH ('-' for stdout).
     #[arg(long, value_name = "PATH")]
     pub json: Option<std::path::PathBuf>,
+    /// Exit 3 when a check is at LEVEL or worse: warn (a warn or a fail) or fail (a fail).
+    #[arg(long, value_name = "LEVEL")]
+    pub fail_on: Option<FailLevel>,
+}
+
+/// The level of a check at which a gate (`--fail-on`) exits 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailLevel {
+    /// A warn or a fail.
+    Warn,
+    /// A fail.
+    Fail,
+}
+
+impl FailLevel {
+    /// `warn` or `fail`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailLevel::Warn => "warn",
+            FailLevel::Fail => "fail",
+        }
+    }
+
+    /// Whether a check that came out `status` trips this gate.
+    pub fn tripped_by(self, status: rtlab_lab::check::Status) -> bool {
+        use rtlab_lab::check::Status;
+        match self {
+            FailLevel::Warn => matches!(status, Status::Warn | Status::Fail),
+            FailLevel::Fail => status == Status::Fail,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (also elvish, powershell).
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print, e.g. `wakeup` or `net run` (default: rtlab's own).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -171,4 +216,16 @@ pub struct SurveyArgs {
     /// Do not hold /dev/cpu_dma_latency at 0 during the run.
     #[arg(long)]
     pub no_dma_latency: bool,
+    /// Exit 3 when the loaded wakeup stage's worst wakeup is over DUR (the survey's headline
+    /// figure), after writing the report.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub fail_above: Option<Nanos>,
+    /// Exit 3 when any latency of one area is over DUR, e.g. `ipc=200us`, `net=5ms`,
+    /// `wakeup-idle=100us`; repeatable. Areas: the series' first part (wakeup-idle,
+    /// wakeup-loaded, lock, invert, mmap, slack, ipc, net).
+    #[arg(long, value_name = "AREA=DUR", value_parser = parse_area_bound)]
+    pub fail_area: Vec<(String, Nanos)>,
+    /// Exit 3 when a check of the machine is at LEVEL or worse (warn or fail).
+    #[arg(long, value_name = "LEVEL")]
+    pub fail_on: Option<FailLevel>,
 }

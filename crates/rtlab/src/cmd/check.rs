@@ -1,7 +1,7 @@
 //! `rtlab check`.
 
 use crate::cli::CheckArgs;
-use crate::output::{standalone_doc, Outputs};
+use crate::output::{standalone_doc, Gate, Outputs};
 use crate::Status;
 use rtlab_lab::check::{as_series, run_checks, top_actions, Check};
 use rtlab_report::table::Table;
@@ -40,8 +40,8 @@ pub fn render(checks: &[Check]) -> String {
 pub fn run(args: CheckArgs) -> anyhow::Result<Status> {
     let outputs = Outputs {
         json: args.json.clone(),
-        hgrm: None,
-        fail_above: None,
+        gates: args.fail_on.map(Gate::CheckAt).into_iter().collect(),
+        ..Outputs::default()
     };
     outputs.validate()?;
     let started = rtlab_sys::time::realtime_now_ns();

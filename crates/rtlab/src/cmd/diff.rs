@@ -62,8 +62,7 @@ fn table(changes: &[Change]) -> String {
 pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
     let outputs = Outputs {
         json: args.json.clone(),
-        hgrm: None,
-        fail_above: None,
+        ..Outputs::default()
     };
     outputs.validate()?;
     let (a, b) = (read(&args.a)?, read(&args.b)?);

@@ -2,6 +2,7 @@
 
 mod check;
 mod diff;
+mod docs;
 mod exec;
 mod invert;
 mod ipc;
@@ -38,6 +39,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Check(args) => check::run(args),
         Command::Report(args) => report::run(args),
         Command::Load(args) => load::run(args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
         Command::Survey(args) => survey::run(args),
         Command::Watch(args) => watch::run(args),
     }
@@ -81,6 +84,7 @@ impl CommonArgs {
             json: self.json,
             hgrm: self.hgrm,
             fail_above: self.fail_above,
+            gates: vec![],
         };
         outputs.validate()?;
         Ok(Common {

@@ -1,7 +1,7 @@
 //! `rtlab survey`: check the machine end to end and write a report directory.
 
 use crate::cli::SurveyArgs;
-use crate::output::{result_doc, Console, Outputs};
+use crate::output::{result_doc, Console, Gate, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::survey::{run_survey, SurveyConfig};
 use rtlab_stats::details::TopAction;
@@ -9,10 +9,28 @@ use rtlab_stats::Nanos;
 use rtlab_sys::affinity::usable_cpus;
 
 pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
+    let mut gates: Vec<Gate> = args
+        .fail_area
+        .iter()
+        .map(|(area, limit)| Gate::AreaAbove {
+            flag: "fail-area",
+            area: area.clone(),
+            limit: *limit,
+        })
+        .collect();
+    if let Some(limit) = args.fail_above {
+        gates.push(Gate::AreaAbove {
+            flag: "fail-above",
+            area: "wakeup-loaded".into(),
+            limit,
+        });
+    }
+    gates.extend(args.fail_on.map(Gate::CheckAt));
     let outputs = Outputs {
         json: Some(args.out.join("report.json")),
         hgrm: Some(args.out.clone()),
         fail_above: None,
+        gates,
     };
     // The report directory is created up front so an unwritable --out fails before measuring.
     rtlab_report::check_writable_dir(&args.out).map_err(|e| BadInput(format!("--out {e}")))?;
