@@ -3,7 +3,7 @@
 use crate::{Experiment, LabError};
 use rtlab_load::{LoadReport, LoadSpec};
 use rtlab_stats::result::{LoadEntry, PrivilegeInfo, Series, SystemInfo};
-use rtlab_stats::{LiveHistogram, Nanos};
+use rtlab_stats::{LatencyHistogram, LiveHistogram, Nanos};
 use rtlab_sys::dma::DmaLatencyGuard;
 use rtlab_sys::probe::{probe_privileges, Privileges};
 use std::sync::Arc;
@@ -38,6 +38,10 @@ pub trait Observer {
     fn tick(&mut self, _elapsed: Nanos, _total: Nanos, _live: &[LiveSeries]) {}
     /// A new stage starts (survey).
     fn stage(&mut self, _name: &str, _index: usize, _count: usize) {}
+    /// The histogram of one interval of a series (experiments configured for interval
+    /// histograms, `--hlog`): the samples whose deadlines fell in `[from, to)`, times from
+    /// the start of the measurement.
+    fn interval(&mut self, _series: &str, _from: Nanos, _to: Nanos, _hist: &LatencyHistogram) {}
 }
 
 /// An observer that drops everything (tests, quiet stages).

@@ -208,6 +208,7 @@ pub fn run_survey(
                 trace_out: None,
                 backend: Default::default(),
             }),
+            interval_log: None,
         })?
         .with_series_prefix(&format!("{}/", stage.name));
         let common = CommonConfig {

@@ -13,6 +13,7 @@ use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
 use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 /// Series names this experiment emits (for help text).
@@ -61,6 +62,9 @@ pub struct WakeupConfig {
     pub aligned: bool,
     /// Trace the measured CPUs and attribute outliers to causes (`--explain`).
     pub explain: Option<crate::explain::ExplainSettings>,
+    /// Hand each thread's histogram of every interval this long to the observer
+    /// ([`Observer::interval`], for `--hlog`); None: no interval histograms.
+    pub interval_log: Option<Nanos>,
 }
 
 impl WakeupConfig {
@@ -148,6 +152,107 @@ impl StartGate {
     }
 }
 
+/// A measuring thread's histogram of one interval of deadlines, `[from_ns, to_ns)`.
+struct IntervalHist {
+    from_ns: u64,
+    to_ns: u64,
+    hist: LatencyHistogram,
+}
+
+/// Histograms a measuring thread keeps besides its run's: one per interval (`--hlog`).
+/// They circulate between the thread and the coordinator through two bounded channels, so
+/// closing an interval neither allocates nor blocks: the thread swaps its full histogram for
+/// an emptied one when the coordinator has returned one, and otherwise lets the interval run
+/// on into the next (nothing is lost, the interval is longer).
+struct IntervalSide {
+    every: u64,
+    from_ns: u64,
+    current: LatencyHistogram,
+    full: SyncSender<IntervalHist>,
+    empty: Receiver<LatencyHistogram>,
+}
+
+/// The coordinator's end of one thread's [`IntervalSide`].
+struct IntervalTap {
+    full: Receiver<IntervalHist>,
+    empty: SyncSender<LatencyHistogram>,
+}
+
+/// Histograms in circulation per thread besides the one being filled.
+const INTERVAL_SPARES: usize = 2;
+
+fn interval_pair(every: Nanos) -> (IntervalSide, IntervalTap) {
+    // Room in `full` for every histogram there is, so the thread's last send never blocks.
+    let (full_tx, full_rx) = sync_channel(INTERVAL_SPARES + 1);
+    let (empty_tx, empty_rx) = sync_channel(INTERVAL_SPARES);
+    for _ in 0..INTERVAL_SPARES {
+        let _ = empty_tx.try_send(LatencyHistogram::new());
+    }
+    (
+        IntervalSide {
+            every: every.get(),
+            from_ns: 0,
+            current: LatencyHistogram::new(),
+            full: full_tx,
+            empty: empty_rx,
+        },
+        IntervalTap {
+            full: full_rx,
+            empty: empty_tx,
+        },
+    )
+}
+
+impl IntervalSide {
+    /// Records a sample of the deadline `deadline` (and its missed periods), closing the
+    /// interval first when `deadline` is past its end.
+    fn record(&mut self, deadline: u64, latency: Nanos, step: Nanos, left: u64) {
+        if self.from_ns == 0 {
+            self.from_ns = deadline;
+        }
+        if deadline >= self.from_ns.saturating_add(self.every) {
+            if let Ok(mut fresh) = self.empty.try_recv() {
+                std::mem::swap(&mut fresh, &mut self.current);
+                let _ = self.full.try_send(IntervalHist {
+                    from_ns: self.from_ns,
+                    to_ns: deadline,
+                    hist: fresh,
+                });
+                self.from_ns = deadline;
+            }
+        }
+        self.current.record_periodic_within(latency, step, left);
+    }
+
+    /// The last, partial interval, up to `end_ns`.
+    fn close(self, end_ns: u64) {
+        if !self.current.is_empty() {
+            let _ = self.full.try_send(IntervalHist {
+                from_ns: self.from_ns,
+                to_ns: end_ns.max(self.from_ns),
+                hist: self.current,
+            });
+        }
+    }
+}
+
+impl IntervalTap {
+    /// Hands each finished interval to the observer, times from `began_ns`, and returns
+    /// its histogram to the thread emptied.
+    fn drain(&self, series: &str, began_ns: u64, observer: &mut dyn Observer) {
+        while let Ok(mut done) = self.full.try_recv() {
+            observer.interval(
+                series,
+                Nanos(done.from_ns.saturating_sub(began_ns)),
+                Nanos(done.to_ns.saturating_sub(began_ns)),
+                &done.hist,
+            );
+            done.hist.reset();
+            let _ = self.empty.try_send(done.hist);
+        }
+    }
+}
+
 struct WorkerResult {
     hist: LatencyHistogram,
     timer_slack_ns: Option<u64>,
@@ -177,6 +282,7 @@ fn measure(
     gate: &StartGate,
     live: &LiveHistogram,
     reporter: Option<(rtlab_trace::Reporter, u16)>,
+    mut intervals: Option<IntervalSide>,
 ) -> WorkerResult {
     let ThreadPlan {
         cpu,
@@ -202,9 +308,15 @@ fn measure(
     if setup_error.is_some() {
         gate.abort.store(true, Ordering::Relaxed);
     }
-    // Allocated before the loop: recording into it never allocates.
+    // Allocated before the loop: recording into it never allocates. A run without an end
+    // (u64::MAX: `--duration forever`) has no timeline: its length is not known in advance.
     let step_ns = timeline_step(duration);
-    let mut timeline = vec![0u64; (duration / step_ns + 2) as usize];
+    let slots = if duration == u64::MAX {
+        0
+    } else {
+        (duration / step_ns + 2) as usize
+    };
+    let mut timeline = vec![0u64; slots];
     if !gate.arrive_and_wait() {
         return WorkerResult {
             hist,
@@ -230,6 +342,9 @@ fn measure(
         // Deadlines after `next` still inside the run: a late last wakeup misses none after it.
         let left = end.saturating_sub(next + 1) / interval;
         let missed = hist.record_periodic_within(latency, step, left);
+        if let Some(side) = intervals.as_mut() {
+            side.record(next, latency, step, left);
+        }
         live.record(latency);
         if let Some(slot) = timeline.get_mut(((next - first) / step_ns) as usize) {
             *slot = (*slot).max(latency.get());
@@ -241,6 +356,9 @@ fn measure(
         if next >= end {
             break;
         }
+    }
+    if let Some(side) = intervals {
+        side.close(next.min(end));
     }
     let used = ((next.min(end) - first) / step_ns + 1) as usize;
     timeline.truncate(used.min(timeline.len()));
@@ -296,7 +414,13 @@ impl Experiment for Wakeup {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let mut handles = Vec::new();
+        let mut taps = Vec::new();
         for (i, &cpu) in cpus.iter().enumerate() {
+            let side = cfg.interval_log.map(|every| {
+                let (side, tap) = interval_pair(every);
+                taps.push(tap);
+                side
+            });
             let (worker_gate, hist) = (gate.clone(), live[i].hist.clone());
             let plan = ThreadPlan {
                 cpu,
@@ -310,7 +434,7 @@ impl Experiment for Wakeup {
             let spawned = std::thread::Builder::new()
                 .name(format!("rtlab-wakeup{i}"))
                 .stack_size(WORKER_STACK)
-                .spawn(move || measure(plan, &worker_gate, &hist, reporter));
+                .spawn(move || measure(plan, &worker_gate, &hist, reporter, side));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -321,10 +445,18 @@ impl Experiment for Wakeup {
         }
         gate.open_when_ready(cpus.len());
         let began = monotonic_now_ns();
+        let drain = |observer: &mut dyn Observer| {
+            for (tap, series) in taps.iter().zip(&live) {
+                tap.drain(&series.name, began, observer);
+            }
+        };
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_nanos(TICK_NS));
+            drain(observer);
             observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &live);
         }
+        // The threads' last, partial intervals.
+        drain(observer);
         if let Some(session) = session {
             session.finish(&measured, observer, &mut outcome);
         }
@@ -361,7 +493,6 @@ impl Experiment for Wakeup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::NullObserver;
 
     fn common(ms: u64) -> CommonConfig {
         CommonConfig {
@@ -381,13 +512,32 @@ mod tests {
             prio: 0,
             aligned: false,
             explain: None,
+            interval_log: Some(Nanos::from_millis(50)),
         })
         .unwrap();
-        let out = wakeup.run(&common(300), &mut NullObserver).unwrap();
+        /// Keeps the interval histograms handed over.
+        #[derive(Default)]
+        struct Intervals(Vec<(String, Nanos, Nanos, u64)>);
+        impl Observer for Intervals {
+            fn warn(&mut self, _: &str) {}
+            fn interval(&mut self, series: &str, from: Nanos, to: Nanos, h: &LatencyHistogram) {
+                self.0.push((series.to_string(), from, to, h.len()));
+            }
+        }
+        let mut intervals = Intervals::default();
+        let out = wakeup.run(&common(300), &mut intervals).unwrap();
         assert_eq!(out.series.len(), 2);
         for s in &out.series {
             // Every deadline in 300 ms at 1 ms is either measured or counted as missed.
             assert_eq!(s.count, Some(300), "{s:?}");
+            // The 50 ms intervals (some longer, if the coordinator was slow to return an
+            // emptied histogram) add up to the run, and follow each other without a gap.
+            let mine: Vec<_> = intervals.0.iter().filter(|i| i.0 == s.name).collect();
+            assert!(mine.len() >= 3, "{:?}", intervals.0);
+            assert_eq!(mine.iter().map(|i| i.3).sum::<u64>(), 300, "{mine:?}");
+            for pair in mine.windows(2) {
+                assert_eq!(pair[0].2, pair[1].1, "{mine:?}");
+            }
             assert_eq!(s.count.unwrap(), s.raw_count.unwrap() + s.missed.unwrap());
             assert!(s.min.unwrap() <= s.p50.unwrap() && s.p50.unwrap() <= s.max.unwrap());
             assert_eq!(s.metric, "wakeup_latency");
@@ -407,6 +557,7 @@ mod tests {
             prio: 95,
             aligned: false,
             explain: None,
+            interval_log: None,
         };
         assert!(Wakeup::new(WakeupConfig {
             interval: Nanos(10),

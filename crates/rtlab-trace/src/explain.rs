@@ -116,6 +116,7 @@ fn peer_slices(
     };
     let mut at = a;
     for e in &peer.events {
+        cpu.reconcile(e);
         if e.ts_ns > at && e.ts_ns > a {
             let to = e.ts_ns.min(b);
             if to > at {
@@ -490,6 +491,7 @@ impl<'a> Attribution<'a> {
     /// from its last event before a loss to the loss's mark (other CPUs' events between them
     /// say nothing of it).
     fn stretch(&mut self, prev: u64, e: &Event) {
+        self.cpu.reconcile(e);
         let waking_here = e.cpu == self.late.cpu && matches!(e.kind, Kind::Waking { .. });
         let blocked_on_peer = self.blocked && self.holder.is_some() && self.peer.is_some();
         for (a, b, span) in split_by(&self.known, prev, e.ts_ns) {
@@ -872,6 +874,38 @@ mod tests {
                 "thread0 late by 3.01 ms at 12.4 s: 2.99 ms preempted by rtlab-hog (pid 42, RT 99)"
             ),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_switch_not_seen_does_not_give_the_wait_to_the_task_switched_away_from_before() {
+        // Regression (soak, 2 of 20 runs): the switch from a SCHED_OTHER thread to the hog
+        // was not in the window, so the hog's run after the wakeup went to that thread as a
+        // non-preemptible section. The switch to the woken thread names the hog as the task
+        // it leaves: that is who ran.
+        let ev = events(&[
+            "worker-75 [000] d..2. 10.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=worker next_pid=75 next_prio=120",
+            "rtlab-hog-42 [000] d.h1. 10.001000: local_timer_entry: vector=236",
+            "rtlab-hog-42 [000] d.h2. 10.001001: hrtimer_expire_entry: hrtimer=0000 function=hrtimer_wakeup now=1",
+            "rtlab-hog-42 [000] d.h3. 10.001002: sched_waking: comm=rtlab-wakeup0 pid=77 prio=4 target_cpu=000",
+            "rtlab-hog-42 [000] d.h1. 10.001010: local_timer_exit: vector=236",
+            "rtlab-hog-42 [000] d..2. 10.004000: sched_switch: prev_comm=rtlab-hog prev_pid=42 prev_prio=0 prev_state=S ==> next_comm=rtlab-wakeup0 next_pid=77 next_prio=4",
+        ]);
+        let late = Late {
+            tid: 77,
+            deadline_ns: 10_001_000_000,
+            woke_ns: 10_004_010_000,
+            ..Late::default()
+        };
+        let causes = attribute(&ev, None, &late, &rules(true));
+        assert_eq!(causes[0].kind, CauseKind::Preemption);
+        assert_eq!(causes[0].task.as_deref(), Some("rtlab-hog"), "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 2_990_000);
+        assert!(
+            causes
+                .iter()
+                .all(|c| c.task.as_deref() != Some("worker") || c.duration_ns < 100_000),
+            "{causes:?}"
         );
     }
 

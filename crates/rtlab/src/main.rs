@@ -7,6 +7,7 @@
 
 mod cli;
 mod cmd;
+mod hlog;
 mod metrics;
 mod output;
 

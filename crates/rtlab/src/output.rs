@@ -11,13 +11,25 @@ use rtlab_stats::Nanos;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-/// Prints warnings at once and, on a terminal, a live status that redraws in place.
+/// Prints warnings at once and, on a terminal, a live status that redraws in place;
+/// elsewhere (a CI or pod log) one status line every `status_every`.
 #[derive(Debug)]
 pub struct Console {
     quiet: bool,
     live: bool,
     drawn: usize,
+    /// Off a terminal: how often a status line is printed (None: never).
+    status_every: Option<Nanos>,
+    /// Monotonic time of the last status line (or of the start).
+    last_status_ns: u64,
+    /// The survey's current stage, named in status lines.
+    stage: Option<String>,
+    /// Where interval histograms go (`--hlog`).
+    hlog: Option<crate::hlog::HlogWriter>,
 }
+
+/// How often a long run says it is alive when stderr is not a terminal, by default.
+pub const STATUS_EVERY: Nanos = Nanos::from_secs(60);
 
 impl Console {
     pub fn new(quiet: bool) -> Self {
@@ -25,7 +37,54 @@ impl Console {
             quiet,
             live: !quiet && std::io::stderr().is_terminal(),
             drawn: 0,
+            status_every: (!quiet).then_some(STATUS_EVERY),
+            last_status_ns: rtlab_sys::time::monotonic_now_ns(),
+            stage: None,
+            hlog: None,
         }
+    }
+
+    /// Interval histograms ([`Observer::interval`]) go to this log.
+    pub fn hlog(mut self, log: Option<crate::hlog::HlogWriter>) -> Self {
+        self.hlog = log;
+        self
+    }
+
+    /// Closes the interval log, if any, with everything written.
+    pub fn finish_hlog(&mut self) -> anyhow::Result<()> {
+        match self.hlog.take() {
+            Some(log) => log.finish(),
+            None => Ok(()),
+        }
+    }
+
+    /// Status lines off a terminal every `every` instead of every [`STATUS_EVERY`].
+    pub fn status_every(mut self, every: Nanos) -> Self {
+        if !self.quiet {
+            self.status_every = Some(every);
+        }
+        self
+    }
+
+    /// Off a terminal, prints the status line when one is due.
+    fn status_line(&mut self, elapsed: Nanos, total: Nanos, live: &[LiveSeries]) {
+        let Some(every) = self.status_every.filter(|_| !self.live) else {
+            return;
+        };
+        let now = rtlab_sys::time::monotonic_now_ns();
+        if now.saturating_sub(self.last_status_ns) < every.get() {
+            return;
+        }
+        self.last_status_ns = now;
+        let views: Vec<(&str, &rtlab_stats::LiveHistogram)> =
+            live.iter().map(|l| (l.name.as_str(), &*l.hist)).collect();
+        let line = rtlab_report::table::status_line(
+            self.stage.as_deref(),
+            elapsed,
+            (total != crate::cli::FOREVER).then_some(total),
+            &views,
+        );
+        eprintln!("{}", printable(&line));
     }
 
     fn clear(&mut self) {
@@ -80,6 +139,7 @@ impl Observer for Console {
 
     fn tick(&mut self, elapsed: Nanos, total: Nanos, live: &[LiveSeries]) {
         if !self.live {
+            self.status_line(elapsed, total, live);
             return;
         }
         let views: Vec<(&str, &rtlab_stats::LiveHistogram)> =
@@ -88,7 +148,25 @@ impl Observer for Console {
         self.draw(&lines);
     }
 
+    fn interval(
+        &mut self,
+        series: &str,
+        from: Nanos,
+        to: Nanos,
+        hist: &rtlab_stats::LatencyHistogram,
+    ) {
+        if let Some(log) = &self.hlog {
+            log.write(
+                series,
+                std::time::Duration::from_nanos(from.get()),
+                std::time::Duration::from_nanos(to.get().saturating_sub(from.get())),
+                hist.hdr(),
+            );
+        }
+    }
+
     fn stage(&mut self, name: &str, index: usize, count: usize) {
+        self.stage = Some(format!("{name} ({}/{count})", index + 1));
         self.note(&format!("[{}/{count}] {name}", index + 1));
     }
 }

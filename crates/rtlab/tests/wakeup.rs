@@ -258,20 +258,20 @@ fn a_hangup_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
 }
 
 fn interrupted_run_keeps_the_results(signal: &str, duration: &str, extra: &[&str]) {
+    let args = [&["--duration", duration, "--quiet"], extra].concat();
+    interrupted_run(signal, &args);
+}
+
+/// Runs `rtlab wakeup ARGS`, sends it `signal` after 1.5 s, checks the complete, interrupted
+/// result it leaves, and returns its stderr.
+fn interrupted_run(signal: &str, args: &[&str]) -> String {
     let _serial = realtime_serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("int.json");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
-        .args([
-            "wakeup",
-            "--duration",
-            duration,
-            "--quiet",
-            "--no-dma-latency",
-            "--json",
-        ])
+        .args(["wakeup", "--no-dma-latency", "--json"])
         .arg(&json)
-        .args(extra)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -293,7 +293,9 @@ fn interrupted_run_keeps_the_results(signal: &str, duration: &str, extra: &[&str
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(status.success(), "{status:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
     let doc = load_valid_document(&json);
     assert_eq!(doc["verdict"]["interrupted"], true);
     assert!(doc["duration_s"].as_f64().unwrap() < 30.0);
@@ -303,6 +305,63 @@ fn interrupted_run_keeps_the_results(signal: &str, duration: &str, extra: &[&str
             "samples before the interrupt are kept: {s}"
         );
     }
+    stderr
+}
+
+#[test]
+fn forever_runs_until_sigterm_and_says_it_is_alive_in_a_log() {
+    // stderr is a pipe here, as in a CI or pod log: a status line every --status-every.
+    let stderr = interrupted_run(
+        "-TERM",
+        &[
+            "--duration",
+            "forever",
+            "--status-every",
+            "300ms",
+            "--threads",
+            "1",
+        ],
+    );
+    let status: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("status: "))
+        .collect();
+    assert!(
+        status.len() >= 3,
+        "status lines every 300 ms in 1.5 s: {stderr}"
+    );
+    assert!(
+        status
+            .iter()
+            .all(|l| l.contains("(until stopped): thread0 ") && l.contains(" samples p99 ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("until Ctrl-C or SIGTERM"), "{stderr}");
+    // --quiet silences them.
+    let quiet = interrupted_run(
+        "-TERM",
+        &[
+            "--duration",
+            "forever",
+            "--status-every",
+            "300ms",
+            "--threads",
+            "1",
+            "--quiet",
+        ],
+    );
+    assert!(!quiet.contains("status: "), "{quiet}");
+    // Only a command that can run until stopped takes it.
+    let out = rtlab()
+        .args(["lock", "--duration", "forever"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--duration forever") && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]
@@ -402,4 +461,53 @@ fn help_lists_series_and_examples() {
         .success()
         .stdout(predicate::str::contains("hog:PRIO:RUN/PERIOD[:CPU]"));
     rtlab().assert().code(2);
+}
+
+#[test]
+fn hlog_holds_each_threads_intervals_adding_up_to_the_run() {
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, hlog) = (dir.path().join("w.json"), dir.path().join("w.hlog"));
+    rtlab()
+        .args([
+            "wakeup",
+            "--duration",
+            "2s",
+            "--threads",
+            "2",
+            "--no-dma-latency",
+            "--quiet",
+        ])
+        .args(["--interval-log", "500ms", "--hlog"])
+        .arg(&hlog)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success();
+    let doc = load_valid_document(&json);
+    let (intervals, per_tag) = hlog_counts(&hlog);
+    assert!(
+        intervals >= 6,
+        "{intervals} intervals of 2 threads in 2 s at 500 ms"
+    );
+    for name in ["thread0", "thread1"] {
+        assert_eq!(
+            per_tag.get(name).copied(),
+            series_named(&doc, name)["count"].as_u64(),
+            "{name}: the intervals add up to the total"
+        );
+    }
+    let text = std::fs::read_to_string(&hlog).unwrap();
+    assert!(
+        text.starts_with("#rtlab wakeup"),
+        "{}",
+        &text[..80.min(text.len())]
+    );
+    // --interval-log without --hlog is a mistake, said as one line.
+    let out = rtlab()
+        .args(["wakeup", "--interval-log", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hlog"));
 }

@@ -179,10 +179,80 @@ pub fn live_status(elapsed: Nanos, total: Nanos, live: &[(&str, &LiveHistogram)]
         .collect()
 }
 
+/// One line of progress for a log (stderr off a terminal): the stage, the time so far and
+/// each live series' count, p99 and max, e.g. `status: 1m00s of 10m00s: thread0 60000
+/// samples p99 ~21.5 us max 1.20 ms; ...`. `total` None: running until stopped.
+pub fn status_line(
+    stage: Option<&str>,
+    elapsed: Nanos,
+    total: Option<Nanos>,
+    live: &[(&str, &LiveHistogram)],
+) -> String {
+    let mut line = String::from("status: ");
+    if let Some(stage) = stage {
+        line.push_str(stage);
+        line.push_str(", ");
+    }
+    line.push_str(&match total {
+        Some(total) => format!("{} of {}", whole_seconds(elapsed), whole_seconds(total)),
+        None => format!("{} (until stopped)", whole_seconds(elapsed)),
+    });
+    let parts: Vec<String> = live
+        .iter()
+        .map(|(name, h)| {
+            let p99 = h
+                .approx_quantile(0.99)
+                .map_or_else(|| "-".into(), |v| format!("~{v}"));
+            let max = h
+                .min_max()
+                .map_or_else(|| "-".into(), |(_, max)| max.to_string());
+            format!("{name} {} samples p99 {p99} max {max}", h.count())
+        })
+        .collect();
+    if !parts.is_empty() {
+        line.push_str(": ");
+        line.push_str(&parts.join("; "));
+    }
+    line
+}
+
+/// `1h02m03s`, `2m05s`, `42s`: elapsed time as a log reads it.
+fn whole_seconds(d: Nanos) -> String {
+    let s = d.get() / 1_000_000_000;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s:02}s"),
+        _ => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rtlab_stats::LatencyHistogram;
+
+    #[test]
+    fn status_line_names_stage_time_and_each_series() {
+        let h = LiveHistogram::new();
+        for v in [12_300u64, 45_000, 2_700_000] {
+            h.record(Nanos(v));
+        }
+        let line = status_line(
+            Some("wakeup-loaded (3/9)"),
+            Nanos::from_secs(125),
+            Some(Nanos::from_secs(3600)),
+            &[("thread0", &h), ("thread1", &LiveHistogram::new())],
+        );
+        assert_eq!(
+            line,
+            "status: wakeup-loaded (3/9), 2m05s of 1h00m00s: thread0 3 samples p99 ~2.70 ms \
+             max 2.70 ms; thread1 0 samples p99 - max -",
+            "{line}"
+        );
+        let forever = status_line(None, Nanos::from_secs(42), None, &[]);
+        assert_eq!(forever, "status: 42s (until stopped)");
+    }
 
     #[test]
     fn distribution_table_shows_human_units() {

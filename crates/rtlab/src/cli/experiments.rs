@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args, Clone)]
 pub struct CommonArgs {
     /// How long to measure: 500ms, 10s, 1m30s (units ns, us, ms, s, m, h, d).
-    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DUR", value_parser = duration_or_forever, allow_hyphen_values = true)]
     pub duration: Option<Nanos>,
     /// Write the result document to PATH ('-' for stdout).
     #[arg(long, value_name = "PATH")]
@@ -38,6 +38,10 @@ pub struct CommonArgs {
     /// Print only the final table (warnings still go to stderr).
     #[arg(long, short)]
     pub quiet: bool,
+    /// When stderr is not a terminal, a one-line status every DUR (default 60s; a CI or pod
+    /// log shows life); --quiet silences it.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
+    pub status_every: Nanos,
     /// Lock all memory with mlockall before measuring (default).
     #[arg(long, overrides_with = "no_mlock")]
     pub mlock: bool,
@@ -53,6 +57,13 @@ pub struct CommonArgs {
 pub struct WakeupArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Append each thread's histogram of every --interval-log to FILE, as an HdrHistogram
+    /// interval log (what jHiccup and HdrHistogram's log tools read), as the run goes.
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
+    /// The interval of --hlog.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, requires = "hlog")]
+    pub interval_log: Nanos,
     /// Period between wakeups.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Nanos,

@@ -9,6 +9,7 @@ mod tools;
 
 pub use experiments::*;
 pub use net::*;
+pub use parse::FOREVER;
 pub use tools::*;
 
 use clap::{Parser, Subcommand};
@@ -58,8 +59,13 @@ pub mod defaults {
     /// The help of the shared `--duration` with this default.
     pub fn duration_help(d: Defaults) -> String {
         format!(
-            "How long to measure: 500ms, 10s, 1m30s (units ns, us, ms, s, m, h, d; default {}s).",
-            d.0 .0 / 1_000_000_000
+            "How long to measure: 500ms, 10s, 1m30s (units ns, us, ms, s, m, h, d; default {}s){}.",
+            d.0 .0 / 1_000_000_000,
+            if d == WAKEUP {
+                "; forever: until Ctrl-C or SIGTERM"
+            } else {
+                ""
+            }
         )
     }
 

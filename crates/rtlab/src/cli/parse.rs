@@ -117,6 +117,17 @@ pub(super) fn positive_duration(text: &str) -> Result<Nanos, String> {
     }
 }
 
+/// A duration, or `forever` ([`FOREVER`]: until Ctrl-C or SIGTERM; only some commands take it).
+pub(super) fn duration_or_forever(text: &str) -> Result<Nanos, String> {
+    if text == "forever" {
+        return Ok(FOREVER);
+    }
+    positive_duration(text)
+}
+
+/// `--duration forever`.
+pub const FOREVER: Nanos = Nanos(u64::MAX);
+
 pub(super) fn parse_load(text: &str) -> Result<LoadSpec, String> {
     text.parse()
 }

@@ -210,6 +210,9 @@ pub struct SurveyArgs {
     /// Print only the final verdict.
     #[arg(long, short)]
     pub quiet: bool,
+    /// When stderr is not a terminal, a one-line status every DUR (default 60s).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
+    pub status_every: Nanos,
     /// Do not lock memory.
     #[arg(long)]
     pub no_mlock: bool,

@@ -1,7 +1,7 @@
 //! `rtlab invert`.
 
 use crate::cli::InvertArgs;
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::{BadInput, Status};
 use rtlab_lab::invert::{Invert, InvertCheck, InvertConfig, Variant};
 use rtlab_sys::affinity::{usable_cpus, CpuList};
@@ -22,7 +22,7 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
     } else {
         CpuList::from(vec![*usable_cpus().as_slice().last().unwrap_or(&0)])
     };
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     if args.check {
         let check = InvertCheck {
             cpu: cpus.as_slice()[0],

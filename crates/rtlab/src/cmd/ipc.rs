@@ -1,7 +1,7 @@
 //! `rtlab ipc`.
 
 use crate::cli::IpcArgs;
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::Status;
 use rtlab_lab::ipc::{size_label, IpcConfig, IpcExperiment, Mechanism};
 use rtlab_stats::result::ResultDoc;
@@ -72,7 +72,7 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
         prio: common.prio,
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     console.note(&format!(
         "ipc: CPUs {} and {}, sizes {}, {} {}, for {}",
         pair.0,

@@ -1,7 +1,7 @@
 //! `rtlab lock`.
 
 use crate::cli::LockArgs;
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::Status;
 use rtlab_lab::lock::{Impl, LockConfig, LockExperiment, Sched};
 use rtlab_stats::result::Series;
@@ -36,7 +36,7 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
         },
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     console.note(&format!(
         "lock: {} implementations for {}, {} {}, CPUs {}",
         experiment.implementations(),

@@ -1,7 +1,7 @@
 //! `rtlab mmap`.
 
 use crate::cli::MmapArgs;
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::Status;
 use rtlab_lab::mmap::{Disturbance, MmapConfig, MmapExperiment, Waiter};
 use rtlab_report::table::Table;
@@ -73,7 +73,7 @@ pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
         },
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     console.note(&format!(
         "mmap: RT thread on CPU {cpu} every {}, {} {}; disturbing thread maps {} per cycle; for {}",
         args.interval,

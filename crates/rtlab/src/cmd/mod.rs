@@ -54,12 +54,38 @@ pub struct Common {
     pub policy: Policy,
     pub prio: u32,
     pub quiet: bool,
+    /// `--status-every`.
+    pub status_every: Nanos,
+}
+
+impl Common {
+    /// The console of this run: live status on a terminal, status lines every
+    /// `--status-every` elsewhere, nothing but warnings with `--quiet`.
+    pub fn console(&self) -> crate::output::Console {
+        crate::output::Console::new(self.quiet).status_every(self.status_every)
+    }
 }
 
 impl CommonArgs {
     /// Checks the combination of options and the output destinations.
     /// [`CommonArgs::validate`] with a command's defaults (`crate::cli::defaults`).
     pub fn validate_with(self, d: crate::cli::defaults::Defaults) -> Result<Common, BadInput> {
+        if self.duration == Some(crate::cli::FOREVER) {
+            return Err(BadInput(
+                "--duration forever: only rtlab wakeup (and rtlab watch without --duration) \
+                 runs until stopped; give this command a duration"
+                    .into(),
+            ));
+        }
+        self.validate(d.0, d.1)
+    }
+
+    /// [`CommonArgs::validate_with`] for a command that may run until stopped
+    /// (`--duration forever`).
+    pub fn validate_until_stopped(
+        self,
+        d: crate::cli::defaults::Defaults,
+    ) -> Result<Common, BadInput> {
         self.validate(d.0, d.1)
     }
 
@@ -99,6 +125,7 @@ impl CommonArgs {
             policy,
             prio,
             quiet: self.quiet,
+            status_every: self.status_every,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! `rtlab net run | pingpong | serve` (and the hidden `serve-netns`).
 
 use crate::cli::{NetAction, NetArgs, NetPathArgs, NetPingPongArgs, NetRunArgs, NetServeArgs};
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::{BadInput, Status};
 use rtlab_lab::net::{
     seed_poc_profile, NetRun, NetRunConfig, PingPong, PingPongConfig, Proto, SocketOptions,
@@ -79,7 +79,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
         cpus: common.cpus.as_slice().to_vec(),
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     let labels: Vec<&str> = streams
         .iter()
         .map(|s| s.label.as_str())
@@ -130,7 +130,7 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
         cpus: common.cpus.as_slice().to_vec(),
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     console.note(&format!(
         "net pingpong: {} over {}, {} bytes, {} {}, for {}",
         proto(&args.path).as_str(),

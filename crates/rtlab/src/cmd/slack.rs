@@ -1,7 +1,7 @@
 //! `rtlab slack get|set` (and, later, the sweep).
 
 use crate::cli::{SlackAction, SlackArgs, SweepArgs};
-use crate::output::{result_doc, Console};
+use crate::output::result_doc;
 use crate::output::{standalone_doc, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::slack::{SlackSweep, SweepConfig};
@@ -172,7 +172,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
         prefix: String::new(),
         explain: args.explain.settings(),
     })?;
-    let mut console = Console::new(common.quiet);
+    let mut console = common.console();
     console.note(&format!(
         "slack sweep on CPU {cpu} for {}",
         common.config.duration

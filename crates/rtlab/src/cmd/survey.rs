@@ -45,7 +45,7 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         mlock: !args.no_mlock,
         dma_latency: !args.no_dma_latency,
     };
-    let mut console = Console::new(args.quiet);
+    let mut console = Console::new(args.quiet).status_every(args.status_every);
     console.note(&format!(
         "survey on CPUs {}: check, wakeup idle ({}), wakeup under load {} ({}, explained), then lock, invert, mmap, slack, ipc, net (up to 4 s each)",
         config.cpus,

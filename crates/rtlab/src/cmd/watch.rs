@@ -135,8 +135,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     // a file already there is replaced, never written through (a planted symlink included).
     let (why, exit_status, findings) = match &args.hlog {
         Some(path) => {
-            let mut file =
-                open_log(path).map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
+            let mut file = crate::hlog::open_log(path)
+                .map_err(|e| anyhow::anyhow!("--hlog {}: {e}", path.display()))?;
             let mut serializer = V2DeflateSerializer::new();
             let mut log = IntervalLogWriterBuilder::new()
                 .add_comment("rtlab watch: delays (ns) per series, tag = series (<thread>[/<tid>]/<wakeup|timer|lock>)")
@@ -344,7 +344,7 @@ impl Watching<'_> {
             let start = Duration::from_nanos(from.saturating_sub(self.started_ns));
             let length = Duration::from_nanos(to.saturating_sub(from));
             for (name, h) in &taken {
-                let tag_text = hlog_tag(name);
+                let tag_text = crate::hlog::hlog_tag(name);
                 log.write_histogram(h.hdr(), start, length, Tag::new(&tag_text))
                     .map_err(|e| anyhow::anyhow!("--hlog: {e}"))?;
             }
@@ -561,26 +561,6 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
     status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-}
-
-fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        std::fs::remove_file(path)?;
-    }
-    rtlab_sys::fs::create_new(path, 0o644)
-}
-
-/// An interval log tag: the series name without the characters the format reserves.
-fn hlog_tag(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 /// The run's worst outliers, explained, and every explained one counted by main cause.

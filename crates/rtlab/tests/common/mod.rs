@@ -269,3 +269,50 @@ pub fn report_html(docs: &[&Path], out: &Path) -> String {
     );
     std::fs::read_to_string(out.join("report.html")).unwrap()
 }
+
+/// Reads an HdrHistogram interval log with the hdrhistogram crate: the number of intervals
+/// and the samples per tag.
+pub fn hlog_counts(path: &Path) -> (usize, std::collections::BTreeMap<String, u64>) {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let text = std::fs::read(path).unwrap();
+    let mut per_tag: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut intervals = 0;
+    for entry in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(h) = entry.expect("a well-formed interval log") {
+            intervals += 1;
+            let bytes = base64_decode(h.encoded_histogram());
+            let hist: hdrhistogram::Histogram<u64> =
+                Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+            *per_tag
+                .entry(h.tag().expect("tagged").as_str().to_string())
+                .or_default() += hist.len();
+        }
+    }
+    (intervals, per_tag)
+}
+
+/// Standard base64 (the interval log's encoding), for the test only.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c) << (18 - 6 * i);
+        }
+        let len = chunk.len() * 6 / 8;
+        out.extend_from_slice(&n.to_be_bytes()[1..1 + len]);
+    }
+    out
+}
