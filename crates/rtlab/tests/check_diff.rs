@@ -184,15 +184,5 @@ fn check_fail_on_exits_3_exactly_when_a_check_is_at_that_level() {
             "{stderr}"
         );
     }
-    let out = rtlab()
-        .args(["check", "--fail-on", "bad"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("'bad'") && stderr.contains("--fail-on"),
-        "{stderr}"
-    );
+    assert_bad_input(&["check", "--fail-on", "bad"], &["'bad'", "--fail-on"]);
 }

@@ -139,16 +139,9 @@ fn survey_writes_report_with_verdict() {
 
 #[test]
 fn survey_refuses_a_gate_on_an_unknown_area() {
-    let out = rtlab()
-        .args(["survey", "--fail-area", "wakeup=1ms"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("unknown area 'wakeup'") && stderr.contains("wakeup-loaded"),
-        "{stderr}"
+    assert_bad_input(
+        &["survey", "--fail-area", "wakeup=1ms"],
+        &["unknown area 'wakeup'", "wakeup-loaded"],
     );
 }
 

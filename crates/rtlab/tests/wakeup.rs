@@ -119,14 +119,7 @@ fn usage_errors_name_what_is_missing_or_wrong_with_clap_s_suggestion_in_one_line
         (&["wakeup", "--cpu", "0"], &["--cpu", "'--cpus'"]),
     ];
     for (args, needles) in cases {
-        let out = rtlab().args(*args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
-        for needle in *needles {
-            assert!(lines[0].contains(needle), "{args:?}: {}", lines[0]);
-        }
+        assert_bad_input(args, needles);
     }
 }
 
@@ -352,16 +345,7 @@ fn forever_runs_until_sigterm_and_says_it_is_alive_in_a_log() {
     );
     assert!(!quiet.contains("status: "), "{quiet}");
     // Only a command that can run until stopped takes it.
-    let out = rtlab()
-        .args(["lock", "--duration", "forever"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--duration forever") && err.trim().lines().count() == 1,
-        "{err}"
-    );
+    assert_bad_input(&["lock", "--duration", "forever"], &["--duration forever"]);
 }
 
 #[test]
@@ -504,10 +488,5 @@ fn hlog_holds_each_threads_intervals_adding_up_to_the_run() {
         &text[..80.min(text.len())]
     );
     // --interval-log without --hlog is a mistake, said as one line.
-    let out = rtlab()
-        .args(["wakeup", "--interval-log", "1s"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--hlog"));
+    assert_bad_input(&["wakeup", "--interval-log", "1s"], &["--hlog"]);
 }

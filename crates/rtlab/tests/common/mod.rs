@@ -50,6 +50,19 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Runs `rtlab ARGS`, which must be refused as bad input: exit 2 and one line on stderr
+/// that contains each of `needles`.
+pub fn assert_bad_input(args: &[&str], needles: &[&str]) {
+    let out = rtlab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+    for needle in needles {
+        assert!(lines[0].contains(needle), "{args:?}: {}", lines[0]);
+    }
+}
+
 /// Prints the skip reason where `cargo test` shows it, so a skip never passes silently.
 pub fn skip(test: &str, reason: &str) {
     eprintln!("{test}: skipped: {reason}");
