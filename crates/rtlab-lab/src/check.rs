@@ -3,6 +3,7 @@
 //! found, why it matters (with the seed experiment it relates to) and the command that fixes
 //! it.
 
+use rtlab_sys::affinity::CpuList;
 use std::path::Path;
 
 /// How a check came out.
@@ -429,6 +430,100 @@ fn limits() -> Check {
     )
 }
 
+/// The container this runs in, as real-time work sees it: its cpuset against the isolated
+/// CPUs, its real-time budget, a Kubernetes pod's QoS class, and irqbalance's banned CPUs.
+fn cgroup() -> Check {
+    use rtlab_sys::cgroup::{self, Membership};
+    let m = Membership::of_self();
+    let cpuset = cgroup::cpuset_effective(&m);
+    let budget = m.cpu_v1.as_deref().and_then(cgroup::rt_runtime_us);
+    let isolated = read("/sys/devices/system/cpu/isolated").unwrap_or_default();
+    let isolated = CpuList::parse(&isolated).unwrap_or_else(|_| CpuList::from(vec![]));
+    let allowed = cpuset
+        .as_deref()
+        .and_then(|c| CpuList::parse(c).ok())
+        .unwrap_or_else(rtlab_sys::affinity::usable_cpus);
+    let pod = cgroup::kubernetes_qos(m.path());
+    let irqbalance = cgroup::irqbalance_banned_here();
+    let version = if m.cpu_v1.is_some() { "v1" } else { "v2" };
+    let value = format!(
+        "cgroup {} ({version}{}), cpuset {}, real-time budget {}, irqbalance {}",
+        m.path(),
+        pod.map(|q| format!(", Kubernetes pod, QoS {q}"))
+            .unwrap_or_default(),
+        cpuset.as_deref().unwrap_or("not limited"),
+        match budget {
+            Some(-1) => "unlimited".to_string(),
+            Some(us) => format!("{us} us per period"),
+            None if m.cpu_v1.is_none() => "none (cgroup v2 has no RT budget)".to_string(),
+            None => "not readable".to_string(),
+        },
+        match &irqbalance {
+            None => "not running".to_string(),
+            Some((_, Some(banned))) => format!("running, banned CPUs {banned}"),
+            Some((_, None)) => "running, no CPUs banned".to_string(),
+        }
+    );
+    let reach: Vec<usize> = isolated
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|c| allowed.as_slice().contains(c))
+        .collect();
+    let (status, why, fix) = if budget == Some(0) {
+        (
+            Status::Fail,
+            "SCHED_FIFO and SCHED_RR are refused in a cgroup without a real-time budget"
+                .to_string(),
+            format!(
+                "echo 950000 > /sys/fs/cgroup/cpu{}/cpu.rt_runtime_us (each parent first), or \
+                 run the RT process in the root cgroup",
+                m.path().trim_end_matches('/')
+            ),
+        )
+    } else if !isolated.is_empty() && reach.is_empty() {
+        (
+            Status::Warn,
+            format!("the isolated CPUs ({isolated}) are outside this cgroup's cpuset: its RT threads share CPUs with everything else"),
+            format!("give the container a cpuset with the isolated CPUs (docker run --cpuset-cpus {isolated}; Kubernetes: a Guaranteed pod with integer CPUs and the static CPU manager policy, reservedSystemCPUs outside {isolated})"),
+        )
+    } else if matches!(pod, Some(q) if q != "guaranteed") {
+        (
+            Status::Warn,
+            "a Kubernetes pod that is not Guaranteed never gets exclusive CPUs: its RT threads share them with other pods".to_string(),
+            "make the pod Guaranteed (requests = limits, integer CPUs) on a node with the static CPU manager policy (--cpu-manager-policy=static)".to_string(),
+        )
+    } else if let (Some((true, banned)), false) = (&irqbalance, isolated.is_empty()) {
+        let covered = banned
+            .as_deref()
+            .and_then(|b| CpuList::parse(b).ok())
+            .is_some_and(|b| isolated.as_slice().iter().all(|c| b.as_slice().contains(c)));
+        if covered {
+            (Status::Ok, String::new(), String::new())
+        } else {
+            (
+                Status::Warn,
+                format!("irqbalance may move device interrupts onto the isolated CPUs ({isolated})"),
+                format!("IRQBALANCE_BANNED_CPULIST={isolated} in /etc/default/irqbalance, then systemctl restart irqbalance"),
+            )
+        }
+    } else {
+        (Status::Ok, String::new(), String::new())
+    };
+    check(
+        "cgroup",
+        status,
+        value,
+        if why.is_empty() {
+            "a container's cpuset, real-time budget and QoS decide whether its RT threads can run as RT, and where"
+        } else {
+            &why
+        },
+        fix,
+        70,
+    )
+}
+
 fn clocksource() -> Check {
     let cs = rtlab_sys::sysinfo::system_facts().clocksource;
     let ok = matches!(cs.as_str(), "tsc" | "kvm-clock" | "arch_sys_counter");
@@ -561,6 +656,7 @@ pub fn run_checks(steal_sample: std::time::Duration) -> Vec<Check> {
         damon(),
         swap(),
         limits(),
+        cgroup(),
         clocksource(),
         virtualization(steal_sample),
         timer_slack(),
@@ -614,10 +710,11 @@ mod tests {
     #[test]
     fn every_check_reports_and_actions_are_ordered() {
         let checks = run_checks(std::time::Duration::from_millis(10));
-        assert_eq!(checks.len(), 15);
+        assert_eq!(checks.len(), 16);
         let mut ids: Vec<&str> = checks.iter().map(|c| c.id).collect();
+        ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 15, "ids are unique");
+        assert_eq!(ids.len(), 16, "ids are unique");
         for c in &checks {
             assert!(!c.value.is_empty() && !c.why.is_empty(), "{c:?}");
             if matches!(c.status, Status::Warn | Status::Fail) {

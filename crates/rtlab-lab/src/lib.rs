@@ -57,9 +57,10 @@ impl Outcome {
             return (policy, prio);
         }
         let message = format!(
-            "cannot use SCHED_{} {prio} (no CAP_SYS_NICE or RLIMIT_RTPRIO): measuring under \
-             SCHED_OTHER, {cost}; run as root for real-time numbers",
-            policy.as_str().to_uppercase()
+            "cannot use SCHED_{} {prio} ({}): measuring under SCHED_OTHER, {cost}; run as root \
+             for real-time numbers",
+            policy.as_str().to_uppercase(),
+            rtlab_sys::probe::fifo_refusal_cause(prio)
         );
         self.warn(observer, message);
         (rtlab_sys::sched::Policy::Other, 0)

@@ -9,6 +9,7 @@
 pub mod affinity;
 #[allow(unsafe_code)]
 pub mod bpf;
+pub mod cgroup;
 pub mod dma;
 mod error;
 pub mod fs;

@@ -229,6 +229,19 @@ impl ProcSnapshot {
     }
 }
 
+/// The processes whose name (`/proc/<pid>/comm`) is `name`.
+pub fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@
 use crate::event::{Event, Kind, Task};
 pub use crate::reason::describe;
 use crate::reason::{Blocker, Named, Reason};
-use crate::replay::{Cpu, Follow, Moved};
+use crate::replay::{repair_switches, Cpu, Follow, Moved};
 use crate::tick::TICK_SLACK_NS;
 pub use crate::tick::{is_tick, tick_grid, Tick};
 use rtlab_stats::result::{Cause, CauseKind};
@@ -115,8 +115,7 @@ fn peer_slices(
         }
     };
     let mut at = a;
-    for e in &peer.events {
-        cpu.reconcile(e);
+    for e in &repair_switches(&peer.events, peer.cpu, peer.base.as_ref()) {
         if e.ts_ns > at && e.ts_ns > a {
             let to = e.ts_ns.min(b);
             if to > at {
@@ -373,6 +372,7 @@ fn split_by(spans: &[(u64, u64, Span)], a: u64, b: u64) -> Vec<(u64, u64, Option
 /// Attributes `late` using the events of its CPU (`events`, in time order, starting before
 /// the deadline) and `base`, the task current before the first of them.
 pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rules) -> Vec<Cause> {
+    let events = &repair_switches(events, late.cpu, base);
     let mut attribution = Attribution::new(events, base, late, rules);
     attribution.run(events);
     attribution.causes()
@@ -491,7 +491,6 @@ impl<'a> Attribution<'a> {
     /// from its last event before a loss to the loss's mark (other CPUs' events between them
     /// say nothing of it).
     fn stretch(&mut self, prev: u64, e: &Event) {
-        self.cpu.reconcile(e);
         let waking_here = e.cpu == self.late.cpu && matches!(e.kind, Kind::Waking { .. });
         let blocked_on_peer = self.blocked && self.holder.is_some() && self.peer.is_some();
         for (a, b, span) in split_by(&self.known, prev, e.ts_ns) {
@@ -885,6 +884,8 @@ mod tests {
         // it leaves: that is who ran.
         let ev = events(&[
             "worker-75 [000] d..2. 10.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=worker next_pid=75 next_prio=120",
+            "worker-75 [000] d.h2. 10.000400: hrtimer_expire_entry: hrtimer=0000 function=hrtimer_wakeup now=1",
+            "worker-75 [000] d.h3. 10.000401: sched_waking: comm=rtlab-hog pid=42 prio=0 target_cpu=000",
             "rtlab-hog-42 [000] d.h1. 10.001000: local_timer_entry: vector=236",
             "rtlab-hog-42 [000] d.h2. 10.001001: hrtimer_expire_entry: hrtimer=0000 function=hrtimer_wakeup now=1",
             "rtlab-hog-42 [000] d.h3. 10.001002: sched_waking: comm=rtlab-wakeup0 pid=77 prio=4 target_cpu=000",

@@ -50,23 +50,6 @@ impl Cpu {
         self.current.as_ref().map(|t| !t.is_idle())
     }
 
-    /// Before the stretch that ends at `e` is judged: a switch names the task it switches
-    /// away from, which is the truth about who ran up to it. When that is not the task the
-    /// replay believed current (the switch to it was not seen: ordered before the window, or
-    /// lost without a loss mark), the believed one is dropped for it, so the stretch is not
-    /// given to a task that was no longer there (seen: a 2.3 ms hog run given to a
-    /// SCHED_OTHER thread as a non-preemptible section, 2 of 20 soak runs).
-    pub(crate) fn reconcile(&mut self, e: &Event) {
-        if e.cpu != self.cpu {
-            return;
-        }
-        if let Kind::Switch { prev, .. } = &e.kind {
-            if self.current.as_ref().is_some_and(|c| c.pid != prev.pid) {
-                self.current = Some(prev.clone());
-            }
-        }
-    }
-
     /// Applies one event (of any CPU; only this CPU's change it).
     pub(crate) fn step(&mut self, e: &Event) {
         if e.cpu != self.cpu {
@@ -97,6 +80,65 @@ impl Cpu {
             _ => {}
         }
     }
+}
+
+/// `events` with the switches `cpu`'s replay did not see put back. A switch names the task
+/// it leaves, which is the truth about who ran up to it; when that is not the task the replay
+/// believed current (the switch to it was lost without a loss mark, or ordered out of the
+/// window), a switch from the believed task to it is inserted where the events put it: just
+/// after its last wakeup since the believed task's switch-in (a woken task of higher priority
+/// runs at once), else just after that switch-in. Without this, the whole stretch went to a
+/// task that was no longer there (seen: a hog's 2.3 ms run given to a SCHED_OTHER thread as a
+/// non-preemptible section, 2 of 20 soak runs). Events are returned unchanged when consistent.
+pub(crate) fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::with_capacity(events.len());
+    let mut current = base.cloned();
+    // Where in `out` the believed current was switched in (None: before the first event).
+    let mut since: Option<usize> = None;
+    for e in events {
+        if e.cpu == cpu {
+            match &e.kind {
+                Kind::Switch { prev, next, .. } => {
+                    if let Some(believed) = current.as_ref().filter(|c| c.pid != prev.pid) {
+                        let from = since.map_or(0, |i| i + 1);
+                        let woke = out[from..]
+                            .iter()
+                            .rposition(|x| x.kind.woken().is_some_and(|t| t.pid == prev.pid))
+                            .map(|i| from + i + 1);
+                        let at = woke.unwrap_or(from);
+                        // At the window's start: the first event's time (the base was
+                        // believed from before it).
+                        let ts = match at {
+                            0 => out.first().map_or(e.ts_ns, |f| f.ts_ns),
+                            _ => out[at - 1].ts_ns,
+                        };
+                        out.insert(
+                            at,
+                            Event {
+                                cpu,
+                                ts_ns: ts,
+                                current_pid: believed.pid,
+                                kind: Kind::Switch {
+                                    prev: believed.clone(),
+                                    prev_state: crate::event::TaskState::RUNNING,
+                                    next: prev.clone(),
+                                },
+                            },
+                        );
+                    }
+                    current = Some(next.clone());
+                    since = Some(out.len());
+                }
+                Kind::Lost(_) => {
+                    current = None;
+                    since = Some(out.len());
+                }
+                _ => {}
+            }
+        }
+        out.push(e.clone());
+    }
+    out
 }
 
 /// What an event meant for a followed task.
@@ -185,6 +227,69 @@ impl Follow {
 mod tests {
     use super::*;
     use crate::event::TaskState;
+
+    #[test]
+    fn an_unseen_switch_is_put_back_after_the_wakeup_of_the_task_switched_away_from() {
+        let task = |pid: i64| Task {
+            comm: format!("t{pid}").into(),
+            pid,
+            prio: 0,
+        };
+        let at = |ts_ns: u64, kind: Kind| Event {
+            cpu: 0,
+            ts_ns,
+            current_pid: 0,
+            kind,
+        };
+        let switch = |ts, from, to| {
+            at(
+                ts,
+                Kind::Switch {
+                    prev: task(from),
+                    prev_state: TaskState::RUNNING,
+                    next: task(to),
+                },
+            )
+        };
+        let waking = |ts, pid| {
+            at(
+                ts,
+                Kind::Waking {
+                    task: task(pid),
+                    target_cpu: 0,
+                },
+            )
+        };
+        // Consistent: unchanged.
+        let fine = vec![switch(10, 0, 5), waking(20, 9), switch(30, 5, 9)];
+        assert_eq!(repair_switches(&fine, 0, None), fine);
+        // 5 -> 9 not seen; 9 was woken at 20: it ran from there.
+        let lost = vec![
+            switch(10, 0, 5),
+            waking(15, 3),
+            waking(20, 9),
+            switch(90, 9, 7),
+        ];
+        let fixed = repair_switches(&lost, 0, None);
+        assert_eq!(fixed.len(), 5);
+        assert_eq!(fixed[3], switch(20, 5, 9).with_current(5));
+        // No wakeup of it in the window: from the believed task's switch-in on.
+        let fixed = repair_switches(&[switch(10, 0, 5), switch(90, 9, 7)], 0, None);
+        assert_eq!(fixed[1], switch(10, 5, 9).with_current(5));
+        // The base counts as believed too; another CPU's switches do not.
+        let mut other = switch(50, 8, 8);
+        other.cpu = 1;
+        let fixed = repair_switches(&[other.clone(), switch(90, 9, 7)], 0, Some(&task(4)));
+        assert_eq!(fixed[0], switch(50, 4, 9).with_current(4));
+        assert_eq!(fixed[1], other);
+    }
+
+    impl Event {
+        fn with_current(mut self, pid: i64) -> Event {
+            self.current_pid = pid;
+            self
+        }
+    }
 
     #[test]
     fn a_switch_closes_a_handler_whose_exit_never_came() {

@@ -79,7 +79,9 @@ Examples:
   rtlab wakeup --duration 10s --json out.json
   rtlab wakeup --cpus 0 --interval 200us --prio 99 --load cpu --fail-above 500us
   rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads
-  rtlab wakeup --cpus 0 --explain --threshold 1ms --load hog:99:3ms/200ms:0 --duration 10s";
+  rtlab wakeup --cpus 0 --explain --threshold 1ms --load hog:99:3ms/200ms:0 --duration 10s
+  rtlab wakeup --cpus 1 --duration forever --hlog node.hlog --json node.json 2>node.log
+      runs until Ctrl-C/SIGTERM: an interval log every 10 s, a status line every minute";
 
 pub(super) const LOCK_HELP: &str = "\
 Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
@@ -294,8 +296,9 @@ pub(super) const CHECK_HELP: &str = "\
 Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
 (isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
 last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
-RTPRIO), clocksource, virtualization (with a 1 s steal-time sample), timer_slack, numa,
-tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
+RTPRIO), cgroup (the container's cpuset against the isolated CPUs, its real-time budget, a
+Kubernetes pod's QoS class, irqbalance's banned CPUs), clocksource, virtualization (with a 1 s
+steal-time sample), timer_slack, numa, tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
 exact command that fixes it; the three that matter most are listed last.
 
 --json writes one value series per check (check/<id>: 0 ok, 1 warn, 2 fail, -1 skipped) with
