@@ -169,7 +169,18 @@ fn invert_explain_names_the_inversion_and_with_pi_the_boosted_holder() {
         long.len()
     );
     // With PI the owner runs at the waiter's priority: the wait is the holder's own work.
-    let pi = of("inherit/rtlab");
+    // Judged on the waits the lock caused: one led by a host gap (the vCPU idle past the
+    // deadline while the host held its timer back; seen in a soak, 2 of 9) is what the VM
+    // did, not what the test injected, and at most half may be that.
+    let all_pi = of("inherit/rtlab");
+    let pi: Vec<_> = all_pi
+        .iter()
+        .filter(|o| o["causes"][0]["kind"] != "hypervisor_gap")
+        .collect();
+    assert!(
+        pi.len() * 2 >= all_pi.len(),
+        "most PI waits led by a host gap: {all_pi:?}"
+    );
     let boosted =
         pi.iter()
             .filter(|o| {
