@@ -677,6 +677,18 @@ pub fn top_actions(checks: &[Check], n: usize) -> Vec<&Check> {
 }
 
 /// The checks as result-document series: `check/<id>`, value 0 ok, 1 warn, 2 fail, -1 skipped.
+/// The `n` fixes that matter most, as the result document's `verdict.top_actions`.
+pub fn as_top_actions(checks: &[Check], n: usize) -> Vec<rtlab_stats::details::TopAction> {
+    top_actions(checks, n)
+        .iter()
+        .map(|c| rtlab_stats::details::TopAction {
+            check: c.id.to_string(),
+            status: c.status.as_str().to_string(),
+            fix: c.fix.clone(),
+        })
+        .collect()
+}
+
 pub fn as_series(checks: &[Check]) -> Vec<rtlab_stats::result::Series> {
     checks
         .iter()

@@ -54,12 +54,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<Status> {
         vec![],
         as_series(&checks),
     );
-    doc.verdict.details.insert(
-        "top_actions".into(),
-        serde_json::json!(top_actions(&checks, 3)
-            .iter()
-            .map(|c| serde_json::json!({"check": c.id, "fix": c.fix}))
-            .collect::<Vec<_>>()),
-    );
+    doc.verdict
+        .set_top_actions(&rtlab_lab::check::as_top_actions(&checks, 3));
     outputs.finish(&mut doc, &render(&checks))
 }

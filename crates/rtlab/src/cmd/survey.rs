@@ -4,7 +4,6 @@ use crate::cli::SurveyArgs;
 use crate::output::{result_doc, Console, Gate, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::survey::{run_survey, SurveyConfig};
-use rtlab_stats::details::TopAction;
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::usable_cpus;
 
@@ -63,16 +62,8 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         .splice(0..0, rtlab_lab::check::as_series(&checks));
     doc.verdict.set_survey_rows(&survey.verdict_rows);
     let actions = rtlab_lab::check::top_actions(&checks, 3);
-    doc.verdict.set_top_actions(
-        &actions
-            .iter()
-            .map(|c| TopAction {
-                check: c.id.to_string(),
-                status: c.status.as_str().to_string(),
-                fix: c.fix.to_string(),
-            })
-            .collect::<Vec<_>>(),
-    );
+    doc.verdict
+        .set_top_actions(&rtlab_lab::check::as_top_actions(&checks, 3));
     text.push('\n');
     text.push_str(&rtlab_report::table::survey::verdict(&survey.verdict_rows));
     if !actions.is_empty() {
