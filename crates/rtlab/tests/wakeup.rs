@@ -304,17 +304,15 @@ fn interrupted_run(signal: &str, args: &[&str]) -> String {
 #[test]
 fn forever_runs_until_sigterm_and_says_it_is_alive_in_a_log() {
     // stderr is a pipe here, as in a CI or pod log: a status line every --status-every.
-    let stderr = interrupted_run(
-        "-TERM",
-        &[
-            "--duration",
-            "forever",
-            "--status-every",
-            "300ms",
-            "--threads",
-            "1",
-        ],
-    );
+    const FOREVER: [&str; 6] = [
+        "--duration",
+        "forever",
+        "--status-every",
+        "300ms",
+        "--threads",
+        "1",
+    ];
+    let stderr = interrupted_run("-TERM", &FOREVER);
     let status: Vec<&str> = stderr
         .lines()
         .filter(|l| l.starts_with("status: "))
@@ -331,18 +329,7 @@ fn forever_runs_until_sigterm_and_says_it_is_alive_in_a_log() {
     );
     assert!(stderr.contains("until Ctrl-C or SIGTERM"), "{stderr}");
     // --quiet silences them.
-    let quiet = interrupted_run(
-        "-TERM",
-        &[
-            "--duration",
-            "forever",
-            "--status-every",
-            "300ms",
-            "--threads",
-            "1",
-            "--quiet",
-        ],
-    );
+    let quiet = interrupted_run("-TERM", &[&FOREVER[..], &["--quiet"]].concat());
     assert!(!quiet.contains("status: "), "{quiet}");
     // Only a command that can run until stopped takes it.
     assert_bad_input(&["lock", "--duration", "forever"], &["--duration forever"]);
