@@ -2,7 +2,7 @@
 # rtlab ipc: every rtlab-ipc variant against the kernel's mechanisms, with rt-tests pmqtest
 # and ptsematest.
 #
-#   sudo bench/ipc.sh [RUNS] [SECONDS]        (defaults: 3 runs of 40 s)
+#   sudo bench/ipc.sh [RUNS] [SECONDS] [PARTS]   (defaults: 3 runs of 40 s; parts 1,2,3,4)
 #
 # 1. `rtlab ipc --size 64,1KiB,16KiB,64KiB --busy-poll` RUNS times (parent and child on two
 #    CPUs, SCHED_FIFO 50; all mechanisms, interleaved inside each run). For 16/64 KiB the
@@ -12,9 +12,15 @@
 # 2. `rtlab ipc --same-cpu --size 64` once.
 # 3. pmqtest and ptsematest (-S: pairs of threads on one CPU, FIFO 50, 1 ms intervals, 5000
 #    loops): one-way wake-up latency through a POSIX mq and a POSIX semaphore, as context.
+# 4. rtlab-ipc beside iceoryx2 (crates.io, bench/iceoryx2, built outside the workspace into
+#    target/iceoryx2): a ping-pong between two processes pinned to two CPUs at SCHED_FIFO 50,
+#    64 B and 1 KiB, 20 blocks of 400 ms per link, interleaved: both busy-polling, and each
+#    waiting its own way (rtlab: a 20 us spin, then a futex; iceoryx2: its event listener).
 set -euo pipefail
 RUNS=${1:-3}
 SECS=${2:-40}
+PARTS=${3:-1,2,3,4}
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO)" >&2; exit 2; fi
 command -v pmqtest >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests >/dev/null; }
@@ -30,7 +36,8 @@ restore() {
 }
 trap restore EXIT
 for k in $LIMITS; do sysctl -q -w "$k=65536"; done
-echo "# ipc: $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ)"
+echo "# ipc: $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+if part 1 || part 2 || part 3; then
 for r in $(seq 1 "$RUNS"); do
   "$R" ipc --duration "${SECS}s" --size 64,1KiB,16KiB,64KiB --busy-poll --quiet --json "$WORK/ipc-$r.json" >/dev/null
 done
@@ -81,3 +88,20 @@ for tool in ("pmqtest", "ptsematest"):
     rows = re.findall(r"Min\s+(\d+), Cur\s+\d+, Avg\s+(\d+), Max\s+(\d+)", text)
     print(f"\n{tool} (one-way wake-up, thread pairs on one CPU, us): " + "; ".join(f"min {a} avg {b} max {c}" for a, b, c in rows))
 PY
+fi
+if part 4; then
+  (cd bench/iceoryx2 && cargo build --release -q --target-dir ../../target/iceoryx2)
+  for size in 64 1024; do
+    target/iceoryx2/release/rtlab-bench-iceoryx2 "$size" 20 400 >>"$WORK/iox.txt" 2>"$WORK/iox.err" \
+      || { echo "iceoryx2 ping-pong failed:"; tail -5 "$WORK/iox.err"; }
+  done
+  python3 - "$WORK" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from ci import pingpong_table, read_pingpong
+print("\n## rtlab-ipc beside iceoryx2 0.10.0: ping-pong between two processes, round trip, us")
+pingpong_table(read_pingpong(f"{sys.argv[1]}/iox.txt"),
+               [("rtlab-spin", "iceoryx2-spin", "busy-polling on both"), ("rtlab-wait", "iceoryx2-wait", "each its own wait")],
+               ("rtlab-ipc", "iceoryx2"))
+PY
+fi

@@ -65,6 +65,16 @@ fn spin_until(ready: impl Fn() -> bool, budget_ns: u64) -> bool {
     }
 }
 
+/// The short spin of a side that found the ring empty (or full): [`SPIN_NS`], or less when
+/// the deadline comes first (none when it has passed: a zero timeout only polls).
+fn spin_before_waiting(ready: impl Fn() -> bool, deadline_ns: Option<u64>) -> bool {
+    let budget = match deadline_ns {
+        None => SPIN_NS,
+        Some(d) => d.saturating_sub(monotonic_now_ns()).min(SPIN_NS),
+    };
+    budget > 0 && spin_until(ready, budget)
+}
+
 /// Longest a blocked side sleeps (or busy-polls) before it checks whether its peer is alive.
 const LIVENESS_SLICE_NS: u64 = 10_000_000;
 
@@ -645,7 +655,7 @@ impl Sender<'_> {
             }
             // Full: spin a little, then sleep (or keep spinning) until the tail moves.
             let moved = || h.tail.load(Ordering::Acquire) != tail;
-            if deadline_ns != Some(0) && spin_until(moved, SPIN_NS) {
+            if spin_before_waiting(moved, deadline_ns) {
                 continue;
             }
             ch.wait(
@@ -699,7 +709,7 @@ impl Receiver<'_> {
             }
             if head == tail {
                 let arrived = || h.head.load(Ordering::Acquire) != tail;
-                if deadline_ns != Some(0) && spin_until(arrived, SPIN_NS) {
+                if spin_before_waiting(arrived, deadline_ns) {
                     continue;
                 }
                 ch.wait(

@@ -103,6 +103,87 @@ impl fmt::Display for CpuList {
     }
 }
 
+/// A set of CPU numbers as a bitmap of any width (CPUs 64 and above included): what a
+/// tracer follows and what it traced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuMask(Vec<u64>);
+
+impl CpuMask {
+    /// The set of `cpus`.
+    pub fn of(cpus: &[usize]) -> CpuMask {
+        let mut m = CpuMask::default();
+        for &c in cpus {
+            m.insert(c);
+        }
+        m
+    }
+
+    /// Every CPU the kernel's affinity masks can name (`CPU_SETSIZE`).
+    pub fn every() -> CpuMask {
+        CpuMask(vec![u64::MAX; CpuSet::MAX_CPU.div_ceil(64)])
+    }
+
+    /// Adds `cpu`.
+    pub fn insert(&mut self, cpu: usize) {
+        let word = cpu / 64;
+        if self.0.len() <= word {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << (cpu % 64);
+    }
+
+    /// Whether `cpu` is in the set.
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.0
+            .get(cpu / 64)
+            .is_some_and(|w| w >> (cpu % 64) & 1 == 1)
+    }
+
+    /// True when no CPU is in the set.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The CPUs in both sets.
+    pub fn and(&self, other: &CpuMask) -> CpuMask {
+        let mut m = CpuMask(self.0.iter().zip(&other.0).map(|(a, b)| a & b).collect());
+        m.trim();
+        m
+    }
+
+    /// Adds every CPU of `other`.
+    pub fn union_with(&mut self, other: &CpuMask) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+
+    /// The CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64)
+                .filter(move |b| w >> b & 1 == 1)
+                .map(move |b| i * 64 + b)
+        })
+    }
+
+    /// Drops high words with no CPU, so equal sets compare equal.
+    fn trim(&mut self) {
+        while self.0.last() == Some(&0) {
+            self.0.pop();
+        }
+    }
+}
+
+impl From<&CpuMask> for CpuList {
+    fn from(m: &CpuMask) -> CpuList {
+        CpuList(m.iter().collect())
+    }
+}
+
 /// The CPUs this process may run on (its affinity mask, which already excludes offline CPUs).
 pub fn usable_cpus() -> CpuList {
     match sched_getaffinity(None) {
@@ -175,6 +256,28 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("CPU 4096") && err.contains("0-1"), "{err}");
         assert!(CpuList::parse("1").unwrap().check_within(&avail).is_ok());
+    }
+
+    #[test]
+    fn masks_hold_cpus_of_any_number() {
+        let m = CpuMask::of(&[0, 63, 64, 130]);
+        for c in [0, 63, 64, 130] {
+            assert!(m.contains(c), "{c}");
+        }
+        for c in [1, 62, 65, 129, 131, 100_000] {
+            assert!(!m.contains(c), "{c}");
+        }
+        assert_eq!(m.iter().collect::<Vec<_>>(), [0, 63, 64, 130]);
+        assert_eq!(CpuList::from(&m).to_string(), "0,63-64,130");
+        // The intersection drops empty high words: equal sets compare equal.
+        let low = m.and(&CpuMask::of(&[0, 1, 63]));
+        assert_eq!(low, CpuMask::of(&[0, 63]));
+        assert!(m.and(&CpuMask::of(&[5])).is_empty());
+        assert_eq!(m.and(&CpuMask::every()), m);
+        let mut u = CpuMask::of(&[3]);
+        u.union_with(&CpuMask::of(&[200]));
+        assert_eq!(u.iter().collect::<Vec<_>>(), [3, 200]);
+        assert!(CpuMask::default().is_empty() && !u.is_empty());
     }
 
     #[test]

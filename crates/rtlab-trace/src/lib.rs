@@ -33,6 +33,7 @@ pub use rtlab_sys::procfs::ProcSnapshot;
 use instance::Instance;
 use reader::{read_loop, ReaderOut, Source};
 use rtlab_stats::result::Outlier;
+use rtlab_sys::affinity::CpuMask;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -228,7 +229,7 @@ impl Explainer {
             options.reader_cpus = cpus
                 .iter()
                 .copied()
-                .filter(|&c| c >= 64 || wanted >> c & 1 == 0)
+                .filter(|&c| !wanted.contains(c))
                 .collect();
         }
         let state = Arc::new(Mutex::new(state));
@@ -268,12 +269,15 @@ impl Explainer {
                 w.lock().unwrap_or_else(|p| p.into_inner()).spec().locks
             });
             // A watch traces where its threads may run (the reader follows changes).
-            let all = recorder::mask_of(cpus);
-            let traced = watch.as_ref().map_or(all, |w| {
-                let w = w.lock().unwrap_or_else(|p| p.into_inner());
-                w.cpus_wanted().map_or(all, |m| m & all)
-            });
-            match recorder::Recorder::start(cpus, traced, wakings, locks) {
+            let all = CpuMask::of(cpus);
+            let traced = match watch.as_ref() {
+                Some(w) => {
+                    let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                    w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(&all))
+                }
+                None => all,
+            };
+            match recorder::Recorder::start(cpus, &traced, wakings, locks) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))

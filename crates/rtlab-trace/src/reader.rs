@@ -7,6 +7,7 @@ use crate::reason::Reason;
 use crate::watch::WatchState;
 use crate::{explain, recorder, Options, Request};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
+use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::time::monotonic_now_ns;
 use std::io::Read;
 use std::path::PathBuf;
@@ -117,16 +118,16 @@ impl Source {
 /// Which CPUs were traced when: the mask in effect from each change on, oldest first (the
 /// last few changes: explanations look back well under a second).
 #[derive(Debug)]
-pub(crate) struct TracedLog(std::collections::VecDeque<(u64, u64)>);
+pub(crate) struct TracedLog(std::collections::VecDeque<(u64, CpuMask)>);
 
 impl TracedLog {
     const KEEP: usize = 32;
 
-    pub(crate) fn new(mask: u64) -> TracedLog {
+    pub(crate) fn new(mask: CpuMask) -> TracedLog {
         TracedLog([(0, mask)].into())
     }
 
-    fn set(&mut self, at_ns: u64, mask: u64) {
+    fn set(&mut self, at_ns: u64, mask: CpuMask) {
         if self.0.len() >= Self::KEEP {
             self.0.pop_front();
         }
@@ -135,14 +136,14 @@ impl TracedLog {
 
     /// Whether `cpu` was traced all through `[from, to]`.
     pub(crate) fn throughout(&self, cpu: u16, from: u64, to: u64) -> bool {
-        let bit = |m: u64| cpu < 64 && m >> cpu & 1 == 1;
+        let bit = |m: &CpuMask| m.contains(cpu as usize);
         let at_start = self.0.iter().rev().find(|c| c.0 <= from);
-        at_start.is_some_and(|c| bit(c.1))
+        at_start.is_some_and(|c| bit(&c.1))
             && self
                 .0
                 .iter()
                 .filter(|c| c.0 > from && c.0 <= to)
-                .all(|c| bit(c.1))
+                .all(|c| bit(&c.1))
     }
 }
 
@@ -187,8 +188,8 @@ pub(crate) fn read_loop(
     }
     let mut histories: Vec<History> = Vec::new();
     let mut traced = TracedLog::new(match &source {
-        Source::Bpf(r) => r.traced(),
-        Source::Text { .. } => u64::MAX,
+        Source::Bpf(r) => r.traced().clone(),
+        Source::Text { .. } => CpuMask::every(),
     });
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
@@ -224,18 +225,17 @@ pub(crate) fn read_loop(
                 w.advance(drained_at, &mut ask);
             }
             // Follow where the watched threads may run (the tracefs source traces every CPU).
-            let mask = match &mut source {
+            match &mut source {
                 Source::Bpf(r) => {
-                    let all = r.ring_mask();
-                    let want = w.cpus_wanted().map_or(all, |m| m & all);
-                    if want != r.traced() && r.set_traced(want).is_ok() {
+                    let all = r.ring_cpus();
+                    let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
+                    if &want != r.traced() && r.set_traced(&want).is_ok() {
                         traced.set(monotonic_now_ns(), want);
                     }
-                    r.traced()
+                    w.set_traced(r.traced());
                 }
-                Source::Text { .. } => u64::MAX,
-            };
-            w.set_traced(mask);
+                Source::Text { .. } => w.set_traced(&CpuMask::every()),
+            }
         }
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);

@@ -25,6 +25,7 @@
 use crate::btf::Btf;
 use crate::event::{Event, Kind, Task, TaskState};
 use crate::TraceError;
+use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
 use std::collections::HashMap;
@@ -147,14 +148,20 @@ impl TaskOffsets {
     }
 }
 
-/// The maps a program uses: the traced CPUs' mask (one u64, which user space may change while
-/// the programs run), the per-CPU heads and the rings of slots.
+/// The maps a program uses: per CPU, whether it is traced and which ring it writes (user
+/// space may change the first while the programs run), the rings' heads and their slots.
 #[derive(Debug, Clone, Copy)]
 struct Maps {
-    traced: i32,
+    cpus: i32,
     heads: i32,
     slots: i32,
 }
+
+/// A CPU's entry in the `cpus` map: traced (u32, 0 or 1), then its ring's index + 1 (u32,
+/// 0: no ring; rings are dense, so a CPU numbered 200 costs one ring, not 201).
+const CPU_TRACED: i16 = 0;
+const CPU_RING: i16 = 4;
+const CPU_ENTRY: u32 = 8;
 
 /// Besides an event on a traced CPU, which events of other CPUs a program records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,8 +189,9 @@ struct Builder {
     direct: bool,
 }
 
-/// Stack slots: the lookup key (u32) and the claimed index (u64).
+/// Stack slots: the lookup key (u32), the ring's index + 1 (u32) and the claimed index (u64).
 const FP_KEY: i16 = -4;
+const FP_RING: i16 = -8;
 const FP_INDEX: i16 = -16;
 
 impl Builder {
@@ -207,20 +215,19 @@ impl Builder {
     }
 
     /// CPU filter, timestamp, claim a slot, kind, CPU (r7 = the slot from here on). The
-    /// filter reads the traced CPUs' mask from its map (an array's lookup, which the verifier
-    /// turns into an address computation) on every event, so the set can change at run time.
+    /// filter reads this CPU's entry of the `cpus` map (an array's lookup, which the verifier
+    /// turns into an address computation; a CPU past its end or without a ring records
+    /// nothing) on every event, so the traced set can change at run time.
     fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf) {
         let b = self;
         b.push(asm::call(helper::GET_SMP_PROCESSOR_ID));
-        b.jump_end(asm::jgt_imm(R0, 63, 0));
         b.push(asm::mov(R8, R0));
+        b.lookup(maps.cpus, R8);
+        b.push(asm::ldx32(R1, R0, CPU_RING));
+        b.jump_end(asm::jeq_imm(R1, 0, 0));
+        b.push(asm::stx32(R10, FP_RING, R1));
         if also != AlsoIf::Any {
-            b.push(asm::mov_imm(R9, 0));
-            b.lookup(maps.traced, R9);
-            b.push(asm::ldx64(R9, R0, 0));
-            b.push(asm::mov(R1, R9));
-            b.push(asm::rsh(R1, R8));
-            b.push(asm::and_imm(R1, 1));
+            b.push(asm::ldx32(R1, R0, CPU_TRACED));
             let other = match also {
                 AlsoIf::ArgCpu(n) => vec![asm::ldx64(R2, R6, n * 8)],
                 AlsoIf::TaskCpu(field) => {
@@ -231,27 +238,29 @@ impl Builder {
             if other.is_empty() {
                 b.jump_end(asm::jeq_imm(R1, 0, 0));
             } else {
-                // Traced here: on to the record; else the other CPU's bit decides.
+                // Traced here: on to the record; else the other CPU's entry decides.
                 let at = b.insns.len();
                 b.push(asm::jne_imm(R1, 0, 0));
                 b.insns.extend(other);
-                b.jump_end(asm::jgt_imm(R2, 63, 0));
-                b.push(asm::rsh(R9, R2));
-                b.push(asm::and_imm(R9, 1));
-                b.jump_end(asm::jeq_imm(R9, 0, 0));
+                b.lookup(maps.cpus, R2);
+                b.push(asm::ldx32(R1, R0, CPU_TRACED));
+                b.jump_end(asm::jeq_imm(R1, 0, 0));
                 b.insns[at].off = (b.insns.len() - at - 1) as i16;
             }
         }
         b.push(asm::call(helper::KTIME_GET_NS));
         b.push(asm::mov(R9, R0));
-        // index = heads[cpu]++ (atomic: an NMI's program may interrupt this one).
-        b.lookup(maps.heads, R8);
+        // index = heads[ring]++ (atomic: an NMI's program may interrupt this one).
+        b.push(asm::ldx32(R1, R10, FP_RING));
+        b.push(asm::add_imm(R1, -1));
+        b.lookup(maps.heads, R1);
         b.push(asm::mov_imm(R1, 1));
         b.push(asm::atomic_fetch_add64(R0, 0, R1));
         b.push(asm::stx64(R10, FP_INDEX, R1));
-        // slot = slots[cpu * SLOTS + index % SLOTS]
+        // slot = slots[ring * SLOTS + index % SLOTS]
         b.push(asm::and_imm(R1, SLOTS as i32 - 1));
-        b.push(asm::mov(R2, R8));
+        b.push(asm::ldx32(R2, R10, FP_RING));
+        b.push(asm::add_imm(R2, -1));
         b.push(asm::mul_imm(R2, SLOTS as i32));
         b.push(asm::add(R1, R2));
         b.lookup(maps.slots, R1);
@@ -617,9 +626,12 @@ fn attach_lock_probes(
         .map(|v| (LockProbes::Syscalls, v))
 }
 
-/// The mask of `cpus` (those below 64).
-pub(crate) fn mask_of(cpus: &[usize]) -> u64 {
-    cpus.iter().filter(|&&c| c < 64).fold(0, |m, &c| m | 1 << c)
+/// A CPU's entry in the `cpus` map.
+fn cpu_entry(traced: bool, ring: usize) -> [u8; CPU_ENTRY as usize] {
+    let mut e = [0; CPU_ENTRY as usize];
+    e[CPU_TRACED as usize..][..4].copy_from_slice(&(traced as u32).to_ne_bytes());
+    e[CPU_RING as usize..][..4].copy_from_slice(&(ring as u32 + 1).to_ne_bytes());
+    e
 }
 
 /// A running recorder; detaches everything on drop.
@@ -627,14 +639,16 @@ pub(crate) fn mask_of(cpus: &[usize]) -> u64 {
 pub(crate) struct Recorder {
     heads: MappedArray,
     slots: MappedArray,
-    /// Per recorded CPU: (cpu, next index to read, records lost since the last one read).
+    /// Per ring (in ring order): (its CPU, next index to read, records lost since the last
+    /// one read).
     next: Vec<(usize, u64, u64)>,
     lost: u64,
     _links: Vec<OwnedFd>,
     _programs: Vec<Program>,
-    /// The traced CPUs' mask (one u64), as last set.
-    traced_map: Map,
-    traced: u64,
+    /// Per CPU: traced, and its ring ([`CPU_TRACED`], [`CPU_RING`]); the traced set as last set.
+    cpus_map: Map,
+    traced: CpuMask,
+    rings: CpuMask,
     _maps: [Map; 2],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
@@ -655,7 +669,7 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Attaches the programs, with rings for the CPUs in `cpus` (all below 64), recording
+    /// Attaches the programs, with rings for the CPUs in `cpus` (any numbers), recording
     /// those in `traced` ([`Recorder::set_traced`] changes them; wakeups and migrations of
     /// tasks on traced CPUs are recorded wherever they happen). Without
     /// `wakings`, `sched_waking` is left out where the timer program names the task each
@@ -664,7 +678,7 @@ impl Recorder {
     /// kernel allows ([`attach_lock_probes`]; else they are `missing`).
     pub fn start(
         cpus: &[usize],
-        traced: u64,
+        traced: &CpuMask,
         wakings: bool,
         locks: LockWaits,
     ) -> Result<Recorder, TraceError> {
@@ -676,23 +690,26 @@ impl Recorder {
                 "the eBPF recorder needs x86-64 store ordering on this build".into(),
             ));
         }
-        if cpus.iter().any(|&c| c >= 64) {
-            return Err(TraceError::Unsupported(
-                "CPU numbers >= 64 are not supported by the eBPF recorder".into(),
-            ));
-        }
         let btf = Btf::vmlinux().map_err(TraceError::Unsupported)?;
         let symbols = rtlab_sys::procfs::kernel_text_symbols();
         let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
-        let ncpu = cpus.iter().max().map_or(1, |&c| c as u32 + 1);
+        let mut cpus = cpus.to_vec();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let rings = cpus.len().max(1) as u32;
+        let entries = cpus.last().map_or(1, |&c| c as u32 + 1);
         let sys = TraceError::Sys;
-        let heads_map = Map::array(HEAD_BYTES, ncpu, true).map_err(sys)?;
-        let slots_map = Map::array(REC as u32, ncpu * SLOTS, true).map_err(sys)?;
-        let traced_map = Map::array(8, 1, false).map_err(sys)?;
-        traced_map.update(0, &traced.to_ne_bytes()).map_err(sys)?;
+        let heads_map = Map::array(HEAD_BYTES, rings, true).map_err(sys)?;
+        let slots_map = Map::array(REC as u32, rings * SLOTS, true).map_err(sys)?;
+        let cpus_map = Map::array(CPU_ENTRY, entries, false).map_err(sys)?;
+        for (ring, &cpu) in cpus.iter().enumerate() {
+            cpus_map
+                .update(cpu as u32, &cpu_entry(traced.contains(cpu), ring))
+                .map_err(sys)?;
+        }
         let heads = heads_map.map_read().map_err(sys)?;
         let maps = Maps {
-            traced: traced_map.raw_fd(),
+            cpus: cpus_map.raw_fd(),
             heads: heads_map.raw_fd(),
             slots: slots_map.raw_fd(),
         };
@@ -786,8 +803,9 @@ impl Recorder {
             lost: 0,
             _links: links,
             _programs: programs,
-            traced_map,
-            traced,
+            cpus_map,
+            traced: traced.and(&CpuMask::of(&cpus)),
+            rings: CpuMask::of(&cpus),
             _maps: [heads_map, slots_map],
             missing,
             lock_probes,
@@ -801,25 +819,28 @@ impl Recorder {
         })
     }
 
-    /// Records the CPUs in the mask `traced` (of those with rings) from now on.
-    pub fn set_traced(&mut self, traced: u64) -> Result<(), TraceError> {
-        if traced != self.traced {
-            self.traced_map
-                .update(0, &traced.to_ne_bytes())
-                .map_err(TraceError::Sys)?;
-            self.traced = traced;
+    /// Records the CPUs of `traced` (of those with rings) from now on.
+    pub fn set_traced(&mut self, traced: &CpuMask) -> Result<(), TraceError> {
+        for (ring, &(cpu, _, _)) in self.next.iter().enumerate() {
+            let on = traced.contains(cpu);
+            if on != self.traced.contains(cpu) {
+                self.cpus_map
+                    .update(cpu as u32, &cpu_entry(on, ring))
+                    .map_err(TraceError::Sys)?;
+            }
         }
+        self.traced = traced.and(&self.rings);
         Ok(())
     }
 
-    /// The CPUs with rings (a mask): those that can be traced.
-    pub fn ring_mask(&self) -> u64 {
-        self.next.iter().fold(0, |m, &(c, _, _)| m | 1 << c)
+    /// The CPUs with rings: those that can be traced.
+    pub fn ring_cpus(&self) -> &CpuMask {
+        &self.rings
     }
 
-    /// The CPUs recorded (a mask).
-    pub fn traced(&self) -> u64 {
-        self.traced
+    /// The CPUs recorded.
+    pub fn traced(&self) -> &CpuMask {
+        &self.traced
     }
 
     /// Records overwritten before the reader copied them.
@@ -832,8 +853,8 @@ impl Recorder {
         // A record, or (Err) a count of records lost before the next one of that CPU.
         let mut records: Vec<Result<[u8; REC as usize], (u16, u64)>> = Vec::new();
         let slots = SLOTS as u64;
-        for (cpu, next, gap) in self.next.iter_mut() {
-            let head = self.heads.load_u64(*cpu * HEAD_BYTES as usize);
+        for (ring, (cpu, next, gap)) in self.next.iter_mut().enumerate() {
+            let head = self.heads.load_u64(ring * HEAD_BYTES as usize);
             // Fallen a whole ring behind: skip to what is still there, with a margin for
             // the slots being overwritten while we copy.
             if head > *next + slots {
@@ -843,7 +864,7 @@ impl Recorder {
                 *next = resume;
             }
             while *next < head {
-                let at = (*cpu as u64 * slots + *next % slots) as usize * REC as usize;
+                let at = (ring as u64 * slots + *next % slots) as usize * REC as usize;
                 let want = *next + 1;
                 let seq_at = at + OFF_SEQ as usize;
                 let before = self.slots.load_u64(seq_at);
@@ -1098,7 +1119,7 @@ mod tests {
         for probe in probes() {
             for (direct, t) in [(true, &with), (true, &without), (false, &with)] {
                 let maps = Maps {
-                    traced: 2,
+                    cpus: 2,
                     heads: 3,
                     slots: 4,
                 };
@@ -1219,7 +1240,7 @@ mod tests {
         };
         let tid = sleeper.tid;
         // Only this CPU is recorded: the wakings of the thread on the other are seen here.
-        let mut r = match Recorder::start(&[here], mask_of(&[here]), true, LockWaits::No) {
+        let mut r = match Recorder::start(&[here], &CpuMask::of(&[here]), true, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");
@@ -1252,7 +1273,7 @@ mod tests {
         let tid = sleeper.tid;
         // Rings for both CPUs; only the sleeper's recorded at first.
         let both = [here, there];
-        let mut r = match Recorder::start(&both, mask_of(&[there]), true, LockWaits::No) {
+        let mut r = match Recorder::start(&both, &CpuMask::of(&[there]), true, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");
@@ -1279,7 +1300,7 @@ mod tests {
                 .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
                 .count()
         };
-        assert_eq!(r.traced(), mask_of(&[there]));
+        assert_eq!(r.traced(), &CpuMask::of(&[there]));
         // (At least one of each: on a busy machine the sleeper may still be running when the
         // next token comes, and then nothing wakes it.)
         assert_eq!(switches_on(&first, here), 0, "{first:?}");
@@ -1287,7 +1308,7 @@ mod tests {
         // The waker's CPU is not traced, but the woken thread's is.
         assert!(wakings_from_here(&first) >= 1, "{first:?}");
         // Widened while running.
-        r.set_traced(mask_of(&both)).unwrap();
+        r.set_traced(&CpuMask::of(&both)).unwrap();
         sleeper.wake_five();
         drop(sleeper);
         let second = drained(&mut r);
@@ -1304,7 +1325,7 @@ mod tests {
             return;
         }
         let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
-        let mut r = match Recorder::start(&cpus, mask_of(&cpus), true, LockWaits::Any) {
+        let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::Any) {
             Ok(r) if r.lock_probes.is_some() => r,
             Ok(r) => {
                 eprintln!("skipped: {:?}", r.missing);
@@ -1417,7 +1438,7 @@ mod tests {
             vec![cpu],
         ))
         .unwrap();
-        let mut r = match Recorder::start(&[cpu], mask_of(&[cpu]), wakings, LockWaits::No) {
+        let mut r = match Recorder::start(&[cpu], &CpuMask::of(&[cpu]), wakings, LockWaits::No) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("skipped: {e}");

@@ -32,6 +32,7 @@ use crate::event::{Event, Kind};
 use crate::explain::Wait;
 use crate::Request;
 use rtlab_stats::{LatencyHistogram, Nanos};
+use rtlab_sys::affinity::CpuMask;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -254,10 +255,10 @@ pub struct WatchState {
     book: OutlierBook,
     /// The CPUs the watched threads may run on (their affinity masks'; those of all the
     /// process's threads while none is chosen), at the last re-read; None: every CPU.
-    cpus_wanted: Option<u64>,
+    cpus_wanted: Option<CpuMask>,
     /// The CPUs traced now, and at any time of the run (as the reader set them).
-    traced: u64,
-    traced_ever: u64,
+    traced: CpuMask,
+    traced_ever: CpuMask,
 }
 
 impl WatchState {
@@ -280,27 +281,29 @@ impl WatchState {
             longest: Default::default(),
             book: OutlierBook::new(spec_keep),
             cpus_wanted: None,
-            traced: 0,
-            traced_ever: 0,
+            traced: CpuMask::default(),
+            traced_ever: CpuMask::default(),
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
     }
 
-    /// The CPUs to trace (a mask; None: every CPU): where the watched threads may run.
-    pub fn cpus_wanted(&self) -> Option<u64> {
-        self.cpus_wanted
+    /// The CPUs to trace (None: every CPU): where the watched threads may run.
+    pub fn cpus_wanted(&self) -> Option<&CpuMask> {
+        self.cpus_wanted.as_ref()
     }
 
-    /// The CPUs traced from now on (a mask), as the recorder was set.
-    pub(crate) fn set_traced(&mut self, mask: u64) {
-        self.traced = mask;
-        self.traced_ever |= mask;
+    /// The CPUs traced from now on, as the recorder was set.
+    pub(crate) fn set_traced(&mut self, mask: &CpuMask) {
+        if *mask != self.traced {
+            self.traced = mask.clone();
+            self.traced_ever.union_with(mask);
+        }
     }
 
     /// The CPUs traced now and at any time of the run (masks).
-    pub fn traced(&self) -> (u64, u64) {
-        (self.traced, self.traced_ever)
+    pub fn traced(&self) -> (&CpuMask, &CpuMask) {
+        (&self.traced, &self.traced_ever)
     }
 
     /// What is watched.
@@ -453,16 +456,19 @@ impl WatchState {
         let mut alive = HashMap::new();
         let cpus_of = |tid: i64| {
             rtlab_sys::affinity::thread_cpus(tid as i32)
-                .map_or(0, |c| crate::recorder::mask_of(c.as_slice()))
+                .map_or_else(CpuMask::default, |c| CpuMask::of(c.as_slice()))
         };
         // Until a thread is chosen, where any of them may run (a new thread starts where its
         // creator may run).
         let mut wanted = if self.spec.all_cpus {
             None
         } else {
-            Some(threads.iter().fold(0, |m, t| m | cpus_of(t.tid as i64)))
+            Some(threads.iter().fold(CpuMask::default(), |mut m, t| {
+                m.union_with(&cpus_of(t.tid as i64));
+                m
+            }))
         };
-        let mut chosen_cpus = 0;
+        let mut chosen_cpus = CpuMask::default();
         for t in threads {
             let tid = t.tid as i64;
             let chosen = self.spec.threads.is_empty()
@@ -472,7 +478,7 @@ impl WatchState {
                 continue;
             }
             if wanted.is_some() {
-                chosen_cpus |= cpus_of(tid);
+                chosen_cpus.union_with(&cpus_of(tid));
             }
             let watched = match self.threads.remove(&tid) {
                 Some(w) if w.name == t.name => w,
@@ -509,10 +515,10 @@ impl WatchState {
         }
         self.threads = alive;
         self.most_threads = self.most_threads.max(self.threads.len());
-        if chosen_cpus != 0 {
+        if !chosen_cpus.is_empty() {
             wanted = Some(chosen_cpus);
         }
-        if wanted != Some(0) {
+        if wanted.as_ref().is_none_or(|w| !w.is_empty()) {
             self.cpus_wanted = wanted;
         }
     }
@@ -795,11 +801,11 @@ mod tests {
             all_cpus,
         };
         let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
-        assert_eq!(w.cpus_wanted(), Some(1 << last));
+        assert_eq!(w.cpus_wanted(), Some(&CpuMask::of(&[last])));
         // A pattern that matches nothing yet: where the process's threads may run.
         let none = WatchState::new(spec(false, vec![ThreadPattern::Tid(i64::MAX)]));
-        let everywhere = crate::recorder::mask_of(cpus.as_slice());
-        assert_eq!(none.cpus_wanted(), Some(everywhere));
+        let everywhere = CpuMask::of(cpus.as_slice());
+        assert_eq!(none.cpus_wanted(), Some(&everywhere));
         assert_eq!(
             WatchState::new(spec(true, vec![ThreadPattern::Tid(tid)])).cpus_wanted(),
             None

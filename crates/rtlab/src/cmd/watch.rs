@@ -224,7 +224,7 @@ fn announce(
         let traced: Vec<usize> = cpus
             .iter()
             .copied()
-            .filter(|&c| wanted.is_none_or(|m| c < 64 && m >> c & 1 == 1))
+            .filter(|&c| wanted.is_none_or(|m| m.contains(c)))
             .collect();
         eprintln!(
             "rtlab watch: process {pid}, {} thread(s) now, CPU(s) {} traced{} ({}); Ctrl-C ends",
@@ -438,7 +438,7 @@ fn report(
         .as_slice()
         .iter()
         .copied()
-        .filter(|&c| c < 64 && ever >> c & 1 == 1)
+        .filter(|&c| ever.contains(c))
         .collect();
     doc.verdict.details.insert(
         "traced_cpus".into(),

@@ -26,6 +26,19 @@ class ShmChannelTest {
     }
 
     @Test
+    void aZeroTimeoutPolls() {
+        try (ShmChannel rx = ShmChannel.create(name("poll"), 8192); ShmChannel tx = ShmChannel.open(name("poll"))) {
+            byte[] buf = new byte[rx.maxMessage()];
+            assertEquals(-1, rx.receive(buf, Duration.ZERO));
+            byte[] msg = "polled".getBytes(StandardCharsets.UTF_8);
+            assertTrue(tx.send(msg, 0, msg.length, Duration.ZERO));
+            assertEquals(msg.length, rx.receive(buf, Duration.ZERO));
+            assertArrayEquals(msg, Arrays.copyOf(buf, msg.length));
+            assertEquals(-1, rx.receive(buf, Duration.ZERO));
+        }
+    }
+
+    @Test
     void messagesArriveWholeAndInOrder() throws Exception {
         try (ShmChannel rx = ShmChannel.create(name("order"), 8192); ShmChannel tx = ShmChannel.open(name("order"))) {
             assertEquals(2048, rx.maxMessage());
