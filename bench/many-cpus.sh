@@ -43,7 +43,7 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
 done
 echo "guest: \$(grep -c ^processor /proc/cpuinfo) CPUs online (\$(cat /sys/devices/system/cpu/online)) of \$(cat /sys/devices/system/cpu/possible), kernel \$(cat /proc/sys/kernel/osrelease)"
 echo "=== 1. wakeup on CPU $HIGH, a hog beside it, explained with bpf"
-rtlab wakeup --cpus $HIGH --duration 4s --interval 1ms --explain-with bpf --top 5 \\
+rtlab wakeup --cpus $HIGH --duration 4s --interval 1ms --explain-with bpf --top 20 \\
   --load hog:99:3ms/200ms:$HIGH --json /tmp/w.json --quiet >/tmp/w.txt 2>&1; echo "exit \$?"
 cat /tmp/w.txt
 echo "=== 2. watch a program on CPU $HIGH"
@@ -60,7 +60,7 @@ chmod +x "$ROOT/init"
 echo "# the eBPF recorder on high CPU numbers: a $CPUS-vCPU emulated guest, $(basename "$KERNEL"), host $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 timeout 1200 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$CPUS" -m 4G -nographic -no-reboot \
   -kernel "$KERNEL" -initrd "$WORK/initrd.gz" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr" >"$WORK/console.txt" 2>&1 || true
+  -append "console=ttyS0 loglevel=${GUEST_LOGLEVEL:-3} panic=-1 nokaslr" >"$WORK/console.txt" 2>&1 || true
 tr -d '\r' <"$WORK/console.txt" | sed -n '/^guest:/,/^=== end/p' >"$WORK/out.txt"
 python3 - "$WORK/out.txt" "$HIGH" "$WORK/console.txt" <<'PY'
 import json, sys
@@ -83,18 +83,33 @@ print("\n## 1. wakeup on CPU %d (--explain-with bpf)" % high)
 for x in w.get("warnings", []):
     print("  warning:", x)
 named = 0
-for o in w.get("outliers", []):
+for i, o in enumerate(w.get("outliers", [])):
     cs = o.get("causes", [])
     hog = any("rtlab-hog" in c.get("detail", "") or "rtlab-hog" in json.dumps(c) for c in cs)
     named += hog
-    print("  outlier on CPU %s, %.0f us late: %s" % (o.get("cpu"), o.get("latency_ns", 0) / 1e3,
-          "; ".join("%s %.0f us %s" % (c["kind"], c.get("duration_ns", 0) / 1e3, c.get("detail", "")) for c in cs[:2])))
+    if i < 5 or hog and i < 10:
+        print("  outlier on CPU %s, %.0f us late: %s" % (o.get("cpu"), o.get("latency_ns", 0) / 1e3,
+              "; ".join("%s %.0f us %s" % (c["kind"], c.get("duration_ns", 0) / 1e3, c.get("detail", "")) for c in cs[:2])))
 print("outliers on CPU %d naming rtlab-hog: %d of %d" % (high, named, len(w.get("outliers", []))))
 if len(docs) > 1:
     d = docs[1]
     print("\n## 2. watch of a program on CPU %d" % high)
     for x in d.get("warnings", []):
         print("  warning:", x)
-    print("  traced CPUs:", d.get("verdict", {}).get("details", {}).get("traced_cpus"))
-    print("  series:", ", ".join("%s n=%s" % (s.get("name"), s.get("count")) for s in d.get("series", [])[:4]))
+    def find(x, key):
+        if isinstance(x, dict):
+            if key in x:
+                return x[key]
+            x = list(x.values())
+        if isinstance(x, list):
+            for v in x:
+                r = find(v, key)
+                if r is not None:
+                    return r
+        return None
+    print("  CPUs traced at any time of the run:", find(d, "traced_cpus"))
+    for o in d.get("outliers", [])[:3]:
+        print("  outlier on CPU %s, %.0f us late: %s" % (o.get("cpu"), o.get("latency_ns", 0) / 1e3,
+              "; ".join("%s %.0f us %s" % (c["kind"], c.get("duration_ns", 0) / 1e3, c.get("detail", "")) for c in o.get("causes", [])[:2])))
+    print("  series:", ", ".join("%s n=%s" % (s.get("name"), s.get("count") or s.get("n")) for s in d.get("series", [])[:3]))
 PY
