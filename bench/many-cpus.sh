@@ -30,7 +30,7 @@ cp /bin/busybox "$ROOT/bin/"
 for a in sh mount mkdir cat poweroff sleep taskset ls grep head echo; do ln -s busybox "$ROOT/bin/$a"; done
 cp target/release/rtlab "$ROOT/bin/"
 for lib in $(ldd target/release/rtlab | grep -o '/lib[^ ]*'); do cp "$lib" "$ROOT$lib"; done
-HIGH=$((CPUS - 3))
+HIGH=${HIGH:-$((CPUS - 3))} # the measured CPU (HIGH=1: a control with low numbers)
 cat >"$ROOT/init" <<EOF
 #!/bin/sh
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
@@ -61,7 +61,7 @@ echo "# the eBPF recorder on high CPU numbers: a $CPUS-vCPU emulated guest, $(ba
 timeout 1200 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$CPUS" -m 4G -nographic -no-reboot \
   -kernel "$KERNEL" -initrd "$WORK/initrd.gz" \
   -append "console=ttyS0 loglevel=${GUEST_LOGLEVEL:-3} panic=-1 nokaslr" >"$WORK/console.txt" 2>&1 || true
-tr -d '\r' <"$WORK/console.txt" | sed -n '/^guest:/,/^=== end/p' >"$WORK/out.txt"
+tr -d '\r' <"$WORK/console.txt" | sed 's/^.*guest: /guest: /' | sed -n '/^guest:/,/^=== end/p' >"$WORK/out.txt"
 python3 - "$WORK/out.txt" "$HIGH" "$WORK/console.txt" <<'PY'
 import json, sys
 text = open(sys.argv[1]).read()

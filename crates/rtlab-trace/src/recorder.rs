@@ -1266,6 +1266,36 @@ mod tests {
     }
 
     #[test]
+    fn a_cpus_ring_is_found_through_its_entry_not_its_number() {
+        let Some((_, there, sleeper)) = asleep_on_another_cpu() else {
+            return;
+        };
+        // One ring (index 0), for the second CPU: its events must land there and read back
+        // with their own CPU number.
+        let mut r = match Recorder::start(&[there], &CpuMask::of(&[there]), true, LockWaits::No) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        assert_ne!(
+            there, 0,
+            "the test needs a CPU whose ring index differs from its number"
+        );
+        sleeper.wake_five();
+        drop(sleeper);
+        let mut events = Vec::new();
+        r.drain(|e| events.push(e));
+        let switches = events
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Switch { .. }))
+            .count();
+        assert!(switches >= 1, "{events:?}");
+        assert!(events.iter().all(|e| e.cpu as usize == there), "{events:?}");
+    }
+
+    #[test]
     fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
         let Some((here, there, sleeper)) = asleep_on_another_cpu() else {
             return;
