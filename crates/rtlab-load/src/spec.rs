@@ -8,6 +8,9 @@ use std::str::FromStr;
 pub const LOAD_HELP: &str = "\
 LOAD SPECS (repeat --load to combine several):
   cpu[:N]                 N spinning SCHED_OTHER threads (default: one per usable CPU)
+  cpu:P%                  each usable CPU busy P % of every 10 ms (1-90), half of it by a
+                          SCHED_FIFO 1 thread and half by a SCHED_OTHER one, each pinned
+                          (seed 001's 60-80 % mixed load: cpu:60%)
   mmap[:SIZE][:mlock]     a non-RT thread that maps, touches and unmaps SIZE in a loop
                           (default 100MiB); ':mlock' also mlocks each mapping. This is the
                           seed experiment where a non-RT mmap delayed an RT thread's futex.
@@ -36,6 +39,12 @@ pub enum LoadKind {
     Cpu {
         /// Thread count.
         threads: Option<usize>,
+    },
+    /// Each usable CPU busy `percent` % of every period: half by a SCHED_FIFO 1 thread,
+    /// half by a SCHED_OTHER thread, each pinned to the CPU.
+    Utilisation {
+        /// Busy share of each CPU, 1-90.
+        percent: u32,
     },
     /// Map, touch, unmap in a loop.
     Mmap {
@@ -115,8 +124,20 @@ impl FromStr for LoadSpec {
         let kind = match name.as_str() {
             "cpu" => {
                 no_extra("cpu:N", args.get(1..).unwrap_or(&[]))?;
-                LoadKind::Cpu {
-                    threads: args.first().map(|a| count(a, "cpu:N")).transpose()?,
+                match args.first().and_then(|a| a.strip_suffix('%')) {
+                    Some(p) => LoadKind::Utilisation {
+                        percent: match p.trim().parse::<u32>() {
+                            Ok(p) if (1..=90).contains(&p) => p,
+                            _ => {
+                                return Err(format!(
+                                    "cpu:P% needs P from 1 to 90 (the CPU's own work needs the rest), got '{p}'"
+                                ))
+                            }
+                        },
+                    },
+                    None => LoadKind::Cpu {
+                        threads: args.first().map(|a| count(a, "cpu:N")).transpose()?,
+                    },
                 }
             }
             "mmap" => {
@@ -247,6 +268,10 @@ mod tests {
     fn parses_every_kind() {
         assert_eq!(kind("cpu"), LoadKind::Cpu { threads: None });
         assert_eq!(kind("cpu:2"), LoadKind::Cpu { threads: Some(2) });
+        assert_eq!(kind("cpu:60%"), LoadKind::Utilisation { percent: 60 });
+        for bad in ["cpu:0%", "cpu:95%", "cpu:x%", "cpu:60%:1"] {
+            assert!(bad.parse::<LoadSpec>().is_err(), "{bad}");
+        }
         assert_eq!(
             kind("mmap"),
             LoadKind::Mmap {

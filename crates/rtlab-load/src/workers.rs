@@ -205,6 +205,46 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             }
             Ok("spin rounds")
         }
+        LoadKind::Utilisation { percent } => {
+            let period = Nanos::from_millis(10);
+            let run = Nanos(period.get() * percent as u64 / 200);
+            // Far enough ahead for every thread to be placed (a real-time spinner started
+            // first must not delay the starting of the others).
+            let first = monotonic_now_ns() + 50_000_000;
+            for cpu in usable_cpus().as_slice().iter().copied() {
+                for (name, fifo, offset) in [
+                    ("rtlab-util-rt", Some(1), 0),
+                    ("rtlab-util", None, period.get() / 2),
+                ] {
+                    let (tx, rx) = mpsc::channel();
+                    let ctx = ctx.clone();
+                    let shape = Periodic {
+                        what: "cpu:P%",
+                        fifo,
+                        run,
+                        period,
+                        cpu: Some(cpu),
+                        first_ns: Some(first + offset),
+                    };
+                    let handle = std::thread::Builder::new()
+                        .name(name.into())
+                        .stack_size(LOAD_STACK)
+                        .spawn(move || periodic(ctx, shape, tx))
+                        .map_err(io)?;
+                    loads.threads.push(handle);
+                    match rx.recv() {
+                        Ok(Some(warning)) => {
+                            if !loads.warnings.contains(&warning) {
+                                loads.warnings.push(warning)
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(_) => return Err("a cpu:P% thread died while starting".into()),
+                    }
+                }
+            }
+            Ok("periods")
+        }
         LoadKind::Mmap { size, mlock } => {
             let size = usize::try_from(size).map_err(|_| "SIZE too large".to_string())?;
             loads
@@ -263,10 +303,18 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             }
             let (tx, rx) = mpsc::channel();
             let ctx = ctx.clone();
+            let shape = Periodic {
+                what: "hog",
+                fifo: Some(prio),
+                run,
+                period,
+                cpu,
+                first_ns: None,
+            };
             let handle = std::thread::Builder::new()
                 .name("rtlab-hog".into())
                 .stack_size(LOAD_STACK)
-                .spawn(move || hog(ctx, prio, run, period, cpu, tx))
+                .spawn(move || periodic(ctx, shape, tx))
                 .map_err(io)?;
             loads.threads.push(handle);
             match rx.recv() {
@@ -413,33 +461,56 @@ fn io_fsync(ctx: Ctx, mut file: std::fs::File, _guard: TempFile) {
     }
 }
 
-fn hog(
-    ctx: Ctx,
-    prio: u32,
+/// A periodic spinner's shape: SCHED_FIFO at a priority (else SCHED_OTHER), RUN every
+/// PERIOD from OFFSET on, maybe pinned.
+#[derive(Debug, Clone, Copy)]
+struct Periodic {
+    /// For messages; only the hog records its runs (the document's `runs_ns`).
+    what: &'static str,
+    fifo: Option<u32>,
     run: Nanos,
     period: Nanos,
     cpu: Option<usize>,
-    ready: mpsc::Sender<Option<String>>,
-) {
+    /// The first run's start (CLOCK_MONOTONIC; None: at once). The threads of `cpu:P%` share
+    /// one start and differ by half a period, so on each CPU their runs never overlap.
+    first_ns: Option<u64>,
+}
+
+/// Spins `run` every `period` (the hog, and each thread of `cpu:P%`); sends a warning (or
+/// None) on `ready` once placed.
+fn periodic(ctx: Ctx, shape: Periodic, ready: mpsc::Sender<Option<String>>) {
+    let Periodic {
+        what,
+        fifo,
+        run,
+        period,
+        cpu,
+        first_ns,
+    } = shape;
     let mut warning = None;
     if let Some(cpu) = cpu {
         if let Err(e) = set_current_thread_affinity(&CpuList::from(vec![cpu])) {
             warning = Some(format!(
-                "hog: cannot pin to CPU {cpu} ({e}); it runs unpinned"
+                "{what}: cannot pin to CPU {cpu} ({e}); it runs unpinned"
             ));
         }
     }
-    if let Err(e) = set_current_thread_scheduler(Policy::Fifo, prio) {
-        warning = Some(format!(
-            "hog: cannot use SCHED_FIFO {prio} ({e}); it runs as SCHED_OTHER"
-        ));
+    if let Some(prio) = fifo {
+        if let Err(e) = set_current_thread_scheduler(Policy::Fifo, prio) {
+            warning = Some(format!(
+                "{what}: cannot use SCHED_FIFO {prio} ({e}); it runs as SCHED_OTHER"
+            ));
+        }
     }
     let _ = ready.send(warning);
-    if let Ok(mut runs) = ctx.runs.lock() {
+    if let (true, Ok(mut runs)) = (what == "hog", ctx.runs.lock()) {
         let expected = ctx.deadline_ns.saturating_sub(monotonic_now_ns()) / period.get().max(1);
         runs.reserve(MAX_RECORDED_RUNS.min(expected as usize + 1));
     }
-    let mut next = monotonic_now_ns();
+    let mut next = first_ns.unwrap_or_else(monotonic_now_ns);
+    while ctx.running() && monotonic_now_ns() < next {
+        let _ = sleep_until_monotonic_ns(next);
+    }
     while ctx.running() {
         let spin_until = next + run.get();
         // The run starts when the thread got the CPU, which may be after `next`.
@@ -450,7 +521,9 @@ fn hog(
             std::hint::spin_loop();
             now = monotonic_now_ns();
         }
-        ctx.ran(from, now);
+        if what == "hog" {
+            ctx.ran(from, now);
+        }
         ctx.add(1);
         next += period.get();
         // Stop promptly even with a long period.
@@ -486,6 +559,7 @@ mod tests {
             "net",
             "io",
             "hog:10:1ms/5ms",
+            "cpu:30%",
         ] {
             let started = std::time::Instant::now();
             let (reports, _) = run_for(spec, 300);
@@ -496,6 +570,46 @@ mod tests {
             assert_eq!(reports.len(), 1);
             assert!(reports[0].work > 0, "{spec} did no work: {reports:?}");
         }
+    }
+
+    #[test]
+    fn a_utilisation_load_puts_a_real_time_and_a_time_sharing_spinner_on_every_cpu() {
+        let specs = ["cpu:40%".parse::<LoadSpec>().unwrap()];
+        let loads = start(&specs, Nanos::from_secs(60)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let threads = rtlab_sys::procfs::threads_of(std::process::id() as i32).unwrap();
+        let ncpu = usable_cpus().len();
+        let root = rtlab_sys::process::effective_uid() == 0;
+        for (name, prio) in [("rtlab-util-rt", 98), ("rtlab-util", 120)] {
+            let ours: Vec<_> = threads.iter().filter(|t| t.name == name).collect();
+            assert_eq!(ours.len(), ncpu, "{name}: {threads:?}");
+            // One on each CPU.
+            let mut cpus: Vec<usize> = ours
+                .iter()
+                .filter_map(|t| rtlab_sys::affinity::thread_cpus(t.tid))
+                .map(|c| {
+                    assert_eq!(c.len(), 1, "{name} pinned to one CPU");
+                    c.as_slice()[0]
+                })
+                .collect();
+            cpus.sort_unstable();
+            assert_eq!(cpus, usable_cpus().as_slice());
+            // SCHED_FIFO 1 (kernel priority 98) for the first where allowed.
+            if root || prio == 120 {
+                for t in &ours {
+                    let p = rtlab_sys::procfs::task_kernel_prio(t.tid as i64).unwrap();
+                    assert!(
+                        p == prio || (prio == 120 && (100..140).contains(&p)),
+                        "{name}: {p}"
+                    );
+                }
+            }
+        }
+        let reports = loads.stop();
+        assert!(
+            reports[0].work > 0 && reports[0].runs.is_empty(),
+            "{reports:?}"
+        );
     }
 
     #[test]
