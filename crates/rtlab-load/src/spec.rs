@@ -19,6 +19,10 @@ LOAD SPECS (repeat --load to combine several):
   alloc[:RATE]            allocation churn with ever-growing strings (a garbage-collected
                           heap growing and shrinking); RATE in bytes per second, e.g. 200MiB
                           (default: as fast as one thread can)
+  gc[:PRIO[:BURST/PERIOD]] a garbage collector's shape: a SCHED_FIFO thread named 'rtlab-gc'
+                          at PRIO (default 20: boosted above ordinary work) that allocates,
+                          walks and frees a heap in bursts of BURST every PERIOD (default
+                          5ms/100ms), on any CPU (seed 001: GC threads blocking RT threads)
   fork[:N]                N threads forking and reaping trivial children (default 1)
   net[:N]                 N bulk TCP streams over loopback (default 1)
   io                      write + fsync of a temporary file (removed afterwards)
@@ -57,6 +61,15 @@ pub enum LoadKind {
     Alloc {
         /// Bytes per second, `None` for unthrottled.
         rate: Option<u64>,
+    },
+    /// Allocation bursts at real-time priority (a collector's shape).
+    Gc {
+        /// FIFO priority.
+        prio: u32,
+        /// Burst length.
+        burst: Nanos,
+        /// Period.
+        period: Nanos,
     },
     /// Fork and reap.
     Fork {
@@ -195,9 +208,10 @@ impl FromStr for LoadSpec {
                 LoadKind::Io
             }
             "hog" => parse_hog(args)?,
+            "gc" => parse_gc(args)?,
             other => {
                 return Err(format!(
-                    "unknown load kind '{other}' (expected cpu, mmap, alloc, fork, net, io or hog; \
+                    "unknown load kind '{other}' (expected cpu, mmap, alloc, gc, fork, net, io or hog; \
                      see 'rtlab load --help')"
                 ))
             }
@@ -207,6 +221,44 @@ impl FromStr for LoadSpec {
             kind,
         })
     }
+}
+
+fn parse_gc(args: &[&str]) -> Result<LoadKind, String> {
+    const FORM: &str = "gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms";
+    if args.len() > 2 {
+        return Err(format!("gc takes {FORM}"));
+    }
+    let prio = match args.first().map(|p| p.parse::<u32>()) {
+        None => 20,
+        Some(Ok(p)) if (1..=99).contains(&p) => p,
+        Some(_) => return Err(format!("gc: PRIO must be 1-99, got '{}'", args[0])),
+    };
+    let (burst, period) = match args.get(1) {
+        None => (Nanos::from_millis(5), Nanos::from_millis(100)),
+        Some(a) => {
+            let (b, p) = a
+                .split_once('/')
+                .ok_or_else(|| format!("gc: expected BURST/PERIOD, got '{a}' ({FORM})"))?;
+            (
+                parse_duration(b).map_err(|e| format!("gc BURST: {e}"))?,
+                parse_duration(p).map_err(|e| format!("gc PERIOD: {e}"))?,
+            )
+        }
+    };
+    // The same bounds as a hog's: a disturbance, never a lock-up.
+    if burst.get() == 0
+        || burst > MAX_HOG_RUN
+        || burst.get() as u128 * 10 > period.get() as u128 * 9
+    {
+        return Err(format!(
+            "gc: BURST must be above 0, at most 1s and at most 90 % of PERIOD ({FORM})"
+        ));
+    }
+    Ok(LoadKind::Gc {
+        prio,
+        burst,
+        period,
+    })
 }
 
 /// The longest single hog run: long enough for any scheduling disturbance, short of a stall.
@@ -269,6 +321,25 @@ mod tests {
         assert_eq!(kind("cpu"), LoadKind::Cpu { threads: None });
         assert_eq!(kind("cpu:2"), LoadKind::Cpu { threads: Some(2) });
         assert_eq!(kind("cpu:60%"), LoadKind::Utilisation { percent: 60 });
+        let gc = |prio, b, p| LoadKind::Gc {
+            prio,
+            burst: Nanos::from_millis(b),
+            period: Nanos::from_millis(p),
+        };
+        assert_eq!(kind("gc"), gc(20, 5, 100));
+        assert_eq!(kind("gc:30"), gc(30, 5, 100));
+        assert_eq!(kind("gc:30:10ms/50ms"), gc(30, 10, 50));
+        for bad in [
+            "gc:0",
+            "gc:100",
+            "gc:20:5ms",
+            "gc:20:0ms/10ms",
+            "gc:20:10ms/10ms",
+            "gc:20:2s/10s",
+            "gc:1:1ms/2ms:3",
+        ] {
+            assert!(bad.parse::<LoadSpec>().is_err(), "{bad}");
+        }
         for bad in ["cpu:0%", "cpu:95%", "cpu:x%", "cpu:60%:1"] {
             assert!(bad.parse::<LoadSpec>().is_err(), "{bad}");
         }

@@ -157,6 +157,34 @@ impl RunningLoads {
     }
 }
 
+impl RunningLoads {
+    /// Starts a thread that places itself (priority, CPU) and says how that went on the
+    /// channel it is given (a warning, or None) before its work; a warning is kept once.
+    fn spawn_placed(
+        &mut self,
+        name: &str,
+        body: impl FnOnce(mpsc::Sender<Option<String>>) + Send + 'static,
+    ) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(LOAD_STACK)
+            .spawn(move || body(tx))
+            .map_err(|e| e.to_string())?;
+        self.threads.push(handle);
+        match rx.recv() {
+            Ok(Some(warning)) => {
+                if !self.warnings.contains(&warning) {
+                    self.warnings.push(warning)
+                }
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(_) => Err(format!("the {name} thread died while starting")),
+        }
+    }
+}
+
 impl Drop for RunningLoads {
     fn drop(&mut self) {
         self.shutdown();
@@ -216,7 +244,6 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
                     ("rtlab-util-rt", Some(1), 0),
                     ("rtlab-util", None, period.get() / 2),
                 ] {
-                    let (tx, rx) = mpsc::channel();
                     let ctx = ctx.clone();
                     let shape = Periodic {
                         what: "cpu:P%",
@@ -226,21 +253,7 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
                         cpu: Some(cpu),
                         first_ns: Some(first + offset),
                     };
-                    let handle = std::thread::Builder::new()
-                        .name(name.into())
-                        .stack_size(LOAD_STACK)
-                        .spawn(move || periodic(ctx, shape, tx))
-                        .map_err(io)?;
-                    loads.threads.push(handle);
-                    match rx.recv() {
-                        Ok(Some(warning)) => {
-                            if !loads.warnings.contains(&warning) {
-                                loads.warnings.push(warning)
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(_) => return Err("a cpu:P% thread died while starting".into()),
-                    }
+                    loads.spawn_placed(name, move |tx| periodic(ctx, shape, tx))?;
                 }
             }
             Ok("periods")
@@ -256,6 +269,17 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             loads
                 .spawn("rtlab-load-alloc", ctx, move |c| alloc_churn(c, rate))
                 .map_err(io)?;
+            Ok("bytes allocated")
+        }
+        LoadKind::Gc {
+            prio,
+            burst,
+            period,
+        } => {
+            let ctx = ctx.clone();
+            loads.spawn_placed("rtlab-gc", move |tx| {
+                gc_bursts(ctx, prio, burst, period, tx)
+            })?;
             Ok("bytes allocated")
         }
         LoadKind::Fork { threads } => {
@@ -301,7 +325,6 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             if let Some(cpu) = cpu {
                 CpuList::from(vec![cpu]).check_within(&usable_cpus())?;
             }
-            let (tx, rx) = mpsc::channel();
             let ctx = ctx.clone();
             let shape = Periodic {
                 what: "hog",
@@ -311,17 +334,7 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
                 cpu,
                 first_ns: None,
             };
-            let handle = std::thread::Builder::new()
-                .name("rtlab-hog".into())
-                .stack_size(LOAD_STACK)
-                .spawn(move || periodic(ctx, shape, tx))
-                .map_err(io)?;
-            loads.threads.push(handle);
-            match rx.recv() {
-                Ok(Some(warning)) => loads.warnings.push(warning),
-                Ok(None) => {}
-                Err(_) => return Err("the hog thread died while starting".into()),
-            }
+            loads.spawn_placed("rtlab-hog", move |tx| periodic(ctx, shape, tx))?;
             Ok("periods")
         }
     }
@@ -385,6 +398,47 @@ fn alloc_churn(ctx: Ctx, rate: Option<u64>) {
             if due_ns > now {
                 let _ = sleep_until_monotonic_ns(started + due_ns.min(now + 100_000_000));
             }
+        }
+    }
+}
+
+/// A collector's shape at real-time priority: every `period`, for `burst`, build a heap of
+/// small boxed nodes, walk it (the marking), drop every other one and replace it (the
+/// sweeping and the mutator's next allocations), then free it all; records each burst as
+/// a run, as the hog does.
+fn gc_bursts(
+    ctx: Ctx,
+    prio: u32,
+    burst: Nanos,
+    period: Nanos,
+    ready: mpsc::Sender<Option<String>>,
+) {
+    let warning = set_current_thread_scheduler(Policy::Fifo, prio)
+        .err()
+        .map(|e| format!("gc: cannot use SCHED_FIFO {prio} ({e}); it runs as SCHED_OTHER"));
+    let _ = ready.send(warning);
+    let mut next = monotonic_now_ns();
+    while ctx.running() {
+        let from = monotonic_now_ns();
+        let until = next + burst.get();
+        let mut now = from;
+        let mut bytes = 0u64;
+        while now < until && !ctx.stop.load(Ordering::Relaxed) {
+            let mut heap: Vec<Box<[u64; 32]>> = (0..4096u64).map(|i| Box::new([i; 32])).collect();
+            let marked: u64 = heap.iter().map(|n| std::hint::black_box(n[0])).sum();
+            for (i, node) in heap.iter_mut().enumerate().step_by(2) {
+                // A new allocation in place of the old (not a write into it: the point).
+                drop(std::mem::replace(node, Box::new([marked ^ i as u64; 32])));
+            }
+            bytes += 6144 * 256;
+            drop(std::hint::black_box(heap));
+            now = monotonic_now_ns();
+        }
+        ctx.ran(from, now);
+        ctx.add(bytes);
+        next += period.get();
+        while ctx.running() && monotonic_now_ns() < next {
+            let _ = sleep_until_monotonic_ns(next.min(monotonic_now_ns() + 50_000_000));
         }
     }
 }
@@ -560,6 +614,7 @@ mod tests {
             "io",
             "hog:10:1ms/5ms",
             "cpu:30%",
+            "gc:10:2ms/20ms",
         ] {
             let started = std::time::Instant::now();
             let (reports, _) = run_for(spec, 300);
@@ -610,6 +665,19 @@ mod tests {
             reports[0].work > 0 && reports[0].runs.is_empty(),
             "{reports:?}"
         );
+    }
+
+    #[test]
+    fn gc_records_its_bursts() {
+        let (reports, warnings) = run_for("gc:10:2ms/20ms", 300);
+        let runs = &reports[0].runs;
+        assert!(
+            runs.len() >= 5 && reports[0].work > 0,
+            "{reports:?} {warnings:?}"
+        );
+        for pair in runs.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "bursts overlap: {pair:?}");
+        }
     }
 
     #[test]
