@@ -23,6 +23,7 @@ use rtlab_sync::{CeilingMutex, PiCondvar, PiMutex, RobustMutex};
 use rtlab_sys::affinity::CpuList;
 use rtlab_sys::pthread::{PthreadCond, PthreadKind, PthreadMutex};
 use rtlab_sys::sched::Policy;
+use rtlab_sys::sysv_sem::SysvSem;
 use rtlab_sys::time::monotonic_now_ns;
 use std::hint::black_box;
 use std::pin::Pin;
@@ -33,7 +34,7 @@ use std::sync::Barrier;
 pub const SERIES_HELP: &str =
     "<impl>/uncontended and <impl>/handoff (metric lock_unlock and handoff, \
 unit ns, a single value each) for impl in rtlab-pi, glibc-normal, glibc-pi, glibc-pp, \
-glibc-robust, std, parking_lot";
+glibc-robust, std, parking_lot, sysv-sem";
 
 const UNCONTENDED_BATCH: u64 = 20_000;
 const HANDOFF_BATCH: u64 = 1_000;
@@ -64,11 +65,14 @@ pub enum Impl {
     Std,
     /// `parking_lot::Mutex`.
     ParkingLot,
+    /// A System V semaphore as a lock (`semop` -1/+1 with `SEM_UNDO`), seed 003's comparison
+    /// for the robust mutex.
+    SysvSem,
 }
 
 impl Impl {
     /// All implementations.
-    pub const ALL: [Impl; 10] = [
+    pub const ALL: [Impl; 11] = [
         Impl::RtlabPi,
         Impl::RtlabRobust,
         Impl::RtlabCeiling,
@@ -79,6 +83,7 @@ impl Impl {
         Impl::GlibcRobustPi,
         Impl::Std,
         Impl::ParkingLot,
+        Impl::SysvSem,
     ];
 
     /// Series name prefix.
@@ -94,6 +99,7 @@ impl Impl {
             Impl::GlibcRobustPi => "glibc-robust-pi",
             Impl::Std => "std",
             Impl::ParkingLot => "parking_lot",
+            Impl::SysvSem => "sysv-sem",
         }
     }
 }
@@ -224,6 +230,7 @@ enum Subject {
     Pthread([PthreadMutex; 3]),
     Std([std::sync::Mutex<()>; 3]),
     ParkingLot([parking_lot::Mutex<()>; 3]),
+    Sem([SysvSem; 3]),
 }
 
 impl Subject {
@@ -250,6 +257,10 @@ impl Subject {
             Impl::GlibcRobustPi => pthread(PthreadKind::RobustPi),
             Impl::Std => Ok(Subject::Std(Default::default())),
             Impl::ParkingLot => Ok(Subject::ParkingLot(Default::default())),
+            Impl::SysvSem => {
+                let make = || SysvSem::new().map_err(|e| e.to_string());
+                Ok(Subject::Sem([make()?, make()?, make()?]))
+            }
         }
     }
 
@@ -261,6 +272,7 @@ impl Subject {
             Subject::Pthread(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::Std(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::ParkingLot(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Sem(l) => uncontended_batch(&l[0], cpu, sched),
         }
     }
 
@@ -272,6 +284,7 @@ impl Subject {
             Subject::Pthread(l) => handoff_batch(l, cpus, sched),
             Subject::Std(l) => handoff_batch(l, cpus, sched),
             Subject::ParkingLot(l) => handoff_batch(l, cpus, sched),
+            Subject::Sem(l) => handoff_batch(l, cpus, sched),
         }
     }
 }

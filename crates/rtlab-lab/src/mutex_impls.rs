@@ -87,3 +87,11 @@ impl BenchLock for FutexMutex<()> {
         self.lock().map_err(|e| e.to_string())
     }
 }
+
+impl BenchLock for rtlab_sys::sysv_sem::SysvSem {
+    type Guard<'a> = rtlab_sys::sysv_sem::SysvSemGuard<'a>;
+    #[inline]
+    fn acquire(&self) -> Result<Self::Guard<'_>, String> {
+        self.lock().map_err(|e| e.to_string())
+    }
+}

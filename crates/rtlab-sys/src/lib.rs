@@ -36,6 +36,8 @@ pub mod signal;
 pub mod slack;
 pub mod sleep;
 pub mod sysinfo;
+#[allow(unsafe_code)]
+pub mod sysv_sem;
 pub mod time;
 #[allow(unsafe_code)]
 pub mod tracefs;

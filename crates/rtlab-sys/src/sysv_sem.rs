@@ -1,0 +1,107 @@
+//! A System V semaphore used as a lock (`semop` with `SEM_UNDO`): seed 003's comparison for
+//! the robust mutex (the kernel undoes a dead holder's decrement, as a robust mutex hands the
+//! lock on with EOWNERDEAD).
+
+use crate::SysError;
+
+/// A private System V semaphore set of one, initialised to 1 (unlocked); removed on drop.
+#[derive(Debug)]
+pub struct SysvSem {
+    id: i32,
+}
+
+/// Holds the semaphore; releases it (`+1`, `SEM_UNDO`) on drop.
+#[derive(Debug)]
+pub struct SysvSemGuard<'a> {
+    sem: &'a SysvSem,
+}
+
+impl SysvSem {
+    /// C: `semget(IPC_PRIVATE, 1, IPC_CREAT | 0600)`, `semctl(id, 0, SETVAL, 1)`.
+    pub fn new() -> Result<SysvSem, SysError> {
+        // SAFETY: plain system calls on integers.
+        let id = unsafe { libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | 0o600) };
+        if id < 0 {
+            return Err(SysError::from_io("semget", std::io::Error::last_os_error()));
+        }
+        let sem = SysvSem { id };
+        // SAFETY: SETVAL takes an int as its fourth argument.
+        if unsafe { libc::semctl(id, 0, libc::SETVAL, 1) } < 0 {
+            return Err(SysError::from_io(
+                "semctl(SETVAL)",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(sem)
+    }
+
+    fn op(&self, delta: i16) -> Result<(), SysError> {
+        let mut op = libc::sembuf {
+            sem_num: 0,
+            sem_op: delta,
+            sem_flg: libc::SEM_UNDO as i16,
+        };
+        loop {
+            // SAFETY: one valid sembuf.
+            if unsafe { libc::semop(self.id, &mut op, 1) } == 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(SysError::from_io("semop", e));
+            }
+        }
+    }
+
+    /// Takes it (`semop(-1, SEM_UNDO)`), waiting as long as it is held.
+    pub fn lock(&self) -> Result<SysvSemGuard<'_>, SysError> {
+        self.op(-1)?;
+        Ok(SysvSemGuard { sem: self })
+    }
+}
+
+impl Drop for SysvSemGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.sem.op(1);
+    }
+}
+
+impl Drop for SysvSem {
+    fn drop(&mut self) {
+        // SAFETY: removes the set this value created.
+        unsafe { libc::semctl(self.id, 0, libc::IPC_RMID) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excludes_and_is_removed() {
+        let sem = std::sync::Arc::new(SysvSem::new().unwrap());
+        let id = sem.id;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (sem, count) = (sem.clone(), count.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        let _g = sem.lock().unwrap();
+                        // Not atomic as a whole: only the semaphore keeps it exact.
+                        let v = count.load(std::sync::atomic::Ordering::Relaxed);
+                        count.store(v + 1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(count.load(std::sync::atomic::Ordering::Relaxed), 8000);
+        drop(sem);
+        // SAFETY: GETVAL on a removed id fails with EINVAL.
+        let gone = unsafe { libc::semctl(id, 0, libc::GETVAL) } < 0;
+        assert!(gone, "the set is removed");
+    }
+}
