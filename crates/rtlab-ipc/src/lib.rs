@@ -16,6 +16,8 @@ pub mod peer;
 mod region;
 #[allow(unsafe_code)]
 mod ring;
+#[allow(unsafe_code)]
+pub mod shared_locks;
 
 pub use mutex_queue::{MutexSemQueue, Signalling};
 pub use ring::{ChannelOptions, IpcError, Receiver, Sender, ShmChannel, Variant, MAX_PRODUCERS};

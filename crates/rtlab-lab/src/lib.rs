@@ -14,8 +14,10 @@ pub mod lock;
 pub mod mmap;
 mod mutex_impls;
 pub mod net;
+pub mod noise;
 pub mod slack;
 pub mod survey;
+pub mod tune;
 pub mod wakeup;
 pub mod watchdog;
 

@@ -16,6 +16,8 @@
 use crate::harness::{CommonConfig, Observer};
 use crate::mutex_impls::{enter, BenchLock};
 use crate::{Experiment, LabError, Outcome};
+use rtlab_ipc::peer::ChildPlacement;
+use rtlab_ipc::shared_locks::{SharedKind, SharedLocks};
 use rtlab_stats::result::{Series, Unit};
 use rtlab_stats::LatencyHistogram;
 use rtlab_stats::Nanos;
@@ -125,6 +127,9 @@ pub struct LockConfig {
     pub sched: Sched,
     /// Attribute late condition-variable wakeups to causes (`--explain`).
     pub explain: Option<crate::explain::ExplainSettings>,
+    /// Seed 003's inter-process method: the locks in shared memory, process-shared, the
+    /// hand-off ring between this process and a forked child (no condition variables).
+    pub processes: bool,
 }
 
 /// The lock experiment.
@@ -231,10 +236,65 @@ enum Subject {
     Std([std::sync::Mutex<()>; 3]),
     ParkingLot([parking_lot::Mutex<()>; 3]),
     Sem([SysvSem; 3]),
+    /// Process-shared, in shared memory (`--processes`).
+    Shared(SharedLocks),
+}
+
+/// The process-shared form of `which`, if it has one.
+fn shared_kind(which: Impl, sched: Sched) -> Result<SharedKind, String> {
+    let ceiling = sched.prio.clamp(1, 98) + 1;
+    Ok(match which {
+        Impl::RtlabPi => SharedKind::RtlabPi,
+        Impl::RtlabRobust => SharedKind::RtlabRobust,
+        Impl::GlibcNormal => SharedKind::Glibc(PthreadKind::Normal),
+        Impl::GlibcPi => SharedKind::Glibc(PthreadKind::PrioInherit),
+        Impl::GlibcPp => SharedKind::Glibc(PthreadKind::PrioProtect(ceiling)),
+        Impl::GlibcRobust => SharedKind::Glibc(PthreadKind::Robust),
+        Impl::GlibcRobustPi => SharedKind::Glibc(PthreadKind::RobustPi),
+        Impl::SysvSem => SharedKind::SysvSem,
+        Impl::RtlabCeiling | Impl::Std | Impl::ParkingLot => {
+            return Err("not process-shared (it works between threads of one process only)".into())
+        }
+    })
+}
+
+/// ns per lock+unlock pair of a shared lock over one batch, on a fresh thread.
+fn shared_uncontended(locks: &SharedLocks, cpu: usize, sched: Sched) -> Result<f64, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(cpu, sched.policy, sched.prio)?;
+            locks.uncontended(UNCONTENDED_BATCH)
+        })
+        .join()
+        .map_err(|_| "measuring thread panicked".to_string())?
+    })
+}
+
+/// ns per hand-off of a shared ring between a fresh thread on `cpus.0` and a child process
+/// forked from it on `cpus.1`.
+fn shared_handoff(locks: &SharedLocks, cpus: (usize, usize), sched: Sched) -> Result<f64, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(cpus.0, sched.policy, sched.prio)?;
+            locks.handoff(
+                HANDOFF_BATCH,
+                ChildPlacement {
+                    cpu: cpus.1,
+                    policy: sched.policy,
+                    prio: sched.prio,
+                },
+            )
+        })
+        .join()
+        .map_err(|_| "measuring thread panicked".to_string())?
+    })
 }
 
 impl Subject {
-    fn new(which: Impl, sched: Sched) -> Result<Self, String> {
+    fn new(which: Impl, sched: Sched, processes: bool) -> Result<Self, String> {
+        if processes {
+            return SharedLocks::new(shared_kind(which, sched)?).map(Subject::Shared);
+        }
         let pthread = |kind| -> Result<Subject, String> {
             let make = || PthreadMutex::new(kind).map_err(|e| e.to_string());
             Ok(Subject::Pthread([make()?, make()?, make()?]))
@@ -273,6 +333,7 @@ impl Subject {
             Subject::Std(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::ParkingLot(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::Sem(l) => uncontended_batch(&l[0], cpu, sched),
+            Subject::Shared(l) => shared_uncontended(l, cpu, sched),
         }
     }
 
@@ -285,6 +346,7 @@ impl Subject {
             Subject::Std(l) => handoff_batch(l, cpus, sched),
             Subject::ParkingLot(l) => handoff_batch(l, cpus, sched),
             Subject::Sem(l) => handoff_batch(l, cpus, sched),
+            Subject::Shared(l) => shared_handoff(l, cpus, sched),
         }
     }
 }
@@ -522,7 +584,16 @@ impl Experiment for LockExperiment {
         let (cpu_b, cpu_c) = (cpus[0], cpus[1 % cpus.len()]);
         let mut tracks: Vec<Track> = Vec::new();
         for &which in &cfg.impls {
-            match Subject::new(which, sched).and_then(|s| Ok((s, CondSubject::new(which)?))) {
+            let made = Subject::new(which, sched, cfg.processes).and_then(|s| {
+                // Condition variables are measured between threads only.
+                let cond = if cfg.processes {
+                    None
+                } else {
+                    CondSubject::new(which)?
+                };
+                Ok((s, cond))
+            });
+            match made {
                 Ok((subject, cond)) => tracks.push(Track {
                     which,
                     subject,
@@ -600,6 +671,7 @@ impl Experiment for LockExperiment {
             let batches = t.uncontended.len();
             let with = |s: Series, threads: u32, batch: u64| {
                 s.with_config("threads", threads)
+                    .with_config("processes", if cfg.processes { threads } else { 1 })
                     .with_config("policy", sched.policy.as_str())
                     .with_config("prio", sched.prio)
                     .with_config("batches", batches)
@@ -655,8 +727,8 @@ mod tests {
     use super::*;
     use crate::harness::NullObserver;
 
-    #[test]
-    fn every_implementation_yields_both_series() {
+    /// Every implementation for 200 ms, SCHED_OTHER, between threads or processes.
+    fn run_all(processes: bool) -> Outcome {
         let exp = LockExperiment::new(LockConfig {
             impls: Impl::ALL.to_vec(),
             cpus: rtlab_sys::affinity::usable_cpus(),
@@ -665,6 +737,7 @@ mod tests {
                 prio: 0,
             },
             explain: None,
+            processes,
         })
         .unwrap();
         let common = CommonConfig {
@@ -673,7 +746,12 @@ mod tests {
             mlock: false,
             dma_latency: false,
         };
-        let out = exp.run(&common, &mut NullObserver).unwrap();
+        exp.run(&common, &mut NullObserver).unwrap()
+    }
+
+    #[test]
+    fn every_implementation_yields_both_series() {
+        let out = run_all(false);
         let names: Vec<&str> = out.series.iter().map(|s| s.name.as_str()).collect();
         // glibc-pp refuses SCHED_OTHER callers: skipped, and said so.
         assert!(
@@ -717,12 +795,44 @@ mod tests {
     }
 
     #[test]
+    fn between_processes_every_shareable_lock_yields_both_series() {
+        let out = run_all(true);
+        let names: Vec<&str> = out.series.iter().map(|s| s.name.as_str()).collect();
+        for imp in [Impl::RtlabCeiling, Impl::Std, Impl::ParkingLot] {
+            let said = format!("{}: skipped: not process-shared", imp.name());
+            assert!(
+                out.warnings.iter().any(|w| w.starts_with(&said)),
+                "{said}: {:?}",
+                out.warnings
+            );
+        }
+        for imp in [
+            Impl::RtlabPi,
+            Impl::RtlabRobust,
+            Impl::GlibcNormal,
+            Impl::GlibcPi,
+            Impl::GlibcRobust,
+            Impl::GlibcRobustPi,
+            Impl::SysvSem,
+        ] {
+            for mode in ["uncontended", "handoff"] {
+                let name = format!("{}/{mode}", imp.name());
+                let s = out.series.iter().find(|s| s.name == name);
+                let s = s.unwrap_or_else(|| panic!("{name} missing from {names:?}"));
+                assert_eq!(s.config["processes"], if mode == "handoff" { 2 } else { 1 });
+                assert!(s.value.unwrap() > 1.0, "{name}: {s:?}");
+            }
+        }
+        assert!(out.series.iter().all(|s| !s.is_distribution()), "{names:?}");
+    }
+
+    #[test]
     fn handoff_ring_terminates_and_is_slower_than_the_fast_path() {
         let sched = Sched {
             policy: Policy::Other,
             prio: 0,
         };
-        let subject = Subject::new(Impl::RtlabPi, sched).unwrap();
+        let subject = Subject::new(Impl::RtlabPi, sched, false).unwrap();
         let cpus = rtlab_sys::affinity::usable_cpus();
         let cpu = cpus.as_slice()[0];
         let fast = subject.uncontended(cpu, sched).unwrap();

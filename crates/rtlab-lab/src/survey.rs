@@ -1,7 +1,7 @@
 //! `rtlab survey`: short stages of every experiment, one verdict.
 //!
-//! Stages so far: wakeup idle, wakeup under `cpu` + `mmap` load, and a short `lock` stage
-//! (rtlab's PI and robust mutexes against glibc's). Series are prefixed with their stage
+//! Stages: wakeup idle, wakeup under `cpu` + `mmap` load, then short stages of lock, invert,
+//! mmap, slack, ipc, net and noise. Series are prefixed with their stage
 //! (`wakeup-idle/thread0`, `lock/rtlab-pi/uncontended`). The verdict rows go into `verdict.survey` of the
 //! result document so any writer can render them from the JSON alone.
 
@@ -46,8 +46,11 @@ pub struct SurveyRecord {
     pub verdict_rows: Vec<SurveyRow>,
 }
 
-/// The longest any of the short stages (lock, invert, mmap) runs.
+/// The longest any of the short stages (lock, invert, mmap ...) runs.
 const SHORT_STAGE: Nanos = Nanos::from_secs(4);
+
+/// How many short stages follow the wakeup stages.
+const SHORT_STAGES: usize = 7;
 
 /// The implementations the survey's lock stage compares.
 const LOCK_STAGE_IMPLS: [Impl; 5] = [
@@ -72,6 +75,9 @@ pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(S
             {
                 format!("{} {detail}", c.kind.as_str())
             }
+            _ if c.reason == Some(rtlab_stats::result::ReasonCode::Throttled) => {
+                "rt throttling".to_string()
+            }
             _ => c.kind.as_str().to_string(),
         };
         *by.entry(name).or_default() += c.duration_ns;
@@ -84,6 +90,15 @@ pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(S
     v.sort_by(|a, b| b.1.total_cmp(&a.1));
     v.truncate(n);
     v
+}
+
+/// "name (58 %), name (32 %)": causes with their shares, as the readings say them.
+pub fn causes_text(causes: &[(String, f64)]) -> String {
+    causes
+        .iter()
+        .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Adds one stage's record to the merged one.
@@ -187,13 +202,13 @@ pub fn run_survey(
         if rtlab_sys::signal::interrupted() {
             break;
         }
-        // What is left: this and the other wakeup stages, then six short ones.
+        // What is left: this and the other wakeup stages, then the short ones.
         let left = config.stage_duration.get() * (stages.len() - i) as u64
-            + 6 * config.stage_duration.get().min(SHORT_STAGE.get());
+            + SHORT_STAGES as u64 * config.stage_duration.get().min(SHORT_STAGE.get());
         observer.stage(
             &format!("{}, about {} left", stage.name, Nanos(left)),
             i,
-            stages.len() + 6,
+            stages.len() + SHORT_STAGES,
         );
         let wakeup = Wakeup::new(WakeupConfig {
             placement: Placement::PerCpu(config.cpus.clone()),
@@ -227,7 +242,7 @@ pub fn run_survey(
         .as_slice()
         .last()
         .expect("non-empty CPU list")]);
-    let total = stages.len() + 6;
+    let total = stages.len() + SHORT_STAGES;
     let lock = LockExperiment::new(LockConfig {
         impls: LOCK_STAGE_IMPLS.to_vec(),
         cpus: config.cpus.clone(),
@@ -236,6 +251,7 @@ pub fn run_survey(
             prio: 10,
         },
         explain: None,
+        processes: false,
     })?
     .with_series_prefix("lock/");
     let invert = Invert::new(InvertConfig {
@@ -317,13 +333,29 @@ pub fn run_survey(
         explain: None,
     })?
     .with_series_prefix("net/");
-    let short_stages: [(&str, &dyn Experiment, bool); 6] = [
+    // A spinner at FIFO 1 on the last CPU: what a busy-polling thread keeps of it, and (as
+    // root) what takes the rest.
+    let noise = crate::noise::Noise::new(crate::noise::NoiseConfig {
+        cpus: last_cpu.clone(),
+        policy: Policy::Fifo,
+        prio: 1,
+        threshold: crate::noise::DEFAULT_THRESHOLD,
+        explain: Some(crate::explain::ExplainSettings {
+            threshold: Some(crate::noise::DEFAULT_THRESHOLD),
+            top: 20,
+            trace_out: None,
+            backend: Default::default(),
+        }),
+    })?
+    .with_series_prefix("noise/");
+    let short_stages: [(&str, &dyn Experiment, bool); SHORT_STAGES] = [
         ("lock", &lock, config.mlock),
         ("invert", &invert, config.mlock),
         ("mmap", &mmap, false),
         ("slack", &slack, false),
         ("ipc", &ipc, config.mlock),
         ("net", &net, config.mlock),
+        ("noise", &noise, config.mlock),
     ];
     for (i, (name, experiment, mlock)) in short_stages.into_iter().enumerate() {
         if rtlab_sys::signal::interrupted() {
@@ -337,7 +369,7 @@ pub fn run_survey(
             }
             continue;
         }
-        let left = short.get() * (6 - i) as u64;
+        let left = short.get() * (SHORT_STAGES - i) as u64;
         observer.stage(
             &format!("{name}, about {} left", Nanos(left)),
             stages.len() + i,
@@ -381,11 +413,7 @@ pub fn run_survey(
             reading.push_str(&format!(
                 "; its {} worst loaded wakeups were late because of {}",
                 loaded_outliers.len(),
-                causes
-                    .iter()
-                    .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                causes_text(&causes)
             ));
         }
         verdict_rows.push(SurveyRow {
@@ -410,11 +438,7 @@ pub fn run_survey(
         if !causes.is_empty() {
             reading.push_str(&format!(
                 "; the worst waits without a protocol: {}",
-                causes
-                    .iter()
-                    .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                causes_text(&causes)
             ));
         }
         verdict_rows.push(SurveyRow::reading("invert", reading));
@@ -430,8 +454,21 @@ pub fn run_survey(
     if let Some(reading) = crate::ipc::reading(&record.series, "ipc/") {
         verdict_rows.push(SurveyRow::reading("ipc", reading));
     }
-    if let Some(reading) = crate::net::reading(&record.series, "net/") {
+    if let Some(mut reading) = crate::net::reading(&record.series, "net/") {
+        let stack = crate::check::net_stack();
+        if stack.status == crate::check::Status::Warn {
+            reading.push_str(&format!(
+                "; received packets are processed at SCHED_OTHER here ({}): an RT receiver \
+                 waits for its own packets whenever a lower real-time task holds the CPU that \
+                 processes them, the network stack's priority inversion (seed 002; the fix: \
+                 rtlab check net_stack)",
+                stack.value
+            ));
+        }
         verdict_rows.push(SurveyRow::reading("net", reading));
+    }
+    if let Some(reading) = crate::noise::reading(&record.series, "noise/", &outliers_of("noise/")) {
+        verdict_rows.push(SurveyRow::reading("noise", reading));
     }
     if record.series.iter().any(|s| s.name.starts_with("mmap/")) {
         let reading = crate::mmap::seed_effect_reading(&record.series, "mmap/");

@@ -120,16 +120,16 @@ impl Wakeup {
 
 /// Lets the coordinator release all measuring threads at once after their set-up, or abort.
 #[derive(Debug, Default)]
-struct StartGate {
+pub(crate) struct StartGate {
     ready: AtomicUsize,
     go: AtomicBool,
-    abort: AtomicBool,
+    pub(crate) abort: AtomicBool,
 }
 
 impl StartGate {
     /// Worker side: announce set-up done, wait for go. Returns false when aborted.
     /// Release/Acquire on `go` orders the coordinator's writes before the workers' start.
-    fn arrive_and_wait(&self) -> bool {
+    pub(crate) fn arrive_and_wait(&self) -> bool {
         self.ready.fetch_add(1, Ordering::AcqRel);
         while !self.go.load(Ordering::Acquire) {
             if self.aborted() {
@@ -140,14 +140,14 @@ impl StartGate {
         true
     }
 
-    fn open_when_ready(&self, workers: usize) {
+    pub(crate) fn open_when_ready(&self, workers: usize) {
         while self.ready.load(Ordering::Acquire) < workers && !self.aborted() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         self.go.store(true, Ordering::Release);
     }
 
-    fn aborted(&self) -> bool {
+    pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Relaxed) || rtlab_sys::signal::interrupted()
     }
 }

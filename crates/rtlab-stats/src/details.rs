@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// The areas a survey measures: its series are named `<area>/...` (the wakeup stages
 /// `wakeup-idle/...` and `wakeup-loaded/...`), and the report groups them so.
 pub const SURVEY_AREAS: &[&str] = &[
-    "wakeup", "lock", "invert", "mmap", "slack", "ipc", "net", "check",
+    "wakeup", "lock", "invert", "mmap", "slack", "ipc", "net", "noise", "check",
 ];
 
 /// The area of series `name` in a document of `command`: its survey area, else the command.

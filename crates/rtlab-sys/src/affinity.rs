@@ -210,6 +210,11 @@ pub fn thread_cpus(tid: i32) -> Option<CpuList> {
 ///
 /// C: `sched_setaffinity(0, sizeof(cpu_set_t), &set)`; pid 0 is the calling thread.
 pub fn set_current_thread_affinity(cpus: &CpuList) -> Result<(), SysError> {
+    set_thread_affinity(0, cpus)
+}
+
+/// [`set_current_thread_affinity`] for thread `tid` (0: the calling thread): `taskset -p`.
+pub fn set_thread_affinity(tid: i32, cpus: &CpuList) -> Result<(), SysError> {
     let mut set = CpuSet::new();
     for &cpu in cpus.as_slice() {
         if cpu >= CpuSet::MAX_CPU {
@@ -219,8 +224,9 @@ pub fn set_current_thread_affinity(cpus: &CpuList) -> Result<(), SysError> {
         }
         set.set(cpu);
     }
-    sched_setaffinity(None, &set)
-        .map_err(|e| SysError::from_errno(format!("sched_setaffinity({cpus})"), e))
+    let pid = rustix::process::Pid::from_raw(tid);
+    sched_setaffinity(pid, &set)
+        .map_err(|e| SysError::from_errno(format!("sched_setaffinity({tid}, {cpus})"), e))
 }
 
 /// The CPU the calling thread is running on right now.

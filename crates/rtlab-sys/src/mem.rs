@@ -166,9 +166,94 @@ impl Drop for AnonMapping {
     }
 }
 
+/// A value in a `MAP_SHARED | MAP_ANONYMOUS` mapping of its own: a child `fork()`ed later
+/// sees the same memory (locks and counters shared between processes). It never moves, so
+/// [`SharedValue::pin`] may hand out a pinned reference.
+pub struct SharedValue<T> {
+    map: AnonMapping,
+    _value: std::marker::PhantomData<T>,
+}
+
+// SAFETY: it owns its T like a Box does.
+unsafe impl<T: Send> Send for SharedValue<T> {}
+// SAFETY: through `&self` only `&T` is reachable.
+unsafe impl<T: Sync> Sync for SharedValue<T> {}
+
+impl<T> std::fmt::Debug for SharedValue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedValue")
+            .field("at", &self.map.as_ptr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> SharedValue<T> {
+    /// Maps enough pages and moves `value` there.
+    pub fn new(value: T) -> Result<Self, SysError> {
+        if std::mem::align_of::<T>() > 4096 {
+            return Err(SysError::Invalid {
+                what: "SharedValue: alignment over a page".into(),
+            });
+        }
+        let map = AnonMapping::new_shared(std::mem::size_of::<T>().max(1))?;
+        // SAFETY: the mapping is page aligned (enough for T, checked above), at least
+        // size_of::<T>() long, writable, and holds no value yet.
+        unsafe { map.as_ptr().cast::<T>().write(value) };
+        Ok(SharedValue {
+            map,
+            _value: std::marker::PhantomData,
+        })
+    }
+
+    /// The value.
+    pub fn get(&self) -> &T {
+        // SAFETY: initialised in `new`, dropped only in `drop`; lives as long as `self`.
+        unsafe { &*self.map.as_ptr().cast::<T>() }
+    }
+
+    /// The value, pinned: it stays at its address until dropped.
+    pub fn pin(&self) -> std::pin::Pin<&T> {
+        // SAFETY: the mapping never moves while `self` lives and T is dropped in place.
+        unsafe { std::pin::Pin::new_unchecked(self.get()) }
+    }
+}
+
+impl<T> Drop for SharedValue<T> {
+    fn drop(&mut self) {
+        // SAFETY: the value was written in `new` and is dropped once, here, before the
+        // mapping (a field) is unmapped.
+        unsafe { std::ptr::drop_in_place(self.map.as_ptr().cast::<T>()) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_value_is_seen_by_a_forked_child_and_dropped_once() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let v = SharedValue::new([AtomicU32::new(1), AtomicU32::new(2)]).unwrap();
+        // SAFETY: the child only stores to an atomic in memory mapped before the fork.
+        let status = unsafe {
+            crate::process::fork_run(|| {
+                v.get()[1].store(7, Ordering::SeqCst);
+                0
+            })
+        }
+        .unwrap();
+        assert_eq!(status, 0);
+        assert_eq!(
+            v.get()[1].load(Ordering::SeqCst),
+            7,
+            "the child wrote shared memory"
+        );
+        let counted = std::sync::Arc::new(());
+        let held = SharedValue::new(counted.clone()).unwrap();
+        assert_eq!(std::sync::Arc::strong_count(&counted), 2);
+        drop(held);
+        assert_eq!(std::sync::Arc::strong_count(&counted), 1);
+    }
 
     #[test]
     fn mapping_is_touched_and_unmapped() {

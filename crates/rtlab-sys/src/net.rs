@@ -209,6 +209,64 @@ pub fn set_parent_death_signal(signal: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `struct ethtool_value` of `<linux/ethtool.h>`.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// `ETHTOOL_SGRO`: set generic receive offload.
+const ETHTOOL_SGRO: u32 = 0x0000_002c;
+/// `ETHTOOL_GGRO`: get it.
+const ETHTOOL_GGRO: u32 = 0x0000_002b;
+
+fn ethtool_value(dev: &str, cmd: u32, data: u32) -> Result<u32, SysError> {
+    let what = || format!("SIOCETHTOOL({dev})");
+    if dev.is_empty() || dev.len() >= libc::IFNAMSIZ {
+        return Err(SysError::Invalid {
+            what: format!("interface name '{dev}'"),
+        });
+    }
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0")
+        .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))
+        .map_err(|e| SysError::from_io(what(), e))?;
+    let mut value = EthtoolValue { cmd, data };
+    // SAFETY: zeroed ifreq is valid; the name fits (checked) and stays NUL-terminated.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, b) in req.ifr_name.iter_mut().zip(dev.bytes()) {
+        *slot = b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: SIOCETHTOOL reads the ifreq and the ethtool_value it points to, both live for
+    // the call; the socket is a valid descriptor.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if rc < 0 {
+        return Err(SysError::from_io(what(), std::io::Error::last_os_error()));
+    }
+    Ok(value.data)
+}
+
+/// `ETHTOOL_STSO`: set TCP segmentation offload (all its variants).
+const ETHTOOL_STSO: u32 = 0x0000_001f;
+
+/// Turns TCP segmentation offload on or off (`ethtool -K DEV tso on|off`). A veth end that
+/// sends TSO-sized TCP skbs makes its peer skip NAPI for them (they go through the backlog).
+pub fn set_tso(dev: &str, on: bool) -> Result<(), SysError> {
+    ethtool_value(dev, ETHTOOL_STSO, u32::from(on)).map(|_| ())
+}
+
+/// Whether generic receive offload is on for `dev` (`ethtool -k DEV | grep generic-receive`).
+pub fn gro_enabled(dev: &str) -> Result<bool, SysError> {
+    ethtool_value(dev, ETHTOOL_GGRO, 0).map(|v| v != 0)
+}
+
+/// Turns generic receive offload on or off (`ethtool -K DEV gro on|off`); on a veth device
+/// GRO is what gives it NAPI (and so threaded NAPI).
+pub fn set_gro(dev: &str, on: bool) -> Result<(), SysError> {
+    ethtool_value(dev, ETHTOOL_SGRO, u32::from(on)).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,13 +19,22 @@ pub enum PthreadKind {
     RobustPi,
 }
 
-/// A glibc `pthread_mutex_t`, boxed so it never moves after `pthread_mutex_init`.
+/// A glibc `pthread_mutex_t`, boxed (or, process-shared, in a shared mapping of its own) so
+/// it never moves after `pthread_mutex_init`.
 pub struct PthreadMutex {
-    inner: Box<UnsafeCell<libc::pthread_mutex_t>>,
+    inner: *mut libc::pthread_mutex_t,
+    _storage: MutexStorage,
     kind: PthreadKind,
 }
 
-// SAFETY: pthread mutexes are designed to be used from any thread; the box pins the object.
+/// Where a [`PthreadMutex`] lives.
+enum MutexStorage {
+    Boxed(#[allow(dead_code)] Box<UnsafeCell<libc::pthread_mutex_t>>),
+    Shared(#[allow(dead_code)] crate::mem::AnonMapping),
+}
+
+// SAFETY: pthread mutexes are designed to be used from any thread; `inner` points into the
+// storage this value owns, which never moves.
 unsafe impl Send for PthreadMutex {}
 // SAFETY: as above; all access goes through pthread_mutex_* which synchronise internally.
 unsafe impl Sync for PthreadMutex {}
@@ -52,6 +61,16 @@ fn check(what: &str, rc: libc::c_int) -> Result<(), SysError> {
 impl PthreadMutex {
     /// C: `pthread_mutexattr_init; ...set*(kind); pthread_mutex_init`.
     pub fn new(kind: PthreadKind) -> Result<Self, SysError> {
+        Self::with_storage(kind, false)
+    }
+
+    /// [`PthreadMutex::new`] with `PTHREAD_PROCESS_SHARED`, in a `MAP_SHARED` mapping of its
+    /// own: a child forked afterwards locks the same mutex.
+    pub fn new_shared(kind: PthreadKind) -> Result<Self, SysError> {
+        Self::with_storage(kind, true)
+    }
+
+    fn with_storage(kind: PthreadKind, shared: bool) -> Result<Self, SysError> {
         // SAFETY: zeroed pthread types are valid storage for the *_init calls that follow;
         // every call gets pointers to live, pinned (boxed or stack) objects.
         unsafe {
@@ -94,16 +113,40 @@ impl PthreadMutex {
                     )
                 }),
             };
-            let inner = Box::new(UnsafeCell::new(std::mem::zeroed::<libc::pthread_mutex_t>()));
-            let init = configured.and_then(|_| {
-                check(
-                    "pthread_mutex_init",
-                    libc::pthread_mutex_init(inner.get(), &attr),
-                )
+            let configured = configured.and_then(|_| {
+                if shared {
+                    check(
+                        "pthread_mutexattr_setpshared",
+                        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED),
+                    )
+                } else {
+                    Ok(())
+                }
             });
+            let (inner, storage) = if shared {
+                let map = crate::mem::AnonMapping::new_shared(std::mem::size_of::<
+                    libc::pthread_mutex_t,
+                >());
+                match map {
+                    Ok(map) => (map.as_ptr().cast(), MutexStorage::Shared(map)),
+                    Err(e) => {
+                        libc::pthread_mutexattr_destroy(&mut attr);
+                        return Err(e);
+                    }
+                }
+            } else {
+                let boxed = Box::new(UnsafeCell::new(std::mem::zeroed::<libc::pthread_mutex_t>()));
+                (boxed.get(), MutexStorage::Boxed(boxed))
+            };
+            let init = configured
+                .and_then(|_| check("pthread_mutex_init", libc::pthread_mutex_init(inner, &attr)));
             libc::pthread_mutexattr_destroy(&mut attr);
             init?;
-            Ok(PthreadMutex { inner, kind })
+            Ok(PthreadMutex {
+                inner,
+                _storage: storage,
+                kind,
+            })
         }
     }
 
@@ -125,11 +168,11 @@ impl PthreadMutex {
     #[inline]
     pub fn lock_reporting_owner_death(&self) -> Result<(PthreadGuard<'_>, bool), SysError> {
         // SAFETY: the mutex was initialised in `new` and is pinned in its box.
-        let rc = unsafe { libc::pthread_mutex_lock(self.inner.get()) };
+        let rc = unsafe { libc::pthread_mutex_lock(self.inner) };
         let owner_died = rc == libc::EOWNERDEAD;
         if owner_died {
             // SAFETY: we own it now (EOWNERDEAD returns with the lock held).
-            unsafe { libc::pthread_mutex_consistent(self.inner.get()) };
+            unsafe { libc::pthread_mutex_consistent(self.inner) };
         } else {
             check("pthread_mutex_lock", rc)?;
         }
@@ -141,10 +184,24 @@ impl PthreadMutex {
     }
 }
 
+impl PthreadMutex {
+    /// C: `pthread_mutex_unlock`, for a mutex held without a guard (its guard was given up
+    /// with `mem::forget`).
+    ///
+    /// # Safety
+    /// The calling thread holds it.
+    #[inline]
+    pub unsafe fn unlock_held(&self) {
+        // SAFETY: per the contract; the mutex was initialised in `new` and never moves.
+        let rc = unsafe { libc::pthread_mutex_unlock(self.inner) };
+        debug_assert_eq!(rc, 0, "pthread_mutex_unlock failed");
+    }
+}
+
 impl Drop for PthreadMutex {
     fn drop(&mut self) {
         // SAFETY: no guard borrows it any more (guards borrow `self`).
-        unsafe { libc::pthread_mutex_destroy(self.inner.get()) };
+        unsafe { libc::pthread_mutex_destroy(self.inner) };
     }
 }
 
@@ -160,7 +217,7 @@ impl Drop for PthreadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: the guard exists only while this thread holds the lock.
-        let rc = unsafe { libc::pthread_mutex_unlock(self.mutex.inner.get()) };
+        let rc = unsafe { libc::pthread_mutex_unlock(self.mutex.inner) };
         debug_assert_eq!(rc, 0, "pthread_mutex_unlock failed");
     }
 }
@@ -207,7 +264,7 @@ impl PthreadCond {
     /// C: `pthread_cond_wait(&cond, mutex)`: releases the guard's mutex while waiting.
     pub fn wait(&self, guard: &PthreadGuard<'_>) {
         // SAFETY: the guard proves this thread holds the (initialised, pinned) mutex.
-        let rc = unsafe { libc::pthread_cond_wait(self.inner.get(), guard.mutex.inner.get()) };
+        let rc = unsafe { libc::pthread_cond_wait(self.inner.get(), guard.mutex.inner) };
         debug_assert_eq!(rc, 0, "pthread_cond_wait failed");
     }
 

@@ -71,9 +71,15 @@ impl FromStr for Policy {
 /// to the calling thread only. Fails with [`SysError::PermissionDenied`] without
 /// `CAP_SYS_NICE` or a sufficient `RLIMIT_RTPRIO`.
 pub fn set_current_thread_scheduler(policy: Policy, prio: u32) -> Result<(), SysError> {
+    set_thread_scheduler(0, policy, prio)
+}
+
+/// [`set_current_thread_scheduler`] for thread `tid` (0: the calling thread), any process's
+/// (a kernel thread's too, as root): `chrt -p`.
+pub fn set_thread_scheduler(tid: i32, policy: Policy, prio: u32) -> Result<(), SysError> {
     let what = || {
         format!(
-            "sched_setscheduler({}, {prio})",
+            "sched_setscheduler({tid}, {}, {prio})",
             policy.as_str().to_uppercase()
         )
     };
@@ -84,9 +90,9 @@ pub fn set_current_thread_scheduler(policy: Policy, prio: u32) -> Result<(), Sys
     let param = libc::sched_param {
         sched_priority: prio as libc::c_int,
     };
-    // SAFETY: `param` is a valid, initialised sched_param that outlives the call; pid 0 names
-    // the calling thread, so no other thread's state is touched.
-    let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
+    // SAFETY: `param` is a valid, initialised sched_param that outlives the call; the kernel
+    // checks `tid` and the caller's right to change it.
+    let rc = unsafe { libc::sched_setscheduler(tid, policy.raw(), &param) };
     if rc == 0 {
         Ok(())
     } else {

@@ -53,6 +53,12 @@ impl SysvSem {
         }
     }
 
+    /// Releases it (`semop(+1, SEM_UNDO)`) when held without a guard (its guard was given up
+    /// with `mem::forget`); a semaphore has no owner, so any holder may.
+    pub fn unlock_held(&self) -> Result<(), SysError> {
+        self.op(1)
+    }
+
     /// Takes it (`semop(-1, SEM_UNDO)`), waiting as long as it is held.
     pub fn lock(&self) -> Result<SysvSemGuard<'_>, SysError> {
         self.op(-1)?;

@@ -40,6 +40,9 @@ pub enum Wait {
     Notify,
     /// A reply: the thread sends at the deadline, blocks, and the peer's answer wakes it.
     Reply,
+    /// None: the thread spins and never sleeps (`rtlab noise`); the window is a gap between
+    /// two of its clock reads, and whatever held the CPU meanwhile took it from the thread.
+    Spin,
 }
 
 impl Wait {
@@ -227,6 +230,14 @@ fn no_tick_key(len: u64, peer_cpu: Option<u16>, tick: Option<Tick>, rules: &Rule
 /// A slice of the thread itself silent for longer than this is worth a note.
 const SILENT_SELF_NS: u64 = 1_000_000;
 
+/// After a timer expiry on a spinner's CPU, this long may still be the interrupt (tick work,
+/// a softirq raised, the exit); longer is not.
+const SPIN_TIMER_TAIL_NS: u64 = 50_000;
+
+/// A spinning thread's own part of a gap (the way into and out of an interruption, not
+/// traced) is shorter than this; a longer silence with it current is not its own.
+const SPIN_SELF_NS: u64 = 5_000;
+
 /// Settings of the attribution.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
@@ -259,6 +270,12 @@ impl Key {
             reason: Some(reason),
         }
     }
+}
+
+/// A kernel thread that processes received packets: `napi/<dev>-<id>` (threaded NAPI) or
+/// `ksoftirqd/<cpu>` (deferred softirqs).
+fn is_packet_thread(t: &Task) -> bool {
+    t.comm.starts_with("napi/") || t.comm.starts_with("ksoftirqd/")
 }
 
 fn named(t: &Task) -> Named {
@@ -424,7 +441,8 @@ impl<'a> Attribution<'a> {
             t1: late.woke_ns.max(late.deadline_ns),
             cpu: Cpu::new(late.cpu, base),
             thread: Follow::new(late.tid, late.cpu),
-            woken: false,
+            // A spinning thread is runnable throughout: nothing has to wake it.
+            woken: late.wait == Wait::Spin,
             blocked: false,
             woken_prio: None,
             ipi_pending: None,
@@ -581,6 +599,12 @@ impl<'a> Attribution<'a> {
                 }
             }
             _ => {
+                // A spinner runs right up to the gap: only the part inside it says anything.
+                let (from, to) = if self.late.wait == Wait::Spin {
+                    (from.max(self.t0), to.min(self.t1).max(from.max(self.t0)))
+                } else {
+                    (from, to)
+                };
                 let key = self.owner(to - from, waking_next);
                 self.add(key, from, to);
             }
@@ -589,6 +613,28 @@ impl<'a> Attribution<'a> {
 
     /// Who owns a slice of `len` ns ending here: a timer expiry's tail, else the owner.
     fn owner(&self, len: u64, waking_next: bool) -> Key {
+        // A spinner current right after a timer expired on its CPU: the rest of that
+        // interrupt (the eBPF source traces no local-timer exit), unless it is too long to be.
+        let spinner_current = self
+            .cpu
+            .current
+            .as_ref()
+            .is_some_and(|t| t.pid == self.late.tid);
+        if self.late.wait == Wait::Spin
+            && self.expiry.is_some()
+            && self.cpu.handlers.is_empty()
+            && spinner_current
+            && len <= SPIN_TIMER_TAIL_NS
+        {
+            return Key::new(
+                CauseKind::Irq,
+                None,
+                Reason::Interrupt {
+                    name: "local_timer".into(),
+                    silent_ns: None,
+                },
+            );
+        }
         self.cpu
             .handlers
             .is_empty()
@@ -664,6 +710,28 @@ impl<'a> Attribution<'a> {
     fn task_owner(&self, current: Option<&Task>, len: u64) -> Key {
         let (late, rules, woken, woken_prio) = (self.late, self.rules, self.woken, self.woken_prio);
         match current {
+            // A spinner's loop takes nanoseconds: a silence longer than its way into and out
+            // of an interruption, with the thread current and no interrupt traced, is time
+            // the kernel did not see go (on a VM the host's; on bare metal SMIs or firmware).
+            Some(t) if t.pid == late.tid && late.wait == Wait::Spin && len > SPIN_SELF_NS => {
+                Key::new(
+                    if rules.virtualized {
+                        CauseKind::HypervisorGap
+                    } else {
+                        CauseKind::Unexplained
+                    },
+                    None,
+                    Reason::SilentWhileSpinning {
+                        len_ns: len,
+                        virtualized: rules.virtualized,
+                    },
+                )
+            }
+            // A spinner never sleeps: an idle CPU while it could run is the scheduler holding
+            // it back (RT throttling, a cgroup's CPU bandwidth).
+            Some(t) if t.is_idle() && late.wait == Wait::Spin => {
+                Key::new(CauseKind::Preemption, None, Reason::Throttled)
+            }
             // Its wakeup path and calls take microseconds; a silence of milliseconds inside
             // them is user-space work or interrupts off, or a pause of the vCPU, which the
             // trace cannot tell apart below the gap (no tick was due yet).
@@ -748,6 +816,18 @@ impl<'a> Attribution<'a> {
                     (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => {
                         Reason::PriorityInversion { holder: named(h) }
                     }
+                    // The reply came through a kernel thread that processes received packets
+                    // (threaded NAPI, ksoftirqd), below this task that is itself below the
+                    // waiting thread: this task keeps it off (a packet thread above the task
+                    // would have preempted it).
+                    (Some(h), Some(p))
+                        if t.prio > p
+                            && h.prio > t.prio
+                            && late.wait == Wait::Reply
+                            && is_packet_thread(h) =>
+                    {
+                        Reason::NetStackInversion { via: named(h) }
+                    }
                     (h, _) => Reason::RanWhileBlocked {
                         blocker,
                         holder: h.map(named),
@@ -790,6 +870,7 @@ impl<'a> Attribution<'a> {
 mod tests {
     use super::*;
     use crate::event::parse_line;
+    use rtlab_stats::result::ReasonCode;
 
     /// The rules rtlab uses (8 ms gap), on a VM or not.
     fn rules(virtualized: bool) -> Rules {
@@ -874,6 +955,88 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    /// A spinner (pid 77) on CPU 0 from 10.000100; the gap is 10.000999-10.004002.
+    fn spin_gap(lines: &[&str]) -> Vec<Cause> {
+        let mut all = vec![
+            "rtlab-noise0-77 [000] d..2. 10.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rtlab-noise0 next_pid=77 next_prio=98",
+        ];
+        all.extend_from_slice(lines);
+        let late = Late {
+            tid: 77,
+            deadline_ns: 10_000_999_000,
+            woke_ns: 10_004_002_000,
+            wait: Wait::Spin,
+            ..Late::default()
+        };
+        attribute(&events(&all), None, &late, &rules(true))
+    }
+
+    #[test]
+    fn a_spinners_gap_goes_to_the_task_that_took_its_cpu() {
+        let causes = spin_gap(&[
+            "rtlab-hog-42 [000] d..2. 10.001000: sched_switch: prev_comm=rtlab-noise0 prev_pid=77 prev_prio=98 prev_state=R ==> next_comm=rtlab-hog next_pid=42 next_prio=0",
+            "rtlab-noise0-77 [000] d..2. 10.004000: sched_switch: prev_comm=rtlab-hog prev_pid=42 prev_prio=0 prev_state=S ==> next_comm=rtlab-noise0 next_pid=77 next_prio=98",
+        ]);
+        assert_eq!(causes[0].kind, CauseKind::Preemption, "{causes:?}");
+        assert_eq!(causes[0].task.as_deref(), Some("rtlab-hog"));
+        assert_eq!(causes[0].duration_ns, 3_000_000);
+        assert_eq!(
+            causes[0].reason, None,
+            "no timer-late or IPI wording: {causes:?}"
+        );
+        let line = describe("cpu0", 3_003_000, 1_000_000_000, &causes);
+        assert!(
+            line.contains("3.00 ms preempted by rtlab-hog (pid 42, RT 99)"),
+            "{line}"
+        );
+        let own: u64 = causes
+            .iter()
+            .filter(|c| c.reason == Some(ReasonCode::ThreadItself))
+            .map(|c| c.duration_ns)
+            .sum();
+        assert_eq!(own, 3_000, "the edges are the thread's: {causes:?}");
+    }
+
+    #[test]
+    fn a_spinners_gap_in_an_interrupt_or_in_silence_is_named_so() {
+        let causes = spin_gap(&[
+            "rtlab-noise0-77 [000] d.h1. 10.001000: irq_handler_entry: irq=11 name=virtio0",
+            "rtlab-noise0-77 [000] d.h1. 10.004000: irq_handler_exit: irq=11 ret=handled",
+        ]);
+        assert_eq!(causes[0].kind, CauseKind::Irq, "{causes:?}");
+        assert_eq!(causes[0].duration_ns, 3_000_000);
+        // A tick, then silence to the end: the rest of the interrupt, whose end the eBPF
+        // source does not trace.
+        let causes = spin_gap(&[
+            "rtlab-noise0-77 [000] d.h1. 10.003980: hrtimer_expire_entry: hrtimer=0000 function=tick_nohz_handler now=1",
+        ]);
+        let irq = causes.iter().find(|c| c.kind == CauseKind::Irq).unwrap();
+        assert_eq!(
+            (irq.duration_ns, irq.detail.as_deref()),
+            (22_000, Some("local_timer"))
+        );
+        // The spinner switched out runnable, the CPU idle: held back by the scheduler.
+        let causes = spin_gap(&[
+            "<idle>-0 [000] d..2. 10.001000: sched_switch: prev_comm=rtlab-noise0 prev_pid=77 prev_prio=98 prev_state=R ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+            "rtlab-noise0-77 [000] d..2. 10.004000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rtlab-noise0 next_pid=77 next_prio=98",
+        ]);
+        assert_eq!(
+            (causes[0].kind, causes[0].reason, causes[0].duration_ns),
+            (
+                CauseKind::Preemption,
+                Some(ReasonCode::Throttled),
+                3_000_000
+            ),
+            "{causes:?}"
+        );
+        assert!(describe("cpu0", 3_003_000, 0, &causes).contains("3.00 ms throttled"));
+        // Nothing traced at all while it was current: not its own 3 ms.
+        let causes = spin_gap(&[]);
+        assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
+        assert_eq!(causes[0].reason, Some(ReasonCode::SilentWhileSpinning));
+        assert_eq!(causes[0].duration_ns, 3_003_000);
     }
 
     #[test]
@@ -1466,6 +1629,75 @@ mod tests {
         let causes = attribute(&slowish, Some(&base), &late, &hlt_only);
         assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
         assert_eq!(causes[0].duration_ns, 1_000_000);
+    }
+
+    #[test]
+    fn a_reply_held_by_a_starved_napi_thread_is_the_network_stacks_inversion() {
+        // One CPU. The sender (pid 7, FIFO 80 = prio 19) sends at 30.000000 and blocks for the
+        // reply; the hog (pid 6, FIFO 50 = prio 49) runs 4 ms; the napi thread (pid 9,
+        // SCHED_OTHER) that has the reply runs only then, and wakes the sender.
+        let ev = events(&[
+            "snd-7 [000] d..2. 30.000010: sched_switch: prev_comm=snd prev_pid=7 prev_prio=19 prev_state=S ==> next_comm=rtlab-hog next_pid=6 next_prio=49",
+            "rtlab-hog-6 [000] d..2. 30.004010: sched_switch: prev_comm=rtlab-hog prev_pid=6 prev_prio=49 prev_state=S ==> next_comm=napi/rtl1a-258 next_pid=9 next_prio=120",
+            "napi/rtl1a-258-9 [000] d..2. 30.004030: sched_waking: comm=snd pid=7 prio=19 target_cpu=000",
+            "napi/rtl1a-258-9 [000] d..2. 30.004032: sched_switch: prev_comm=napi/rtl1a-258 prev_pid=9 prev_prio=120 prev_state=R+ ==> next_comm=snd next_pid=7 next_prio=19",
+        ]);
+        let napi = Task {
+            comm: "napi/rtl1a-258".into(),
+            pid: 9,
+            prio: 120,
+        };
+        let late = Late {
+            tid: 7,
+            deadline_ns: 30_000_000_000,
+            woke_ns: 30_004_040_000,
+            wait: Wait::Reply,
+            waker: Some(napi),
+            cpu: 0,
+            peer: None,
+        };
+        let causes = attribute(&ev, None, &late, &rules(false));
+        let hog = causes
+            .iter()
+            .find(|c| c.task.as_deref() == Some("rtlab-hog"));
+        let hog = hog.unwrap_or_else(|| panic!("{causes:?}"));
+        assert_eq!(
+            (hog.kind, hog.reason, hog.duration_ns),
+            (
+                CauseKind::Preemption,
+                Some(ReasonCode::NetStackInversion),
+                4_000_000
+            )
+        );
+        let line = describe("pingpong/rtt", 4_040_000, 0, &causes);
+        assert!(line.contains("4.00 ms preempted by rtlab-hog (pid 6, RT 50) while the packet thread with the reply waited: priority inversion in the network stack"), "{line}");
+        // Waiting for a peer that is an ordinary process is no such inversion.
+        let plain = Late {
+            waker: Some(Task {
+                comm: "peer".into(),
+                pid: 9,
+                prio: 120,
+            }),
+            ..late.clone()
+        };
+        let causes = attribute(&ev, None, &plain, &rules(false));
+        assert!(causes
+            .iter()
+            .all(|c| c.reason != Some(ReasonCode::NetStackInversion)));
+        // Nor is a napi thread raised above the task (FIFO 51 = prio 48): it would have
+        // preempted the task, so the task ran while the reply was not there yet.
+        let raised = Late {
+            waker: Some(Task {
+                comm: "napi/rtl1a-258".into(),
+                pid: 9,
+                prio: 48,
+            }),
+            ..late
+        };
+        let causes = attribute(&ev, None, &raised, &rules(false));
+        assert!(causes
+            .iter()
+            .all(|c| c.reason != Some(ReasonCode::NetStackInversion)));
     }
 
     #[test]

@@ -263,7 +263,11 @@ impl Explainer {
         let mut fallback = None;
         let mut source = None;
         if options.backend != Backend::Tracefs {
-            let wakings = options.waits.iter().any(|&w| w != explain::Wait::Timer);
+            // A spinner is never woken either: only the switches away from it matter.
+            let wakings = options
+                .waits
+                .iter()
+                .any(|&w| !matches!(w, explain::Wait::Timer | explain::Wait::Spin));
             // A watch measures its threads' PI lock waits too.
             let locks = watch.as_ref().map_or(LockWaits::No, |w| {
                 w.lock().unwrap_or_else(|p| p.into_inner()).spec().locks

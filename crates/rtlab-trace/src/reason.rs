@@ -51,6 +51,10 @@ pub enum Reason {
     WaitingForHolder { blocker: Blocker },
     /// A lower-priority task ran while the thread waited for a lock's holder.
     PriorityInversion { holder: Named },
+    /// A task below the waiting thread ran while `via`, the kernel thread that processes the
+    /// thread's received packets (and so would deliver its reply), waited for the CPU: the
+    /// network stack's priority inversion.
+    NetStackInversion { via: Named },
     /// A task ran while the thread was blocked (on `holder`, when known).
     RanWhileBlocked {
         blocker: Blocker,
@@ -71,6 +75,11 @@ pub enum Reason {
     IdlePastDeadline { virtualized: bool },
     /// No event for `len_ns` while `running` ran: the vCPU did not run.
     SilentWhileRunning { len_ns: u64, running: String },
+    /// A spinning thread was current and no event came for `len_ns`: the kernel did not see
+    /// the time go (the host, on a VM; SMIs or firmware on bare metal).
+    SilentWhileSpinning { len_ns: u64, virtualized: bool },
+    /// The CPU idled while the (spinning) thread could run: the scheduler held it back.
+    Throttled,
     /// No event for `len_ns` leaving idle after the wakeup: the vCPU did not run.
     SilentLeavingIdle { len_ns: u64 },
     /// The way out of idle after the wakeup.
@@ -127,6 +136,7 @@ impl Reason {
             Reason::WaitingForHolder { .. } => ReasonCode::WaitingForHolder,
             Reason::PriorityInversion { .. } => ReasonCode::PriorityInversion,
             Reason::RanWhileBlocked { .. } => ReasonCode::RanWhileBlocked,
+            Reason::NetStackInversion { .. } => ReasonCode::NetStackInversion,
             Reason::IpiLateOnHost { .. } => ReasonCode::IpiLateOnHost,
             Reason::IpiWaited { .. } => ReasonCode::IpiWaited,
             Reason::NotifierCall => ReasonCode::NotifierCall,
@@ -134,6 +144,8 @@ impl Reason {
             Reason::IdlePastDeadline { .. } => ReasonCode::IdlePastDeadline,
             Reason::SilentWhileRunning { .. } => ReasonCode::SilentWhileRunning,
             Reason::SilentLeavingIdle { .. } => ReasonCode::SilentLeavingIdle,
+            Reason::SilentWhileSpinning { .. } => ReasonCode::SilentWhileSpinning,
+            Reason::Throttled => ReasonCode::Throttled,
             Reason::IdleExitAfterWakeup { .. } => ReasonCode::IdleExitAfterWakeup,
             Reason::TimerLateWhileRunning { .. } => ReasonCode::TimerLateWhileRunning,
             Reason::NonPreemptible => ReasonCode::NonPreemptible,
@@ -211,6 +223,11 @@ impl fmt::Display for Reason {
                 holder.comm,
                 holder.pid
             ),
+            Reason::NetStackInversion { via } => write!(
+                f,
+                "priority inversion in the network stack: a lower-priority task ran while {} (pid {}), which processes the thread's received packets, waited for the CPU with its reply (raise it above the task: rtlab check net_stack)",
+                via.comm, via.pid
+            ),
             Reason::RanWhileBlocked {
                 blocker,
                 holder: Some(h),
@@ -240,6 +257,9 @@ impl fmt::Display for Reason {
                     Wait::Lock => "the thread itself ran: its wakeup and the lock or futex call",
                     Wait::Reply => "the thread itself ran: its send and receive calls",
                     Wait::Timer | Wait::Notify => "from the wakeup to user space",
+                    Wait::Spin => {
+                        "the spinning thread itself: its way into and out of the interruption (not traced)"
+                    }
                 })?;
                 match silent_ns {
                     Some(len) => write!(
@@ -260,6 +280,22 @@ impl fmt::Display for Reason {
                 f,
                 "no event for {} while {running} ran: the vCPU was not running",
                 Nanos(*len_ns)
+            ),
+            Reason::SilentWhileSpinning {
+                len_ns,
+                virtualized,
+            } => write!(
+                f,
+                "no event for {} while the thread spun: the CPU was taken without the kernel seeing it ({})",
+                Nanos(*len_ns),
+                if *virtualized {
+                    "the host did not run the vCPU"
+                } else {
+                    "a system management interrupt or firmware"
+                }
+            ),
+            Reason::Throttled => f.write_str(
+                "the CPU idled while the thread could run: the scheduler held it back (real-time throttling, kernel.sched_rt_runtime_us; or a cgroup's cpu.max)",
             ),
             Reason::SilentLeavingIdle { len_ns } => write!(
                 f,
@@ -377,6 +413,7 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                         _ => "time-sharing".into(),
                     };
                     let inversion = c.reason == Some(ReasonCode::PriorityInversion);
+                    let net_inversion = c.reason == Some(ReasonCode::NetStackInversion);
                     let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
                     if before {
                         // Not woken yet: nothing was preempted, the timer interrupt was late.
@@ -390,10 +427,15 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                         c.pid.unwrap_or(-1),
                         if inversion {
                             " while the lock holder waited: priority inversion"
+                        } else if net_inversion {
+                            " while the packet thread with the reply waited: priority inversion in the network stack"
                         } else {
                             ""
                         }
                     )
+                }
+                (CauseKind::Preemption, None) if c.reason == Some(ReasonCode::Throttled) => {
+                    format!("{d} throttled (the CPU idled while the thread could run)")
                 }
                 (CauseKind::Syscall, _) if c.reason == Some(ReasonCode::TimerSlack) => {
                     format!("{d} timer slack")

@@ -109,7 +109,7 @@ fn survey_writes_report_with_verdict() {
     if is_root() {
         assert_eq!(
             areas,
-            vec!["wakeup", "lock", "invert", "slack", "ipc", "net", "mmap"]
+            vec!["wakeup", "lock", "invert", "slack", "ipc", "net", "noise", "mmap"]
         );
         assert!(
             names.iter().any(|n| n == "invert/inherit/rtlab"),
@@ -117,6 +117,10 @@ fn survey_writes_report_with_verdict() {
         );
         assert!(names.iter().any(|n| n == "mmap/shared/mlock"), "{names:?}");
         assert!(names.iter().any(|n| n == "net/all/rtt"), "{names:?}");
+        assert!(
+            names.iter().any(|n| n.starts_with("noise/cpu")),
+            "{names:?}"
+        );
     } else {
         assert!(
             areas.starts_with(&["wakeup", "lock"]) && areas.contains(&"slack"),

@@ -91,6 +91,21 @@ fn bad_peers_and_options_fail_fast_with_one_line() {
         (vec!["net", "pingpong", "--peer", "nonsense"], "ADDR:PORT"),
         (vec!["net", "pingpong", "--mtu", "9000"], "--topology netns"),
         (
+            vec!["net", "pingpong", "--napi", "threaded"],
+            "--topology netns",
+        ),
+        (
+            vec![
+                "net",
+                "pingpong",
+                "--topology",
+                "netns",
+                "--napi",
+                "threaded:0",
+            ],
+            "threaded:PRIO",
+        ),
+        (
             vec![
                 "net",
                 "run",
@@ -249,6 +264,74 @@ fn a_netns_run_with_loss_and_padding_leaves_no_namespace_behind() {
             > 0
     );
     assert!(!namespace_exists(&name), "{name} left behind");
+}
+
+/// The outliers of a `net pingpong --explain` over netns with a FIFO 50 hog beside the FIFO 80
+/// pinger on the last CPU, the host end's packets processed as `napi` says.
+fn pingpong_beside_a_hog(napi: &str) -> serde_json::Value {
+    let cpu = rtlab_sys_last_cpu();
+    let hog = format!("hog:50:20ms/100ms:{cpu}");
+    let (doc, _) = rtlab_json(&[
+        "net",
+        "pingpong",
+        "--topology",
+        "netns",
+        "--napi",
+        napi,
+        "--cpus",
+        &cpu,
+        "--prio",
+        "80",
+        "--size",
+        "200",
+        "--load",
+        &hog,
+        "--duration",
+        "3s",
+        "--explain",
+        "--top",
+        "10",
+    ]);
+    let napi_facts = &series_named(&doc, "pingpong/rtt")["config"]["topology"]["napi"];
+    assert_eq!(napi_facts["mode"], napi, "{napi_facts}");
+    doc
+}
+
+fn rtlab_sys_last_cpu() -> String {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (n - 1).to_string()
+}
+
+fn net_stack_inversions(doc: &serde_json::Value) -> usize {
+    doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["reason"] == "net_stack_inversion" && c["task"] == "rtlab-hog")
+        })
+        .count()
+}
+
+#[test]
+fn a_starved_napi_thread_is_named_as_the_network_stacks_inversion_and_raising_it_ends_it() {
+    if !netns_ready() {
+        return;
+    }
+    let _serial = realtime_serial();
+    // Threaded NAPI at SCHED_OTHER on the pinger's CPU: while the hog runs, the reply waits
+    // for the napi thread, and the explainer says so.
+    let doc = pingpong_beside_a_hog("threaded");
+    let threads = &series_named(&doc, "pingpong/rtt")["config"]["topology"]["napi"]["threads"];
+    assert!(!threads.as_array().unwrap().is_empty(), "{threads}");
+    assert!(net_stack_inversions(&doc) >= 1, "{}", doc["outliers"]);
+    // The fix: the napi thread above the hog. The inversion is gone.
+    let doc = pingpong_beside_a_hog("threaded:51");
+    assert_eq!(net_stack_inversions(&doc), 0, "{}", doc["outliers"]);
 }
 
 #[test]

@@ -36,6 +36,8 @@ pub enum Topology {
         loss_pct: Option<f64>,
         /// `net.*` sysctls set inside the namespace (`net.ipv4.tcp_early_retrans=0`).
         sysctls: Vec<String>,
+        /// Who processes what the host end receives (None: as created).
+        napi: Option<super::napi::Napi>,
     },
     /// `rtlab net serve` on another host.
     Remote(SocketAddr),
@@ -104,8 +106,18 @@ pub fn bring_up(topology: &Topology) -> Result<Running, String> {
             mtu,
             loss_pct,
             sysctls,
+            napi,
         } => {
             let ns = Netns::create(*mtu, *loss_pct, sysctls)?;
+            let napi_facts = match napi {
+                Some(n) => super::napi::apply(
+                    &host_end(&ns.name),
+                    &peer_end(&ns.name),
+                    &std::path::Path::new("/run/netns").join(&ns.name),
+                    n,
+                )?,
+                None => serde_json::json!({"mode": "backlog"}),
+            };
             Ok(Running {
                 peer: PeerAddr {
                     addr: SocketAddr::from((ns.peer_ip, DEFAULT_PORT)),
@@ -116,12 +128,23 @@ pub fn bring_up(topology: &Topology) -> Result<Running, String> {
                     "loss_pct": loss_pct.unwrap_or(0.0), "static_neighbours": true,
                     "netns_sysctls": sysctls,
                     "host_ip": ns.host_ip.to_string(), "peer_ip": ns.peer_ip.to_string(),
+                    "napi": napi_facts,
                 }),
                 _local: None,
                 _netns: Some(ns),
             })
         }
     }
+}
+
+/// The host end of namespace `ns`'s veth pair (`rtlab-<pid>` -> `rtl<pid>a`).
+pub fn host_end(ns: &str) -> String {
+    format!("rtl{}a", ns.trim_start_matches("rtlab-"))
+}
+
+/// The end of namespace `ns`'s veth pair inside it (`rtlab-<pid>` -> `rtl<pid>b`).
+pub fn peer_end(ns: &str) -> String {
+    format!("rtl{}b", ns.trim_start_matches("rtlab-"))
 }
 
 /// Runs `ip ARGS`; the error carries its stderr.
@@ -297,7 +320,7 @@ impl NamespaceSpec {
     pub fn create(&self) -> Result<NamespaceGuard, String> {
         let name = &self.name;
         let suffix = name.trim_start_matches("rtlab-");
-        let (a, b) = (format!("rtl{suffix}a"), format!("rtl{suffix}b"));
+        let (a, b) = (host_end(name), peer_end(name));
         let pid: u32 = suffix.parse().unwrap_or(0);
         let mac = |end: u8| {
             format!(

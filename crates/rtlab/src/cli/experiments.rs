@@ -87,7 +87,16 @@ pub struct ExplainArgs {
     /// Explain every sample later than DUR (implies --explain; default: the --top worst).
     #[arg(long, value_name = "DUR", value_parser = positive_duration)]
     pub threshold: Option<Nanos>,
-    /// How many outliers to keep, the worst first (default 10; 1000 with --threshold).
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+/// How many outliers to explain and where their events come from (`--explain` and `rtlab
+/// noise`).
+#[derive(Debug, Args, Clone)]
+pub struct TraceArgs {
+    /// How many outliers to keep, the worst first (implies --explain; default 10, 1000 with
+    /// --threshold; rtlab noise: 100).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
     /// Save the raw trace window of each outlier as DIR/outlier-NNNN-<series>.txt (implies
@@ -101,19 +110,58 @@ pub struct ExplainArgs {
     pub explain_with: rtlab_lab::explain::Backend,
 }
 
+impl TraceArgs {
+    /// The settings for `explain` (asked for by the caller's own flags or by these), every
+    /// sample over `threshold` or the worst `top`, `default_top` when --top is not given.
+    fn settings(
+        &self,
+        explain: bool,
+        threshold: Option<Nanos>,
+        default_top: usize,
+    ) -> Option<rtlab_lab::explain::ExplainSettings> {
+        (explain || self.trace_out.is_some() || self.top.is_some()).then(|| {
+            rtlab_lab::explain::ExplainSettings {
+                threshold,
+                top: self.top.map_or(default_top, usize::from),
+                trace_out: self.trace_out.clone(),
+                backend: self.explain_with,
+            }
+        })
+    }
+}
+
 impl ExplainArgs {
     /// The settings, when any of the options asks for explaining.
     pub fn settings(&self) -> Option<rtlab_lab::explain::ExplainSettings> {
-        (self.explain || self.threshold.is_some() || self.trace_out.is_some() || self.top.is_some())
-            .then(|| rtlab_lab::explain::ExplainSettings {
-                threshold: self.threshold,
-                top: self.top.map_or(
-                    if self.threshold.is_some() { 1000 } else { 10 },
-                    usize::from,
-                ),
-                trace_out: self.trace_out.clone(),
-                backend: self.explain_with,
-            })
+        self.trace.settings(
+            self.explain || self.threshold.is_some(),
+            self.threshold,
+            if self.threshold.is_some() { 1000 } else { 10 },
+        )
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct NoiseArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// A gap of the spinning loop longer than DUR is an interruption: counted, summed into the
+    /// CPU time lost, and explained with --explain.
+    #[arg(long, value_name = "DUR", default_value = "10us", value_parser = positive_duration, allow_hyphen_values = true)]
+    pub threshold: Nanos,
+    /// Trace the measured CPUs (eBPF or tracefs, root) and name what took the CPU in each
+    /// interruption: IRQs, softirqs, preempting tasks, RT throttling, silences of the vCPU.
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+impl NoiseArgs {
+    /// The explainer's settings: every interruption over the threshold, the longest `top`
+    /// (default 100) kept.
+    pub fn explain_settings(&self) -> Option<rtlab_lab::explain::ExplainSettings> {
+        self.trace.settings(self.explain, Some(self.threshold), 100)
     }
 }
 
@@ -124,6 +172,11 @@ pub struct LockArgs {
     /// Implementations to measure, comma-separated (default: all).
     #[arg(long = "impl", value_name = "LIST", value_delimiter = ',', value_parser = by_name::<rtlab_lab::lock::Impl>)]
     pub impls: Vec<rtlab_lab::lock::Impl>,
+    /// Seed 003's inter-process method: each lock process-shared in shared memory, the
+    /// hand-off ring passed between this process and a forked child (rtlab-ceiling, std and
+    /// parking_lot are process-private and skipped; no condvar series).
+    #[arg(long)]
+    pub processes: bool,
     #[command(flatten)]
     pub explain: ExplainArgs,
 }

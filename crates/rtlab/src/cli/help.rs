@@ -83,11 +83,35 @@ Examples:
   rtlab wakeup --cpus 1 --duration forever --hlog node.hlog --json node.json 2>node.log
       runs until Ctrl-C/SIGTERM: an interval log every 10 s, a status line every minute";
 
+pub(super) const NOISE_HELP: &str = "\
+Series: cpu0, cpu1, ... (metric loop_gap), one per measured CPU, with cpu, policy, prio,
+threshold_ns, interruptions (gaps over --threshold), lost_ns (their sum), spun_ns and
+available_pct (the share of the run the spinner had) in their config.
+
+The method is oslat's: a thread per CPU, pinned, never sleeps; it reads CLOCK_MONOTONIC in a
+tight loop and records the gap between consecutive reads, every iteration. A busy-spinning
+thread (Aeron, the Disruptor, a Java spin-wait) has no wakeup latency: what delays it is the
+CPU being taken away while it spins, and that is each gap over a few tens of ns. The default
+is SCHED_FIFO 1 (above every time-sharing task, below kernel and load threads: oslat -f 1);
+--policy other measures a time-sharing spinner.
+
+--explain (root) traces the measured CPUs and names, for each interruption over --threshold
+(the --top longest kept), what held the CPU: IRQs and vectors by name, softirqs, the task that
+preempted the spinner (name, pid, priority), or a silence with the spinner current that the
+kernel did not see (hypervisor_gap on a VM).
+
+Examples:
+  rtlab noise                                   every CPU but the lowest, 10 s, FIFO 1
+  rtlab noise --cpus 1 --threshold 2ms --explain --load hog:99:3ms/200ms:1
+  rtlab noise --cpus 2-7 --duration 10m --policy other --json noise.json
+  rtlab noise --cpus 1 --fail-above 50us        exit 3 if any gap on CPU 1 exceeds 50 us";
+
 pub(super) const LOCK_HELP: &str = "\
 Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
 <impl>/handoff (metric handoff: ns per hand-off, two threads passing a ring of three
 mutexes, seed 003's method), for impl in rtlab-pi, rtlab-robust, rtlab-ceiling,
-glibc-normal, glibc-pi, glibc-pp, glibc-robust, glibc-robust-pi, std, parking_lot. Each
+glibc-normal, glibc-pi, glibc-pp, glibc-robust, glibc-robust-pi, std, parking_lot and
+sysv-sem (a System V semaphore used as a lock: semop -1/+1 with SEM_UNDO). Each
 value is the median
 of many batches, interleaved across implementations. <impl>/condvar_wake (metric
 condvar_wake, a distribution) for rtlab-pi (PiCondvar), glibc-normal (pthread_cond_t), std
@@ -100,8 +124,16 @@ cache-line transfer rather than a wake-up; --cpus 0 compares real wake-ups.
 Default scheduling: SCHED_FIFO 10. The uncontended thread and hand-off thread B run on the
 first of --cpus, thread C on the second (the same CPU if only one is given).
 
+--processes is seed 003's own method: every lock is made process-shared (glibc's with
+PTHREAD_PROCESS_SHARED, rtlab's on non-private futexes) in a MAP_SHARED mapping, the fast
+path runs in this process, and the hand-off ring runs between a thread here and a child
+process forked for each batch (on the second CPU). rtlab-ceiling, std and parking_lot cannot
+be shared between processes and are skipped; there are no condvar series. The series keep
+their names, with processes = 2 in the hand-off's config.
+
 Examples:
   rtlab lock --duration 6s --json lock.json
+  rtlab lock --processes --impl rtlab-robust,sysv-sem,glibc-robust   seed 003's comparison
   rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
 
 pub(super) const INVERT_HELP: &str = "\
@@ -249,8 +281,8 @@ A message's size includes rtlab's 40-byte header (smaller sizes are sent as 40 b
 --pad-segments N (seed 002): each message is followed by padding up to N full segments, so a
 lost segment is followed by enough others for fast retransmit (or RACK) to fire instead of the
 retransmission timer; the peer acknowledges as soon as the useful bytes are in and discards
-the padding. --profile seed-poc is seed 001's mix: 120KiB, 1KiB, 100B and 200B every 50ms
-this way, 300B and 350B every 50ms the other way. Messages of the first --warmup (default
+the padding. --profile seed-poc is seed 001's mix: 120KiB, 50KiB (its 'under 45 ms for 50KB' result), 1KiB,
+100B and 200B every 50ms this way, 300B and 350B every 50ms the other way. Messages of the first --warmup (default
 min(1s, duration/5)) are sent but not recorded; the output says how many.
 
 --topology netns creates a namespace rtlab-<pid> and a veth pair (--mtu, static neighbour
@@ -336,8 +368,9 @@ Stages: rtlab check, then wakeup idle, then wakeup under --load cpu --load mmap 
 short stages (at most 4 s each) of lock (rtlab's PI and robust mutexes against glibc's),
 invert (priority inversion without a protocol vs with PI), mmap (does mmap still delay a
 shared futex?), slack (what the default timer slack costs a 10 us wait), ipc (rtlab's
-shared-memory channel vs POSIX mq and a pipe between two processes) and net (periodic TCP
-streams both ways over loopback, each message acknowledged). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
+shared-memory channel vs POSIX mq and a pipe between two processes), net (periodic TCP
+streams both ways over loopback, each message acknowledged) and noise (a FIFO 1 thread
+spinning on the last CPU: the share of it kept, and what took the rest). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
 distribution series. The verdict has one line per area.
 
 Gates (exit 3 after the report is written; any number of them): --fail-above DUR on the
@@ -349,6 +382,28 @@ Examples:
   rtlab survey
   rtlab survey --duration 30s --out /tmp/rtlab-report
   rtlab survey --quick --fail-above 500us --fail-area ipc=200us --fail-on fail   # a CI gate";
+
+pub(super) const TUNE_HELP: &str = "\
+Without --apply or --revert it prints the plan: each file it would write, its value now and
+the new one, and the fixes it leaves to you (boot-time ones such as isolcpus and preempt=full,
+irqbalance's configuration, the network stack's threads). --apply writes FILE first (every
+prior value, atomically), then the new values, and prints what changed; --revert FILE writes
+every prior value back, the last change first, checks each one reads back as it was, and
+removes FILE (kept, exit 1, if any did not). Nothing is changed without root.
+
+What it applies (each only where rtlab check would warn): kernel.sched_rt_runtime_us=-1
+(rt_throttling); every device IRQ allowed on an RT CPU moved to the other CPUs
+(irq_affinity); transparent hugepages always -> madvise; DAMON's kdamonds off; the RT CPUs'
+cpufreq governor to performance and their idle states deeper than 10 us disabled; with --pid,
+that process's threads' timer slack to 1 ns.
+
+Examples:
+  rtlab tune                                         the plan, changing nothing
+  sudo rtlab tune --apply --state /var/tmp/rtlab-tune.json --cpus 2-3
+  sudo rtlab tune --apply --state t.json --only rt_throttling,irq_affinity
+  sudo rtlab tune --revert /var/tmp/rtlab-tune.json
+A before/after: rtlab survey --out before; rtlab tune --apply --state t.json; rtlab survey
+--out after; rtlab diff before/report.json after/report.json; rtlab tune --revert t.json";
 
 pub(super) const COMPLETIONS_HELP: &str = "\
 Prints the script on stdout; install it where your shell looks for completions.

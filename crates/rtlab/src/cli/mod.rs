@@ -55,6 +55,7 @@ pub mod defaults {
     pub const SLACK: Defaults = (Nanos::from_secs(20), 95);
     pub const IPC: Defaults = (Nanos::from_secs(10), 50);
     pub const NET: Defaults = (Nanos::from_secs(10), 80);
+    pub const NOISE: Defaults = (Nanos::from_secs(10), 1);
 
     /// The help of the shared `--duration` with this default.
     pub fn duration_help(d: Defaults) -> String {
@@ -106,9 +107,15 @@ pub enum Command {
     /// Bounded-latency messaging over TCP/UDP: periodic streams, ping-pong, the peer.
     #[command(after_help = NET_HELP)]
     Net(NetArgs),
+    /// Busy-loop noise: how much of each CPU a spinning thread gets, and what takes the rest.
+    #[command(after_help = NOISE_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::NOISE))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::NOISE))), mut_arg("cpus", |a| a.help("CPUs to measure, one spinning thread each: 0, 0,1, 0-3 (default: every usable CPU but the lowest, left for housekeeping; all of them on a one-CPU machine).")))]
+    Noise(NoiseArgs),
     /// Audit this machine's real-time settings: status, value, why, and the fix for each.
     #[command(after_help = CHECK_HELP)]
     Check(CheckArgs),
+    /// Apply the run-time fixes of rtlab check (saving every prior value), or revert them.
+    #[command(after_help = TUNE_HELP)]
+    Tune(TuneArgs),
     /// Render result documents as one self-contained HTML report with SVG plots.
     #[command(after_help = REPORT_HELP)]
     Report(ReportArgs),

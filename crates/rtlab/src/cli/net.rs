@@ -49,6 +49,12 @@ pub struct NetPathArgs {
     /// net.ipv4.tcp_early_retrans=0 to turn tail-loss probes off on the peer's side.
     #[arg(long, value_name = "KEY=VALUE")]
     pub netns_sysctl: Vec<String>,
+    /// Who processes the packets the host end of the veth pair receives (netns): backlog (as
+    /// created: NET_RX softirq on the sending CPU), softirq (GRO on: NAPI in softirq), threaded
+    /// (a napi/<dev> kernel thread, SCHED_OTHER, pinned to --cpus) or threaded:PRIO (that
+    /// thread at SCHED_FIFO PRIO: the fix for the network stack's priority inversion).
+    #[arg(long, value_name = "MODE", value_parser = str::parse::<rtlab_lab::net::napi::NapiMode>)]
+    pub napi: Option<rtlab_lab::net::napi::NapiMode>,
     /// tcp or udp.
     #[arg(long, value_name = "PROTO", value_parser = ["tcp", "udp"], default_value = "tcp")]
     pub proto: String,

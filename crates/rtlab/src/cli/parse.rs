@@ -169,6 +169,7 @@ pub const SURVEY_AREAS: &[&str] = &[
     "slack",
     "ipc",
     "net",
+    "noise",
 ];
 
 /// `AREA=DUR` of `rtlab survey --fail-area`.

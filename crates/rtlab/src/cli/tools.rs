@@ -110,6 +110,42 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Apply the run-time fixes (root); needs --state.
+    #[arg(long, requires = "state", conflicts_with = "revert")]
+    pub apply: bool,
+    /// Save every value --apply changes to FILE first (it must not exist yet).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<std::path::PathBuf>,
+    /// Restore every value saved in FILE by an earlier --apply, then remove FILE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["state", "only", "cpus", "pid"])]
+    pub revert: Option<std::path::PathBuf>,
+    /// Only these fixes, by check id, comma-separated: rt_throttling, irq_affinity,
+    /// transparent_hugepages, damon, cpufreq_governor, c_states, timer_slack.
+    #[arg(long, value_name = "IDS", value_delimiter = ',', value_parser = parse_tunable)]
+    pub only: Vec<String>,
+    /// The real-time CPUs: interrupts move off them, their governor and idle states are set
+    /// (default: the last usable CPU, as rtlab check assumes).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<rtlab_sys::affinity::CpuList>,
+    /// Set the timer slack of every thread of process PID to 1 ns (timer_slack).
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+}
+
+/// A check id that `rtlab tune` can apply.
+fn parse_tunable(text: &str) -> Result<String, String> {
+    if rtlab_lab::tune::TUNABLE.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "'{text}' is not a fix tune applies (expected one of {})",
+            rtlab_lab::tune::TUNABLE.join(", ")
+        ))
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Write the audit as a result document to PATH ('-' for stdout).
     #[arg(long, value_name = "PATH")]
@@ -225,7 +261,7 @@ pub struct SurveyArgs {
     pub fail_above: Option<Nanos>,
     /// Exit 3 when any latency of one area is over DUR, e.g. `ipc=200us`, `net=5ms`,
     /// `wakeup-idle=100us`; repeatable. Areas: the series' first part (wakeup-idle,
-    /// wakeup-loaded, lock, invert, mmap, slack, ipc, net).
+    /// wakeup-loaded, lock, invert, mmap, slack, ipc, net, noise).
     #[arg(long, value_name = "AREA=DUR", value_parser = parse_area_bound)]
     pub fail_area: Vec<(String, Nanos)>,
     /// Exit 3 when a check of the machine is at LEVEL or worse (warn or fail).

@@ -14,6 +14,8 @@ const COMPARISONS: &[(&str, &str)] = &[
     ("rtlab-robust/uncontended", "glibc-robust/uncontended"),
     ("rtlab-robust/uncontended", "glibc-robust-pi/uncontended"),
     ("rtlab-ceiling/uncontended", "glibc-pp/uncontended"),
+    ("rtlab-robust/uncontended", "sysv-sem/uncontended"),
+    ("rtlab-robust/handoff", "sysv-sem/handoff"),
 ];
 
 fn value(series: &[Series], name: &str) -> Option<f64> {
@@ -35,11 +37,17 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
             prio: common.prio,
         },
         explain: args.explain.settings(),
+        processes: args.processes,
     })?;
     let mut console = common.console();
     console.note(&format!(
-        "lock: {} implementations for {}, {} {}, CPUs {}",
+        "lock: {} implementations{} for {}, {} {}, CPUs {}",
         experiment.implementations(),
+        if args.processes {
+            ", in shared memory between two processes"
+        } else {
+            ""
+        },
         common.config.duration,
         common.policy,
         common.prio,

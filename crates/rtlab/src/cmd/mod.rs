@@ -10,9 +10,11 @@ mod load;
 mod lock;
 mod mmap;
 mod net;
+mod noise;
 mod report;
 mod slack;
 mod survey;
+mod tune;
 mod wakeup;
 mod watch;
 mod watch_status;
@@ -35,8 +37,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Slack(args) => slack::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Net(args) => net::run(args),
+        Command::Noise(args) => noise::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Check(args) => check::run(args),
+        Command::Tune(args) => tune::run(args),
         Command::Report(args) => report::run(args),
         Command::Load(args) => load::run(args),
         Command::Completions(args) => docs::completions(args),
@@ -56,6 +60,21 @@ pub struct Common {
     pub quiet: bool,
     /// `--status-every`.
     pub status_every: Nanos,
+}
+
+/// ", load cpu + hog:99:3ms/200ms" for a run's first line (empty without loads).
+pub fn loads_note(loads: &[rtlab_load::LoadSpec]) -> String {
+    if loads.is_empty() {
+        return String::new();
+    }
+    format!(
+        ", load {}",
+        loads
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    )
 }
 
 impl Common {

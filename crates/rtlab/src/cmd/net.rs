@@ -17,19 +17,29 @@ pub fn run(args: NetArgs) -> anyhow::Result<Status> {
     }
 }
 
-fn topology(path: &NetPathArgs) -> Result<Topology, BadInput> {
-    let netns_only = path.mtu.is_some() || path.loss.is_some() || !path.netns_sysctl.is_empty();
+/// Where the peer is; `cpus` (the measuring threads') also take a threaded NAPI's threads.
+fn topology(path: &NetPathArgs, cpus: &[usize]) -> Result<Topology, BadInput> {
+    let netns_only = path.mtu.is_some()
+        || path.loss.is_some()
+        || !path.netns_sysctl.is_empty()
+        || path.napi.is_some();
     match (path.peer, path.topology.as_str()) {
         (Some(peer), _) if netns_only => Err(BadInput(format!(
-            "--mtu, --loss and --netns-sysctl apply to --topology netns, not to --peer {peer}"
+            "--mtu, --loss, --netns-sysctl and --napi apply to --topology netns, not to --peer {peer}"
         ))),
         (Some(peer), _) => Ok(Topology::Remote(peer)),
         (None, "netns") => Ok(Topology::Netns {
             mtu: path.mtu,
             loss_pct: path.loss,
             sysctls: path.netns_sysctl.clone(),
+            napi: path.napi.map(|mode| rtlab_lab::net::napi::Napi {
+                mode,
+                cpus: cpus.to_vec(),
+            }),
         }),
-        (None, _) if netns_only => Err(BadInput("--mtu and --loss need --topology netns".into())),
+        (None, _) if netns_only => Err(BadInput(
+            "--mtu, --loss, --netns-sysctl and --napi need --topology netns".into(),
+        )),
         (None, _) => Ok(Topology::Loopback),
     }
 }
@@ -57,7 +67,7 @@ fn options(path: &NetPathArgs) -> SocketOptions {
 
 fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
     let common = args.common.validate_with(crate::cli::defaults::NET)?;
-    let topology = topology(&args.path)?;
+    let topology = topology(&args.path, common.cpus.as_slice())?;
     let (mut streams, mut reverse) = (args.streams, args.reverse);
     if args.profile.as_deref() == Some("seed-poc") {
         let (f, r) = seed_poc_profile();
@@ -119,7 +129,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
 
 fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
     let common = args.common.validate_with(crate::cli::defaults::NET)?;
-    let topology = topology(&args.path)?;
+    let topology = topology(&args.path, common.cpus.as_slice())?;
     let experiment = PingPong::new(PingPongConfig {
         topology: topology.clone(),
         proto: proto(&args.path),

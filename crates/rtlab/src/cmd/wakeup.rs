@@ -50,20 +50,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         args.interval,
         common.policy,
         common.prio,
-        if common.config.loads.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", load {}",
-                common
-                    .config
-                    .loads
-                    .iter()
-                    .map(|l| l.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" + ")
-            )
-        }
+        super::loads_note(&common.config.loads)
     ));
     let record = rtlab_lab::run_experiment(&wakeup, &common.config, &mut console)?;
     console.finish();

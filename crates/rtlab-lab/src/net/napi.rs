@@ -1,0 +1,162 @@
+//! Who processes the packets the host end of the veth pair receives (`--napi`), the network
+//! stack's own priority inversion (seed 002's squeue workers): received packets are handled
+//! in NET_RX softirq (in `ksoftirqd/N` at SCHED_OTHER when deferred) or, with threaded NAPI,
+//! by a `napi/<dev>-<id>` kernel thread, SCHED_OTHER unless raised. An RT receiver above a
+//! real-time hog then waits for its own packets while the hog keeps that thread off its CPU.
+
+use std::str::FromStr;
+
+/// How the host end of the veth pair receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NapiMode {
+    /// As created: no NAPI; a packet the peer sends is queued on the sending CPU's backlog
+    /// and processed in NET_RX softirq there, at the end of the peer's own send.
+    Backlog,
+    /// GRO on, which gives a veth NAPI, polled in NET_RX softirq.
+    Softirq,
+    /// Threaded NAPI: a kernel thread polls it, SCHED_OTHER (None) or SCHED_FIFO at this
+    /// priority (the fix: above every hog).
+    Threaded(Option<u32>),
+}
+
+impl NapiMode {
+    /// As on the command line.
+    pub fn name(self) -> String {
+        match self {
+            NapiMode::Backlog => "backlog".into(),
+            NapiMode::Softirq => "softirq".into(),
+            NapiMode::Threaded(None) => "threaded".into(),
+            NapiMode::Threaded(Some(p)) => format!("threaded:{p}"),
+        }
+    }
+}
+
+impl FromStr for NapiMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "backlog" => Ok(NapiMode::Backlog),
+            "softirq" => Ok(NapiMode::Softirq),
+            "threaded" => Ok(NapiMode::Threaded(None)),
+            _ => match s.strip_prefix("threaded:").map(str::parse::<u32>) {
+                Some(Ok(p)) if (1..=99).contains(&p) => Ok(NapiMode::Threaded(Some(p))),
+                _ => Err(format!(
+                    "'{s}': expected backlog, softirq, threaded or threaded:PRIO (PRIO 1-99)"
+                )),
+            },
+        }
+    }
+}
+
+/// The setting: the mode, and the CPUs its NAPI threads are pinned to (empty: left free).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Napi {
+    /// The mode.
+    pub mode: NapiMode,
+    /// Where a threaded NAPI's kernel threads run (the receiving CPUs).
+    pub cpus: Vec<usize>,
+}
+
+/// PIDs and names of the kernel threads polling `dev` (`napi/<dev>-<id>`).
+pub fn napi_threads(dev: &str) -> Vec<(i32, String)> {
+    let prefix = format!("napi/{dev}-");
+    let mut out: Vec<(i32, String)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let comm = comm.trim();
+            // comm is cut at 15 characters: the prefix may be cut too.
+            (comm.starts_with(&prefix) || prefix.starts_with(comm) && comm.len() == 15)
+                .then(|| (pid, comm.to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `set_tso(dev, false)` inside network namespace `netns` (from a thread of its own that
+/// enters it: the namespace of this process's other threads does not change).
+fn tso_off_in(netns: &std::path::Path, dev: &str) -> Result<(), String> {
+    let (netns, dev) = (netns.to_path_buf(), dev.to_string());
+    std::thread::spawn(move || {
+        rtlab_sys::net::enter_netns(&netns).map_err(|e| e.to_string())?;
+        rtlab_sys::net::set_tso(&dev, false).map_err(|e| e.to_string())
+    })
+    .join()
+    .map_err(|_| "the namespace thread panicked".to_string())?
+}
+
+/// Sets `dev` (the host end) up as `napi` says; `peer` is the other end, inside `netns`;
+/// returns the facts for the result's config.
+pub fn apply(
+    dev: &str,
+    peer: &str,
+    netns: &std::path::Path,
+    napi: &Napi,
+) -> Result<serde_json::Value, String> {
+    let err =
+        |what: &str, e: &dyn std::fmt::Display| format!("--napi {}: {what}: {e}", napi.mode.name());
+    if napi.mode == NapiMode::Backlog {
+        return Ok(serde_json::json!({"mode": "backlog"}));
+    }
+    rtlab_sys::net::set_gro(dev, true).map_err(|e| err("GRO on", &e))?;
+    // A veth hands TSO-sized TCP skbs from its peer to the backlog, not to NAPI: the peer
+    // end segments them itself.
+    tso_off_in(netns, peer).map_err(|e| err(&format!("TSO off on {peer}"), &e))?;
+    let threaded = format!("/sys/class/net/{dev}/threaded");
+    if napi.mode == NapiMode::Softirq {
+        return Ok(serde_json::json!({"mode": "softirq", "gro": true, "peer_tso": false}));
+    }
+    std::fs::write(&threaded, "1\n").map_err(|e| err(&format!("write 1 to {threaded}"), &e))?;
+    // The threads start with the setting; give them a moment to appear.
+    let mut threads = napi_threads(dev);
+    for _ in 0..100 {
+        if !threads.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        threads = napi_threads(dev);
+    }
+    if threads.is_empty() {
+        return Err(err("no napi thread appeared", &dev));
+    }
+    let mut facts = Vec::new();
+    for (pid, comm) in &threads {
+        if !napi.cpus.is_empty() {
+            let cpus = rtlab_sys::affinity::CpuList::from(napi.cpus.clone());
+            rtlab_sys::affinity::set_thread_affinity(*pid, &cpus)
+                .map_err(|e| err(&format!("pin {comm} to CPUs {cpus}"), &e))?;
+        }
+        if let NapiMode::Threaded(Some(prio)) = napi.mode {
+            rtlab_sys::sched::set_thread_scheduler(*pid, rtlab_sys::sched::Policy::Fifo, prio)
+                .map_err(|e| err(&format!("chrt -f {prio} {comm}"), &e))?;
+        }
+        facts.push(serde_json::json!({
+            "pid": pid, "comm": comm, "cpus": napi.cpus,
+            "policy": if matches!(napi.mode, NapiMode::Threaded(Some(_))) { "fifo" } else { "other" },
+            "prio": match napi.mode { NapiMode::Threaded(Some(p)) => p, _ => 0 },
+        }));
+    }
+    Ok(serde_json::json!({
+        "mode": napi.mode.name(), "gro": true, "peer_tso": false, "threads": facts
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_print_back() {
+        for s in ["backlog", "softirq", "threaded", "threaded:51"] {
+            assert_eq!(s.parse::<NapiMode>().unwrap().name(), s);
+        }
+        for bad in ["threaded:0", "threaded:100", "threaded:x", "poll", ""] {
+            assert!(bad.parse::<NapiMode>().is_err(), "{bad}");
+        }
+    }
+}

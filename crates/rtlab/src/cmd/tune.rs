@@ -1,0 +1,175 @@
+//! `rtlab tune`: the plan, `--apply` (saving every prior value first) and `--revert`.
+
+use crate::cli::TuneArgs;
+use crate::{BadInput, Status};
+use rtlab_lab::tune::{self, Change, Plan, TuneConfig};
+use rtlab_report::table::Table;
+
+fn changes_table(changes: &[Change], outcome: impl Fn(&Change) -> String) -> String {
+    let mut t = Table::new(&["fix", "file", "was", "now", "result"]).left_aligned();
+    for c in changes {
+        t.row(vec![
+            c.id.clone(),
+            c.path.display().to_string(),
+            c.before.clone(),
+            c.after.clone(),
+            outcome(c),
+        ]);
+    }
+    t.render()
+}
+
+fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check]) -> String {
+    let mut out = String::new();
+    let mut rest = plan.printed.clone();
+    rest.extend(tune::not_applied(checks));
+    if !rest.is_empty() {
+        out.push_str("\nnot applied (do these yourself):\n");
+        for (id, fix) in rest {
+            out.push_str(&format!("  {id}: {fix}\n"));
+        }
+    }
+    out
+}
+
+fn need_root(what: &str) -> Result<(), BadInput> {
+    if rtlab_sys::process::effective_uid() != 0 {
+        return Err(BadInput(format!(
+            "rtlab tune {what} needs root: it writes /proc and /sys (nothing was changed)"
+        )));
+    }
+    Ok(())
+}
+
+pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
+    if let Some(file) = &args.revert {
+        return revert(file);
+    }
+    if args.state.is_some() && !args.apply {
+        return Err(
+            BadInput("--state FILE goes with --apply (or use --revert FILE)".into()).into(),
+        );
+    }
+    let rt_cpus = match &args.cpus {
+        Some(list) => list.as_slice().to_vec(),
+        None => vec![*rtlab_sys::affinity::usable_cpus()
+            .as_slice()
+            .last()
+            .unwrap_or(&0)],
+    };
+    if let Some(pid) = args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}/task")).is_dir() {
+            return Err(BadInput(format!("--pid {pid}: no such process")).into());
+        }
+    }
+    let cfg = TuneConfig {
+        rt_cpus: rt_cpus.clone(),
+        only: (!args.only.is_empty()).then(|| args.only.clone()),
+        slack_pid: args.pid,
+    };
+    let checks = rtlab_lab::check::run_checks(std::time::Duration::from_millis(200));
+    let plan = tune::plan(&cfg);
+    let cpus = rtlab_sys::affinity::CpuList::from(rt_cpus.clone());
+    if !args.apply {
+        let mut out = format!(
+            "rtlab tune: the plan for real-time CPUs {cpus} (nothing changed; --apply --state FILE applies it)\n"
+        );
+        if plan.changes.is_empty() {
+            out.push_str("nothing to change at run time\n");
+        } else {
+            out.push_str(&changes_table(&plan.changes, |_| "planned".into()));
+        }
+        out.push_str(&printed(&plan, &checks));
+        print!("{out}");
+        return Ok(Status::Ok);
+    }
+    need_root("--apply")?;
+    let file = args
+        .state
+        .as_ref()
+        .expect("clap requires --state with --apply");
+    if file.exists() {
+        return Err(BadInput(format!(
+            "--state {}: exists (it may hold an earlier --apply's prior values: revert it with \
+             rtlab tune --revert {0}, or choose another file)",
+            file.display()
+        ))
+        .into());
+    }
+    rtlab_report::check_writable_file(file).map_err(|e| BadInput(format!("--state {e}")))?;
+    let tail = printed(&plan, &checks);
+    let count = plan.changes.len();
+    let state = tune::apply(plan, &rt_cpus, file).map_err(anyhow::Error::msg)?;
+    let applied = state.changes.iter().filter(|c| c.applied).count();
+    println!(
+        "rtlab tune: applied {applied} of {count} changes for real-time CPUs {cpus}; prior values in {} (rtlab tune --revert {0} restores them)",
+        file.display()
+    );
+    if count > 0 {
+        print!(
+            "{}",
+            changes_table(&state.changes, |c| match &c.error {
+                None => "changed".into(),
+                Some(e) => format!("failed: {e}"),
+            })
+        );
+    }
+    print!("{tail}");
+    for c in state.changes.iter().filter(|c| !c.applied) {
+        eprintln!(
+            "warning: {} {}: not changed ({})",
+            c.id,
+            c.path.display(),
+            c.error.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(Status::Ok)
+}
+
+fn revert(file: &std::path::Path) -> anyhow::Result<Status> {
+    need_root("--revert")?;
+    let state = tune::load(file).map_err(BadInput)?;
+    let back = tune::revert(&state);
+    let mut t = Table::new(&["fix", "file", "restored to", "result"]).left_aligned();
+    let mut failed = 0;
+    for r in &back {
+        let result = match (&r.now, r.restored()) {
+            (None, _) => "gone (with what it belonged to)".to_string(),
+            (Some(_), true) => "restored".to_string(),
+            (Some(now), false) => {
+                failed += 1;
+                format!(
+                    "NOT restored: reads {now}{}",
+                    r.error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                )
+            }
+        };
+        t.row(vec![
+            r.change.id.clone(),
+            r.change.path.display().to_string(),
+            r.change.before.clone(),
+            result,
+        ]);
+    }
+    println!(
+        "rtlab tune: reverted {} of {} changes from {}",
+        back.len() - failed,
+        back.len(),
+        file.display()
+    );
+    if !back.is_empty() {
+        print!("{}", t.render());
+    }
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} value(s) not restored; {} kept (run rtlab tune --revert {0} again once fixed)",
+            file.display()
+        );
+    }
+    std::fs::remove_file(file)
+        .map_err(|e| anyhow::anyhow!("restored, but cannot remove {}: {e}", file.display()))?;
+    Ok(Status::Ok)
+}

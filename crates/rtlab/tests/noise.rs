@@ -1,0 +1,87 @@
+//! `rtlab noise`: the busy-loop's gaps as a schema-valid document; bad input refused; with a
+//! FIFO 99 hog on the measured CPU, the hog's runs are gaps and the explainer names it.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn bad_noise_input_is_one_line_and_exit_2() {
+    assert_bad_input(&["noise", "--threshold", "10ns"], &["threshold", "100ns"]);
+    assert_bad_input(&["noise", "--threshold", "soon"], &["--threshold"]);
+    assert_bad_input(&["noise", "--policy", "other", "--prio", "5"], &["--prio"]);
+    assert_bad_input(&["noise", "--duration", "forever"], &["forever"]);
+    assert_bad_input(&["noise", "--top", "0"], &["--top"]);
+}
+
+#[test]
+fn a_time_sharing_spinner_gives_one_series_per_cpu_with_its_interruptions() {
+    let (doc, stdout) = rtlab_json(&[
+        "noise",
+        "--cpus",
+        "0",
+        "--policy",
+        "other",
+        "--duration",
+        "300ms",
+        "--threshold",
+        "20us",
+    ]);
+    assert_eq!(doc["command"], "noise");
+    let s = series_named(&doc, "cpu0");
+    assert_eq!(s["metric"], "loop_gap");
+    assert_eq!(s["config"]["policy"], "other");
+    assert_eq!(s["config"]["threshold_ns"], 20_000);
+    // Every loop is a sample: far more than one per microsecond of the run would be absurd,
+    // far fewer than one per ten would mean the loop does something else.
+    let count = s["count"].as_u64().unwrap();
+    let spun = s["config"]["spun_ns"].as_u64().unwrap();
+    assert!(
+        count > spun / 10_000 && count < spun,
+        "{count} loops in {spun} ns"
+    );
+    let lost = s["config"]["lost_ns"].as_u64().unwrap();
+    let n = s["config"]["interruptions"].as_u64().unwrap();
+    assert!(
+        lost >= n * 20_000,
+        "{n} interruptions over 20 us lost only {lost} ns"
+    );
+    assert!(
+        stdout.contains("cpu0:") && stdout.contains("interruptions over 20.0 us"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_hog_on_the_measured_cpu_makes_gaps_that_the_explainer_names() {
+    if !is_root() {
+        return skip("noise hog", "needs root (SCHED_FIFO, bpf/tracefs)");
+    }
+    let _serial = realtime_serial();
+    let (doc, stdout) = rtlab_json(&[
+        "noise",
+        "--cpus",
+        "0",
+        "--threshold",
+        "2ms",
+        "--explain",
+        "--load",
+        "hog:99:3ms/200ms:0",
+        "--duration",
+        "3s",
+    ]);
+    let s = series_named(&doc, "cpu0");
+    // Each hog run that fell inside the run is a gap over 2 ms: counted ...
+    let runs = hog_runs(&doc);
+    let inside = runs
+        .iter()
+        .filter(|&&(a, b)| b - a >= 2_500_000 && b < 2_900_000_000)
+        .count();
+    assert!(inside >= 10, "3 ms every 200 ms for 3 s: {runs:?}");
+    let n = s["config"]["interruptions"].as_u64().unwrap() as usize;
+    assert!(n >= inside, "{n} interruptions for {inside} hog runs");
+    assert!(s["max"].as_f64().unwrap() >= 2.5e6, "{s}");
+    // ... and >= 90 % of those the hog caused name rtlab-hog.
+    hog_named_in(&doc, 2_000_000, inside * 9 / 10);
+    assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+}

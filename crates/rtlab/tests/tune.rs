@@ -1,0 +1,168 @@
+//! `rtlab tune`: the plan changes nothing; `--apply` saves every prior value and changes the
+//! machine; `--revert` leaves every /proc and /sys file it may touch exactly as it was.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Every file `rtlab tune` may write on this machine, with its content now.
+fn snapshot() -> BTreeMap<PathBuf, String> {
+    let mut files: Vec<PathBuf> = vec![
+        "/proc/sys/kernel/sched_rt_runtime_us".into(),
+        "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+    ];
+    let glob = |dir: &str, file: &str| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join(file))
+            .collect()
+    };
+    files.extend(glob("/proc/irq", "smp_affinity_list"));
+    files.extend(glob("/sys/kernel/mm/damon/admin/kdamonds", "state"));
+    for cpu in glob("/sys/devices/system/cpu", "") {
+        files.push(cpu.join("cpufreq/scaling_governor"));
+        files.extend(glob(&cpu.join("cpuidle").to_string_lossy(), "disable"));
+    }
+    files
+        .into_iter()
+        .filter_map(|f| Some((f.clone(), std::fs::read_to_string(&f).ok()?)))
+        .collect()
+}
+
+/// Reverts `state` when dropped, so a failing assertion does not leave the machine tuned.
+struct RevertOnDrop<'a>(&'a Path);
+
+impl Drop for RevertOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = rtlab().args(["tune", "--revert"]).arg(self.0).output();
+        }
+    }
+}
+
+#[test]
+fn bad_tune_input_is_one_line_and_exit_2() {
+    assert_bad_input(&["tune", "--apply"], &["--state"]);
+    assert_bad_input(
+        &["tune", "--only", "preempt_model"],
+        &["not a fix tune applies"],
+    );
+    assert_bad_input(&["tune", "--revert", "x.json", "--cpus", "0"], &["--cpus"]);
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.json");
+    let out = rtlab()
+        .args(["tune", "--revert"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    if is_root() {
+        // An existing state file may hold an earlier apply's prior values: never overwritten.
+        let existing = dir.path().join("t.json");
+        std::fs::write(&existing, "keep").unwrap();
+        let out = rtlab()
+            .args(["tune", "--apply", "--state"])
+            .arg(&existing)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep");
+    }
+}
+
+#[test]
+fn the_plan_changes_nothing_and_needs_no_root() {
+    // Not while the apply/revert test changes the machine.
+    let _serial = realtime_serial();
+    let before = snapshot();
+    let out = rtlab().arg("tune").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("nothing changed"), "{text}");
+    assert_eq!(snapshot(), before);
+    if is_root() {
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let out = rtlab_unprivileged(&["tune", "--apply", "--state", "t.json"], dir.path());
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("needs root"));
+        assert!(!dir.path().join("t.json").exists());
+    }
+}
+
+#[test]
+fn apply_then_revert_leaves_every_touched_value_as_it_was() {
+    if !is_root() {
+        return skip("tune apply/revert", "needs root (writes /proc and /sys)");
+    }
+    let _serial = realtime_serial();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("tune.json");
+    let guard = RevertOnDrop(&state);
+    // RT throttling is on by default (and off after apply): at least that one changes.
+    let was_throttled = before
+        .get(Path::new("/proc/sys/kernel/sched_rt_runtime_us"))
+        .is_some_and(|v| v.trim() != "-1");
+    let out = rtlab()
+        .args(["tune", "--apply", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let changes = saved["changes"].as_array().unwrap();
+    for c in changes {
+        // Every prior value saved is what the file held before apply.
+        let path = PathBuf::from(c["path"].as_str().unwrap());
+        let was = before
+            .get(&path)
+            .unwrap_or_else(|| panic!("{path:?} not in the snapshot"));
+        let word = was
+            .split_whitespace()
+            .find(|w| w.starts_with('['))
+            .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+            .unwrap_or(was.trim());
+        assert_eq!(c["before"].as_str().unwrap(), word, "{c}");
+        if c["applied"] == true {
+            let now = std::fs::read_to_string(&path).unwrap();
+            assert!(now.contains(c["after"].as_str().unwrap()), "{c}: now {now}");
+        }
+    }
+    if was_throttled {
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+                .unwrap()
+                .trim(),
+            "-1"
+        );
+        assert!(changes.iter().any(|c| c["id"] == "rt_throttling"));
+    }
+    let out = rtlab()
+        .args(["tune", "--revert"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !state.exists(),
+        "the state file is removed after a full revert"
+    );
+    drop(guard);
+    let after = snapshot();
+    for (path, was) in &before {
+        assert_eq!(
+            after.get(path),
+            Some(was),
+            "{} not restored",
+            path.display()
+        );
+    }
+    assert_eq!(after.len(), before.len());
+}
