@@ -219,8 +219,13 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
     if wanted("timer_slack") {
         match cfg.slack_pid {
             Some(pid) => {
-                for (_, task) in numbered_dirs(&format!("/proc/{pid}/task"), "") {
-                    plan.change("timer_slack", task.join("timerslack_ns"), "1");
+                // Each thread's own file is /proc/<tid>/timerslack_ns (none under task/).
+                for (tid, _) in numbered_dirs(&format!("/proc/{pid}/task"), "") {
+                    plan.change(
+                        "timer_slack",
+                        PathBuf::from(format!("/proc/{tid}/timerslack_ns")),
+                        "1",
+                    );
                 }
             }
             None => plan.printed.push((

@@ -166,3 +166,55 @@ fn apply_then_revert_leaves_every_touched_value_as_it_was() {
     }
     assert_eq!(after.len(), before.len());
 }
+
+#[test]
+fn a_process_timer_slack_is_set_and_given_back() {
+    if !is_root() {
+        return skip(
+            "tune --pid",
+            "needs root (writes /proc/PID/task/*/timerslack_ns)",
+        );
+    }
+    let _serial = realtime_serial();
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let slack = format!("/proc/{pid}/timerslack_ns");
+    let before = std::fs::read_to_string(&slack).unwrap();
+    assert_ne!(before.trim(), "1", "a fresh process has the default slack");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("t.json");
+    let guard = RevertOnDrop(&state);
+    let out = rtlab()
+        .args([
+            "tune",
+            "--apply",
+            "--only",
+            "timer_slack",
+            "--pid",
+            &pid,
+            "--state",
+        ])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&slack).unwrap().trim(), "1");
+    let out = rtlab()
+        .args(["tune", "--revert"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    drop(guard);
+    assert_eq!(std::fs::read_to_string(&slack).unwrap(), before);
+    let _ = child.kill();
+    let _ = child.wait();
+    // A process that is not there is bad input.
+    assert_bad_input(
+        &["tune", "--pid", "999999999"],
+        &["--pid", "no such process"],
+    );
+}
