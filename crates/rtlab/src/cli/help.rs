@@ -395,7 +395,9 @@ What it applies (each only where rtlab check would warn): kernel.sched_rt_runtim
 (rt_throttling); every device IRQ allowed on an RT CPU moved to the other CPUs
 (irq_affinity); transparent hugepages always -> madvise; DAMON's kdamonds off; the RT CPUs'
 cpufreq governor to performance and their idle states deeper than 10 us disabled; with --pid,
-that process's threads' timer slack to 1 ns.
+that process's threads' timer slack to 1 ns. Without RT throttling a runaway real-time thread
+holds its CPU for good: run your RT programs with a watchdog (rtlab's runs have one), or
+leave it out with --only.
 
 Examples:
   rtlab tune                                         the plan, changing nothing
