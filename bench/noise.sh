@@ -17,7 +17,9 @@
 #           and over; rtlab: gaps_over.1ms): the hog's runs and RT throttling
 #   loops   loop iterations per second (each tool's own cost per iteration: oslat reads the
 #           TSC, rtlab the vDSO clock and records every gap in its histogram)
-# oslat's histogram has 1 us buckets, so percentiles below a few us are not comparable.
+#   p50, p99, p99.99 of the gap distribution: oslat's from its 1 us buckets (a bucket k holds
+#           gaps under k us, so its percentiles are whole microseconds), rtlab's exact (ns) and
+#           put in the same 1 us buckets for the ratio
 set -euo pipefail
 PAIRS=${1:-20}
 SECS=${2:-2}
@@ -70,15 +72,24 @@ work, pairs, secs, cpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.ar
 def rtlab(path):
     s = json.load(open(path))["series"][0]
     spun = s["config"]["spun_ns"] / 1e9
+    bucket = lambda ns: float(int(ns // 1000) + 1)
     return {"max": s["max"] / 1e3, "over": s["config"]["interruptions"] / spun,
+            "p50": bucket(s["p50"]), "p99": bucket(s["p99"]), "p9999": bucket(s["p9999"]),
+            "p50ns": s["p50"], "p99ns": s["p99"], "p9999ns": s["p9999"],
             "ms": s["config"]["gaps_over"]["1ms"] / spun,
-            "loops": s["count"] / spun, "p9999": s["p9999"] / 1e3}
+            "loops": s["count"] / spun}
 
 def oslat(path):
     t = json.load(open(path))["thread"]["0"]
     h = {int(k): v for k, v in t["histogram"].items()}
     dur = t["duration"]
-    return {"max": float(t["max"]), "over": sum(v for k, v in h.items() if k >= 11) / dur,
+    total, seen, q = sum(h.values()), 0, {}
+    for k in sorted(h):
+        seen += h[k]
+        for name, frac in (("p50", 0.5), ("p99", 0.99), ("p9999", 0.9999)):
+            if name not in q and seen >= frac * total:
+                q[name] = float(k)
+    return {**q, "max": float(t["max"]), "over": sum(v for k, v in h.items() if k >= 11) / dur,
             "ms": h.get(1024, 0) / dur,
             "loops": sum(h.values()) / dur}
 
@@ -91,10 +102,13 @@ med = lambda xs: sorted(xs)[len(xs) // 2]
 for cond in ("idle", "hog"):
     a = [rtlab(f"{work}/{cond}-rtlab-{i}.json") for i in range(1, pairs + 1)]
     b = [oslat(f"{work}/{cond}-oslat-{i}.json") for i in range(1, pairs + 1)]
-    for key, label, unit in (("max", "max gap", "us"), ("over", "gaps >= 10 us", "/s"),
+    for key, label, unit in (("p50", "p50 (1 us buckets)", "us"), ("p99", "p99 (1 us buckets)", "us"),
+                             ("p9999", "p99.99 (1 us buckets)", "us"), ("max", "max gap", "us"),
+                             ("over", "gaps >= 10 us", "/s"),
                              ("ms", "gaps >= 1 ms", "/s"), ("loops", "loops", "/s")):
         ratios = [x[key] / y[key] for x, y in zip(a, b) if y[key] > 0]
         print(f"| {cond} | {label} | {med([x[key] for x in a]):.4g} {unit} | "
               f"{med([y[key] for y in b]):.4g} {unit} | {fmt_ci(ratios)} |")
-    print(f"| {cond} | rtlab p99.99 | {med([x['p9999'] for x in a]):.3g} us | - | - |")
+    print(f"| {cond} | rtlab exact p50 / p99 / p99.99 | {med([x['p50ns'] for x in a]):.0f} / "
+          f"{med([x['p99ns'] for x in a]):.0f} / {med([x['p9999ns'] for x in a]):.0f} ns | - | - |")
 EOF
