@@ -33,6 +33,12 @@ fn snapshot() -> BTreeMap<PathBuf, String> {
         .collect()
 }
 
+/// `rtlab ARGS STATE`, required to succeed.
+fn tune_with_state(args: &[&str], state: &Path) {
+    let out = rtlab().args(args).arg(state).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+}
+
 /// Reverts `state` when dropped, so a failing assertion does not leave the machine tuned.
 struct RevertOnDrop<'a>(&'a Path);
 
@@ -144,12 +150,7 @@ fn apply_then_revert_leaves_every_touched_value_as_it_was() {
         );
         assert!(changes.iter().any(|c| c["id"] == "rt_throttling"));
     }
-    let out = rtlab()
-        .args(["tune", "--revert"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    tune_with_state(&["tune", "--revert"], &state);
     assert!(
         !state.exists(),
         "the state file is removed after a full revert"
@@ -187,8 +188,8 @@ fn a_process_timer_slack_is_set_and_given_back() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("t.json");
     let guard = RevertOnDrop(&state);
-    let out = rtlab()
-        .args([
+    tune_with_state(
+        &[
             "tune",
             "--apply",
             "--only",
@@ -196,18 +197,11 @@ fn a_process_timer_slack_is_set_and_given_back() {
             "--pid",
             &pid,
             "--state",
-        ])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+        ],
+        &state,
+    );
     assert_eq!(std::fs::read_to_string(&slack).unwrap().trim(), "1");
-    let out = rtlab()
-        .args(["tune", "--revert"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    tune_with_state(&["tune", "--revert"], &state);
     drop(guard);
     assert_eq!(std::fs::read_to_string(&slack).unwrap(), before);
     let _ = child.kill();
