@@ -1,0 +1,870 @@
+//! Attribution: what one CPU did between a thread's deadline and the moment it ran.
+//!
+//! The window `[deadline, woke]` is cut at every event of that CPU; each slice goes to what
+//! was on the CPU then, innermost first: an NMI, an IRQ handler or vector (`irq`), a softirq,
+//! then the current task: another task (`preemption`, with its name, pid and priority), the
+//! idle task before the thread was woken (`idle_exit`: the CPU slept past the deadline and
+//! the timer interrupt came late; on a VM `hypervisor_gap`, as the host delivers it), the
+//! idle task after the wakeup (`idle_exit`: the way out of idle, which on a VM includes the
+//! host's part; `hypervisor_gap` only past `gap_ns`), the thread itself once switched in (`syscall`: the way back to user space). A slice with no
+//! event for longer than `gap_ns` while a task ran is a `hypervisor_gap` (even a busy CPU
+//! takes a timer tick every few ms; on a VM the vCPU was not running). Time before the first
+//! event is `unexplained`.
+//!
+//! Lock waits ([`Wait::Lock`]): once the thread has run and blocked (switched out asleep), the
+//! time until it is woken again is spent waiting for the lock holder, the task that wakes it:
+//! the slices where the holder runs are `blocking` (named after the holder), the slices where
+//! another task runs are `preemption` by it, marked as priority inversion when that task has a
+//! lower priority than the waiting thread (it keeps the holder off the CPU), and an idle CPU is
+//! `blocking` too (the holder runs elsewhere). A round trip ([`Wait::Reply`]) is read the
+//! same way, with the peer that answers in the holder's place. Woken by another thread
+//! ([`Wait::Notify`]), the time before the wakeup is the notifier's.
+
+use crate::event::{Event, Kind, Task};
+pub use crate::reason::describe;
+use crate::reason::{Blocker, Named, Reason};
+use crate::replay::{repair_switches, Cpu, Follow, Moved};
+use crate::tick::TICK_SLACK_NS;
+pub use crate::tick::{is_tick, tick_grid, Tick};
+use rtlab_stats::result::{Cause, CauseKind};
+
+/// What the late thread was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Wait {
+    /// Its own timer (a periodic wakeup).
+    #[default]
+    Timer,
+    /// Its timer, then a lock: the sample ends when it holds the lock.
+    Lock,
+    /// Another thread's wake-up call (condition variable, message), issued at the deadline.
+    Notify,
+    /// A reply: the thread sends at the deadline, blocks, and the peer's answer wakes it.
+    Reply,
+    /// None: the thread spins and never sleeps (`rtlab noise`); the window is a gap between
+    /// two of its clock reads, and whatever held the CPU meanwhile took it from the thread.
+    Spin,
+}
+
+impl Wait {
+    /// Waits in which the thread blocks on another task within the window.
+    pub fn blocks(self) -> bool {
+        matches!(self, Wait::Lock | Wait::Reply)
+    }
+}
+
+/// What is known about the outlier.
+#[derive(Debug, Clone, Default)]
+pub struct Late {
+    /// The thread (TID).
+    pub tid: i64,
+    /// When it should have run (CLOCK_MONOTONIC ns).
+    pub deadline_ns: u64,
+    /// When it did.
+    pub woke_ns: u64,
+    /// What it waited for.
+    pub wait: Wait,
+    /// The task that woke it last in the window (any CPU): for a lock wait, the holder.
+    pub waker: Option<Task>,
+    /// The CPU it ran on (the events of other CPUs in the window are its wakeups there).
+    pub cpu: u16,
+    /// For a wait that blocks on another task: that task's CPU, where it was traced.
+    pub peer: Option<Peer>,
+}
+
+/// The CPU of the task a blocked thread waits for (the waker), to follow what kept that
+/// task from answering while the thread's own CPU idled.
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    /// Its CPU.
+    pub cpu: u16,
+    /// That CPU's events over the window, with the task's wakings on other CPUs, in time
+    /// order.
+    pub events: Vec<Event>,
+    /// The task current there before the first of them.
+    pub base: Option<Task>,
+    /// That CPU's tick grid, where known (each CPU's own: `skew_tick=1` staggers them).
+    pub tick: Option<Tick>,
+}
+
+/// Splits `[a, b]`, while the late thread slept waiting for `waker`, by what the waker's own
+/// CPU did: the waker ran, was kept off its CPU by another task (or an
+/// interrupt), or was itself asleep.
+fn peer_slices(
+    peer: &Peer,
+    waker: &Task,
+    (a, b): (u64, u64),
+    blocker: Blocker,
+    rules: &Rules,
+) -> Vec<(Key, u64, u64)> {
+    let mut cpu = Cpu::new(peer.cpu, peer.base.as_ref());
+    let mut follow = Follow::new(waker.pid, peer.cpu);
+    // Where that CPU, busy, took no tick that was due, it did not run (its losses leave the
+    // peer's state unknown, below).
+    let no_tick: Vec<(u64, u64, Span)> =
+        known_spans(&peer.events, peer.cpu, peer.base.as_ref(), peer.tick)
+            .into_iter()
+            .filter(|s| matches!(s.2, Span::NoTick { .. }))
+            .collect();
+    let mut out: Vec<(Key, u64, u64)> = Vec::new();
+    let mut push = |cpu: &Cpu, follow: &Follow, from: u64, to: u64| {
+        for (x, y, span) in split_by(&no_tick, from, to) {
+            let key = match span {
+                Some(Span::NoTick { due, until }) => {
+                    no_tick_key(until - due, Some(peer.cpu), peer.tick, rules)
+                }
+                _ => peer_owner(cpu, follow, waker, blocker, y - x, rules),
+            };
+            out.push((key, x, y));
+        }
+    };
+    let mut at = a;
+    for e in &repair_switches(&peer.events, peer.cpu, peer.base.as_ref()) {
+        if e.ts_ns > at && e.ts_ns > a {
+            let to = e.ts_ns.min(b);
+            if to > at {
+                push(&cpu, &follow, at, to);
+            }
+            at = to;
+        }
+        if e.ts_ns >= b {
+            break;
+        }
+        follow.step(e);
+        cpu.step(e);
+    }
+    if b > at {
+        push(&cpu, &follow, at, b);
+    }
+    out
+}
+
+/// Who owns a slice of `len` on the peer's CPU, in the state replayed so far.
+fn peer_owner(
+    cpu: &Cpu,
+    follow: &Follow,
+    waker: &Task,
+    blocker: Blocker,
+    len: u64,
+    rules: &Rules,
+) -> Key {
+    let at = cpu.cpu;
+    if let Some(top) = cpu.handlers.last() {
+        let (kind, name) = top.kind_and_name();
+        return Key::new(
+            kind,
+            None,
+            Reason::PeerInterrupt {
+                name: name.to_string(),
+                cpu: at,
+                silent_ns: (len > rules.gap_ns).then_some(len),
+            },
+        );
+    }
+    let peer = waker.comm.to_string();
+    match (&cpu.current, follow.runnable) {
+        (Some(t), _) if t.pid == waker.pid => Key::new(
+            CauseKind::Blocking,
+            Some(waker),
+            Reason::HolderRanOn { blocker, cpu: at },
+        ),
+        (Some(t), Some(true)) if !t.is_idle() => Key::new(
+            CauseKind::Preemption,
+            Some(t),
+            Reason::KeptPeerOff {
+                cpu: at,
+                peer: named(waker),
+            },
+        ),
+        (Some(_), Some(true)) if rules.idle_gap_ns.is_some_and(|g| len > g) => Key::new(
+            CauseKind::HypervisorGap,
+            None,
+            Reason::PeerIdleGap {
+                cpu: at,
+                len_ns: len,
+                peer,
+            },
+        ),
+        (Some(_), Some(true)) => Key::new(
+            CauseKind::IdleExit,
+            None,
+            Reason::PeerIdleExit { cpu: at, peer },
+        ),
+        (Some(_), Some(false)) => Key::new(
+            CauseKind::Blocking,
+            Some(waker),
+            Reason::PeerAsleep { cpu: at, peer },
+        ),
+        _ => Key::new(
+            CauseKind::Unexplained,
+            None,
+            Reason::PeerUnknown { cpu: at, peer },
+        ),
+    }
+}
+
+/// What the attribution knows beforehand of a stretch of the late thread's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// Events were lost (this many).
+    Lost(u64),
+    /// A busy CPU took no tick from the one due at `due` until its next event at `until`:
+    /// it took no interrupt.
+    NoTick { due: u64, until: u64 },
+}
+
+/// The key of a busy CPU's silence of `len` past a due tick (`whose`: where, if not the
+/// thread's own CPU).
+fn no_tick_key(len: u64, peer_cpu: Option<u16>, tick: Option<Tick>, rules: &Rules) -> Key {
+    Key::new(
+        CauseKind::HypervisorGap,
+        None,
+        Reason::NoTick {
+            len_ns: len,
+            period_ns: tick.map_or(0, |t| t.period_ns),
+            peer_cpu,
+            virtualized: rules.virtualized,
+        },
+    )
+}
+
+/// A slice of the thread itself silent for longer than this is worth a note.
+const SILENT_SELF_NS: u64 = 1_000_000;
+
+/// After a timer expiry on a spinner's CPU, this long may still be the interrupt (tick work,
+/// a softirq raised, the exit); longer is not.
+const SPIN_TIMER_TAIL_NS: u64 = 50_000;
+
+/// A spinning thread's own part of a gap (the way into and out of an interruption, not
+/// traced) is shorter than this; a longer silence with it current is not its own.
+const SPIN_SELF_NS: u64 = 5_000;
+
+/// Settings of the attribution.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    /// A silent slice longer than this while a task runs is a hypervisor gap.
+    pub gap_ns: u64,
+    /// This machine is a VM: a late timer on an idle CPU is the host's delay.
+    pub virtualized: bool,
+    /// On a VM: the longest way out of idle the guest takes by itself (its idle states' exit
+    /// latencies, with margin); a longer one is the host not running the vCPU.
+    pub idle_gap_ns: Option<u64>,
+    /// The late thread's CPU's tick grid, where the trace shows it: a busy CPU takes a tick
+    /// at every point of it, so a silence across one is time the CPU did not take interrupts.
+    pub tick: Option<Tick>,
+}
+
+/// What a slice of the window is charged to; equal keys add up.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    kind: CauseKind,
+    /// (name, pid, kernel priority)
+    task: Option<(String, i64, i64)>,
+    reason: Option<Reason>,
+}
+
+impl Key {
+    fn new(kind: CauseKind, task: Option<&Task>, reason: Reason) -> Key {
+        Key {
+            kind,
+            task: task.map(|t| (t.comm.to_string(), t.pid, t.prio)),
+            reason: Some(reason),
+        }
+    }
+}
+
+/// A kernel thread that processes received packets: `napi/<dev>-<id>` (threaded NAPI) or
+/// `ksoftirqd/<cpu>` (deferred softirqs).
+fn is_packet_thread(t: &Task) -> bool {
+    t.comm.starts_with("napi/") || t.comm.starts_with("ksoftirqd/")
+}
+
+fn named(t: &Task) -> Named {
+    Named {
+        comm: t.comm.to_string(),
+        pid: t.pid,
+    }
+}
+
+/// The slice right after a timer expiry on the late thread's CPU, where the expiry says more
+/// than who is current: up to a `sched_waking` it makes, the timer interrupt; after the late
+/// thread's own expiry (no `sched_waking` recorded), the rest of the interrupt and the way to
+/// the switch, whose end is not traced (`expiry`: the last event was an expiry, and whether it
+/// was the late thread's).
+fn timer_tail(
+    expiry: Option<bool>,
+    waking_next: bool,
+    current: Option<&Task>,
+    woken_prio: Option<i64>,
+    len: u64,
+    rules: &Rules,
+) -> Option<Key> {
+    let own = expiry?;
+    if waking_next {
+        return Some(Key::new(
+            CauseKind::Irq,
+            None,
+            Reason::Interrupt {
+                name: "local_timer".into(),
+                silent_ns: None,
+            },
+        ));
+    }
+    if !own || len > rules.gap_ns {
+        return None;
+    }
+    let t = current?;
+    if t.is_idle() {
+        return Some(Key::new(CauseKind::IdleExit, None, Reason::TimerTailIdle));
+    }
+    woken_prio.filter(|&p| t.prio > p).map(|_| {
+        Key::new(
+            CauseKind::Preemption,
+            Some(t),
+            Reason::TimerTailLowerPriority,
+        )
+    })
+}
+
+/// What is known beforehand of stretches of `cpu`: lost to the tracer, from its last event
+/// before each loss mark (the start of time when there is none) to the mark; and, where the
+/// tick's grid is known, each silence of a busy CPU (outside interrupts) across a tick it did
+/// not take, from that tick's point to the CPU's next event. In time order, disjoint.
+fn known_spans(
+    events: &[Event],
+    cpu: u16,
+    base: Option<&Task>,
+    tick: Option<Tick>,
+) -> Vec<(u64, u64, Span)> {
+    let mut spans = Vec::new();
+    let mut last: Option<u64> = None;
+    let mut state = Cpu::new(cpu, base);
+    for e in events.iter().filter(|e| e.cpu == cpu) {
+        if let Kind::Lost(n) = e.kind {
+            spans.push((last.unwrap_or(0), e.ts_ns, Span::Lost(n)));
+        } else if let (Some(l), Some(t), Some(true), true) =
+            (last, tick, state.busy(), state.handlers.is_empty())
+        {
+            // Past the slack: an event at a point of the grid may be that point's tick,
+            // a hair early or late.
+            let due = t.next_after(l + TICK_SLACK_NS);
+            if e.ts_ns > due + TICK_SLACK_NS {
+                spans.push((
+                    due,
+                    e.ts_ns,
+                    Span::NoTick {
+                        due,
+                        until: e.ts_ns,
+                    },
+                ));
+            }
+        }
+        state.step(e);
+        last = Some(e.ts_ns);
+    }
+    spans
+}
+
+/// `[a, b]` cut at the `spans` (sorted, disjoint): each piece with what is known of it, if it
+/// lies in one.
+fn split_by(spans: &[(u64, u64, Span)], a: u64, b: u64) -> Vec<(u64, u64, Option<Span>)> {
+    let mut out = Vec::new();
+    let mut at = a;
+    for &(from, to, n) in spans {
+        if to <= at || from >= b {
+            continue;
+        }
+        if from > at {
+            out.push((at, from, None));
+        }
+        let end = to.min(b);
+        out.push((from.max(at), end, Some(n)));
+        at = end;
+    }
+    if at < b {
+        out.push((at, b, None));
+    }
+    out
+}
+
+/// Attributes `late` using the events of its CPU (`events`, in time order, starting before
+/// the deadline) and `base`, the task current before the first of them.
+pub fn attribute(events: &[Event], base: Option<&Task>, late: &Late, rules: &Rules) -> Vec<Cause> {
+    let events = &repair_switches(events, late.cpu, base);
+    let mut attribution = Attribution::new(events, base, late, rules);
+    attribution.run(events);
+    attribution.causes()
+}
+
+/// One attribution: the late thread's CPU and the thread itself replayed through the window,
+/// each stretch between two events charged to what the state says owned it.
+struct Attribution<'a> {
+    late: &'a Late,
+    rules: &'a Rules,
+    /// The window: the deadline, and when the thread ran (not before the deadline).
+    t0: u64,
+    t1: u64,
+    cpu: Cpu,
+    thread: Follow,
+    /// Woken since it last went to sleep.
+    woken: bool,
+    /// Lock waits: the thread ran and blocked (asleep until the holder wakes it).
+    blocked: bool,
+    /// Its priority when woken (or, for a lock wait, when it blocked).
+    woken_prio: Option<i64>,
+    /// Woken from this other CPU: until an interrupt arrives here, nothing can make this CPU
+    /// switch (the wake-up IPI is on its way).
+    ipi_pending: Option<u16>,
+    /// The last event of this CPU was a timer expiry (true: the late thread's own); the eBPF
+    /// source traces no local-timer exit, so the interrupt's end is not known.
+    expiry: Option<bool>,
+    /// For a wait that blocks: the task waited for (lock holder, peer), and its CPU's events
+    /// when it ran elsewhere.
+    holder: Option<&'a Task>,
+    blocker: Blocker,
+    peer: Option<&'a Peer>,
+    /// What is known beforehand of stretches of this CPU (losses, missed ticks).
+    known: Vec<(u64, u64, Span)>,
+    totals: std::collections::BTreeMap<Key, u64>,
+}
+
+impl<'a> Attribution<'a> {
+    fn new(
+        events: &[Event],
+        base: Option<&Task>,
+        late: &'a Late,
+        rules: &'a Rules,
+    ) -> Attribution<'a> {
+        Attribution {
+            late,
+            rules,
+            t0: late.deadline_ns,
+            t1: late.woke_ns.max(late.deadline_ns),
+            cpu: Cpu::new(late.cpu, base),
+            thread: Follow::new(late.tid, late.cpu),
+            // A spinning thread is runnable throughout: nothing has to wake it.
+            woken: late.wait == Wait::Spin,
+            blocked: false,
+            woken_prio: None,
+            ipi_pending: None,
+            expiry: None,
+            holder: late.waker.as_ref().filter(|_| late.wait.blocks()),
+            blocker: if late.wait == Wait::Reply {
+                Blocker::Reply
+            } else {
+                Blocker::Lock
+            },
+            // Followed only where it ran on another CPU (and that CPU was traced).
+            peer: late.peer.as_ref().filter(|p| p.cpu != late.cpu),
+            known: known_spans(events, late.cpu, base, rules.tick),
+            totals: Default::default(),
+        }
+    }
+
+    fn run(&mut self, events: &[Event]) {
+        let mut last = None::<u64>;
+        for e in events {
+            match last {
+                Some(prev) if e.ts_ns > prev => self.stretch(prev, e),
+                Some(_) => {}
+                None if e.ts_ns > self.t0 => {
+                    // Nothing known between the deadline and the first event.
+                    for (a, b, span) in split_by(&self.known, self.t0, e.ts_ns) {
+                        let key = match span {
+                            Some(span) => self.span_key(span),
+                            None => {
+                                Key::new(CauseKind::Unexplained, None, Reason::BeforeFirstEvent)
+                            }
+                        };
+                        self.add(key, a, b);
+                    }
+                }
+                None => {}
+            }
+            last = Some(e.ts_ns);
+            if e.cpu == self.late.cpu {
+                self.expiry = match &e.kind {
+                    Kind::HrtimerEntry { task, .. } => {
+                        Some(task.as_ref().is_some_and(|t| t.pid == self.late.tid))
+                    }
+                    _ => None,
+                };
+            }
+            if e.ts_ns > self.t1 {
+                break;
+            }
+            self.step(e);
+        }
+        match last {
+            Some(prev) if prev < self.t1 => self.slice(prev, self.t1, false),
+            Some(_) => {}
+            None => self.add(
+                Key::new(CauseKind::Unexplained, None, Reason::NoEventInWindow),
+                self.t0,
+                self.t1,
+            ),
+        }
+    }
+
+    /// The stretch from the previous event (at `prev`) to `e`. Nothing is known of this CPU
+    /// from its last event before a loss to the loss's mark (other CPUs' events between them
+    /// say nothing of it).
+    fn stretch(&mut self, prev: u64, e: &Event) {
+        let waking_here = e.cpu == self.late.cpu && matches!(e.kind, Kind::Waking { .. });
+        let blocked_on_peer = self.blocked && self.holder.is_some() && self.peer.is_some();
+        for (a, b, span) in split_by(&self.known, prev, e.ts_ns) {
+            match span {
+                // Blocked on a traced peer, this CPU's pauses did not delay the answer.
+                Some(Span::NoTick { .. }) if blocked_on_peer => {
+                    self.slice(a, b, waking_here && b == e.ts_ns)
+                }
+                Some(span) => {
+                    let key = self.span_key(span);
+                    self.add(key, a, b)
+                }
+                None => self.slice(a, b, waking_here && b == e.ts_ns),
+            }
+        }
+    }
+
+    /// Applies one event to the replayed state.
+    fn step(&mut self, e: &Event) {
+        match self.thread.step(e) {
+            Moved::Woken { from_cpu, prio } => {
+                self.woken = true;
+                self.blocked = false;
+                self.woken_prio = Some(prio);
+                self.ipi_pending = (from_cpu != self.late.cpu).then_some(from_cpu);
+            }
+            Moved::SwitchedOut { asleep: true, prio } => {
+                // It went to sleep: a wakeup before this one (an earlier period's, in the
+                // history before the deadline) is spent.
+                self.woken = false;
+                if self.late.wait.blocks() && e.ts_ns >= self.t0 {
+                    self.blocked = true;
+                    self.woken_prio.get_or_insert(prio);
+                }
+            }
+            _ => {}
+        }
+        if e.cpu == self.late.cpu {
+            match &e.kind {
+                // A switch, or an interrupt arriving: no IPI is pending any more.
+                Kind::Switch { .. } | Kind::IrqEntry { .. } | Kind::VectorEntry { .. } => {
+                    self.ipi_pending = None
+                }
+                Kind::Nmi { handler, delta_ns } => {
+                    // Reported after the fact, with its length: carve it out of the past.
+                    self.add(
+                        Key::new(
+                            CauseKind::Nmi,
+                            None,
+                            Reason::Nmi {
+                                handler: handler.clone(),
+                            },
+                        ),
+                        e.ts_ns.saturating_sub(*delta_ns),
+                        e.ts_ns,
+                    );
+                }
+                _ => {}
+            }
+        }
+        self.cpu.step(e);
+    }
+
+    fn add(&mut self, key: Key, from: u64, to: u64) {
+        let (a, b) = (from.max(self.t0), to.min(self.t1));
+        if b > a {
+            *self.totals.entry(key).or_default() += b - a;
+        }
+    }
+
+    fn span_key(&self, span: Span) -> Key {
+        match span {
+            Span::Lost(n) => Key::new(CauseKind::Unexplained, None, Reason::EventsLost { n }),
+            Span::NoTick { due, until } => {
+                no_tick_key(until - due, None, self.rules.tick, self.rules)
+            }
+        }
+    }
+
+    /// Charges `[from, to]`: while the thread is blocked on a task on another CPU (where that
+    /// CPU was traced), by what that CPU did (what ran here meanwhile did not delay the
+    /// answer), else to the owner here (`waking_next`: it ends at a `sched_waking` here).
+    fn slice(&mut self, from: u64, to: u64, waking_next: bool) {
+        match (self.holder, self.peer) {
+            (Some(h), Some(p)) if self.blocked => {
+                for (key, a, b) in peer_slices(p, h, (from, to), self.blocker, self.rules) {
+                    self.add(key, a, b);
+                }
+            }
+            _ => {
+                // A spinner runs right up to the gap: only the part inside it says anything.
+                let (from, to) = if self.late.wait == Wait::Spin {
+                    (from.max(self.t0), to.min(self.t1).max(from.max(self.t0)))
+                } else {
+                    (from, to)
+                };
+                let key = self.owner(to - from, waking_next);
+                self.add(key, from, to);
+            }
+        }
+    }
+
+    /// Who owns a slice of `len` ns ending here: a timer expiry's tail, else the owner.
+    fn owner(&self, len: u64, waking_next: bool) -> Key {
+        // A spinner current right after a timer expired on its CPU: the rest of that
+        // interrupt (the eBPF source traces no local-timer exit), unless it is too long to be.
+        let spinner_current = self
+            .cpu
+            .current
+            .as_ref()
+            .is_some_and(|t| t.pid == self.late.tid);
+        if self.late.wait == Wait::Spin
+            && self.expiry.is_some()
+            && self.cpu.handlers.is_empty()
+            && spinner_current
+            && len <= SPIN_TIMER_TAIL_NS
+        {
+            return Key::new(
+                CauseKind::Irq,
+                None,
+                Reason::Interrupt {
+                    name: "local_timer".into(),
+                    silent_ns: None,
+                },
+            );
+        }
+        self.cpu
+            .handlers
+            .is_empty()
+            .then(|| {
+                timer_tail(
+                    self.expiry,
+                    waking_next,
+                    self.cpu.current.as_ref(),
+                    self.woken_prio,
+                    len,
+                    self.rules,
+                )
+            })
+            .flatten()
+            .unwrap_or_else(|| self.slice_owner(len))
+    }
+
+    /// The owner of a slice of `len` ns by the replayed state: the innermost interrupt, the
+    /// holder or what kept it away (blocked), a pending wake-up IPI, then the current task.
+    fn slice_owner(&self, len: u64) -> Key {
+        let (late, rules) = (self.late, self.rules);
+        if let Some(top) = self.cpu.handlers.last() {
+            let (kind, name) = top.kind_and_name();
+            return Key::new(
+                kind,
+                None,
+                Reason::Interrupt {
+                    name: name.to_string(),
+                    silent_ns: (len > rules.gap_ns).then_some(len),
+                },
+            );
+        }
+        let current = self.cpu.current.as_ref();
+        if self.blocked {
+            return self.blocked_owner(current);
+        }
+        let (woken, woken_prio) = (self.woken, self.woken_prio);
+        if let (Some(from), Some(t)) = (self.ipi_pending, current) {
+            // Only a task the woken thread outranks had to be interrupted: for one of higher
+            // priority the kernel sends no IPI and the wait is plain preemption.
+            let outranked = woken_prio.is_some_and(|p| t.prio > p);
+            if woken && outranked && t.pid != late.tid && !t.is_idle() {
+                return if rules.virtualized {
+                    Key::new(
+                        CauseKind::HypervisorGap,
+                        None,
+                        Reason::IpiLateOnHost {
+                            from_cpu: from,
+                            running: t.comm.to_string(),
+                        },
+                    )
+                } else {
+                    Key::new(
+                        CauseKind::Preemption,
+                        Some(t),
+                        Reason::IpiWaited { from_cpu: from },
+                    )
+                };
+            }
+        }
+        if late.wait == Wait::Notify && !woken {
+            return Key::new(
+                CauseKind::Syscall,
+                late.waker.as_ref(),
+                Reason::NotifierCall,
+            );
+        }
+        self.task_owner(current, len)
+    }
+
+    /// The owner of a slice by the task on the CPU: the thread itself, idle before or after
+    /// the wakeup, a silent vCPU, or another task.
+    fn task_owner(&self, current: Option<&Task>, len: u64) -> Key {
+        let (late, rules, woken, woken_prio) = (self.late, self.rules, self.woken, self.woken_prio);
+        match current {
+            // A spinner's loop takes nanoseconds: a silence longer than its way into and out
+            // of an interruption, with the thread current and no interrupt traced, is time
+            // the kernel did not see go (on a VM the host's; on bare metal SMIs or firmware).
+            Some(t) if t.pid == late.tid && late.wait == Wait::Spin && len > SPIN_SELF_NS => {
+                Key::new(
+                    if rules.virtualized {
+                        CauseKind::HypervisorGap
+                    } else {
+                        CauseKind::Unexplained
+                    },
+                    None,
+                    Reason::SilentWhileSpinning {
+                        len_ns: len,
+                        virtualized: rules.virtualized,
+                    },
+                )
+            }
+            // A spinner never sleeps: an idle CPU while it could run is the scheduler holding
+            // it back (RT throttling, a cgroup's CPU bandwidth).
+            Some(t) if t.is_idle() && late.wait == Wait::Spin => {
+                Key::new(CauseKind::Preemption, None, Reason::Throttled)
+            }
+            // Its wakeup path and calls take microseconds; a silence of milliseconds inside
+            // them is user-space work or interrupts off, or a pause of the vCPU, which the
+            // trace cannot tell apart below the gap (no tick was due yet).
+            Some(t) if t.pid == late.tid && len <= rules.gap_ns => Key::new(
+                CauseKind::Syscall,
+                None,
+                Reason::ThreadItself {
+                    wait: late.wait,
+                    silent_ns: (len > SILENT_SELF_NS).then_some(len),
+                },
+            ),
+            Some(t) if t.is_idle() && !woken => Key::new(
+                if rules.virtualized {
+                    CauseKind::HypervisorGap
+                } else {
+                    CauseKind::IdleExit
+                },
+                None,
+                Reason::IdlePastDeadline {
+                    virtualized: rules.virtualized,
+                },
+            ),
+            Some(t) if len > rules.gap_ns && !t.is_idle() => Key::new(
+                CauseKind::HypervisorGap,
+                None,
+                Reason::SilentWhileRunning {
+                    len_ns: len,
+                    running: t.comm.to_string(),
+                },
+            ),
+            // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the
+            // gap is the host's for sure; shorter, on a VM the guest's idle exit includes work
+            // the host does for it, which the trace cannot separate.
+            Some(t)
+                if t.is_idle()
+                    && rules.virtualized
+                    && len > rules.idle_gap_ns.unwrap_or(rules.gap_ns) =>
+            {
+                Key::new(
+                    CauseKind::HypervisorGap,
+                    None,
+                    Reason::SilentLeavingIdle { len_ns: len },
+                )
+            }
+            Some(t) if t.is_idle() => Key::new(
+                CauseKind::IdleExit,
+                None,
+                Reason::IdleExitAfterWakeup {
+                    virtualized: rules.virtualized,
+                },
+            ),
+            Some(t) => Key {
+                kind: CauseKind::Preemption,
+                task: Some((t.comm.to_string(), t.pid, t.prio)),
+                reason: if !woken {
+                    Some(Reason::TimerLateWhileRunning {
+                        virtualized: rules.virtualized,
+                    })
+                } else if woken_prio.is_some_and(|p| t.prio > p) {
+                    Some(Reason::NonPreemptible)
+                } else {
+                    None
+                },
+            },
+            None => Key::new(CauseKind::Unexplained, None, Reason::NoSchedulerEvent),
+        }
+    }
+
+    /// The owner of a slice while the thread is blocked on a holder (or peer) that was not
+    /// followed to another CPU: the holder running, a task keeping it away, or the wait.
+    fn blocked_owner(&self, current: Option<&Task>) -> Key {
+        let late = self.late;
+        let (holder, blocker) = (self.holder, self.blocker);
+        match current {
+            Some(t) if holder.is_some_and(|h| h.pid == t.pid) => {
+                Key::new(CauseKind::Blocking, Some(t), Reason::HolderRan { blocker })
+            }
+            Some(t) if !t.is_idle() => Key::new(
+                CauseKind::Preemption,
+                Some(t),
+                match (holder, self.woken_prio) {
+                    (Some(h), Some(p)) if t.prio > p && late.wait == Wait::Lock => {
+                        Reason::PriorityInversion { holder: named(h) }
+                    }
+                    // The reply came through a kernel thread that processes received packets
+                    // (threaded NAPI, ksoftirqd), below this task that is itself below the
+                    // waiting thread: this task keeps it off (a packet thread above the task
+                    // would have preempted it).
+                    (Some(h), Some(p))
+                        if t.prio > p
+                            && h.prio > t.prio
+                            && late.wait == Wait::Reply
+                            && is_packet_thread(h) =>
+                    {
+                        Reason::NetStackInversion { via: named(h) }
+                    }
+                    (h, _) => Reason::RanWhileBlocked {
+                        blocker,
+                        holder: h.map(named),
+                    },
+                },
+            ),
+            _ => Key::new(
+                CauseKind::Blocking,
+                holder,
+                Reason::WaitingForHolder { blocker },
+            ),
+        }
+    }
+
+    /// The causes, largest first.
+    fn causes(self) -> Vec<Cause> {
+        let mut causes: Vec<Cause> = self
+            .totals
+            .into_iter()
+            .map(|(k, d)| Cause {
+                kind: k.kind,
+                duration_ns: d,
+                task: k.task.as_ref().map(|t| t.0.clone()),
+                pid: k.task.as_ref().map(|t| t.1),
+                // The real-time priority users set (FIFO 99 is 99); 0 for time-sharing tasks.
+                prio: k
+                    .task
+                    .as_ref()
+                    .map(|t| if t.2 < 100 { 99 - t.2 } else { 0 }),
+                detail: k.reason.as_ref().map(Reason::to_string),
+                reason: k.reason.as_ref().map(Reason::code),
+            })
+            .collect();
+        causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+        causes
+    }
+}
+
+#[cfg(test)]
+mod tests;
