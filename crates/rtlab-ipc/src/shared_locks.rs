@@ -166,7 +166,7 @@ fn child_ring<R: Ring + ?Sized>(ring: &R, meeting: &Meeting, steps: u64) -> i32 
     0
 }
 
-fn parent_ring<R: Ring + ?Sized>(ring: &R, meeting: &Meeting, steps: u64) -> Result<u64, String> {
+fn parent_ring<R: Ring + ?Sized>(ring: &R, steps: u64) -> Result<u64, String> {
     let mut held = 1;
     let start = monotonic_now_ns();
     for n in 0..steps {
@@ -179,7 +179,6 @@ fn parent_ring<R: Ring + ?Sized>(ring: &R, meeting: &Meeting, steps: u64) -> Res
     }
     let end = monotonic_now_ns();
     ring.release(held);
-    let _ = meeting;
     Ok(end - start)
 }
 
@@ -263,7 +262,7 @@ fn handoff<R: Ring + ?Sized>(ring: &R, steps: u64, child: ChildPlacement) -> Res
         return Err("the lock refused this caller".into());
     }
     m.go.store(1, Ordering::Release);
-    let parent = parent_ring(ring, m, steps);
+    let parent = parent_ring(ring, steps);
     if parent.is_err() {
         let _ = rtlab_sys::process::kill_hard(pid);
     }
