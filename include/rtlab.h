@@ -128,6 +128,21 @@ int rtlab_channel_recv(rtlab_channel_t *ch, void *buf, size_t cap, size_t *len,
                        uint64_t deadline_ns);
 void rtlab_channel_close(rtlab_channel_t *ch);
 
+/* ---- for language bindings that send or receive in their own code, without a call per
+ * message (the Java binding does): the ring's layout and protocol (crates/rtlab-ipc,
+ * ring.rs, documents it). rtlab_channel_layout attaches this process's `end` and fills up to
+ * n of RTLAB_CHANNEL_LAYOUT_WORDS words: format (use the fast path only when it is
+ * RTLAB_CHANNEL_FORMAT), spsc, base address, mapping length, magic, capacity, max message,
+ * then the offsets of the ring, head, tail, the consumer's and the producer's waiting flags.
+ * rtlab_channel_wake: after publishing (RTLAB_CHANNEL_SEND) or consuming (RTLAB_CHANNEL_RECV)
+ * a record that way, wakes the other end if it sleeps. ---- */
+#define RTLAB_CHANNEL_SEND 1
+#define RTLAB_CHANNEL_RECV 2
+#define RTLAB_CHANNEL_LAYOUT_WORDS 12
+#define RTLAB_CHANNEL_FORMAT 3
+int rtlab_channel_layout(rtlab_channel_t *ch, int end, uint64_t *words, size_t n);
+int rtlab_channel_wake(rtlab_channel_t *ch, int end);
+
 #ifdef __cplusplus
 }
 #endif

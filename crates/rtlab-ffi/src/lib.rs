@@ -669,6 +669,74 @@ pub unsafe extern "C" fn rtlab_channel_recv(
     })
 }
 
+/// `end` of `rtlab_channel_layout` / `rtlab_channel_wake`: the sending end.
+pub const RTLAB_CHANNEL_SEND: c_int = 1;
+/// The receiving end.
+pub const RTLAB_CHANNEL_RECV: c_int = 2;
+/// How many words `rtlab_channel_layout` fills (at most).
+pub const RTLAB_CHANNEL_LAYOUT_WORDS: usize = 12;
+
+/// Attaches this process's `end` (as its first send or receive would) and writes the words of
+/// the channel's layout for a binding that sends or receives in its own code (the Java
+/// binding): format, spsc, base address, mapping length, magic, capacity, max message, then
+/// the offsets of the ring, head, tail and the consumer's and producer's waiting flags.
+#[no_mangle]
+pub unsafe extern "C" fn rtlab_channel_layout(
+    ch: *mut Channel,
+    end_: c_int,
+    words: *mut u64,
+    n: usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: forwarded: a handle from create or open, not closed.
+        let ch = unsafe { at(ch) }?;
+        if n > 0 {
+            // SAFETY: only checked here (null, alignment); written below.
+            unsafe { at(words) }?;
+        }
+        match end_ {
+            RTLAB_CHANNEL_SEND => end(&ch.sender, || ch.ch.sender()).map(drop)?,
+            RTLAB_CHANNEL_RECV => end(&ch.receiver, || ch.ch.receiver()).map(drop)?,
+            _ => return Err(RTLAB_EINVAL),
+        }
+        let l = ch.ch.raw_layout();
+        let all: [u64; RTLAB_CHANNEL_LAYOUT_WORDS] = [
+            l.format as u64,
+            l.spsc as u64,
+            l.base as usize as u64,
+            l.len as u64,
+            l.magic,
+            l.capacity,
+            l.max_message,
+            l.ring_at as u64,
+            l.head_at as u64,
+            l.tail_at as u64,
+            l.consumer_waiting_at as u64,
+            l.producer_waiting_at as u64,
+        ];
+        let n = n.min(all.len());
+        // SAFETY: checked non-null and aligned; the caller promises `n` writable words.
+        unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), words, n) };
+        Ok(())
+    })
+}
+
+/// After a record was published (`end` RTLAB_CHANNEL_SEND) or consumed (RTLAB_CHANNEL_RECV)
+/// outside rtlab_channel_send/recv, wakes the other end if it sleeps.
+#[no_mangle]
+pub unsafe extern "C" fn rtlab_channel_wake(ch: *mut Channel, end_: c_int) -> c_int {
+    call(|| {
+        // SAFETY: forwarded: a handle from create or open, not closed.
+        let ch = unsafe { at(ch) }?;
+        match end_ {
+            RTLAB_CHANNEL_SEND => ch.ch.wake_peer_of(true),
+            RTLAB_CHANNEL_RECV => ch.ch.wake_peer_of(false),
+            _ => return Err(RTLAB_EINVAL),
+        }
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn rtlab_channel_close(ch: *mut Channel) {
     if ch.is_null() {

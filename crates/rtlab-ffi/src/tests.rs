@@ -47,6 +47,13 @@ fn the_headers_codes_sizes_and_alignments_are_the_rust_sides() {
         ("RTLAB_PI_COND_ALIGN", RTLAB_PI_COND_ALIGN as u64),
         ("RTLAB_PARKER_SIZE", RTLAB_PARKER_SIZE as u64),
         ("RTLAB_PARKER_ALIGN", RTLAB_PARKER_ALIGN as u64),
+        ("RTLAB_CHANNEL_SEND", RTLAB_CHANNEL_SEND as u64),
+        ("RTLAB_CHANNEL_RECV", RTLAB_CHANNEL_RECV as u64),
+        (
+            "RTLAB_CHANNEL_LAYOUT_WORDS",
+            RTLAB_CHANNEL_LAYOUT_WORDS as u64,
+        ),
+        ("RTLAB_CHANNEL_FORMAT", rtlab_ipc::FORMAT as u64),
     ]
     .into_iter()
     .collect();

@@ -41,7 +41,12 @@ fn have_cc() -> bool {
 }
 
 fn run(program: &Path) {
-    let ran = Command::new(program).output().unwrap();
+    // Without cargo's LD_LIBRARY_PATH, which may list target/<profile> (holding the
+    // librtlab.so of the last `cargo build`, possibly older) before the rpath'd deps.
+    let ran = Command::new(program)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&ran.stdout);
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(ran.status.success(), "{stdout}{stderr}");

@@ -20,7 +20,10 @@ mod ring;
 pub mod shared_locks;
 
 pub use mutex_queue::{MutexSemQueue, Signalling};
-pub use ring::{ChannelOptions, IpcError, Receiver, Sender, ShmChannel, Variant, MAX_PRODUCERS};
+pub use ring::{
+    ChannelOptions, IpcError, RawLayout, Receiver, Sender, ShmChannel, Variant, FORMAT,
+    MAX_PRODUCERS,
+};
 
 /// Locks a robust mutex guarding shared state that its holders only change in ways a death
 /// cannot tear (so an `OwnerDied` needs no repair), until `deadline_ns`.

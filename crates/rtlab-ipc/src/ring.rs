@@ -14,17 +14,25 @@
 //! | `producer_pids[16]` | producers  | attached producers (spsc: slot 0 only)                  |
 //! | `producer_lock`     | producers  | mpsc: robust PI mutex held while writing a record       |
 //!
-//! A record at position `p` (ring offset `p % capacity`, always 8-aligned) is a `u32` payload
-//! length, 4 bytes of padding, the payload, padded to 8 bytes. A record never wraps: when it
-//! does not fit before the end, the producer writes the `WRAP` marker and continues at 0.
-//! `head` is stored (Release) only after the record is complete, so a producer killed while
-//! writing never publishes a torn message (in mpsc the next producer inherits the lock as
-//! `OwnerDied` and simply writes over the unpublished bytes). A side that must wait first
+//! A record at position `p` (ring offset `p % capacity`, always 16-aligned) is a 16-byte
+//! header (a `u64` *stamp*, then a `u32` payload length, 4 bytes unused) and the payload,
+//! padded to 16 bytes. A record never wraps: when it does not fit before the end, the producer
+//! writes a `WRAP` marker record and continues at 0. The stamp is the readiness word, next to
+//! the data (as Aeron's frame length): `p + 1` once the record is complete, stored (Release)
+//! last; the consumer polls the stamp at `tail`, never `head`, so a message costs the cache
+//! lines of the record and little else. Before it publishes a record, the producer zeroes the
+//! stamp slot just past it (which the room check keeps free), so the slot at `tail` always
+//! holds 0 or the next record's stamp; any other value is a scribble. `head` is the producers'
+//! bookkeeping, stored after the stamp: a producer killed between the two left a published
+//! record at `head`, and the next one skips it; a producer killed before the stamp never
+//! published its record (in mpsc the next producer inherits the lock as `OwnerDied` and simply
+//! writes over the unpublished bytes). The producer re-reads `tail` only when its last reading
+//! says the ring is full. A side that must wait first
 //! spins for at most 20 us (a peer on another CPU usually answers sooner than a futex sleep
 //! and wake take); with busy-polling it spins until its deadline. Sleep/wake: each side stores
-//! its waiting flag, then a SeqCst fence, then re-reads the other side's position before
-//! sleeping; the other side publishes its position, fences, then reads the flag: one of them
-//! always sees the other.
+//! its waiting flag, then a SeqCst fence, then re-reads the other side's stamp or position
+//! before sleeping; the other side publishes, fences, then reads the flag: one of them always
+//! sees the other.
 //!
 //! Attaching: one consumer and (spsc) one producer at a time; a slot whose process died may be
 //! taken by a new one, which continues where the dead one stopped.
@@ -35,9 +43,16 @@ use rtlab_sys::futex::{self, Scope, Wait};
 use rtlab_sys::time::monotonic_now_ns;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH2");
+const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH3");
 const WRAP: u32 = u32::MAX;
-const RECORD_HEADER: u64 = 8;
+/// Stamp (`u64`), length (`u32`), 4 unused bytes.
+const RECORD_HEADER: u64 = 16;
+/// Where a record's length sits in its header.
+const LENGTH_AT: u64 = 8;
+/// Records start (and positions move) in multiples of this.
+const RECORD_ALIGN: u64 = 16;
+/// The stamp slot past the newest record, which the producer zeroes and so keeps free.
+const STAMP_LEN: u64 = 8;
 /// How long a side that finds the ring empty (or full) spins before it sleeps: a peer on
 /// another CPU usually answers within this, and a futex sleep plus wake costs ~5 us each way.
 /// Bounded, so a silent peer costs at most this much CPU before the thread blocks.
@@ -138,6 +153,45 @@ struct Header {
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
 const _: () = assert!(HEADER_LEN.is_multiple_of(64));
 
+/// The version of the record format and protocol [`RawLayout`] describes.
+pub const FORMAT: u32 = 3;
+
+/// A channel's shared memory, for a binding that sends or receives in its own language
+/// without a call per message (the Java binding). It must follow the module docs exactly:
+/// 16-aligned records of a `u64` stamp (`position + 1`, stored with Release last), a `u32`
+/// length (`u32::MAX`: wrap to 0) and the payload; zero the stamp slot past a record before
+/// stamping it; keep that slot free in the room check; store `head` (producer) or `tail`
+/// (consumer) after, fence, and call [`ShmChannel::wake_peer_of`] when the other side's
+/// waiting flag is 1. Anything unexpected (an odd stamp, a length past `max_message`, no
+/// room, a wrap): fall back to [`Sender::send`] / [`Receiver::recv`], which report it.
+#[derive(Debug, Clone, Copy)]
+pub struct RawLayout {
+    /// [`FORMAT`]: a binding written for another format must not use the fast path.
+    pub format: u32,
+    /// One producer: a producer may write without the producers' lock.
+    pub spsc: bool,
+    /// The mapping's start.
+    pub base: *mut u8,
+    /// The mapping's length.
+    pub len: usize,
+    /// The first 8 bytes of the mapping while it is intact.
+    pub magic: u64,
+    /// Ring bytes (a power of two).
+    pub capacity: u64,
+    /// Largest payload.
+    pub max_message: u64,
+    /// Offset of the ring in the mapping.
+    pub ring_at: usize,
+    /// Offset of `head` (u64).
+    pub head_at: usize,
+    /// Offset of `tail` (u64).
+    pub tail_at: usize,
+    /// Offset of the consumer's waiting flag (u32).
+    pub consumer_waiting_at: usize,
+    /// Offset of the producer's waiting flag (u32).
+    pub producer_waiting_at: usize,
+}
+
 /// Who may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -203,8 +257,13 @@ pub struct ShmChannel {
     variant: Variant,
 }
 
-fn round8(n: u64) -> u64 {
-    (n + 7) & !7
+fn round16(n: u64) -> u64 {
+    (n + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
+}
+
+/// Bytes a record of `len` payload bytes takes in the ring.
+fn record_len(len: u64) -> u64 {
+    RECORD_HEADER + round16(len)
 }
 
 /// True while `pid` exists and is not a zombie (an exited child not yet reaped). Reads
@@ -391,6 +450,21 @@ impl ShmChannel {
         self.region.as_ptr().wrapping_add(HEADER_LEN)
     }
 
+    /// The stamp of the record at ring offset `offset` (16-aligned, below the capacity).
+    fn stamp(&self, offset: u64) -> &AtomicU64 {
+        debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset < self.capacity);
+        // SAFETY: the ring starts 64-aligned (the mapping is page aligned, the header a
+        // multiple of 64), so a 16-aligned offset below the capacity holds an aligned u64
+        // inside the mapping, which lives as long as `self`.
+        unsafe { &*(self.ring().add(offset as usize) as *const AtomicU64) }
+    }
+
+    /// The length field of the record at `offset` (16-aligned, below the capacity).
+    fn length(&self, offset: u64) -> *mut u32 {
+        debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset < self.capacity);
+        self.ring().wrapping_add((offset + LENGTH_AT) as usize) as *mut u32
+    }
+
     /// spsc or mpsc.
     pub fn variant(&self) -> Variant {
         self.variant
@@ -459,6 +533,7 @@ impl ShmChannel {
         Ok(Sender {
             ch: self,
             busy_poll: false,
+            tail_seen: AtomicU64::new(0),
         })
     }
 
@@ -546,6 +621,45 @@ impl ShmChannel {
         Ok(())
     }
 
+    /// Wakes the side sleeping on `word` (called after a publish or consume and a SeqCst fence).
+    fn wake_sleeper(&self, word: &AtomicU32) {
+        if word.load(Ordering::Relaxed) == 1 {
+            word.store(0, Ordering::Relaxed);
+            futex::wake(word, Scope::Shared, 1);
+        }
+    }
+
+    /// For a binding that sends or receives in its own language (the Java binding's fast
+    /// path; see the module docs for the protocol): after it published a record (`consumer`
+    /// true) or consumed one, and then fenced (SeqCst), wakes the other side if it sleeps.
+    pub fn wake_peer_of(&self, consumer: bool) {
+        let h = self.header();
+        fence(Ordering::SeqCst);
+        self.wake_sleeper(if consumer {
+            &h.consumer_waiting
+        } else {
+            &h.producer_waiting
+        });
+    }
+
+    /// Where everything is, for a binding that reads and writes the ring itself.
+    pub fn raw_layout(&self) -> RawLayout {
+        RawLayout {
+            format: FORMAT,
+            spsc: self.variant == Variant::Spsc,
+            base: self.region.as_ptr(),
+            len: self.region.len(),
+            magic: MAGIC,
+            capacity: self.capacity,
+            max_message: self.max_message() as u64,
+            ring_at: HEADER_LEN,
+            head_at: std::mem::offset_of!(Header, head),
+            tail_at: std::mem::offset_of!(Header, tail),
+            consumer_waiting_at: std::mem::offset_of!(Header, consumer_waiting),
+            producer_waiting_at: std::mem::offset_of!(Header, producer_waiting),
+        }
+    }
+
     fn lock_producers(&self, deadline: Option<u64>) -> Result<RobustGuard<'_>, IpcError> {
         // A producer that died holding it never published the record it was writing, so the
         // ring is consistent; the bytes past head are simply written over.
@@ -561,6 +675,8 @@ impl ShmChannel {
 pub struct Sender<'a> {
     ch: &'a ShmChannel,
     busy_poll: bool,
+    /// `tail` as last read: a lower bound (it only grows), re-read only when it says full.
+    tail_seen: AtomicU64,
 }
 
 impl Sender<'_> {
@@ -600,57 +716,53 @@ impl Sender<'_> {
     fn send_locked(&self, msg: &[u8], deadline_ns: Option<u64>) -> Result<(), IpcError> {
         let ch = self.ch;
         let h = ch.header();
-        let need = RECORD_HEADER + round8(msg.len() as u64);
+        let need = record_len(msg.len() as u64);
         loop {
             ch.check_header()?;
-            // Only the (locked) producer writes head: Relaxed reads the last value written
-            // (by this side, or by the previous lock holder before its Release unlock).
-            let head = h.head.load(Ordering::Relaxed);
-            // Acquire: the consumer is done with the bytes before `tail`.
-            let tail = h.tail.load(Ordering::Acquire);
-            if tail > head || head - tail > ch.capacity {
-                return Err(IpcError::Corrupt(format!(
-                    "positions head {head} tail {tail}"
-                )));
-            }
-            // Before anything is written at `head`: a peer may have scribbled it unaligned, and
-            // the WRAP marker and record header are 4-byte stores that must stay in the ring.
-            if !head.is_multiple_of(8) {
-                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
-            }
+            let head = self.head()?;
             let offset = head % ch.capacity;
             let contiguous = ch.capacity - offset;
-            let total = if contiguous < need {
-                contiguous + need
-            } else {
-                need
-            };
-            if head + total - tail <= ch.capacity {
-                let mut pos = head;
-                if contiguous < need {
-                    // SAFETY: offset is 8-aligned (head only grows by multiples of 8 and the
-                    // consumer checks it) and at least 8 bytes remain before the end.
-                    unsafe { (ch.ring().add(offset as usize) as *mut u32).write_volatile(WRAP) };
-                    pos += contiguous;
+            let wrap = contiguous < need;
+            let end = head + if wrap { contiguous + need } else { need };
+            // Room for the record and the stamp slot past it (zeroed below, so it must be free).
+            let fits = |tail: u64| end + STAMP_LEN <= tail + ch.capacity;
+            let mut tail = self.tail_seen.load(Ordering::Relaxed);
+            if !fits(tail) {
+                // Acquire: the consumer is done with the bytes before `tail`.
+                tail = h.tail.load(Ordering::Acquire);
+                if tail > head || head - tail > ch.capacity || !tail.is_multiple_of(RECORD_ALIGN) {
+                    return Err(IpcError::Corrupt(format!(
+                        "positions head {head} tail {tail}"
+                    )));
                 }
-                let at = (pos % ch.capacity) as usize;
-                // SAFETY: `at + need <= capacity` (the record fits before the end), so header
-                // and payload are inside the ring; the consumer does not read past `head`.
+                self.tail_seen.store(tail, Ordering::Relaxed);
+            }
+            if fits(tail) {
+                let pos = if wrap { head + contiguous } else { head };
+                let at = pos % ch.capacity;
+                // SAFETY: `at` is 16-aligned and `at + need <= capacity` (the record fits before
+                // the end), so length and payload are inside the ring; the consumer does not
+                // read them before the stamp says they are complete.
                 unsafe {
-                    (ch.ring().add(at) as *mut u32).write_volatile(msg.len() as u32);
+                    ch.length(at).write_volatile(msg.len() as u32);
                     std::ptr::copy_nonoverlapping(
                         msg.as_ptr(),
-                        ch.ring().add(at + RECORD_HEADER as usize),
+                        ch.ring().add((at + RECORD_HEADER) as usize),
                         msg.len(),
                     );
                 }
-                // Release: the record's bytes before the new head.
-                h.head.store(pos + need, Ordering::Release);
-                fence(Ordering::SeqCst);
-                if h.consumer_waiting.load(Ordering::Relaxed) == 1 {
-                    h.consumer_waiting.store(0, Ordering::Relaxed);
-                    futex::wake(&h.consumer_waiting, Scope::Shared, 1);
+                ch.stamp(end % ch.capacity).store(0, Ordering::Relaxed);
+                // Release: the record's bytes (and the zeroed slot past it) before its stamp.
+                ch.stamp(at).store(pos + 1, Ordering::Release);
+                if wrap {
+                    // SAFETY: `offset` is 16-aligned and below the capacity.
+                    unsafe { ch.length(offset).write_volatile(WRAP) };
+                    // Release: the record at 0 is complete before the marker that leads there.
+                    ch.stamp(offset).store(head + 1, Ordering::Release);
                 }
+                h.head.store(end, Ordering::Release);
+                fence(Ordering::SeqCst);
+                ch.wake_sleeper(&h.consumer_waiting);
                 return Ok(());
             }
             // Full: spin a little, then sleep (or keep spinning) until the tail moves.
@@ -666,6 +778,41 @@ impl Sender<'_> {
                 &ShmChannel::consumer_dead,
             )?;
         }
+    }
+
+    /// Where the next record goes: `head`, past any record a producer published and then
+    /// died before it advanced `head` (at most a wrap marker and the record it leads to).
+    fn head(&self) -> Result<u64, IpcError> {
+        let ch = self.ch;
+        let h = ch.header();
+        // Only the (locked) producer writes head: Relaxed reads the last value written
+        // (by this side, or by the previous lock holder before its Release unlock).
+        let mut head = h.head.load(Ordering::Relaxed);
+        for _ in 0..3 {
+            // Before anything is read or written at `head`: a peer may have scribbled it.
+            if !head.is_multiple_of(RECORD_ALIGN) {
+                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
+            }
+            let offset = head % ch.capacity;
+            if ch.stamp(offset).load(Ordering::Acquire) != head + 1 {
+                return Ok(head);
+            }
+            // SAFETY: `offset` is 16-aligned and below the capacity.
+            let len = unsafe { ch.length(offset).read_volatile() };
+            head = if len == WRAP {
+                head + (ch.capacity - offset)
+            } else if len as usize <= ch.max_message()
+                && offset + record_len(len as u64) <= ch.capacity
+            {
+                head + record_len(len as u64)
+            } else {
+                break;
+            };
+            h.head.store(head, Ordering::Release);
+        }
+        Err(IpcError::Corrupt(format!(
+            "published records past head {head}"
+        )))
     }
 }
 
@@ -700,15 +847,15 @@ impl Receiver<'_> {
         loop {
             ch.check_header()?;
             let tail = h.tail.load(Ordering::Relaxed);
-            // Acquire: pairs with the producer's Release of head (the record's bytes).
-            let head = h.head.load(Ordering::Acquire);
-            if tail > head || head - tail > ch.capacity {
-                return Err(IpcError::Corrupt(format!(
-                    "positions head {head} tail {tail}"
-                )));
+            if !tail.is_multiple_of(RECORD_ALIGN) {
+                return Err(IpcError::Corrupt(format!("unaligned tail {tail}")));
             }
-            if head == tail {
-                let arrived = || h.head.load(Ordering::Acquire) != tail;
+            let offset = tail % ch.capacity;
+            let slot = ch.stamp(offset);
+            // Acquire: pairs with the producer's Release of the stamp (the record's bytes).
+            let stamp = slot.load(Ordering::Acquire);
+            if stamp == 0 {
+                let arrived = || slot.load(Ordering::Acquire) != 0;
                 if spin_before_waiting(arrived, deadline_ns) {
                     continue;
                 }
@@ -721,23 +868,18 @@ impl Receiver<'_> {
                 )?;
                 continue;
             }
-            let offset = tail % ch.capacity;
-            if !offset.is_multiple_of(8) {
-                return Err(IpcError::Corrupt(format!("unaligned tail {tail}")));
+            if stamp != tail + 1 {
+                return Err(IpcError::Corrupt(format!("stamp {stamp} at {tail}")));
             }
-            // SAFETY: offset < capacity and 8-aligned, so 4 bytes are inside the ring.
-            let len = unsafe { (ch.ring().add(offset as usize) as *const u32).read_volatile() };
+            // SAFETY: offset is 16-aligned and below the capacity.
+            let len = unsafe { ch.length(offset).read_volatile() };
             if len == WRAP {
-                let next = tail + (ch.capacity - offset);
-                if next > head {
-                    return Err(IpcError::Corrupt("wrap marker past head".into()));
-                }
-                h.tail.store(next, Ordering::Release);
+                h.tail
+                    .store(tail + (ch.capacity - offset), Ordering::Release);
                 continue;
             }
-            let need = RECORD_HEADER + round8(len as u64);
-            if len as usize > ch.max_message() || offset + need > ch.capacity || tail + need > head
-            {
+            let need = record_len(len as u64);
+            if len as usize > ch.max_message() || offset + need > ch.capacity {
                 return Err(IpcError::Corrupt(format!("record length {len} at {tail}")));
             }
             if buf.len() < len as usize {
@@ -746,8 +888,8 @@ impl Receiver<'_> {
                     need: len as usize,
                 });
             }
-            // SAFETY: the record lies inside the ring (checked above) and before head, which the
-            // producer published after writing it.
+            // SAFETY: the record lies inside the ring (checked above) and is complete: the
+            // producer stamped it after writing it.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     ch.ring().add((offset + RECORD_HEADER) as usize),
@@ -758,10 +900,7 @@ impl Receiver<'_> {
             // Release: we are done with these bytes before the producer may reuse them.
             h.tail.store(tail + need, Ordering::Release);
             fence(Ordering::SeqCst);
-            if h.producer_waiting.load(Ordering::Relaxed) == 1 {
-                h.producer_waiting.store(0, Ordering::Relaxed);
-                futex::wake(&h.producer_waiting, Scope::Shared, 1);
-            }
+            ch.wake_sleeper(&h.producer_waiting);
             return Ok(len as usize);
         }
     }
@@ -781,9 +920,17 @@ mod tests {
     }
 
     #[test]
-    fn a_scribbled_head_is_corrupt_not_a_crash() {
+    fn a_scribbled_tail_is_corrupt_not_a_crash() {
         let ch = ShmChannel::create(4096, 64).unwrap();
-        let err = corrupt_field(&ch, |h| h.head.store(u64::MAX / 2, Ordering::Relaxed));
+        let err = corrupt_field(&ch, |h| h.tail.store(u64::MAX / 2, Ordering::Relaxed));
+        assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+    }
+
+    #[test]
+    fn a_scribbled_head_is_corrupt_for_the_sender() {
+        let ch = ShmChannel::create(4096, 64).unwrap();
+        ch.header().head.store(1 << 40, Ordering::Relaxed);
+        let err = ch.sender().unwrap().send(b"x", None).unwrap_err();
         assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
     }
 
@@ -792,10 +939,74 @@ mod tests {
         let ch = ShmChannel::create(4096, 64).unwrap();
         ch.sender().unwrap().send(b"hello", None).unwrap();
         // SAFETY: test-only write to the first record's length inside our own mapping.
-        unsafe { (ch.ring() as *mut u32).write_volatile(1 << 20) };
+        unsafe { ch.length(0).write_volatile(1 << 20) };
         let mut buf = [0u8; 64];
         let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
         assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+    }
+
+    #[test]
+    fn a_stamp_that_is_not_the_position_is_corrupt() {
+        let ch = ShmChannel::create(4096, 64).unwrap();
+        ch.sender().unwrap().send(b"hello", None).unwrap();
+        ch.stamp(0).store(4096 + 1, Ordering::Relaxed); // a stamp from another lap
+        let mut buf = [0u8; 64];
+        let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
+        assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+    }
+
+    #[test]
+    fn a_record_published_by_a_producer_that_died_before_moving_head_is_kept() {
+        // The producer stamps a record, then stores head: killed in between, it leaves a
+        // published record at head, which the next producer must not write over.
+        let ch = ShmChannel::create(4096, 1024).unwrap();
+        let (tx, rx) = (ch.sender().unwrap(), ch.receiver().unwrap());
+        let mut buf = [0u8; 1024];
+        // Cover the plain case and the wrap (a marker and the record at 0 published at once).
+        for (first, second) in [(100usize, 7usize), (1000, 900)] {
+            for _ in 0..3 {
+                let before = ch.header().head.load(Ordering::Relaxed);
+                tx.send(&vec![1; first], None).unwrap();
+                ch.header().head.store(before, Ordering::Relaxed); // "died" before head
+                tx.send(&vec![2; second], None).unwrap();
+                let n = rx.recv(&mut buf, None).unwrap();
+                assert_eq!(&buf[..n], &vec![1; first][..]);
+                let n = rx.recv(&mut buf, None).unwrap();
+                assert_eq!(&buf[..n], &vec![2; second][..]);
+            }
+        }
+    }
+
+    #[test]
+    fn messages_of_every_size_cross_many_laps_intact() {
+        let ch = ShmChannel::create(4096, 1024).unwrap();
+        let (tx, rx) = (ch.sender().unwrap(), ch.receiver().unwrap());
+        let mut buf = [0u8; 1024];
+        let mut pending: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+        for i in 0..5000usize {
+            let len = (i * 37) % 1025;
+            let msg: Vec<u8> = (0..len).map(|k| (i + k) as u8).collect();
+            if !tx.try_send(&msg).unwrap() {
+                while let Some(want) = pending.pop_front() {
+                    let n = rx.recv(&mut buf, Some(0)).unwrap();
+                    assert_eq!(&buf[..n], &want[..], "message {i}");
+                }
+                assert!(
+                    tx.try_send(&msg).unwrap(),
+                    "an empty ring takes {len} bytes"
+                );
+            }
+            pending.push_back(msg);
+        }
+        while let Some(want) = pending.pop_front() {
+            let n = rx.recv(&mut buf, Some(0)).unwrap();
+            assert_eq!(&buf[..n], &want[..]);
+        }
+        assert_eq!(rx.try_recv(&mut buf).unwrap(), None);
+        assert!(
+            ch.header().head.load(Ordering::Relaxed) > 20 * 4096,
+            "many laps"
+        );
     }
 
     #[test]

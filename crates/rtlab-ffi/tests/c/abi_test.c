@@ -286,6 +286,17 @@ static void test_channel(void) {
     EQ(rtlab_channel_create(name, 8192, &ch), 0);
     CHECK(ch != NULL);
     EQ(rtlab_channel_max_message(ch), 2048);
+    // The layout a binding polls the ring with (this process receives).
+    uint64_t words[RTLAB_CHANNEL_LAYOUT_WORDS] = {0};
+    EQ(rtlab_channel_layout(ch, RTLAB_CHANNEL_RECV, words, RTLAB_CHANNEL_LAYOUT_WORDS), 0);
+    EQ(words[0], RTLAB_CHANNEL_FORMAT);
+    EQ(words[1], 1); // spsc
+    CHECK(words[2] != 0 && words[3] == words[7] + 8192); // the ring ends the mapping
+    EQ(words[5], 8192);
+    EQ(words[6], 2048);
+    EQ(rtlab_channel_wake(ch, RTLAB_CHANNEL_RECV), 0); // nobody sleeps: nothing to do
+    EQ(rtlab_channel_layout(ch, 0, words, 1), RTLAB_EINVAL);
+    EQ(rtlab_channel_wake(ch, 3), RTLAB_EINVAL);
     pid_t child = fork();
     if (child == 0) {
         rtlab_channel_t *tx = NULL;

@@ -106,6 +106,9 @@ final class Native {
     static final MethodHandle CH_RECV = fn("rtlab_channel_recv",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG));
     static final MethodHandle CH_CLOSE = fn("rtlab_channel_close", FunctionDescriptor.ofVoid(ADDRESS));
+    static final MethodHandle CH_LAYOUT = fn("rtlab_channel_layout",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, JAVA_LONG));
+    static final MethodHandle CH_WAKE = fn("rtlab_channel_wake", INT_PTR_INT);
 
     static long nowNs() {
         try {

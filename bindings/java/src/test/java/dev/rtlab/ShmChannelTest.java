@@ -67,6 +67,104 @@ class ShmChannelTest {
         assertEquals(2, gone.code(), "the creator's close removed the name");
     }
 
+    /** A message of {@code len} bytes that differ with {@code i}. */
+    static byte[] message(int i, int len) {
+        byte[] m = new byte[len];
+        for (int k = 0; k < len; k++) {
+            m[k] = (byte) (i * 31 + k);
+        }
+        return m;
+    }
+
+    @Test
+    void messagesOfEverySizeCrossManyLapsIntact() {
+        // Sent and received in Java past each end's first call, by rtlab at each wrap and when
+        // full: the two must agree on every record.
+        try (ShmChannel rx = ShmChannel.create(name("laps"), 4096); ShmChannel tx = ShmChannel.open(name("laps"))) {
+            byte[] buf = new byte[rx.maxMessage()];
+            java.util.ArrayDeque<byte[]> pending = new java.util.ArrayDeque<>();
+            long bytes = 0;
+            for (int i = 0; i < 20_000; i++) {
+                byte[] m = message(i, (i * 37) % (rx.maxMessage() + 1));
+                if (!tx.send(m, 0, m.length, Duration.ZERO)) {
+                    while (!pending.isEmpty()) {
+                        int n = rx.receive(buf, Duration.ZERO);
+                        assertArrayEquals(pending.poll(), Arrays.copyOf(buf, n), "before message " + i);
+                    }
+                    assertTrue(tx.send(m, 0, m.length, Duration.ZERO), "an empty ring takes " + m.length + " bytes");
+                }
+                pending.add(m);
+                bytes += m.length;
+            }
+            while (!pending.isEmpty()) {
+                int n = rx.receive(buf, Duration.ZERO);
+                assertArrayEquals(pending.poll(), Arrays.copyOf(buf, n));
+            }
+            assertEquals(-1, rx.receive(buf, Duration.ZERO));
+            assertTrue(bytes > 100 * 4096, "many laps");
+            // Most went through Java (not the first, the wraps, or a send that found it full).
+            assertTrue(tx.sentInJava > 15_000, "sent in Java: " + tx.sentInJava);
+            assertTrue(rx.receivedInJava > 15_000, "received in Java: " + rx.receivedInJava);
+        }
+    }
+
+    @Test
+    void aMessageLongerThanTheBufferStaysInTheChannel() {
+        try (ShmChannel rx = ShmChannel.create(name("small"), 8192); ShmChannel tx = ShmChannel.open(name("small"))) {
+            byte[] buf = new byte[rx.maxMessage()];
+            for (int i = 0; i < 3; i++) { // the first goes through rtlab, the others in Java
+                byte[] m = message(i, 100);
+                assertTrue(tx.send(m, 0, m.length, Duration.ZERO));
+                assertThrows(IllegalArgumentException.class, () -> rx.receive(new byte[10], Duration.ZERO));
+                int n = rx.receive(buf, Duration.ZERO);
+                assertArrayEquals(m, Arrays.copyOf(buf, n));
+            }
+        }
+    }
+
+    @Test
+    void aSleepingPeerIsWokenByTheOtherSidesJavaPath() throws Exception {
+        try (ShmChannel rx = ShmChannel.create(name("wake"), 4096); ShmChannel tx = ShmChannel.open(name("wake"))) {
+            byte[] buf = new byte[rx.maxMessage()];
+            byte[] m = message(1, 64);
+            // Attach both ends (their Java paths start after the first call).
+            assertTrue(tx.send(m, 0, m.length, Duration.ZERO));
+            assertEquals(64, rx.receive(buf, Duration.ZERO));
+            for (int round = 0; round < 5; round++) {
+                // The receiver sleeps on an empty ring; a send in Java must wake it.
+                java.util.concurrent.CompletableFuture<Integer> got = java.util.concurrent.CompletableFuture
+                        .supplyAsync(() -> rx.receive(buf, Duration.ofSeconds(20)));
+                Thread.sleep(50);
+                long t0 = System.nanoTime();
+                assertTrue(tx.send(m, 0, m.length, Duration.ZERO));
+                assertEquals(64, got.get());
+                assertTrue(System.nanoTime() - t0 < 5_000_000_000L, "woken, not timed out");
+                // The sender sleeps on a full ring; a receive in Java must wake it.
+                int sent = 0;
+                while (tx.send(m, 0, m.length, Duration.ZERO)) {
+                    sent++;
+                }
+                java.util.concurrent.CompletableFuture<Boolean> room = java.util.concurrent.CompletableFuture
+                        .supplyAsync(() -> tx.send(m, 0, m.length, Duration.ofSeconds(20)));
+                Thread.sleep(50);
+                t0 = System.nanoTime();
+                assertEquals(64, rx.receive(buf, Duration.ZERO));
+                assertTrue(room.get());
+                assertTrue(System.nanoTime() - t0 < 5_000_000_000L, "woken, not timed out");
+                for (int i = 0; i < sent; i++) {
+                    assertEquals(64, rx.receive(buf, Duration.ZERO));
+                }
+            }
+        }
+    }
+
+    @Test
+    void aClosedChannelIsRefused() {
+        ShmChannel rx = ShmChannel.create(name("closed"), 4096);
+        rx.close();
+        assertThrows(IllegalStateException.class, () -> rx.receive(new byte[8], Duration.ZERO));
+    }
+
     @Test
     void aKilledSenderIsReportedWithinTheTimeout() throws Exception {
         try (ShmChannel rx = ShmChannel.create(name("peer"), 8192)) {
