@@ -740,18 +740,25 @@ impl Sender<'_> {
             if fits(tail) {
                 let pos = if wrap { head + contiguous } else { head };
                 let at = pos % ch.capacity;
+                ch.stamp(end % ch.capacity).store(0, Ordering::Relaxed);
+                // The stores to the stamp's cache line go last and together: the consumer polls
+                // that line, and a store to it with other lines written in between would take
+                // the line back from the consumer once more. The ring starts 64-aligned.
+                let data = at + RECORD_HEADER;
+                let first = (msg.len() as u64).min((at | 63) + 1 - data) as usize;
                 // SAFETY: `at` is 16-aligned and `at + need <= capacity` (the record fits before
                 // the end), so length and payload are inside the ring; the consumer does not
                 // read them before the stamp says they are complete.
                 unsafe {
-                    ch.length(at).write_volatile(msg.len() as u32);
+                    let to = ch.ring().add(data as usize);
                     std::ptr::copy_nonoverlapping(
-                        msg.as_ptr(),
-                        ch.ring().add((at + RECORD_HEADER) as usize),
-                        msg.len(),
+                        msg.as_ptr().add(first),
+                        to.add(first),
+                        msg.len() - first,
                     );
+                    std::ptr::copy_nonoverlapping(msg.as_ptr(), to, first);
+                    ch.length(at).write_volatile(msg.len() as u32);
                 }
-                ch.stamp(end % ch.capacity).store(0, Ordering::Relaxed);
                 // Release: the record's bytes (and the zeroed slot past it) before its stamp.
                 ch.stamp(at).store(pos + 1, Ordering::Release);
                 if wrap {

@@ -282,9 +282,15 @@ public final class ShmChannel implements AutoCloseable {
             }
         }
         long at = ringAt + offset;
-        INT.set(m, at + 8, len);
-        MemorySegment.copy(b, off, m, JAVA_BYTE, at + RECORD_HEADER, len);
+        // The stores to the stamp's cache line go last and together: the receiver polls that
+        // line, and each store to it while another line is written in between would take the
+        // line back from the receiver once more.
         LONG.set(m, ringAt + (end & (capacity - 1)), 0L);
+        long data = at + RECORD_HEADER;
+        int first = (int) Math.min(len, ((at | 63) + 1) - data); // payload in the stamp's line
+        MemorySegment.copy(b, off + first, m, JAVA_BYTE, data + first, len - first);
+        MemorySegment.copy(b, off, m, JAVA_BYTE, data, first);
+        INT.set(m, at + 8, len);
         LONG.setRelease(m, at, head + 1); // the stamp: the record's bytes before it
         LONG.setRelease(m, headAt, end);
         VarHandle.fullFence();
