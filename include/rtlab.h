@@ -129,8 +129,8 @@ int rtlab_channel_recv(rtlab_channel_t *ch, void *buf, size_t cap, size_t *len,
 void rtlab_channel_close(rtlab_channel_t *ch);
 
 /* ---- for language bindings that send or receive in their own code, without a call per
- * message (the Java binding does): the ring's layout and protocol (crates/rtlab-ipc,
- * ring.rs, documents it). rtlab_channel_layout attaches this process's `end` and fills up to
+ * message (the Java binding does): the ring's layout and protocol
+ * (crates/rtlab-ipc/src/ring/mod.rs documents it). rtlab_channel_layout attaches this process's `end` and fills up to
  * n of RTLAB_CHANNEL_LAYOUT_WORDS words: format (use the fast path only when it is
  * RTLAB_CHANNEL_FORMAT), spsc, base address, mapping length, magic, capacity, max message,
  * then the offsets of the ring, head, tail, the consumer's and the producer's waiting flags.

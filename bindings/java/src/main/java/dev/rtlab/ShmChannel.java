@@ -18,7 +18,7 @@ import java.time.Duration;
  * the name.
  *
  * <p>Once an end has been used, its messages go through the shared ring in Java (the ring's
- * protocol, as crates/rtlab-ipc's ring.rs documents it), without a native call: a send writes
+ * protocol, as crates/rtlab-ipc/src/ring/mod.rs documents it), without a native call: a send writes
  * the record and its stamp, a receive polls the stamp where the record is. rtlab's native code
  * still does everything else: waiting for room or for a message past a short spin, a wrap at
  * the ring's end, waking a sleeping peer, noticing a dead one, and reporting anything corrupt.

@@ -1,0 +1,121 @@
+use super::*;
+
+fn corrupt_field(ch: &ShmChannel, field: impl FnOnce(&Header)) -> IpcError {
+    field(ch.header());
+    let mut buf = [0u8; 64];
+    ch.receiver()
+        .unwrap()
+        .recv(&mut buf, Some(monotonic_now_ns() + 50_000_000))
+        .unwrap_err()
+}
+
+#[test]
+fn a_scribbled_tail_is_corrupt_not_a_crash() {
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    let err = corrupt_field(&ch, |h| h.tail.store(u64::MAX / 2, Ordering::Relaxed));
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_scribbled_head_is_corrupt_for_the_sender() {
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    ch.header().head.store(1 << 40, Ordering::Relaxed);
+    let err = ch.sender().unwrap().send(b"x", None).unwrap_err();
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_scribbled_record_length_is_corrupt_not_an_out_of_bounds_read() {
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    ch.sender().unwrap().send(b"hello", None).unwrap();
+    // SAFETY: test-only write to the first record's length inside our own mapping.
+    unsafe { ch.length(0).write_volatile(1 << 20) };
+    let mut buf = [0u8; 64];
+    let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_stamp_that_is_not_the_position_is_corrupt() {
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    ch.sender().unwrap().send(b"hello", None).unwrap();
+    ch.stamp(0).store(4096 + 1, Ordering::Relaxed); // a stamp from another lap
+    let mut buf = [0u8; 64];
+    let err = ch.receiver().unwrap().recv(&mut buf, None).unwrap_err();
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_record_published_by_a_producer_that_died_before_moving_head_is_kept() {
+    // The producer stamps a record, then stores head: killed in between, it leaves a
+    // published record at head, which the next producer must not write over.
+    let ch = ShmChannel::create(4096, 1024).unwrap();
+    let (tx, rx) = (ch.sender().unwrap(), ch.receiver().unwrap());
+    let mut buf = [0u8; 1024];
+    // Cover the plain case and the wrap (a marker and the record at 0 published at once).
+    for (first, second) in [(100usize, 7usize), (1000, 900)] {
+        for _ in 0..3 {
+            let before = ch.header().head.load(Ordering::Relaxed);
+            tx.send(&vec![1; first], None).unwrap();
+            ch.header().head.store(before, Ordering::Relaxed); // "died" before head
+            tx.send(&vec![2; second], None).unwrap();
+            let n = rx.recv(&mut buf, None).unwrap();
+            assert_eq!(&buf[..n], &vec![1; first][..]);
+            let n = rx.recv(&mut buf, None).unwrap();
+            assert_eq!(&buf[..n], &vec![2; second][..]);
+        }
+    }
+}
+
+#[test]
+fn messages_of_every_size_cross_many_laps_intact() {
+    let ch = ShmChannel::create(4096, 1024).unwrap();
+    let (tx, rx) = (ch.sender().unwrap(), ch.receiver().unwrap());
+    let mut buf = [0u8; 1024];
+    let mut pending: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    for i in 0..5000usize {
+        let len = (i * 37) % 1025;
+        let msg: Vec<u8> = (0..len).map(|k| (i + k) as u8).collect();
+        if !tx.try_send(&msg).unwrap() {
+            while let Some(want) = pending.pop_front() {
+                let n = rx.recv(&mut buf, Some(0)).unwrap();
+                assert_eq!(&buf[..n], &want[..], "message {i}");
+            }
+            assert!(
+                tx.try_send(&msg).unwrap(),
+                "an empty ring takes {len} bytes"
+            );
+        }
+        pending.push_back(msg);
+    }
+    while let Some(want) = pending.pop_front() {
+        let n = rx.recv(&mut buf, Some(0)).unwrap();
+        assert_eq!(&buf[..n], &want[..]);
+    }
+    assert_eq!(rx.try_recv(&mut buf).unwrap(), None);
+    assert!(
+        ch.header().head.load(Ordering::Relaxed) > 20 * 4096,
+        "many laps"
+    );
+}
+
+#[test]
+fn an_unaligned_head_is_refused_before_the_wrap_marker_is_written() {
+    // Regression (hardening, low): the sender wrote its 4-byte WRAP marker at the head
+    // before checking its alignment; head = capacity - 2 put 2 bytes past the ring.
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    let h = ch.header();
+    h.tail.store(4094, Ordering::Relaxed);
+    h.head.store(4094, Ordering::Relaxed);
+    let err = ch.sender().unwrap().send(b"hello", None).unwrap_err();
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_scribbled_magic_is_corrupt() {
+    let ch = ShmChannel::create(4096, 64).unwrap();
+    // SAFETY: test-only write to our own header.
+    unsafe { (ch.region.as_ptr() as *mut u64).write_volatile(0) };
+    let err = ch.sender().unwrap().send(b"x", None).unwrap_err();
+    assert!(matches!(err, IpcError::Corrupt(_)), "{err}");
+}
