@@ -1,0 +1,532 @@
+//! The eBPF flight recorder: small programs, assembled here at run time, on the raw
+//! tracepoints the attribution needs. Each writes one fixed-size record per event on a
+//! measured CPU into that CPU's ring of slots in an array map (a per-CPU head counter picks
+//! the slot; the record's sequence number, written last, says it is complete), which the
+//! reader maps and copies without system calls. No lock, no wakeup, nothing shared between
+//! CPUs on the measured side; a reader that falls a whole ring behind counts the overwritten
+//! records as lost.
+//!
+//! Why not tracefs: on this kind of VM a tracefs event costs the measured CPU ~200-300 ns
+//! (ring-buffer reserve/commit, the generic event layout, cmdline recording), and a wakeup of a
+//! busy CPU crosses four of them; a raw tracepoint calling a few BPF helpers costs a fraction
+//! of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and priorities
+//! read from `struct task_struct` at the offsets the kernel's BTF gives. Names are looked up in
+//! user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached, refreshed every
+//! second; a task that exited before the reader saw it is `<...>`, as in ftrace), IRQ names in
+//! `/proc/interrupts`, NMI handlers and timer functions in `/proc/kallsyms`.
+//!
+//! What one event costs here (a pipe ping-pong on one CPU, measured while building this):
+//! ~90 ns to dispatch the program at all, ~70 ns for `bpf_ktime_get_ns`, ~20 ns for the rest.
+//! So the fewer events on the measured path the better: the timer interrupt is marked by one
+//! event (the timer's expiry) instead of the local-timer vector's entry and exit, and where
+//! every wait is a timer wait, the expiry of the thread's sleep timer names the woken task and
+//! `sched_waking` is left out: a timer wakeup of a busy CPU crosses two events, not four.
+
+use crate::btf::Btf;
+use crate::event::{Event, Kind, Task, TaskState};
+use crate::TraceError;
+use rtlab_sys::affinity::CpuMask;
+use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+/// Bytes per record.
+const REC: i32 = 56;
+// Record layout.
+const OFF_TS: i16 = 0;
+const OFF_KIND: i16 = 8;
+const OFF_CPU: i16 = 12;
+const OFF_CUR: i16 = 16;
+const OFF_A: i16 = 20;
+const OFF_PID1: i16 = 24;
+const OFF_PRIO1: i16 = 28;
+const OFF_PID2: i16 = 32;
+const OFF_PRIO2: i16 = 36;
+const OFF_X: i16 = 40;
+/// Index + 1 of the record in its CPU's ring, written last.
+const OFF_SEQ: i16 = 48;
+
+const K_SWITCH: i32 = 1;
+const K_WAKING: i32 = 2;
+const K_MIGRATE: i32 = 3;
+const K_IRQ_ENTRY: i32 = 4;
+const K_IRQ_EXIT: i32 = 5;
+const K_SOFTIRQ_ENTRY: i32 = 6;
+const K_SOFTIRQ_EXIT: i32 = 7;
+const K_NMI: i32 = 8;
+const K_TIMER: i32 = 9;
+/// `futex_lock_pi`'s entry and return (function probes, for `rtlab watch`'s `lock` kind).
+const K_LOCK_PI: i32 = 10;
+const K_LOCK_PI_DONE: i32 = 11;
+/// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
+const K_VECTOR: i32 = 16;
+
+/// The IRQ vectors traced (x86 names; absent elsewhere, which is reported, not fatal). Not
+/// `local_timer`: its entry and exit would be two of the four events on every timer wakeup
+/// of a busy CPU; `hrtimer_expire_entry`, one event, marks the timer interrupt instead (it
+/// carries the timer, the tick's or the sleeping thread's), and the rest of the interrupt
+/// counts to the task it interrupted.
+const VECTORS: &[&str] = &[
+    "reschedule",
+    "call_function",
+    "call_function_single",
+    "irq_work",
+    "x86_platform_ipi",
+];
+
+const SOFTIRQS: &[&str] = &[
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// Slots per CPU (a power of two), 3.5 MiB: a fifth of a second of a CPU saturated by a
+/// message ping-pong (~300 k events/s), seconds of an ordinary busy CPU.
+const SLOTS: u32 = 65536;
+/// Bytes per head counter: one cache line each, so CPUs never share one.
+const HEAD_BYTES: u32 = 64;
+
+mod programs;
+use programs::*;
+pub use programs::{LockProbes, LockWaits};
+
+/// A running recorder; detaches everything on drop.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    heads: MappedArray,
+    slots: MappedArray,
+    /// Per ring (in ring order): (its CPU, next index to read, records lost since the last
+    /// one read).
+    next: Vec<(usize, u64, u64)>,
+    lost: u64,
+    _links: Vec<OwnedFd>,
+    _programs: Vec<Program>,
+    /// Per CPU: traced, and its ring ([`CPU_TRACED`], [`CPU_RING`]); the traced set as last set.
+    cpus_map: Map,
+    traced: CpuMask,
+    rings: CpuMask,
+    _maps: [Map; 2],
+    /// Tracepoints that could not be attached.
+    pub missing: Vec<String>,
+    /// How PI lock waits are recorded, if they are.
+    pub lock_probes: Option<LockProbes>,
+    /// The timer program names the task each sleep timer wakes.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub names_timer_wakeups: bool,
+    irq_names: HashMap<u32, String>,
+    /// Kernel text symbols, sorted by address.
+    symbols: Vec<(u64, String)>,
+    comms: HashMap<i64, std::sync::Arc<str>>,
+    /// Timer functions' names by address (a few, each named on every expiry).
+    timer_functions: HashMap<u64, std::sync::Arc<str>>,
+    comms_since: u64,
+    /// Other clocks' lead over CLOCK_MONOTONIC (`clock_offsets_ns`), refreshed with `comms`.
+    clock_offsets: [i64; 3],
+}
+
+impl Recorder {
+    /// Attaches the programs, with rings for the CPUs in `cpus` (any numbers), recording
+    /// those in `traced` ([`Recorder::set_traced`] changes them; wakeups and migrations of
+    /// tasks on traced CPUs are recorded wherever they happen). Without
+    /// `wakings`, `sched_waking` is left out where the timer program names the task each
+    /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
+    /// With `locks`, the entry and return of PI futex lock waits are recorded too, where the
+    /// kernel allows ([`attach_lock_probes`]; else they are `missing`).
+    pub fn start(
+        cpus: &[usize],
+        traced: &CpuMask,
+        wakings: bool,
+        locks: LockWaits,
+    ) -> Result<Recorder, TraceError> {
+        // The reader trusts a record once its sequence number is there: that needs the CPU
+        // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
+        // release store would be needed (BPF has one only since 6.15): use tracefs there.
+        if !cfg!(target_arch = "x86_64") {
+            return Err(TraceError::Unsupported(
+                "the eBPF recorder needs x86-64 store ordering on this build".into(),
+            ));
+        }
+        let btf = Btf::vmlinux().map_err(TraceError::Unsupported)?;
+        let symbols = rtlab_sys::procfs::kernel_text_symbols();
+        let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
+        let mut cpus = cpus.to_vec();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let rings = cpus.len().max(1) as u32;
+        let entries = cpus.last().map_or(1, |&c| c as u32 + 1);
+        let sys = TraceError::Sys;
+        let heads_map = Map::array(HEAD_BYTES, rings, true).map_err(sys)?;
+        let slots_map = Map::array(REC as u32, rings * SLOTS, true).map_err(sys)?;
+        let cpus_map = Map::array(CPU_ENTRY, entries, false).map_err(sys)?;
+        for (ring, &cpu) in cpus.iter().enumerate() {
+            cpus_map
+                .update(cpu as u32, &cpu_entry(traced.contains(cpu), ring))
+                .map_err(sys)?;
+        }
+        let heads = heads_map.map_read().map_err(sys)?;
+        let maps = Maps {
+            cpus: cpus_map.raw_fd(),
+            heads: heads_map.raw_fd(),
+            slots: slots_map.raw_fd(),
+        };
+        let slots = slots_map.map_read().map_err(sys)?;
+        let mut links = Vec::new();
+        let mut programs = Vec::new();
+        let mut missing = Vec::new();
+        let mut names_sleepers = false;
+        for probe in probes() {
+            if probe.kind == K_WAKING && !wakings && names_sleepers {
+                continue;
+            }
+            // The prototype's first parameter is the context.
+            let proto = btf.typedef_fn_params(&format!("btf_trace_{}", probe.tracepoint));
+            if proto != Some(probe.args + 1) {
+                if probe.kind == K_SWITCH {
+                    return Err(TraceError::Unsupported(format!(
+                        "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
+                    )));
+                }
+                missing.push(probe.tracepoint);
+                continue;
+            }
+            let typed = btf
+                .typedef_id(&format!("btf_trace_{}", probe.tracepoint))
+                .and_then(|id| {
+                    let load = |o: &TaskOffsets| {
+                        let insns = program(&probe, o, maps, true);
+                        Program::load_btf_raw_tracepoint(&insns, id).ok()
+                    };
+                    // Naming sleepers needs the kfunc; without it, the function alone.
+                    let plain = TaskOffsets {
+                        sleeper: None,
+                        ..offsets
+                    };
+                    match load(&offsets) {
+                        Some(p) => Some((p, offsets.sleeper.is_some())),
+                        None => load(&plain).map(|p| (p, false)),
+                    }
+                });
+            let (prog, name) = match typed {
+                Some((p, sleepers)) => {
+                    if probe.kind == K_TIMER {
+                        names_sleepers = sleepers;
+                    }
+                    (p, None)
+                }
+                None => {
+                    let insns = program(&probe, &offsets, maps, false);
+                    let p = Program::load_raw_tracepoint(&insns).map_err(|e| {
+                        let last = e
+                            .log
+                            .lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("");
+                        TraceError::Program(format!("{} ({}): {}", e.error, probe.tracepoint, last))
+                    })?;
+                    (p, Some(probe.tracepoint.as_str()))
+                }
+            };
+            match prog.attach_raw_tracepoint(name) {
+                Ok(link) => links.push(link),
+                Err(e) if probe.kind == K_SWITCH => return Err(TraceError::Sys(e)),
+                Err(_) => {
+                    if probe.kind == K_TIMER {
+                        names_sleepers = false;
+                    }
+                    missing.push(probe.tracepoint)
+                }
+            }
+            programs.push(prog);
+        }
+        let mut lock_probes = None;
+        if locks != LockWaits::No {
+            match attach_lock_probes(&btf, maps, locks == LockWaits::Any) {
+                Ok((how, attached)) => {
+                    lock_probes = Some(how);
+                    for (p, link) in attached {
+                        programs.push(p);
+                        links.push(link);
+                    }
+                }
+                Err(why) => missing.push(format!("PI lock waits ({why})")),
+            }
+        }
+        Ok(Recorder {
+            heads,
+            slots,
+            next: cpus.iter().map(|&c| (c, 0, 0)).collect(),
+            lost: 0,
+            _links: links,
+            _programs: programs,
+            cpus_map,
+            traced: traced.and(&CpuMask::of(&cpus)),
+            rings: CpuMask::of(&cpus),
+            _maps: [heads_map, slots_map],
+            missing,
+            lock_probes,
+            names_timer_wakeups: names_sleepers,
+            irq_names: rtlab_sys::procfs::irq_names(),
+            symbols,
+            comms: HashMap::new(),
+            timer_functions: HashMap::new(),
+            comms_since: 0,
+            clock_offsets: rtlab_sys::time::clock_offsets_ns(),
+        })
+    }
+
+    /// Records the CPUs of `traced` (of those with rings) from now on.
+    pub fn set_traced(&mut self, traced: &CpuMask) -> Result<(), TraceError> {
+        for (ring, &(cpu, _, _)) in self.next.iter().enumerate() {
+            let on = traced.contains(cpu);
+            if on != self.traced.contains(cpu) {
+                self.cpus_map
+                    .update(cpu as u32, &cpu_entry(on, ring))
+                    .map_err(TraceError::Sys)?;
+            }
+        }
+        self.traced = traced.and(&self.rings);
+        Ok(())
+    }
+
+    /// The CPUs with rings: those that can be traced.
+    pub fn ring_cpus(&self) -> &CpuMask {
+        &self.rings
+    }
+
+    /// The CPUs recorded.
+    pub fn traced(&self) -> &CpuMask {
+        &self.traced
+    }
+
+    /// Records overwritten before the reader copied them.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Decodes every complete record not read yet, CPU by CPU.
+    pub fn drain(&mut self, mut f: impl FnMut(Event)) -> usize {
+        // A record, or (Err) a count of records lost before the next one of that CPU.
+        let mut records: Vec<Result<[u8; REC as usize], (u16, u64)>> = Vec::new();
+        let slots = SLOTS as u64;
+        for (ring, (cpu, next, gap)) in self.next.iter_mut().enumerate() {
+            let head = self.heads.load_u64(ring * HEAD_BYTES as usize);
+            // Fallen a whole ring behind: skip to what is still there, with a margin for
+            // the slots being overwritten while we copy.
+            if head > *next + slots {
+                let resume = head - slots + 64;
+                self.lost += resume - *next;
+                *gap += resume - *next;
+                *next = resume;
+            }
+            while *next < head {
+                let at = (ring as u64 * slots + *next % slots) as usize * REC as usize;
+                let want = *next + 1;
+                let seq_at = at + OFF_SEQ as usize;
+                let before = self.slots.load_u64(seq_at);
+                if before < want {
+                    break; // claimed, still being written: next time
+                }
+                let mut rec = [0u8; REC as usize];
+                self.slots.copy(at, &mut rec);
+                if before != want || self.slots.load_u64(seq_at) != want {
+                    self.lost += 1; // overwritten by a later lap
+                    *gap += 1;
+                } else {
+                    if *gap > 0 {
+                        records.push(Err((*cpu as u16, *gap)));
+                        *gap = 0;
+                    }
+                    records.push(Ok(rec));
+                }
+                *next += 1;
+            }
+        }
+        let n = records.len();
+        let now = rtlab_sys::time::monotonic_now_ns();
+        if now > self.comms_since + 1_000_000_000 {
+            self.comms.clear();
+            self.comms_since = now;
+            self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
+        }
+        let mut lost_before: Option<(u16, u64)> = None;
+        for r in &records {
+            match r {
+                Err(lost) => lost_before = Some(*lost),
+                Ok(r) => {
+                    if let Some(e) = self.decode(r) {
+                        // The loss sits just before the first event after it.
+                        if let Some((cpu, n)) = lost_before.take() {
+                            f(Event {
+                                cpu,
+                                ts_ns: e.ts_ns.saturating_sub(1),
+                                current_pid: -1,
+                                kind: Kind::Lost(n),
+                            });
+                        }
+                        f(e);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    fn decode(&mut self, r: &[u8; REC as usize]) -> Option<Event> {
+        let u32_at = |o: i16| u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap());
+        let i32_at = |o: i16| u32_at(o) as i32 as i64;
+        let u64_at = |o: i16| u64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap());
+        let cpu = u32_at(OFF_CPU) as u16;
+        let kind_code = u32_at(OFF_KIND) as i32;
+        // Slots are reused: only the fields this kind wrote are meaningful.
+        let current_pid = if matches!(
+            kind_code,
+            K_SWITCH | K_WAKING | K_MIGRATE | K_LOCK_PI | K_LOCK_PI_DONE
+        ) {
+            u32_at(OFF_CUR) as i64
+        } else {
+            -1
+        };
+        let function = (kind_code == K_TIMER).then(|| self.timer_function(u64_at(OFF_X)));
+        let mut task = |pid: i64, prio: i64| Task {
+            comm: self.comm(pid, cpu),
+            pid,
+            prio,
+        };
+        let kind = match kind_code {
+            K_SWITCH => Kind::Switch {
+                prev: task(current_pid, i32_at(OFF_PRIO1)),
+                prev_state: TaskState::from_kernel(u32_at(OFF_A) != 0, u64_at(OFF_X)),
+                next: task(i32_at(OFF_PID2), i32_at(OFF_PRIO2)),
+            },
+            // Where BTF does not say where the task last ran, the waker's CPU stands in (the
+            // attribution does not use it).
+            K_WAKING => Kind::Waking {
+                task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
+                target_cpu: match u32_at(OFF_A) {
+                    u32::MAX => cpu,
+                    c => c as u16,
+                },
+            },
+            K_MIGRATE => Kind::Migrate {
+                task: task(i32_at(OFF_PID1), i32_at(OFF_PRIO1)),
+                orig_cpu: cpu,
+                dest_cpu: u32_at(OFF_A) as u16,
+            },
+            K_IRQ_ENTRY => {
+                let irq = u32_at(OFF_A);
+                if !self.irq_names.contains_key(&irq) {
+                    self.irq_names = rtlab_sys::procfs::irq_names();
+                }
+                Kind::IrqEntry {
+                    irq,
+                    name: self
+                        .irq_names
+                        .get(&irq)
+                        .cloned()
+                        .unwrap_or_else(|| "?".into()),
+                }
+            }
+            K_IRQ_EXIT => Kind::IrqExit,
+            K_SOFTIRQ_ENTRY => Kind::SoftirqEntry {
+                name: SOFTIRQS
+                    .get(u32_at(OFF_A) as usize)
+                    .map_or_else(|| format!("vec{}", u32_at(OFF_A)), |s| s.to_string()),
+            },
+            K_SOFTIRQ_EXIT => Kind::SoftirqExit,
+            K_TIMER => Kind::HrtimerEntry {
+                function: function.unwrap_or_else(|| "?".into()),
+                task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
+                expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
+                slack_ns: u32_at(OFF_CUR) as u64,
+            },
+            K_LOCK_PI => Kind::LockPi {
+                trylock: u32_at(OFF_A) != 0,
+            },
+            K_LOCK_PI_DONE => Kind::LockPiDone {
+                ret: i32_at(OFF_A) as i32,
+            },
+            K_NMI => Kind::Nmi {
+                handler: self.symbol(u64_at(OFF_PID1)),
+                delta_ns: u64_at(OFF_X),
+            },
+            k if k >= K_VECTOR => {
+                let i = ((k - K_VECTOR) / 2) as usize;
+                if (k - K_VECTOR) % 2 == 0 {
+                    Kind::VectorEntry {
+                        name: VECTORS.get(i)?.to_string(),
+                    }
+                } else {
+                    Kind::VectorExit
+                }
+            }
+            _ => return None,
+        };
+        Some(Event {
+            cpu,
+            ts_ns: u64_at(OFF_TS),
+            current_pid,
+            kind,
+        })
+    }
+
+    /// A task's name: `swapper/N` for the idle task, else `/proc/<tid>/comm`.
+    fn comm(&mut self, pid: i64, cpu: u16) -> std::sync::Arc<str> {
+        // The idle tasks' names share the cache under negative keys (no task has pid -1-N).
+        let key = if pid == 0 { -1 - cpu as i64 } else { pid };
+        self.comms
+            .entry(key)
+            .or_insert_with(|| match pid {
+                0 => format!("swapper/{cpu}").into(),
+                _ => rtlab_sys::procfs::task_comm(pid)
+                    .unwrap_or_else(|| "<...>".into())
+                    .into(),
+            })
+            .clone()
+    }
+
+    /// A timer's expiry `raw` as CLOCK_MONOTONIC time, given that it expired at `ts_ns`: a
+    /// timer keeps its expiry in its clock's time (a sleep on CLOCK_REALTIME or CLOCK_TAI, a
+    /// relative one on CLOCK_MONOTONIC), and it never expires before it, so the clock is the
+    /// one that puts the expiry at most an hour before `ts_ns` (1 ms of slack for the offsets'
+    /// drift). None when none does or the recorder could not read it.
+    fn monotonic_expiry(&self, raw: u64, ts_ns: u64) -> Option<u64> {
+        monotonic_expiry(raw, ts_ns, &self.clock_offsets)
+    }
+
+    /// The kernel function at or below `addr`.
+    /// A timer function's name, shared.
+    fn timer_function(&mut self, addr: u64) -> std::sync::Arc<str> {
+        if let Some(name) = self.timer_functions.get(&addr) {
+            return name.clone();
+        }
+        let name: std::sync::Arc<str> = self.symbol(addr).into();
+        self.timer_functions.insert(addr, name.clone());
+        name
+    }
+
+    fn symbol(&self, addr: u64) -> String {
+        let i = self.symbols.partition_point(|(a, _)| *a <= addr);
+        match i.checked_sub(1).and_then(|i| self.symbols.get(i)) {
+            Some((_, name)) => name.clone(),
+            None => format!("{addr:#x}"),
+        }
+    }
+}
+
+fn monotonic_expiry(raw: u64, ts_ns: u64, offsets: &[i64; 3]) -> Option<u64> {
+    const BEFORE: u64 = 3_600_000_000_000;
+    const AFTER: u64 = 1_000_000;
+    if raw == 0 || raw > i64::MAX as u64 {
+        return None;
+    }
+    std::iter::once(0)
+        .chain(offsets.iter().copied())
+        .map(|off| raw as i64 - off)
+        .filter(|&t| t >= 0)
+        .map(|t| t as u64)
+        .find(|&t| t <= ts_ns + AFTER && t + BEFORE >= ts_ns)
+        .map(|t| t.min(ts_ns))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,532 @@
+use super::*;
+
+#[test]
+fn timer_expiries_are_brought_to_monotonic_time_from_their_clock() {
+    let ts = 5_000_000_000_000; // 5000 s since boot
+    let offsets = [1_700_000_000_000_000_000, 1_700_000_037_000_000_000, 0];
+    let cases = [
+        (ts - 300, Some(ts - 300)),                             // monotonic
+        (ts - 300 + 1_700_000_000_000_000_000, Some(ts - 300)), // realtime
+        (ts - 9 + 1_700_000_037_000_000_000, Some(ts - 9)),     // TAI
+        (ts + 500, Some(ts)),                                   // offset drift
+        (ts + 2_000_000, None),                                 // in the future
+        (0, None),                                              // not read
+        (ts - 4_000_000_000_000, None),                         // over an hour before
+    ];
+    for (raw, want) in cases {
+        assert_eq!(monotonic_expiry(raw, ts, &offsets), want, "{raw}");
+    }
+}
+
+#[test]
+fn jumps_land_inside_the_program() {
+    let with = TaskOffsets {
+        pid: 100,
+        prio: 104,
+        cpu: Some(36),
+        timer_function: 40,
+        timer_expires: Some(24),
+        timer_hard_expires: Some(8),
+        sleeper: Some(Sleeper {
+            wakeup: 0xffff_ffff_8100_0000,
+            type_id: 5,
+            cast: 6,
+            task: 64,
+        }),
+    };
+    let without = TaskOffsets {
+        sleeper: None,
+        cpu: None,
+        ..with
+    };
+    for probe in probes() {
+        for (direct, t) in [(true, &with), (true, &without), (false, &with)] {
+            let maps = Maps {
+                cpus: 2,
+                heads: 3,
+                slots: 4,
+            };
+            let insns = program(&probe, t, maps, direct);
+            assert!(insns.len() < 200, "{} instructions", insns.len());
+            let len = insns.len() as i64;
+            // Once the record is being written, no jump may skip the store of its
+            // sequence number (the reader would wait on that slot for ever). (The slot's
+            // lookup before that cannot fail: the index is always in range.)
+            let claim = insns
+                .iter()
+                .position(|i| i.code == 0x7b && i.regs & 0x0f == R7 && i.off == OFF_TS)
+                .unwrap() as i64;
+            let seq = insns
+                .iter()
+                .rposition(|i| i.code == 0x7b && i.off == OFF_SEQ)
+                .unwrap() as i64;
+            for (i, insn) in insns.iter().enumerate() {
+                let class_jmp = insn.code & 0x07 == 0x05;
+                let is_call_or_exit = insn.code == 0x85 || insn.code == 0x95;
+                if class_jmp && !is_call_or_exit {
+                    let to = i as i64 + 1 + insn.off as i64;
+                    assert!(
+                        to > i as i64 && to < len,
+                        "{}: jump at {i} to {to}",
+                        probe.tracepoint
+                    );
+                    if i as i64 > claim {
+                        assert!(
+                            to < seq - 1,
+                            "{}: jump at {i} skips the sequence number",
+                            probe.tracepoint
+                        );
+                    }
+                }
+            }
+            assert_eq!(insns.last().unwrap().code, 0x95, "ends with exit");
+        }
+    }
+}
+
+/// Two CPUs to pin threads to, when this runs as root on at least two (else says why not).
+fn two_cpus_as_root() -> Option<(usize, usize)> {
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return None;
+    }
+    let cpus = rtlab_sys::affinity::usable_cpus();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return None;
+    }
+    Some((cpus.as_slice()[0], cpus.as_slice()[1]))
+}
+
+/// This thread pinned to one CPU (`here`), and a thread asleep on another (`there`).
+fn asleep_on_another_cpu() -> Option<(usize, usize, Napper)> {
+    let (here, there) = two_cpus_as_root()?;
+    pin(here);
+    let sleeper = Napper::on(there);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    Some((here, there, sleeper))
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    let one = rtlab_sys::affinity::CpuList::from(vec![cpu]);
+    rtlab_sys::affinity::set_current_thread_affinity(&one).unwrap()
+}
+
+/// A thread pinned to a CPU that sleeps until woken (by [`Napper::wake_five`]); ends when
+/// dropped.
+struct Napper {
+    go: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    tid: i64,
+}
+
+impl Napper {
+    fn on(cpu: usize) -> Napper {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            pin(cpu);
+            tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+            while wait.recv().is_ok() {}
+        });
+        Napper {
+            go: Some(go),
+            thread: Some(thread),
+            tid: tid_rx.recv().unwrap(),
+        }
+    }
+
+    /// Wakes it five times, 2 ms apart, then lets it settle for 2 ms.
+    fn wake_five(&self) {
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.go.as_ref().unwrap().send(()).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+impl Drop for Napper {
+    fn drop(&mut self) {
+        drop(self.go.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
+    let Some((here, there, sleeper)) = asleep_on_another_cpu() else {
+        return;
+    };
+    let tid = sleeper.tid;
+    // Only this CPU is recorded: the wakings of the thread on the other are seen here.
+    let mut r = match Recorder::start(&[here], &CpuMask::of(&[here]), true, LockWaits::No) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    sleeper.wake_five();
+    drop(sleeper);
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    let targets: Vec<u16> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Kind::Waking { task, target_cpu } if task.pid == tid => Some(*target_cpu),
+            _ => None,
+        })
+        .collect();
+    assert!(!targets.is_empty(), "no waking of {tid}: {events:?}");
+    assert!(
+        targets.iter().all(|&c| c as usize == there),
+        "woken on CPU {there}, recorded {targets:?}"
+    );
+}
+
+#[test]
+fn a_cpus_ring_is_found_through_its_entry_not_its_number() {
+    let Some((_, there, sleeper)) = asleep_on_another_cpu() else {
+        return;
+    };
+    // One ring (index 0), for the second CPU: its events must land there and read back
+    // with their own CPU number.
+    let mut r = match Recorder::start(&[there], &CpuMask::of(&[there]), true, LockWaits::No) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    assert_ne!(
+        there, 0,
+        "the test needs a CPU whose ring index differs from its number"
+    );
+    sleeper.wake_five();
+    drop(sleeper);
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    let switches = events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Switch { .. }))
+        .count();
+    assert!(switches >= 1, "{events:?}");
+    assert!(events.iter().all(|e| e.cpu as usize == there), "{events:?}");
+}
+
+#[test]
+fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
+    let Some((here, there, sleeper)) = asleep_on_another_cpu() else {
+        return;
+    };
+    let tid = sleeper.tid;
+    // Rings for both CPUs; only the sleeper's recorded at first.
+    let both = [here, there];
+    let mut r = match Recorder::start(&both, &CpuMask::of(&[there]), true, LockWaits::No) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let drained = |r: &mut Recorder| {
+        let mut events = Vec::new();
+        r.drain(|e| events.push(e));
+        events
+    };
+    sleeper.wake_five();
+    let first = drained(&mut r);
+    let switches_on = |events: &[Event], cpu: usize| {
+        events
+            .iter()
+            .filter(|e| e.cpu as usize == cpu && matches!(e.kind, Kind::Switch { .. }))
+            .count()
+    };
+    let wakings_from_here = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| e.cpu as usize == here)
+            .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+            .count()
+    };
+    assert_eq!(r.traced(), &CpuMask::of(&[there]));
+    // (At least one of each: on a busy machine the sleeper may still be running when the
+    // next token comes, and then nothing wakes it.)
+    assert_eq!(switches_on(&first, here), 0, "{first:?}");
+    assert!(switches_on(&first, there) >= 1, "{first:?}");
+    // The waker's CPU is not traced, but the woken thread's is.
+    assert!(wakings_from_here(&first) >= 1, "{first:?}");
+    // Widened while running.
+    r.set_traced(&CpuMask::of(&both)).unwrap();
+    sleeper.wake_five();
+    drop(sleeper);
+    let second = drained(&mut r);
+    assert!(switches_on(&second, here) >= 1, "{second:?}");
+    assert!(wakings_from_here(&second) >= 1, "{second:?}");
+}
+
+#[test]
+fn pi_lock_waits_are_recorded_from_entry_to_return() {
+    use rtlab_sys::futex::{lock_pi, unlock_pi, Scope};
+    use std::sync::atomic::AtomicU32;
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return;
+    }
+    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::Any) {
+        Ok(r) if r.lock_probes.is_some() => r,
+        Ok(r) => {
+            eprintln!("skipped: {:?}", r.missing);
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    // This thread holds the lock for 3 ms, three times; the other waits for it each time
+    // (it takes it only once the word shows this thread as the owner).
+    static WORD: AtomicU32 = AtomicU32::new(0);
+    let (taken_tx, taken) = std::sync::mpsc::channel::<()>();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        tid_tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+        while go_rx.recv().is_ok() {
+            lock_pi(&WORD, Scope::Private, None).unwrap();
+            unlock_pi(&WORD, Scope::Private).unwrap();
+            taken_tx.send(()).unwrap();
+        }
+    });
+    let tid = tid_rx.recv().unwrap();
+    let mut holds = Vec::new();
+    for _ in 0..3 {
+        lock_pi(&WORD, Scope::Private, None).unwrap();
+        go.send(()).unwrap();
+        // Held 3 ms from the moment the waiter blocks in the kernel (the kernel marks the
+        // word FUTEX_WAITERS then), however late that thread gets to run.
+        let asked = rtlab_sys::time::monotonic_now_ns();
+        while WORD.load(std::sync::atomic::Ordering::Acquire) & 0x8000_0000 == 0 {
+            assert!(
+                rtlab_sys::time::monotonic_now_ns() < asked + 5_000_000_000,
+                "the waiter never blocked"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        let released = rtlab_sys::time::monotonic_now_ns();
+        unlock_pi(&WORD, Scope::Private).unwrap();
+        taken.recv().unwrap();
+        holds.push(released);
+    }
+    drop(go);
+    waiter.join().unwrap();
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    events.sort_by_key(|e| e.ts_ns);
+    let mut waits = Vec::new();
+    let mut since = None;
+    for e in events.iter().filter(|e| e.current_pid == tid) {
+        match e.kind {
+            Kind::LockPi { trylock } => {
+                assert!(!trylock);
+                since = Some(e.ts_ns);
+            }
+            Kind::LockPiDone { ret } => {
+                assert_eq!(ret, 0, "it got the lock");
+                waits.push((since.take().expect("an entry before the return"), e.ts_ns));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(waits.len(), 3, "{waits:?}");
+    for ((from, to), released) in waits.iter().zip(&holds) {
+        assert!(
+            to - from >= 2_000_000 && *to >= *released,
+            "waited {} ns, returned {} ns after the release",
+            to - from,
+            *to as i64 - *released as i64
+        );
+    }
+}
+
+#[test]
+fn task_states_print_as_sched_switch_does() {
+    let text = |p, s| TaskState::from_kernel(p, s).to_string();
+    assert_eq!(text(true, 1), "R+");
+    assert_eq!(text(false, 0), "R");
+    assert_eq!(text(false, 1), "S");
+    assert_eq!(text(false, 2), "D");
+    assert_eq!(
+        text(false, 0x402),
+        "D",
+        "bits past the reported ones are not shown"
+    );
+    for t in ["R", "R+", "S", "D", "S|D", "I"] {
+        assert_eq!(TaskState::parse(t).to_string(), t);
+    }
+    assert!(TaskState::parse("R+").is_runnable() && TaskState::parse("R").is_runnable());
+    assert!(!TaskState::parse("S").is_runnable() && !TaskState::parse("?").is_runnable());
+    assert_eq!(TaskState::parse("W").to_string(), "?");
+}
+
+/// What `twenty_sleeps` recorded: the recorder, its events, this thread's TID, the CPU,
+/// and the sleeps' deadlines.
+type Sleeps = (Recorder, Vec<Event>, i64, usize, Vec<u64>);
+
+/// This thread, pinned to one CPU and recorded, sleeps 200 us twenty times, to absolute
+/// CLOCK_MONOTONIC deadlines (`None`: not root, or no eBPF).
+fn twenty_sleeps(wakings: bool) -> Option<Sleeps> {
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return None;
+    }
+    let cpu = rtlab_sys::affinity::usable_cpus().as_slice()[0];
+    rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(vec![
+        cpu,
+    ]))
+    .unwrap();
+    let mut r = match Recorder::start(&[cpu], &CpuMask::of(&[cpu]), wakings, LockWaits::No) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return None;
+        }
+    };
+    let tid = rtlab_sys::futex::current_tid() as i64;
+    let mut deadlines = Vec::new();
+    for _ in 0..20 {
+        let deadline = rtlab_sys::time::monotonic_now_ns() + 200_000;
+        rtlab_sys::time::sleep_until_monotonic_ns(deadline).unwrap();
+        deadlines.push(deadline);
+    }
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    Some((r, events, tid, cpu, deadlines))
+}
+
+#[test]
+fn records_this_threads_switches_with_names_and_priorities() {
+    let Some((r, events, tid, cpu, deadlines)) = twenty_sleeps(true) else {
+        return;
+    };
+    assert_eq!(r.lost(), 0);
+    let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    let switches_out = events
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, Kind::Switch { prev, prev_state, .. }
+                if prev.pid == tid && &*prev.comm == me.trim_end() && *prev_state == TaskState::SLEEPING)
+        })
+        .count();
+    assert!(
+        switches_out >= 20,
+        "{switches_out} of 20 sleeps seen: {events:?}"
+    );
+    assert!(
+        events.iter().all(|e| e.cpu as usize == cpu),
+        "only the recorded CPU"
+    );
+    // Records come in slot order. An interrupt arriving between an event's timestamp and
+    // its slot takes the slot first (the reader's history sorts them): only there, and
+    // by little, may a record be older than the one before it (seen under stress-ng).
+    let interrupt = |e: &Event| {
+        !matches!(
+            e.kind,
+            Kind::Switch { .. } | Kind::Waking { .. } | Kind::Migrate { .. }
+        )
+    };
+    for w in events.windows(2).filter(|w| w[1].ts_ns < w[0].ts_ns) {
+        assert!(interrupt(&w[0]) || interrupt(&w[1]), "out of order: {w:?}");
+        assert!(
+            w[0].ts_ns - w[1].ts_ns < 1_000_000,
+            "far out of order: {w:?}"
+        );
+    }
+    let now = rtlab_sys::time::monotonic_now_ns();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.ts_ns <= now && e.ts_ns + 10_000_000_000 > now),
+        "CLOCK_MONOTONIC stamps"
+    );
+    let wakings = events
+        .iter()
+        .filter(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == tid))
+        .count();
+    assert!(wakings >= 19, "{wakings} wakings of this thread");
+    if r.names_timer_wakeups {
+        let expiries: Vec<(u64, Option<u64>, u64)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                Kind::HrtimerEntry {
+                    function,
+                    task: Some(t),
+                    expires_ns,
+                    slack_ns,
+                } if t.pid == tid && &**function == "hrtimer_wakeup" => {
+                    Some((e.ts_ns, *expires_ns, *slack_ns))
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(
+            expiries.len() >= 19,
+            "{expiries:?}: sleep timers of this thread"
+        );
+        // Each timer carries the deadline it was set for (and expired at or after it)
+        // and this thread's timer slack.
+        let slack = rtlab_sys::slack::current_timer_slack_ns().unwrap();
+        for (at, expires, slack_ns) in &expiries {
+            let expires = expires.expect("the expiry is read");
+            assert!(
+                deadlines.contains(&expires),
+                "{expires} not in {deadlines:?}"
+            );
+            assert!(*at >= expires, "expired at {at}, before {expires}");
+            assert_eq!(*slack_ns, slack, "the timer's slack");
+        }
+    }
+}
+
+#[test]
+fn timer_waits_alone_need_no_sched_waking() {
+    let Some((r, events, tid, _, _)) = twenty_sleeps(false) else {
+        return;
+    };
+    let wakings = events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Waking { .. }))
+        .count();
+    if !r.names_timer_wakeups {
+        assert!(
+            wakings > 0,
+            "sched_waking stays when no timer names its task"
+        );
+        eprintln!("skipped: this kernel lets no program name a sleep timer's task");
+        return;
+    }
+    assert_eq!(wakings, 0, "sched_waking left out");
+    let named: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.kind.woken().is_some_and(|t| t.pid == tid))
+        .collect();
+    assert!(
+        named.len() >= 19,
+        "{} of 20 sleeps: {events:?}",
+        named.len()
+    );
+    assert!(named
+        .iter()
+        .all(|e| matches!(&e.kind, Kind::HrtimerEntry { function, .. } if &**function == "hrtimer_wakeup")));
+    // Each expiry comes before the thread runs again.
+    for e in &named {
+        assert!(events.iter().any(|s| s.ts_ns >= e.ts_ns
+            && matches!(&s.kind, Kind::Switch { next, .. } if next.pid == tid)));
+    }
+}

@@ -1,0 +1,346 @@
+use super::*;
+use crate::event::{Task, TaskState};
+
+#[test]
+fn globs_match_whole_names() {
+    for (p, s, ok) in [
+        ("rt-*", "rt-loop", true),
+        ("rt-*", "xrt-loop", false),
+        ("*loop", "rt-loop", true),
+        ("r?-loop", "rt-loop", true),
+        ("rt-loop", "rt-loop", true),
+        ("rt-loop", "rt-loop2", false),
+        ("*", "", true),
+        ("a*b*c", "axxbyyc", true),
+        ("a*b*c", "axxbyy", false),
+    ] {
+        assert_eq!(glob(p.as_bytes(), s.as_bytes()), ok, "{p} vs {s}");
+    }
+    assert_eq!(ThreadPattern::parse("42"), Ok(ThreadPattern::Tid(42)));
+    assert!(ThreadPattern::parse("0").is_err() && ThreadPattern::parse("").is_err());
+}
+
+fn task(pid: i64) -> Task {
+    Task {
+        comm: format!("t{pid}").into(),
+        pid,
+        prio: 120,
+    }
+}
+
+fn ev(cpu: u16, ts_ns: u64, kind: Kind) -> Event {
+    Event {
+        cpu,
+        ts_ns,
+        current_pid: 0,
+        kind,
+    }
+}
+
+/// Watches this test's own thread (then fed synthetic events for it), explaining delays
+/// over `threshold_ns`: its TID and state.
+fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
+    let tid = rtlab_sys::futex::current_tid() as i64;
+    let w = WatchState::new(WatchSpec {
+        pid: std::process::id() as i32,
+        threads: vec![ThreadPattern::Tid(tid)],
+        rt_only: false,
+        threshold_ns,
+        keep: 10,
+        locks: crate::LockWaits::No,
+        all_cpus: false,
+    });
+    (tid, w)
+}
+
+#[test]
+fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
+    // This test's own thread, pinned to one CPU, watched beside the others of the
+    // process (the test harness's, which may run anywhere).
+    let cpus = rtlab_sys::affinity::usable_cpus();
+    let last = *cpus.as_slice().last().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let pinned = std::thread::spawn(move || {
+        let one = rtlab_sys::affinity::CpuList::from(vec![last]);
+        rtlab_sys::affinity::set_current_thread_affinity(&one).unwrap();
+        tx.send(rtlab_sys::futex::current_tid() as i64).unwrap();
+        let _ = done_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let spec = |all_cpus, threads| WatchSpec {
+        pid: std::process::id() as i32,
+        threads,
+        rt_only: false,
+        threshold_ns: 0,
+        keep: 10,
+        locks: crate::LockWaits::No,
+        all_cpus,
+    };
+    let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
+    assert_eq!(w.cpus_wanted(), Some(&CpuMask::of(&[last])));
+    // A pattern that matches nothing yet: where the process's threads may run.
+    let none = WatchState::new(spec(false, vec![ThreadPattern::Tid(i64::MAX)]));
+    let everywhere = CpuMask::of(cpus.as_slice());
+    assert_eq!(none.cpus_wanted(), Some(&everywhere));
+    assert_eq!(
+        WatchState::new(spec(true, vec![ThreadPattern::Tid(tid)])).cpus_wanted(),
+        None
+    );
+    done_tx.send(()).unwrap();
+    pinned.join().unwrap();
+}
+
+#[test]
+fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
+    let (tid, mut w) = watch_this_thread(400);
+    assert_eq!(w.watched_threads(), 1);
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    // Woken on CPU 1 at 1000, on CPU 0 at 1500 (delivered first, as a drain of CPU 0
+    // before CPU 1 would); preempted at 2000, back at 2300; asleep at 3000.
+    w.offer(&ev(0, 1_500, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&ev(
+        1,
+        1_000,
+        Kind::Waking {
+            task: task(tid),
+            target_cpu: 0,
+        },
+    ));
+    w.offer(&ev(0, 2_000, switch(tid, TaskState::PREEMPTED, 7)));
+    w.offer(&ev(0, 2_300, switch(7, TaskState::SLEEPING, tid)));
+    w.offer(&ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
+    let mut requests = Vec::new();
+    w.advance(MERGE_LAG_NS + 10_000, &mut |r| requests.push(r));
+    let own = &w.series()[0];
+    assert!(
+        own.name.ends_with(&format!("/{tid}/wakeup")),
+        "{}",
+        own.name
+    );
+    assert_eq!(own.total.len(), 2);
+    assert_eq!(own.total.max(), Nanos(500));
+    assert_eq!(
+        w.series()[1].total.len(),
+        2,
+        "the name's series sums its threads"
+    );
+    assert_eq!(requests.len(), 1, "only the 500 ns delay is over 400 ns");
+    assert_eq!(
+        (
+            requests[0].deadline_ns,
+            requests[0].woke_ns,
+            requests[0].cpu
+        ),
+        (1_000, 1_500, 0)
+    );
+    let interval = w.take_interval();
+    assert_eq!(interval.len(), 2);
+    assert!(w.take_interval().is_empty(), "a new interval starts empty");
+}
+
+#[test]
+fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.offer(&ev(
+        1,
+        1_000,
+        Kind::Waking {
+            task: task(tid),
+            target_cpu: 0,
+        },
+    ));
+    w.offer(&ev(0, 5_000, Kind::Lost(3)));
+    w.offer(&ev(
+        0,
+        9_000,
+        Kind::Switch {
+            prev: task(0),
+            prev_state: TaskState::RUNNING,
+            next: task(tid),
+        },
+    ));
+    w.flush(&mut |_| {});
+    assert!(w.series()[0].total.is_empty());
+    assert_eq!(w.shortfalls(), (0, 1));
+}
+
+#[test]
+fn a_timer_delay_runs_from_the_requested_expiry_and_a_stale_expiry_is_dropped() {
+    let (tid, mut w) = watch_this_thread(700);
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    let expiry = |expires: u64| Kind::HrtimerEntry {
+        function: "hrtimer_wakeup".into(),
+        task: Some(task(tid)),
+        expires_ns: Some(expires),
+        slack_ns: 50,
+    };
+    let waking = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    // Asleep at 1000 until 1800; the timer fires at 2000, the waking at 2050, on a CPU
+    // at 2600: timer 800, wakeup 550.
+    w.offer(&ev(0, 1_000, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 2_000, expiry(1_800)));
+    w.offer(&ev(0, 2_050, waking.clone()));
+    w.offer(&ev(0, 2_600, switch(0, TaskState::RUNNING, tid)));
+    // Woken otherwise and running when its timer fires (3000): no timer sample.
+    w.offer(&ev(0, 2_900, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 2_950, waking));
+    w.offer(&ev(0, 2_960, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&ev(0, 3_000, expiry(2_990)));
+    w.offer(&ev(0, 3_100, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 9_000, switch(0, TaskState::RUNNING, tid)));
+    let mut requests = Vec::new();
+    w.flush(&mut |r| requests.push(r));
+    let by_kind =
+        |k: DelayKind| -> Vec<&WatchSeries> { w.series().iter().filter(|s| s.kind == k).collect() };
+    let timer = by_kind(DelayKind::Timer);
+    assert_eq!(timer.len(), 2, "the thread's and its name's");
+    assert!(
+        timer[0].name.ends_with(&format!("/{tid}/timer")),
+        "{}",
+        timer[0].name
+    );
+    assert_eq!(
+        (timer[0].total.len(), timer[0].total.max()),
+        (1, Nanos(800))
+    );
+    assert_eq!(timer[0].total.sum_ns(), 800);
+    let wakeup = by_kind(DelayKind::Wakeup);
+    assert_eq!(wakeup[0].total.len(), 2);
+    assert_eq!(wakeup[0].total.max(), Nanos(550));
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the 800 ns timer delay is over 700 ns"
+    );
+    assert_eq!(
+        (
+            requests[0].deadline_ns,
+            requests[0].woke_ns,
+            requests[0].slack_ns
+        ),
+        (1_800, 2_600, 50)
+    );
+    assert_eq!(
+        w.series()[requests[0].series as usize].kind,
+        DelayKind::Timer
+    );
+}
+
+#[test]
+fn a_lock_delay_runs_from_the_pi_lock_call_to_its_return_and_asks_for_a_lock_explanation() {
+    let (tid, mut w) = watch_this_thread(1_000);
+    let at = |ts: u64, kind: Kind| Event {
+        cpu: 1,
+        ts_ns: ts,
+        current_pid: tid,
+        kind,
+    };
+    // Waits 5000 ns; a trylock and another thread's wait are not this thread's waits; a
+    // wait cut by lost events is abandoned.
+    w.offer(&at(10_000, Kind::LockPi { trylock: false }));
+    w.offer(&at(15_000, Kind::LockPiDone { ret: 0 }));
+    w.offer(&at(16_000, Kind::LockPi { trylock: true }));
+    w.offer(&at(16_100, Kind::LockPiDone { ret: 0 }));
+    w.offer(&Event {
+        current_pid: tid + 1_000_000,
+        ..at(17_000, Kind::LockPi { trylock: false })
+    });
+    w.offer(&at(20_000, Kind::LockPi { trylock: false }));
+    w.offer(&ev(0, 21_000, Kind::Lost(1)));
+    w.offer(&at(30_000, Kind::LockPiDone { ret: 0 }));
+    let mut requests = Vec::new();
+    w.flush(&mut |r| requests.push(r));
+    let lock: Vec<&WatchSeries> = w
+        .series()
+        .iter()
+        .filter(|s| s.kind == DelayKind::Lock)
+        .collect();
+    assert_eq!(lock.len(), 2, "the thread's and its name's");
+    assert!(lock[0].name.ends_with(&format!("/{tid}/lock")));
+    assert_eq!(
+        (lock[0].total.len(), lock[0].total.max()),
+        (1, Nanos(5_000))
+    );
+    assert_eq!(requests.len(), 1);
+    let r = &requests[0];
+    assert_eq!(
+        (r.deadline_ns, r.woke_ns, r.cpu, r.wait, r.slack_ns),
+        (10_000, 15_000, 1, Wait::Lock, 0)
+    );
+    assert_eq!(w.shortfalls(), (0, 1));
+}
+
+#[test]
+fn without_a_threshold_the_longest_of_each_interval_and_kind_are_explained() {
+    let (tid, mut w) = watch_this_thread(0);
+    w.spec.keep = 2;
+    let mut requests = Vec::new();
+    // Delays 5, 3, 7, 4, 9, 1 (us): explained when among the two longest so far.
+    for (i, d) in [5u64, 3, 7, 4, 9, 1].into_iter().enumerate() {
+        let t = 1_000_000 * (i as u64 + 1);
+        w.offer(&ev(
+            0,
+            t,
+            Kind::Waking {
+                task: task(tid),
+                target_cpu: 0,
+            },
+        ));
+        w.offer(&ev(
+            0,
+            t + d * 1000,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: task(tid),
+            },
+        ));
+        w.offer(&ev(
+            0,
+            t + d * 1000 + 10,
+            Kind::Switch {
+                prev: task(tid),
+                prev_state: TaskState::SLEEPING,
+                next: task(0),
+            },
+        ));
+    }
+    w.flush(&mut |r| requests.push(r.woke_ns - r.deadline_ns));
+    assert_eq!(requests, vec![5_000, 3_000, 7_000, 9_000]);
+    // A new interval starts anew.
+    w.take_interval();
+    assert_eq!(w.series()[0].last_interval_max, Nanos(9_000));
+    w.offer(&ev(
+        0,
+        90_000_000,
+        Kind::Waking {
+            task: task(tid),
+            target_cpu: 0,
+        },
+    ));
+    w.offer(&ev(
+        0,
+        90_001_000,
+        Kind::Switch {
+            prev: task(0),
+            prev_state: TaskState::RUNNING,
+            next: task(tid),
+        },
+    ));
+    requests.clear();
+    w.flush(&mut |r| requests.push(r.woke_ns - r.deadline_ns));
+    assert_eq!(requests, vec![1_000]);
+}
