@@ -9,6 +9,8 @@ pub struct Sender<'a> {
     busy_poll: bool,
     /// `tail` as last read: a lower bound (it only grows), re-read only when it says full.
     tail_seen: AtomicU64,
+    /// spsc: this end already looked past `head` for records a dead producer published.
+    head_checked: AtomicBool,
 }
 
 impl<'a> Sender<'a> {
@@ -17,6 +19,7 @@ impl<'a> Sender<'a> {
             ch,
             busy_poll: false,
             tail_seen: AtomicU64::new(0),
+            head_checked: AtomicBool::new(false),
         }
     }
 
@@ -129,12 +132,23 @@ impl<'a> Sender<'a> {
 
     /// Where the next record goes: `head`, past any record a producer published and then
     /// died before it advanced `head` (at most a wrap marker and the record it leads to).
+    /// An spsc end looks only on its first send: from then on it alone writes `head`. Not
+    /// reading the stamp at `head` matters: the consumer is polling that cache line, and the
+    /// read would fetch it back before the record's first store (a whole transfer between
+    /// CPUs on every message: 1.3x against 1.05x Aeron's round trip from Java, RESULTS).
     fn head(&self) -> Result<u64, IpcError> {
         let ch = self.ch;
         let h = ch.header();
         // Only the (locked) producer writes head: Relaxed reads the last value written
         // (by this side, or by the previous lock holder before its Release unlock).
         let mut head = h.head.load(Ordering::Relaxed);
+        let spsc = ch.variant == Variant::Spsc;
+        if spsc && self.head_checked.load(Ordering::Relaxed) {
+            if !head.is_multiple_of(RECORD_ALIGN) {
+                return Err(IpcError::Corrupt(format!("unaligned head {head}")));
+            }
+            return Ok(head);
+        }
         for _ in 0..3 {
             // Before anything is read or written at `head`: a peer may have scribbled it.
             if !head.is_multiple_of(RECORD_ALIGN) {
@@ -142,6 +156,7 @@ impl<'a> Sender<'a> {
             }
             let offset = head % ch.capacity;
             if ch.stamp(offset).load(Ordering::Acquire) != head + 1 {
+                self.head_checked.store(spsc, Ordering::Relaxed);
                 return Ok(head);
             }
             // SAFETY: `offset` is 16-aligned and below the capacity.

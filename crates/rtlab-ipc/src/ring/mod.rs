@@ -41,7 +41,7 @@ use crate::region::Region;
 use rtlab_sync::{RobustGuard, RobustMutex};
 use rtlab_sys::futex::{self, Scope, Wait};
 use rtlab_sys::time::monotonic_now_ns;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH3");
 const WRAP: u32 = u32::MAX;

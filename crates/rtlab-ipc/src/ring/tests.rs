@@ -58,7 +58,8 @@ fn a_record_published_by_a_producer_that_died_before_moving_head_is_kept() {
             let before = ch.header().head.load(Ordering::Relaxed);
             tx.send(&vec![1; first], None).unwrap();
             ch.header().head.store(before, Ordering::Relaxed); // "died" before head
-            tx.send(&vec![2; second], None).unwrap();
+                                                               // The next producer: a new end, as a process attaching after the death makes.
+            ch.sender().unwrap().send(&vec![2; second], None).unwrap();
             let n = rx.recv(&mut buf, None).unwrap();
             assert_eq!(&buf[..n], &vec![1; first][..]);
             let n = rx.recv(&mut buf, None).unwrap();

@@ -261,10 +261,10 @@ public final class ShmChannel implements AutoCloseable {
             return false;
         }
         long offset = head & (capacity - 1);
-        // A record published at head by a sender that died before it moved head: rtlab skips it.
-        if ((long) LONG.getAcquire(m, ringAt + offset) == head + 1) {
-            return false;
-        }
+        // No look at the stamp at head (for a record a dead sender published without moving
+        // head): rtlab did that on this end's first send, and since then only this end
+        // writes head. The receiver is polling that cache line; reading it would fetch it
+        // back before the record's first store, a transfer between CPUs on every message.
         long need = recordLength(len);
         if (capacity - offset < need) {
             return false; // a wrap: rtlab writes the marker
