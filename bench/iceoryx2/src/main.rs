@@ -265,6 +265,17 @@ fn parent(size: usize, blocks: usize, block_ms: u64) -> Result<(), Error> {
     msg[0] = STOP;
     links[at].send(&msg)?;
     kid.wait()?;
+    // The channels are leaked (the links borrow them for the whole run), so their names are
+    // not removed on drop: remove them here, or every run leaves four in /dev/shm.
+    for entry in std::fs::read_dir("/dev/shm")?.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&format!("{tag}-"))
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     Ok(())
 }
 
