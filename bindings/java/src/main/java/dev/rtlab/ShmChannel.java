@@ -33,6 +33,14 @@ public final class ShmChannel implements AutoCloseable {
     private static final long SPIN_NS = 20_000;
     private static final Duration SPIN = Duration.ofNanos(SPIN_NS);
     private static final long RECORD_HEADER = 16;
+    /**
+     * Payloads up to this many bytes are copied in one piece. Longer ones are copied in two,
+     * the part in the stamp's cache line last. The second copy costs ~10 ns in one thread,
+     * more than it saves on a short copy: ping-pong with Aeron, 64 B, 1.08x/1.04x/1.05x Aeron's
+     * round trip with two copies, 1.02x/1.03x/1.00x with one; at 1 KiB two copies win
+     * (0.89x/0.88x/0.95x against 0.95x/0.98x). bench/RESULTS.md, issue 18.
+     */
+    private static final int ONE_COPY_MAX = 128;
     private static final int WRAP = -1;
     /** tryReceive: nothing there yet; anything else the native path must see. */
     private static final int EMPTY = -1;
@@ -282,14 +290,18 @@ public final class ShmChannel implements AutoCloseable {
             }
         }
         long at = ringAt + offset;
-        // The stores to the stamp's cache line go last and together: the receiver polls that
-        // line, and each store to it while another line is written in between would take the
-        // line back from the receiver once more.
         LONG.set(m, ringAt + (end & (capacity - 1)), 0L);
         long data = at + RECORD_HEADER;
-        int first = (int) Math.min(len, ((at | 63) + 1) - data); // payload in the stamp's line
-        MemorySegment.copy(b, off + first, m, JAVA_BYTE, data + first, len - first);
-        MemorySegment.copy(b, off, m, JAVA_BYTE, data, first);
+        if (len <= ONE_COPY_MAX) {
+            MemorySegment.copy(b, off, m, JAVA_BYTE, data, len);
+        } else {
+            // The stores to the stamp's cache line go last and together: the receiver polls
+            // that line, and while the rest of a long payload is copied it would take the line
+            // back once more.
+            int first = (int) Math.min(len, ((at | 63) + 1) - data); // payload in the stamp's line
+            MemorySegment.copy(b, off + first, m, JAVA_BYTE, data + first, len - first);
+            MemorySegment.copy(b, off, m, JAVA_BYTE, data, first);
+        }
         INT.set(m, at + 8, len);
         LONG.setRelease(m, at, head + 1); // the stamp: the record's bytes before it
         LONG.setRelease(m, headAt, end);
