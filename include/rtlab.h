@@ -133,13 +133,15 @@ void rtlab_channel_close(rtlab_channel_t *ch);
  * (crates/rtlab-ipc/src/ring/mod.rs documents it). rtlab_channel_layout attaches this process's `end` and fills up to
  * n of RTLAB_CHANNEL_LAYOUT_WORDS words: format (use the fast path only when it is
  * RTLAB_CHANNEL_FORMAT), spsc, base address, mapping length, magic, capacity, max message,
- * then the offsets of the ring, head, tail, the consumer's and the producer's waiting flags.
+ * then the offsets of the ring, head, tail, the consumer's and the producer's waiting flags,
+ * and 1 when a consumer reads the producer's waiting flag after storing tail with no fence
+ * between (the producer's side makes its CPU fence with membarrier; 0: fence there).
  * rtlab_channel_wake: after publishing (RTLAB_CHANNEL_SEND) or consuming (RTLAB_CHANNEL_RECV)
  * a record that way, wakes the other end if it sleeps. ---- */
 #define RTLAB_CHANNEL_SEND 1
 #define RTLAB_CHANNEL_RECV 2
-#define RTLAB_CHANNEL_LAYOUT_WORDS 12
-#define RTLAB_CHANNEL_FORMAT 3
+#define RTLAB_CHANNEL_LAYOUT_WORDS 13
+#define RTLAB_CHANNEL_FORMAT 4
 int rtlab_channel_layout(rtlab_channel_t *ch, int end, uint64_t *words, size_t n);
 int rtlab_channel_wake(rtlab_channel_t *ch, int end);
 

@@ -674,12 +674,13 @@ pub const RTLAB_CHANNEL_SEND: c_int = 1;
 /// The receiving end.
 pub const RTLAB_CHANNEL_RECV: c_int = 2;
 /// How many words `rtlab_channel_layout` fills (at most).
-pub const RTLAB_CHANNEL_LAYOUT_WORDS: usize = 12;
+pub const RTLAB_CHANNEL_LAYOUT_WORDS: usize = 13;
 
 /// Attaches this process's `end` (as its first send or receive would) and writes the words of
 /// the channel's layout for a binding that sends or receives in its own code (the Java
 /// binding): format, spsc, base address, mapping length, magic, capacity, max message, then
-/// the offsets of the ring, head, tail and the consumer's and producer's waiting flags.
+/// the offsets of the ring, head, tail and the consumer's and producer's waiting flags, and
+/// whether a consumer may leave out its fence before it reads the producer's flag.
 #[no_mangle]
 pub unsafe extern "C" fn rtlab_channel_layout(
     ch: *mut Channel,
@@ -713,6 +714,7 @@ pub unsafe extern "C" fn rtlab_channel_layout(
             l.tail_at as u64,
             l.consumer_waiting_at as u64,
             l.producer_waiting_at as u64,
+            l.consumer_fenceless as u64,
         ];
         let n = n.min(all.len());
         // SAFETY: checked non-null and aligned; the caller promises `n` writable words.

@@ -19,6 +19,7 @@ pub mod futex;
 pub mod ipc;
 #[allow(unsafe_code)]
 pub mod mem;
+pub mod membarrier;
 #[allow(unsafe_code)]
 pub mod net;
 pub mod probe;

@@ -125,6 +125,7 @@ impl<'a> Sender<'a> {
                 &moved,
                 deadline_ns,
                 self.busy_poll,
+                ch.barrier,
                 &ShmChannel::consumer_dead,
             )?;
         }
@@ -233,6 +234,7 @@ impl<'a> Receiver<'a> {
                     &arrived,
                     deadline_ns,
                     self.busy_poll,
+                    false,
                     &ShmChannel::producers_dead,
                 )?;
                 continue;
@@ -268,7 +270,12 @@ impl<'a> Receiver<'a> {
             };
             // Release: we are done with these bytes before the producer may reuse them.
             h.tail.store(tail + need, Ordering::Release);
-            fence(Ordering::SeqCst);
+            if ch.barrier {
+                // A producer about to sleep on a full ring makes this CPU fence (membarrier).
+                compiler_fence(Ordering::SeqCst);
+            } else {
+                fence(Ordering::SeqCst);
+            }
             ch.wake_sleeper(&h.producer_waiting);
             return Ok(len as usize);
         }

@@ -5,7 +5,7 @@
 //!
 //! | field               | written by | meaning                                                |
 //! |---------------------|------------|--------------------------------------------------------|
-//! | `magic`, `capacity`, `max_message`, `variant`, `creator_pid` | creator | format tag, ring bytes (power of two), largest payload, spsc/mpsc, who made it |
+//! | `magic`, `capacity`, `max_message`, `variant`, `creator_pid`, `wake_barrier` | creator | format tag, ring bytes (power of two), largest payload, spsc/mpsc, who made it, how a full ring's producer is woken |
 //! | `head`              | producer   | bytes published so far (monotonic)                     |
 //! | `tail`              | consumer   | bytes consumed so far (monotonic)                      |
 //! | `consumer_waiting`  | both       | futex word: 1 = the consumer sleeps (or is about to) on an empty ring |
@@ -30,9 +30,18 @@
 //! says the ring is full. A side that must wait first
 //! spins for at most 20 us (a peer on another CPU usually answers sooner than a futex sleep
 //! and wake take); with busy-polling it spins until its deadline. Sleep/wake: each side stores
-//! its waiting flag, then a SeqCst fence, then re-reads the other side's stamp or position
-//! before sleeping; the other side publishes, fences, then reads the flag: one of them always
-//! sees the other.
+//! its waiting flag, then fences, then re-reads the other side's stamp or position before
+//! sleeping; the other side publishes or consumes, fences, then reads the flag: one of them
+//! always sees the other. A consumer sleeping on an empty ring and the producer's publish use
+//! SeqCst fences. A producer sleeping on a full ring (overload: rare by design) instead calls
+//! `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` after storing its flag, and the consumer,
+//! whose process registered for it, leaves the fence out after each consume (program order
+//! only): the membarrier makes the consumer's CPU fence at some point, and either its read
+//! of the flag comes after that point (it sees the flag) or its store of `tail` came before
+//! it (the producer sees `tail`). So the message path of the consumer, which the round trip
+//! waits on, has no fence, and the cost (an interrupt to each CPU running a registered
+//! process) falls on a full ring. The creator chooses this when the kernel has the command
+//! (`wake_barrier` in the header); otherwise both sides fence.
 //!
 //! Attaching: one consumer and (spsc) one producer at a time; a slot whose process died may be
 //! taken by a new one, which continues where the dead one stopped.
@@ -41,9 +50,9 @@ use crate::region::Region;
 use rtlab_sync::{RobustGuard, RobustMutex};
 use rtlab_sys::futex::{self, Scope, Wait};
 use rtlab_sys::time::monotonic_now_ns;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH3");
+const MAGIC: u64 = u64::from_le_bytes(*b"RTLABCH4");
 const WRAP: u32 = u32::MAX;
 /// Stamp (`u64`), length (`u32`), 4 unused bytes.
 const RECORD_HEADER: u64 = 16;
@@ -137,7 +146,11 @@ struct Header {
     max_message: u64,
     variant: u64,
     creator_pid: u64,
-    _pad0: [u64; 3],
+    /// 1: a consumer does not fence before it reads `producer_waiting`; a producer about to
+    /// sleep on a full ring calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` instead
+    /// (module docs). 0: both fence. Chosen by the creator, as the kernel allows.
+    wake_barrier: u64,
+    _pad0: [u64; 2],
     head: AtomicU64,
     _pad1: [u64; 7],
     tail: AtomicU64,
@@ -154,15 +167,16 @@ const HEADER_LEN: usize = std::mem::size_of::<Header>();
 const _: () = assert!(HEADER_LEN.is_multiple_of(64));
 
 /// The version of the record format and protocol [`RawLayout`] describes.
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 
 /// A channel's shared memory, for a binding that sends or receives in its own language
 /// without a call per message (the Java binding). It must follow the module docs exactly:
 /// 16-aligned records of a `u64` stamp (`position + 1`, stored with Release last), a `u32`
 /// length (`u32::MAX`: wrap to 0) and the payload; zero the stamp slot past a record before
 /// stamping it; keep that slot free in the room check; store `head` (producer) or `tail`
-/// (consumer) after, fence, and call [`ShmChannel::wake_peer_of`] when the other side's
-/// waiting flag is 1. Anything unexpected (an odd stamp, a length past `max_message`, no
+/// (consumer) after, fence (a consumer: only unless `consumer_fenceless`; never let the
+/// compiler move the flag's read above the store), and call [`ShmChannel::wake_peer_of`]
+/// when the other side's waiting flag is 1. Anything unexpected (an odd stamp, a length past `max_message`, no
 /// room, a wrap): fall back to [`Sender::send`] / [`Receiver::recv`], which report it.
 #[derive(Debug, Clone, Copy)]
 pub struct RawLayout {
@@ -190,6 +204,10 @@ pub struct RawLayout {
     pub consumer_waiting_at: usize,
     /// Offset of the producer's waiting flag (u32).
     pub producer_waiting_at: usize,
+    /// A consumer reads the producer's waiting flag after it stores `tail` without a fence
+    /// between (program order only): the producer's side makes its CPU fence (module docs).
+    /// False: fence there.
+    pub consumer_fenceless: bool,
 }
 
 /// Who may send.
@@ -255,6 +273,13 @@ pub struct ShmChannel {
     region: Region,
     capacity: u64,
     variant: Variant,
+    /// The header's `wake_barrier`, read once (a scribble later cannot change the protocol).
+    barrier: bool,
+    /// This process's futex sleeps on the channel (either end), and those that ran out their
+    /// liveness slice although their condition held by then: a wake the peer should have
+    /// sent and did not, or one that crossed the timeout (tests).
+    sleeps: AtomicU64,
+    late_wakes: AtomicU64,
 }
 
 fn round16(n: u64) -> u64 {
@@ -313,7 +338,8 @@ fn write_header(map: &rtlab_sys::mem::AnonMapping, capacity: u64, options: &Chan
         max_message: options.max_message as u64,
         variant: options.variant.code(),
         creator_pid: std::process::id() as u64,
-        _pad0: [0; 3],
+        wake_barrier: rtlab_sys::membarrier::global_expedited_supported() as u64,
+        _pad0: [0; 2],
         head: AtomicU64::new(0),
         _pad1: [0; 7],
         tail: AtomicU64::new(0),
@@ -346,6 +372,9 @@ impl ShmChannel {
             region,
             capacity,
             variant: options.variant,
+            barrier: rtlab_sys::membarrier::global_expedited_supported(),
+            sleeps: AtomicU64::new(0),
+            late_wakes: AtomicU64::new(0),
         })
     }
 
@@ -377,34 +406,41 @@ impl ShmChannel {
             region,
             capacity,
             variant: options.variant,
+            barrier: rtlab_sys::membarrier::global_expedited_supported(),
+            sleeps: AtomicU64::new(0),
+            late_wakes: AtomicU64::new(0),
         })
     }
 
     /// Opens the named channel another process created (validating everything it reads).
     pub fn open(name: &str) -> Result<Self, IpcError> {
         let region = Region::open_named(name)?;
-        let (capacity, variant) = Self::validate(&region)?;
+        let (capacity, variant, barrier) = Self::validate(&region)?;
         Ok(ShmChannel {
             region,
             capacity,
             variant,
+            barrier,
+            sleeps: AtomicU64::new(0),
+            late_wakes: AtomicU64::new(0),
         })
     }
 
     /// Checks a mapped header before trusting its geometry.
-    fn validate(region: &Region) -> Result<(u64, Variant), IpcError> {
+    fn validate(region: &Region) -> Result<(u64, Variant, bool), IpcError> {
         if region.len() < HEADER_LEN {
             return Err(IpcError::Corrupt("shorter than a channel header".into()));
         }
         // SAFETY: at least HEADER_LEN mapped bytes; the plain fields are read once, here.
         let h = unsafe { &*(region.as_ptr() as *const Header) };
         // SAFETY: as above; volatile because another process may be writing them.
-        let (magic, capacity, max, variant) = unsafe {
+        let (magic, capacity, max, variant, barrier) = unsafe {
             (
                 std::ptr::read_volatile(&h.magic),
                 std::ptr::read_volatile(&h.capacity),
                 std::ptr::read_volatile(&h.max_message),
                 std::ptr::read_volatile(&h.variant),
+                std::ptr::read_volatile(&h.wake_barrier),
             )
         };
         if magic != MAGIC {
@@ -426,7 +462,12 @@ impl ShmChannel {
             1 => Variant::Mpsc,
             v => return Err(IpcError::Corrupt(format!("variant {v}"))),
         };
-        Ok((capacity, variant))
+        let barrier = match barrier {
+            0 => false,
+            1 => true,
+            b => return Err(IpcError::Corrupt(format!("wake barrier {b}"))),
+        };
+        Ok((capacity, variant, barrier))
     }
 
     /// A live process attached to (or that created) the channel in `region`, if any.
@@ -529,12 +570,28 @@ impl ShmChannel {
     /// The producing end for this process. `Busy` if another live process holds it (spsc) or
     /// all [`MAX_PRODUCERS`] slots are taken (mpsc); a dead holder's slot is taken over.
     pub fn sender(&self) -> Result<Sender<'_>, IpcError> {
+        // A producer sleeping on a full ring must be able to make the consumer's CPU fence.
+        if self.barrier && !rtlab_sys::membarrier::global_expedited_supported() {
+            return Err(IpcError::Create(
+                "this process cannot call membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which \
+                 the channel's wake protocol needs (a seccomp filter?)"
+                    .into(),
+            ));
+        }
         Self::attach(self.producer_slots(), "producer")?;
         Ok(Sender::new(self))
     }
 
     /// The consuming end for this process (`Busy` while another live process holds it).
     pub fn receiver(&self) -> Result<Receiver<'_>, IpcError> {
+        // Registered before the first consume that leaves out its fence.
+        if self.barrier {
+            rtlab_sys::membarrier::register_global_expedited().map_err(|e| {
+                IpcError::Create(format!(
+                    "{e}: the channel's wake protocol needs it (a seccomp filter?)"
+                ))
+            })?;
+        }
         Self::attach(
             std::slice::from_ref(&self.header().consumer_pid),
             "consumer",
@@ -582,6 +639,7 @@ impl ShmChannel {
         ready: &dyn Fn() -> bool,
         deadline: Option<u64>,
         busy_poll: bool,
+        barrier: bool,
         peer_dead: &dyn Fn(&Self) -> bool,
     ) -> Result<(), IpcError> {
         let now = monotonic_now_ns();
@@ -595,17 +653,26 @@ impl ShmChannel {
             }
         } else {
             word.store(1, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
+            // With `barrier` the other side does not fence after it moves: the membarrier
+            // makes its CPU do so (if the call failed, which registration ruled out, a missed
+            // wake costs at most the liveness slice).
+            if !barrier || rtlab_sys::membarrier::global_expedited().is_err() {
+                fence(Ordering::SeqCst);
+            }
             if ready() {
                 word.store(0, Ordering::Relaxed);
                 return Ok(());
             }
+            self.sleeps.fetch_add(1, Ordering::Relaxed);
             let woke = futex::wait_until(word, Scope::Shared, 1, Some(until));
             // Woken by a slice timeout the flag is still set: clear it, or every operation of
             // the peer would pay for a wake nobody needs.
             word.store(0, Ordering::Relaxed);
             if woke != Wait::TimedOut {
                 return Ok(());
+            }
+            if ready() {
+                self.late_wakes.fetch_add(1, Ordering::Relaxed);
             }
         }
         if peer_dead(self) {
@@ -650,6 +717,7 @@ impl ShmChannel {
             tail_at: std::mem::offset_of!(Header, tail),
             consumer_waiting_at: std::mem::offset_of!(Header, consumer_waiting),
             producer_waiting_at: std::mem::offset_of!(Header, producer_waiting),
+            consumer_fenceless: self.barrier,
         }
     }
 

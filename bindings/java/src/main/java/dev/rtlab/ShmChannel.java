@@ -25,10 +25,10 @@ import java.time.Duration;
  */
 public final class ShmChannel implements AutoCloseable {
     /** The ring format this class was written for (RTLAB_CHANNEL_FORMAT). */
-    private static final int FORMAT = 3;
+    private static final int FORMAT = 4;
     private static final int SEND = 1;
     private static final int RECV = 2;
-    private static final int LAYOUT_WORDS = 12;
+    private static final int LAYOUT_WORDS = 13;
     /** How long a receive polls in Java before it waits in rtlab (as rtlab's own spin). */
     private static final long SPIN_NS = 20_000;
     private static final Duration SPIN = Duration.ofNanos(SPIN_NS);
@@ -65,6 +65,8 @@ public final class ShmChannel implements AutoCloseable {
     private long tailAt;
     private long consumerWaitingAt;
     private long producerWaitingAt;
+    /** A receive leaves out the fence before it reads the producer's flag (rtlab.h). */
+    private boolean consumerFenceless;
     private boolean sendInJava;
     private boolean receiveInJava;
     /** The consumer's position as last read by this sender: a lower bound (it only grows). */
@@ -242,6 +244,7 @@ public final class ShmChannel implements AutoCloseable {
             tailAt = words.getAtIndex(JAVA_LONG, 9);
             consumerWaitingAt = words.getAtIndex(JAVA_LONG, 10);
             producerWaitingAt = words.getAtIndex(JAVA_LONG, 11);
+            consumerFenceless = words.getAtIndex(JAVA_LONG, 12) == 1;
             // The mapping lives until rtlab_channel_close (close() stops both ends first).
             map = MemorySegment.ofAddress(words.getAtIndex(JAVA_LONG, 2)).reinterpret(words.getAtIndex(JAVA_LONG, 3));
         }
@@ -337,7 +340,14 @@ public final class ShmChannel implements AutoCloseable {
         }
         MemorySegment.copy(m, JAVA_BYTE, ringAt + offset + RECORD_HEADER, buf, 0, len);
         LONG.setRelease(m, tailAt, tail + recordLength(len)); // done with the bytes before it
-        VarHandle.fullFence();
+        if (!consumerFenceless) {
+            VarHandle.fullFence();
+        }
+        // Else no fence: a sender about to sleep on a full ring makes this CPU fence
+        // (membarrier), which needs only program order here. The Java memory model has no
+        // compiler-only store-load order; HotSpot keeps it: the interpreter and C1 do not
+        // reorder, and C2 wraps an ordered (release) access to memory outside the heap in
+        // CPU-order barriers, which no memory access crosses.
         if ((int) INT.get(m, producerWaitingAt) == 1) {
             wake(RECV);
         }
