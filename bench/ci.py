@@ -36,11 +36,11 @@ def fmt_ci(values, digits=2):
 
 
 def met(values, limit):
-    """'yes' when the interval's upper end is at most `limit`, else 'NO' (or 'unknown')."""
+    """'yes' when the interval's upper end is under `limit`, else 'NO' (or 'unknown')."""
     _, _, hi = median_ci(values)
     if hi is None:
         return "unknown"
-    return "yes" if hi <= limit else "NO"
+    return "yes" if hi < limit else "NO"
 
 
 def read_pingpong(path):

@@ -500,6 +500,27 @@ impl ShmChannel {
         unsafe { &*(self.ring().add(offset as usize) as *const AtomicU64) }
     }
 
+    /// Asks for the cache line after the one that holds ring offset `offset`, while the
+    /// consumer polls the stamp there: a record longer than what its first line holds
+    /// continues in that line, which the producer writes first, so it arrives while the stamp
+    /// is awaited rather than after it (one transfer between CPUs fewer; RESULTS, issue 18).
+    /// A prefetch: not a read the program sees, so no race with the producer's writes.
+    #[inline]
+    fn pull_next_line(&self, offset: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let next = ((offset | 63) + 1) % self.capacity;
+            // SAFETY: a prefetch never faults and returns nothing; the address is in the ring.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.ring().add(next as usize) as *const i8,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = offset;
+    }
+
     /// The length field of the record at `offset` (16-aligned, below the capacity).
     fn length(&self, offset: u64) -> *mut u32 {
         debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset < self.capacity);
