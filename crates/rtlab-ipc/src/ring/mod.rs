@@ -368,14 +368,12 @@ impl ShmChannel {
         let capacity = ring_geometry(options)?;
         let region = Region::anonymous(HEADER_LEN + capacity as usize)?;
         write_header(&region.map, capacity, options);
-        Ok(ShmChannel {
+        Ok(Self::mapped(
             region,
             capacity,
-            variant: options.variant,
-            barrier: rtlab_sys::membarrier::global_expedited_supported(),
-            sleeps: AtomicU64::new(0),
-            late_wakes: AtomicU64::new(0),
-        })
+            options.variant,
+            rtlab_sys::membarrier::global_expedited_supported(), // as write_header wrote
+        ))
     }
 
     /// A channel named `/dev/shm/<name>` (`name` may start with `/`), created with permission
@@ -402,28 +400,31 @@ impl ShmChannel {
                 Err(_) => Ok(()), // our format but garbled: a crash while creating
             },
         )?;
-        Ok(ShmChannel {
+        Ok(Self::mapped(
             region,
             capacity,
-            variant: options.variant,
-            barrier: rtlab_sys::membarrier::global_expedited_supported(),
-            sleeps: AtomicU64::new(0),
-            late_wakes: AtomicU64::new(0),
-        })
+            options.variant,
+            rtlab_sys::membarrier::global_expedited_supported(), // as write_header wrote
+        ))
     }
 
-    /// Opens the named channel another process created (validating everything it reads).
-    pub fn open(name: &str) -> Result<Self, IpcError> {
-        let region = Region::open_named(name)?;
-        let (capacity, variant, barrier) = Self::validate(&region)?;
-        Ok(ShmChannel {
+    /// This process's handle on a mapped channel whose header says these.
+    fn mapped(region: Region, capacity: u64, variant: Variant, barrier: bool) -> Self {
+        ShmChannel {
             region,
             capacity,
             variant,
             barrier,
             sleeps: AtomicU64::new(0),
             late_wakes: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// Opens the named channel another process created (validating everything it reads).
+    pub fn open(name: &str) -> Result<Self, IpcError> {
+        let region = Region::open_named(name)?;
+        let (capacity, variant, barrier) = Self::validate(&region)?;
+        Ok(Self::mapped(region, capacity, variant, barrier))
     }
 
     /// Checks a mapped header before trusting its geometry.
