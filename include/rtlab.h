@@ -103,7 +103,9 @@ int rtlab_robust_mutex_unlock(rtlab_robust_mutex_t *m);
  * waiter, with priority inheritance. All waiters of one condition variable use the same
  * rtlab_pi_mutex_t of the same scope; a shared pair lives in one shared mapping (the
  * condition variable remembers where its mutex is, relative to itself). Waits return
- * holding the mutex, also on RTLAB_ETIMEDOUT; a return may be spurious: re-check. ---- */
+ * holding the mutex, also on RTLAB_ETIMEDOUT; a return may be spurious: re-check. A signal
+ * or broadcast returns RTLAB_ECORRUPT when that remembered place was overwritten (the kernel
+ * finds the waiters waiting for another mutex, or no memory there): nobody was woken. ---- */
 int rtlab_pi_cond_init(rtlab_pi_cond_t *c, int shared);
 int rtlab_pi_cond_wait_until(rtlab_pi_cond_t *c, rtlab_pi_mutex_t *m, uint64_t deadline_ns);
 int rtlab_pi_cond_signal(rtlab_pi_cond_t *c);

@@ -463,16 +463,19 @@ unsafe fn notify(c: *const PiCondC, all: bool) -> Result<(), c_int> {
         cond.cv.notify_unbound();
         return Ok(());
     }
+    // The offset lives in memory a peer can write: a misaligned one is corrupt, and the rest
+    // is judged by the kernel (the word is handed to FUTEX_CMP_REQUEUE_PI, never read here),
+    // which refuses a word its waiters do not wait for (EINVAL) or that is not mapped.
     let mutex = (c as i64).wrapping_add(offset) as *const PiMutexC;
-    // SAFETY: a waiter stored where its mutex is, relative to the condition variable; the
-    // header requires that mutex to stay there while the condition variable is in use.
-    let mutex = unsafe { at(mutex) }?;
-    if all {
-        cond.cv.notify_all(mutex);
-    } else {
-        cond.cv.notify_one(mutex);
+    if mutex.is_null() || !(mutex as usize).is_multiple_of(std::mem::align_of::<PiMutexC>()) {
+        return Err(RTLAB_ECORRUPT);
     }
-    Ok(())
+    // SAFETY: non-null and aligned; the address only reaches the kernel, which checks it.
+    let word = unsafe { &*mutex }.futex_word();
+    cond.cv.try_notify(word, all).map_err(|e| match e {
+        rtlab_sys::futex::Errno::INVAL | rtlab_sys::futex::Errno::FAULT => RTLAB_ECORRUPT,
+        _ => RTLAB_EINTERNAL,
+    })
 }
 
 #[no_mangle]

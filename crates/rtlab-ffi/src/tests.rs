@@ -241,3 +241,64 @@ fn a_pi_mutex_is_unlocked_only_by_its_holder_and_the_probe_text_fits_or_says_so(
         assert!(why.contains("owner died"), "{why}");
     }
 }
+
+#[test]
+fn a_scribbled_mutex_offset_in_a_pi_condvar_is_reported_not_ignored() {
+    // Regression (hardening, second review, #12): a peer that scribbled the stored mutex
+    // offset of a shared PI condition variable made rtlab_pi_cond_signal return 0 and wake
+    // nobody: the waiter slept on, the signaller believed it had woken it.
+    use std::mem::MaybeUninit;
+    struct Pair {
+        m: MaybeUninit<PiMutexC>,
+        other: MaybeUninit<PiMutexC>,
+        c: MaybeUninit<PiCondC>,
+    }
+    let pair = Box::leak(Box::new(Pair {
+        m: MaybeUninit::uninit(),
+        other: MaybeUninit::uninit(),
+        c: MaybeUninit::uninit(),
+    }));
+    let (m, other, c) = (
+        pair.m.as_mut_ptr(),
+        pair.other.as_mut_ptr(),
+        pair.c.as_mut_ptr(),
+    );
+    // SAFETY: each points into the leaked, live `pair`; init comes before any other call.
+    unsafe {
+        assert_eq!(rtlab_pi_mutex_init(m, 1), 0);
+        assert_eq!(rtlab_pi_mutex_init(other, 1), 0);
+        assert_eq!(rtlab_pi_cond_init(c, 1), 0);
+    }
+    let (ma, ca) = (m as usize, c as usize);
+    let waiter = std::thread::spawn(move || {
+        let (m, c) = (ma as *mut PiMutexC, ca as *mut PiCondC);
+        // SAFETY: the objects live for the whole test (leaked).
+        unsafe {
+            assert_eq!(rtlab_pi_mutex_lock(m), 0);
+            let deadline = rtlab_sys::time::monotonic_now_ns() + 5_000_000_000;
+            let rc = rtlab_pi_cond_wait_until(c, m, deadline);
+            assert_eq!(rtlab_pi_mutex_unlock(m), 0);
+            rc
+        }
+    });
+    // SAFETY: `c` is initialised; the offset field is read atomically.
+    let cond = unsafe { &*c };
+    while cond.mutex_offset.load(Ordering::Acquire) == 0 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50)); // the waiter asleep in the kernel
+    let right = cond.mutex_offset.load(Ordering::Acquire);
+    // A peer points it at another (valid) mutex, then at a misaligned address.
+    cond.mutex_offset
+        .store(other as i64 - c as i64, Ordering::Release);
+    // SAFETY: `c` is initialised.
+    assert_eq!(unsafe { rtlab_pi_cond_signal(c) }, RTLAB_ECORRUPT);
+    cond.mutex_offset.store(right + 1, Ordering::Release);
+    // SAFETY: as above.
+    assert_eq!(unsafe { rtlab_pi_cond_broadcast(c) }, RTLAB_ECORRUPT);
+    // Put back, the signal wakes the waiter.
+    cond.mutex_offset.store(right, Ordering::Release);
+    // SAFETY: as above.
+    assert_eq!(unsafe { rtlab_pi_cond_signal(c) }, 0);
+    assert_eq!(waiter.join().unwrap(), 0, "woken, not timed out");
+}

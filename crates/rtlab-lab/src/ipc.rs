@@ -63,6 +63,9 @@ impl IpcExperiment {
                 format!("{s}: use 16 bytes to 64KiB"),
             ));
         }
+        if config.mechanisms.iter().any(|m| m.busy_polls()) {
+            crate::watchdog::check_spinner_prio(config.policy, config.prio, "busy-polling ends")?;
+        }
         Ok(IpcExperiment {
             config,
             prefix: String::new(),

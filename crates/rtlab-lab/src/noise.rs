@@ -80,6 +80,7 @@ impl Noise {
                 ),
             ));
         }
+        crate::watchdog::check_spinner_prio(config.policy, config.prio, "the spinners")?;
         Ok(Noise {
             config,
             prefix: String::new(),

@@ -5,8 +5,16 @@
 //! anything, then writes the new values one by one; [`revert`] writes every prior value back,
 //! the last change first, and checks each one reads back as it was. Boot-time fixes (kernel
 //! command line) and what needs a service manager (irqbalance) are printed, never applied.
+//!
+//! A state file is input rtlab acts on as root, so it names *what* to restore, never *where*:
+//! each change is a [`Knob`] (a kind tune knows and the number that picks one: an IRQ, a CPU,
+//! a thread), whose file is derived from it; a value is checked against its kind before
+//! anything is written, a file is never created nor reached through a link, and only the
+//! kernel's own settings files are written. The file itself must be one no other user could
+//! have planted or changed ([`rtlab_sys::fs::open_trusted`]).
 
 use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The fixes `tune` can apply, by the id of the check they answer.
@@ -20,15 +28,147 @@ pub const TUNABLE: &[&str] = &[
     "timer_slack",
 ];
 
-/// The state file's format version.
-pub const STATE_VERSION: u32 = 1;
+/// The state file's format version (2: changes name a [`Knob`], not a path).
+pub const STATE_VERSION: u32 = 2;
 
-/// One write: `path` held `before`, gets `after`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
+/// The real-time bandwidth sysctls under /proc/sys/kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtSysctl {
+    /// sched_rt_runtime_us: microseconds, or -1 for no limit.
+    SchedRtRuntimeUs,
+    /// sched_rt_period_us: microseconds, at least 1.
+    SchedRtPeriodUs,
+}
+
+/// One setting tune can change: its kind and what picks one of that kind. The file is
+/// derived from it ([`Knob::path`]), never read from a state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Knob {
+    /// /proc/sys/kernel/sched_rt_{runtime,period}_us.
+    RtSysctl {
+        /// Which one.
+        name: RtSysctl,
+    },
+    /// /proc/irq/IRQ/smp_affinity_list.
+    IrqAffinity {
+        /// The IRQ number.
+        irq: u32,
+    },
+    /// /sys/kernel/mm/transparent_hugepage/enabled.
+    TransparentHugepages,
+    /// /sys/kernel/mm/damon/admin/kdamonds/N/state.
+    Damon {
+        /// The kdamond's index.
+        kdamond: u32,
+    },
+    /// /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor.
+    Governor {
+        /// The CPU.
+        cpu: u32,
+    },
+    /// /sys/devices/system/cpu/cpuN/cpuidle/stateS/disable.
+    IdleState {
+        /// The CPU.
+        cpu: u32,
+        /// The idle state's index.
+        state: u32,
+    },
+    /// /proc/TID/timerslack_ns.
+    TimerSlack {
+        /// The thread.
+        tid: u32,
+    },
+}
+
+const GOVERNORS: &[&str] = &[
+    "performance",
+    "powersave",
+    "schedutil",
+    "ondemand",
+    "conservative",
+    "userspace",
+];
+
+impl Knob {
     /// The check it answers.
-    pub id: String,
-    /// The file.
+    pub fn id(&self) -> &'static str {
+        match self {
+            Knob::RtSysctl { .. } => "rt_throttling",
+            Knob::IrqAffinity { .. } => "irq_affinity",
+            Knob::TransparentHugepages => "transparent_hugepages",
+            Knob::Damon { .. } => "damon",
+            Knob::Governor { .. } => "cpufreq_governor",
+            Knob::IdleState { .. } => "c_states",
+            Knob::TimerSlack { .. } => "timer_slack",
+        }
+    }
+
+    /// Its file, under `root` (`/` on the machine; a directory laid out like it in tests).
+    pub fn path_in(&self, root: &Path) -> PathBuf {
+        let rel = match *self {
+            Knob::RtSysctl { name } => format!(
+                "proc/sys/kernel/{}",
+                match name {
+                    RtSysctl::SchedRtRuntimeUs => "sched_rt_runtime_us",
+                    RtSysctl::SchedRtPeriodUs => "sched_rt_period_us",
+                }
+            ),
+            Knob::IrqAffinity { irq } => format!("proc/irq/{irq}/smp_affinity_list"),
+            Knob::TransparentHugepages => "sys/kernel/mm/transparent_hugepage/enabled".into(),
+            Knob::Damon { kdamond } => {
+                format!("sys/kernel/mm/damon/admin/kdamonds/{kdamond}/state")
+            }
+            Knob::Governor { cpu } => {
+                format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor")
+            }
+            Knob::IdleState { cpu, state } => {
+                format!("sys/devices/system/cpu/cpu{cpu}/cpuidle/state{state}/disable")
+            }
+            Knob::TimerSlack { tid } => format!("proc/{tid}/timerslack_ns"),
+        };
+        root.join(rel)
+    }
+
+    /// Its file on this machine.
+    pub fn path(&self) -> PathBuf {
+        self.path_in(Path::new("/"))
+    }
+
+    /// Whether `value` is one this kind of setting takes (checked before any write).
+    pub fn accepts(&self, value: &str) -> bool {
+        let integer = |min: i64| value.parse::<i64>().is_ok_and(|v| v >= min);
+        match self {
+            Knob::RtSysctl {
+                name: RtSysctl::SchedRtRuntimeUs,
+            } => integer(-1),
+            Knob::RtSysctl {
+                name: RtSysctl::SchedRtPeriodUs,
+            } => integer(1),
+            Knob::IrqAffinity { .. } => {
+                value
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b',' || b == b'-')
+                    && rtlab_sys::affinity::CpuList::parse(value).is_ok_and(|l| !l.is_empty())
+            }
+            Knob::TransparentHugepages => ["always", "madvise", "never"].contains(&value),
+            Knob::Damon { .. } => ["on", "off"].contains(&value),
+            Knob::Governor { .. } => GOVERNORS.contains(&value),
+            Knob::IdleState { .. } => ["0", "1"].contains(&value),
+            Knob::TimerSlack { .. } => value.parse::<u64>().is_ok(),
+        }
+    }
+}
+
+/// One write: the file of `knob` held `before`, gets `after`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    /// What is changed.
+    pub knob: Knob,
+    /// Its file, for the reader of the state file only: revert derives it from `knob` and
+    /// refuses a file where the two differ.
     pub path: PathBuf,
     /// What it held (as read, trimmed; for a selector file like THP's, the selected word).
     pub before: String,
@@ -42,8 +182,16 @@ pub struct Change {
     pub error: Option<String>,
 }
 
+impl Change {
+    /// The check it answers.
+    pub fn id(&self) -> &'static str {
+        self.knob.id()
+    }
+}
+
 /// What `--state FILE` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct State {
     /// [`STATE_VERSION`].
     pub rtlab_tune_state: u32,
@@ -111,12 +259,13 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 impl Plan {
-    fn change(&mut self, id: &str, path: PathBuf, after: impl Into<String>) {
+    fn change(&mut self, knob: Knob, root: &Path, after: impl Into<String>) {
         let after = after.into();
+        let path = knob.path_in(root);
         if let Some(before) = current(&path) {
-            if before != after {
+            if before != after && knob.accepts(&before) && knob.accepts(&after) {
                 self.changes.push(Change {
-                    id: id.into(),
+                    knob,
                     path,
                     before,
                     after,
@@ -130,7 +279,13 @@ impl Plan {
 
 /// The writes that would apply the run-time fixes to this machine now (reading only).
 pub fn plan(cfg: &TuneConfig) -> Plan {
+    plan_in(cfg, Path::new("/"))
+}
+
+/// [`plan`] for a machine whose files are under `root` (a laid-out directory in tests).
+pub fn plan_in(cfg: &TuneConfig, root: &Path) -> Plan {
     let wanted = |id: &str| cfg.only.as_ref().is_none_or(|o| o.iter().any(|x| x == id));
+    let under = |rel: &str| root.join(rel).to_string_lossy().into_owned();
     let mut plan = Plan::default();
     let rt = &cfg.rt_cpus;
     let housekeeping: Vec<usize> = rtlab_sys::affinity::usable_cpus()
@@ -140,11 +295,10 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
         .filter(|c| !rt.contains(c))
         .collect();
     if wanted("rt_throttling") {
-        plan.change(
-            "rt_throttling",
-            "/proc/sys/kernel/sched_rt_runtime_us".into(),
-            "-1",
-        );
+        let knob = Knob::RtSysctl {
+            name: RtSysctl::SchedRtRuntimeUs,
+        };
+        plan.change(knob, root, "-1");
     }
     if wanted("irq_affinity") {
         if housekeeping.is_empty() {
@@ -154,17 +308,17 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
             ));
         } else {
             let target = cpu_list(&housekeeping);
-            for (_, dir) in numbered_dirs("/proc/irq", "") {
+            for (irq, dir) in numbered_dirs(&under("proc/irq"), "") {
                 // Only IRQs with a handler (a directory inside) that may run on an RT CPU.
                 let active = std::fs::read_dir(&dir)
                     .map(|d| d.flatten().any(|x| x.path().is_dir()))
                     .unwrap_or(false);
-                let path = dir.join("smp_affinity_list");
-                let on_rt = current(&path)
+                let knob = Knob::IrqAffinity { irq };
+                let on_rt = current(&knob.path_in(root))
                     .and_then(|l| rtlab_sys::affinity::CpuList::parse(&l).ok())
                     .is_some_and(|l| l.as_slice().iter().any(|c| rt.contains(c)));
                 if active && on_rt {
-                    plan.change("irq_affinity", path, target.clone());
+                    plan.change(knob, root, target.clone());
                 }
             }
             if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
@@ -180,38 +334,35 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
         }
     }
     if wanted("transparent_hugepages") {
-        let path = PathBuf::from("/sys/kernel/mm/transparent_hugepage/enabled");
-        if current(&path).as_deref() == Some("always") {
-            plan.change("transparent_hugepages", path, "madvise");
+        let knob = Knob::TransparentHugepages;
+        if current(&knob.path_in(root)).as_deref() == Some("always") {
+            plan.change(knob, root, "madvise");
         }
     }
     if wanted("damon") {
-        for (_, dir) in numbered_dirs("/sys/kernel/mm/damon/admin/kdamonds", "") {
-            let path = dir.join("state");
-            if current(&path).as_deref() == Some("on") {
-                plan.change("damon", path, "off");
+        for (kdamond, _) in numbered_dirs(&under("sys/kernel/mm/damon/admin/kdamonds"), "") {
+            let knob = Knob::Damon { kdamond };
+            if current(&knob.path_in(root)).as_deref() == Some("on") {
+                plan.change(knob, root, "off");
             }
         }
     }
     for &cpu in rt {
-        let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}"));
+        let base = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
+        let cpu = cpu as u32;
         if wanted("cpufreq_governor") {
             let avail = read(&base.join("cpufreq/scaling_available_governors")).unwrap_or_default();
             if avail.split_whitespace().any(|g| g == "performance") {
-                plan.change(
-                    "cpufreq_governor",
-                    base.join("cpufreq/scaling_governor"),
-                    "performance",
-                );
+                plan.change(Knob::Governor { cpu }, root, "performance");
             }
         }
         if wanted("c_states") {
-            for (_, state) in numbered_dirs(&format!("{}/cpuidle", base.display()), "state") {
-                let latency: u64 = read(&state.join("latency"))
+            for (state, dir) in numbered_dirs(&format!("{}/cpuidle", base.display()), "state") {
+                let latency: u64 = read(&dir.join("latency"))
                     .and_then(|l| l.parse().ok())
                     .unwrap_or(0);
                 if latency > 10 {
-                    plan.change("c_states", state.join("disable"), "1");
+                    plan.change(Knob::IdleState { cpu, state }, root, "1");
                 }
             }
         }
@@ -220,12 +371,8 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
         match cfg.slack_pid {
             Some(pid) => {
                 // Each thread's own file is /proc/<tid>/timerslack_ns (none under task/).
-                for (tid, _) in numbered_dirs(&format!("/proc/{pid}/task"), "") {
-                    plan.change(
-                        "timer_slack",
-                        PathBuf::from(format!("/proc/{tid}/timerslack_ns")),
-                        "1",
-                    );
+                for (tid, _) in numbered_dirs(&under(&format!("proc/{pid}/task")), "") {
+                    plan.change(Knob::TimerSlack { tid }, root, "1");
                 }
             }
             None => plan.printed.push((
@@ -254,9 +401,22 @@ pub fn not_applied(checks: &[crate::check::Check]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Writes `value` to `path` (one write, as `echo value > path` does).
-fn write(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, format!("{value}\n")).map_err(|e| e.to_string())
+/// Writes `value` to the file of `knob` under `root` (one write, as `echo value > path` does),
+/// never creating it, never through a link, and on the machine (root `/`) only into the
+/// kernel's own settings files.
+fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), String> {
+    if !knob.accepts(value) {
+        return Err(format!("'{value}' is not a value of {}", knob.id()));
+    }
+    let on_machine = root == Path::new("/");
+    let mut file =
+        rtlab_sys::fs::open_setting(&knob.path_in(root), on_machine).map_err(|e| e.to_string())?;
+    if !on_machine {
+        // A laid-out file on a disk keeps its old tail unless cut (a kernel file replaces).
+        file.set_len(0).map_err(|e| e.to_string())?;
+    }
+    file.write_all(format!("{value}\n").as_bytes())
+        .map_err(|e| e.to_string())
 }
 
 fn save(state: &State, file: &Path) -> Result<(), String> {
@@ -268,6 +428,11 @@ fn save(state: &State, file: &Path) -> Result<(), String> {
 /// Saves `plan` to `file` (which must not exist: it would hold another run's prior values),
 /// then applies it; `file` is rewritten with each write's outcome. Returns the state.
 pub fn apply(plan: Plan, rt_cpus: &[usize], file: &Path) -> Result<State, String> {
+    apply_in(plan, rt_cpus, file, Path::new("/"))
+}
+
+/// [`apply`] on the files under `root`.
+pub fn apply_in(plan: Plan, rt_cpus: &[usize], file: &Path, root: &Path) -> Result<State, String> {
     let mut state = State {
         rtlab_tune_state: STATE_VERSION,
         rt_cpus: rt_cpus.to_vec(),
@@ -276,7 +441,7 @@ pub fn apply(plan: Plan, rt_cpus: &[usize], file: &Path) -> Result<State, String
     // Every prior value is on disk before the first change.
     save(&state, file)?;
     for c in &mut state.changes {
-        match write(&c.path, &c.after) {
+        match write(&c.knob, root, &c.after) {
             Ok(()) => c.applied = true,
             Err(e) => c.error = Some(e),
         }
@@ -285,18 +450,77 @@ pub fn apply(plan: Plan, rt_cpus: &[usize], file: &Path) -> Result<State, String
     Ok(state)
 }
 
-/// Reads a state file.
-pub fn load(file: &Path) -> Result<State, String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let state: State = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not an rtlab tune state file: {e}", file.display()))?;
-    if state.rtlab_tune_state != STATE_VERSION {
-        return Err(format!(
-            "{}: state version {} (this rtlab reads {STATE_VERSION})",
-            file.display(),
-            state.rtlab_tune_state
+/// Why a state file was refused (nothing was changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// It could not be read.
+    #[error("cannot read {0}: {1}")]
+    Unreadable(PathBuf, String),
+    /// Another user could have planted or changed it.
+    #[error("{0}: refused: {1} (a state file tells root what to write; only root or the invoking user may have written it)")]
+    Untrusted(PathBuf, String),
+    /// It is not a tune state file of this version.
+    #[error("{0} is not an rtlab tune state file: {1}")]
+    NotState(PathBuf, String),
+    /// One of its changes is not one tune makes.
+    #[error("{0}: refused: change {1} ({2}): {3}")]
+    BadChange(PathBuf, usize, String, String),
+}
+
+/// Reads a state file, refusing one another user could have written and any change that
+/// `apply` could not have made (a path other than its knob's, a value its kind does not take).
+pub fn load(file: &Path) -> Result<State, StateError> {
+    let f = rtlab_sys::fs::open_trusted(file).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            StateError::Untrusted(file.into(), e.to_string())
+        } else {
+            StateError::Unreadable(file.into(), e.to_string())
+        }
+    })?;
+    let mut text = String::new();
+    f.take(16 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| StateError::Unreadable(file.into(), e.to_string()))?;
+    parse_state(file, &text, Path::new("/"))
+}
+
+/// Parses and checks a state file's text (see [`load`]) for the files under `root`.
+pub fn parse_state(file: &Path, text: &str, root: &Path) -> Result<State, StateError> {
+    #[derive(Deserialize)]
+    struct Version {
+        rtlab_tune_state: u32,
+    }
+    let version: Version =
+        serde_json::from_str(text).map_err(|e| StateError::NotState(file.into(), e.to_string()))?;
+    if version.rtlab_tune_state != STATE_VERSION {
+        return Err(StateError::NotState(
+            file.into(),
+            format!(
+                "state version {} (this rtlab reads {STATE_VERSION}; restore an older file's \
+                 values by hand: it lists each file and its prior value)",
+                version.rtlab_tune_state
+            ),
         ));
+    }
+    let state: State =
+        serde_json::from_str(text).map_err(|e| StateError::NotState(file.into(), e.to_string()))?;
+    for (i, c) in state.changes.iter().enumerate() {
+        let bad = |why: String| {
+            StateError::BadChange(file.into(), i + 1, c.path.display().to_string(), why)
+        };
+        if c.path != c.knob.path_in(root) {
+            return Err(bad(format!(
+                "a {} change is made to {}, not to this file",
+                c.id(),
+                c.knob.path_in(root).display()
+            )));
+        }
+        for value in [&c.before, &c.after] {
+            if !c.knob.accepts(value) {
+                return Err(bad(format!("'{value}' is not a value of {}", c.id())));
+            }
+        }
     }
     Ok(state)
 }
@@ -326,19 +550,25 @@ impl Reverted {
 /// not applied: a crash may have come between a write and its record; writing a value that
 /// is already there changes nothing).
 pub fn revert(state: &State) -> Vec<Reverted> {
+    revert_in(state, Path::new("/"))
+}
+
+/// [`revert`] on the files under `root`.
+pub fn revert_in(state: &State, root: &Path) -> Vec<Reverted> {
     state
         .changes
         .iter()
         .rev()
         .map(|c| {
-            let error = if current(&c.path).as_deref() == Some(c.before.as_str()) {
+            let path = c.knob.path_in(root);
+            let error = if current(&path).as_deref() == Some(c.before.as_str()) {
                 None
             } else {
-                write(&c.path, &c.before).err()
+                write(&c.knob, root, &c.before).err()
             };
             Reverted {
                 change: c.clone(),
-                now: current(&c.path),
+                now: current(&path),
                 error,
             }
         })
@@ -356,47 +586,167 @@ mod tests {
         assert_eq!(selected(" 0-1\n"), "0-1");
     }
 
+    fn laid_out(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let path = root.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        root
+    }
+
+    const RUNTIME: Knob = Knob::RtSysctl {
+        name: RtSysctl::SchedRtRuntimeUs,
+    };
+
     #[test]
     fn apply_saves_before_it_writes_and_revert_restores_and_checks() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&a, "950000\n").unwrap();
-        std::fs::write(&b, "always [madvise] never\n").unwrap();
+        let root = laid_out(&[
+            ("proc/sys/kernel/sched_rt_runtime_us", "950000\n"),
+            (
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "always [madvise] never\n",
+            ),
+        ]);
+        let r = root.path();
         let mut plan = Plan::default();
-        plan.change("rt_throttling", a.clone(), "-1");
-        plan.change("transparent_hugepages", b.clone(), "madvise"); // already: no change
-        plan.change("missing", dir.path().join("nope"), "1"); // unreadable: no change
+        plan.change(RUNTIME, r, "-1");
+        plan.change(Knob::TransparentHugepages, r, "madvise"); // already: no change
+        plan.change(Knob::Damon { kdamond: 0 }, r, "off"); // unreadable: no change
         assert_eq!(plan.changes.len(), 1, "{plan:?}");
+        let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("state.json");
-        let state = apply(plan, &[1], &file).unwrap();
-        assert!(state.changes[0].applied);
+        let state = apply_in(plan, &[1], &file, r).unwrap();
+        assert!(state.changes[0].applied, "{state:?}");
+        let a = RUNTIME.path_in(r);
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "-1\n");
-        let saved = load(&file).unwrap();
+        let saved = parse_state(&file, &std::fs::read_to_string(&file).unwrap(), r).unwrap();
         assert_eq!(saved.changes, state.changes);
         assert_eq!(saved.changes[0].before, "950000");
-        let back = revert(&saved);
+        let back = revert_in(&saved, r);
         assert!(back.iter().all(Reverted::restored), "{back:?}");
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "950000\n");
         // A file that no longer takes the old value says so.
         std::fs::remove_file(&a).unwrap();
         std::fs::create_dir(&a).unwrap();
-        let back = revert(&saved);
+        let back = revert_in(&saved, r);
         assert!(back[0].error.is_some() || !back[0].restored(), "{back:?}");
     }
 
     #[test]
+    fn revert_never_creates_a_file_nor_writes_through_a_link() {
+        // Regression (hardening, second review, #1): a planted state file made root create
+        // files and write through links.
+        let root = laid_out(&[("proc/sys/kernel/x", "")]);
+        let r = root.path();
+        let state = |before: &str| State {
+            rtlab_tune_state: STATE_VERSION,
+            rt_cpus: vec![],
+            changes: vec![Change {
+                knob: RUNTIME,
+                path: RUNTIME.path_in(r),
+                before: before.into(),
+                after: "-1".into(),
+                applied: true,
+                error: None,
+            }],
+        };
+        let back = revert_in(&state("950000"), r);
+        assert!(!RUNTIME.path_in(r).exists(), "not created: {back:?}");
+        let victim = r.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, RUNTIME.path_in(r)).unwrap();
+        let back = revert_in(&state("950000"), r);
+        assert!(back[0].error.is_some(), "{back:?}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    fn one_change(change: serde_json::Value) -> String {
+        serde_json::json!({"rtlab_tune_state": STATE_VERSION, "rt_cpus": [1], "changes": [change]})
+            .to_string()
+    }
+
+    #[test]
+    fn a_state_file_names_kinds_not_paths_and_each_value_fits_its_kind() {
+        let f = Path::new("s.json");
+        let root = Path::new("/");
+        let good = serde_json::json!({
+            "knob": {"kind": "irq_affinity", "irq": 5},
+            "path": "/proc/irq/5/smp_affinity_list",
+            "before": "0-1", "after": "0"
+        });
+        assert!(parse_state(f, &one_change(good.clone()), root).is_ok());
+        let with = |key: &str, value: serde_json::Value| {
+            let mut c = good.clone();
+            c[key] = value;
+            parse_state(f, &one_change(c), root)
+                .unwrap_err()
+                .to_string()
+        };
+        // The path an attacker wants root to write is not the one the kind maps to.
+        let e = with("path", "/root/.ssh/authorized_keys".into());
+        assert!(
+            e.contains("change 1") && e.contains("/proc/irq/5/smp_affinity_list"),
+            "{e}"
+        );
+        let e = with("before", "ssh-ed25519 AAAA".into());
+        assert!(e.contains("not a value of irq_affinity"), "{e}");
+        let e = with(
+            "knob",
+            serde_json::json!({"kind": "file", "path": "/etc/shadow"}),
+        );
+        assert!(e.contains("not an rtlab tune state file"), "{e}");
+        let e = with(
+            "knob",
+            serde_json::json!({"kind": "irq_affinity", "irq": "../../etc"}),
+        );
+        assert!(e.contains("not an rtlab tune state file"), "{e}");
+        for (knob, ok, bad) in [
+            (RUNTIME, "-1", "-2"),
+            (Knob::TransparentHugepages, "madvise", "[madvise]"),
+            (Knob::Damon { kdamond: 0 }, "off", "of"),
+            (Knob::Governor { cpu: 0 }, "performance", "x\ny"),
+            (Knob::IdleState { cpu: 0, state: 2 }, "1", "2"),
+            (Knob::TimerSlack { tid: 9 }, "50000", "-1"),
+        ] {
+            assert!(knob.accepts(ok), "{knob:?} {ok}");
+            assert!(!knob.accepts(bad), "{knob:?} {bad}");
+        }
+    }
+
+    #[test]
     fn a_state_file_of_another_kind_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("x.json");
-        std::fs::write(&f, "{\"schema_version\": 1}").unwrap();
-        assert!(load(&f)
-            .unwrap_err()
-            .contains("not an rtlab tune state file"));
-        std::fs::write(
-            &f,
-            "{\"rtlab_tune_state\": 9, \"rt_cpus\": [], \"changes\": []}",
-        )
-        .unwrap();
-        assert!(load(&f).unwrap_err().contains("version 9"));
+        let f = Path::new("x.json");
+        let e = parse_state(f, "{\"schema_version\": 1}", Path::new("/")).unwrap_err();
+        assert!(
+            e.to_string().contains("not an rtlab tune state file"),
+            "{e}"
+        );
+        let text = "{\"rtlab_tune_state\": 9, \"rt_cpus\": [], \"changes\": []}";
+        let e = parse_state(f, text, Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("version 9"), "{e}");
+    }
+
+    #[test]
+    fn the_plan_reads_a_laid_out_machine() {
+        let root = laid_out(&[
+            ("proc/sys/kernel/sched_rt_runtime_us", "950000\n"),
+            ("proc/irq/9/smp_affinity_list", "0-1\n"),
+            ("proc/irq/9/acpi/spurious", ""),
+            ("sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n"),
+        ]);
+        let cfg = TuneConfig {
+            rt_cpus: vec![1],
+            only: None,
+            slack_pid: None,
+        };
+        let plan = plan_in(&cfg, root.path());
+        let knobs: Vec<Knob> = plan.changes.iter().map(|c| c.knob).collect();
+        assert!(knobs.contains(&RUNTIME), "{plan:?}");
+        assert!(knobs.contains(&Knob::Damon { kdamond: 0 }), "{plan:?}");
+        if rtlab_sys::affinity::usable_cpus().as_slice().len() > 1 {
+            assert!(knobs.contains(&Knob::IrqAffinity { irq: 9 }), "{plan:?}");
+        }
     }
 }

@@ -23,6 +23,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+/// The highest real-time priority of a thread that never yields its CPU (a noise spinner, a
+/// busy-polling ipc end): the watchdog runs at 99 and must be able to run over it (two at 99
+/// would take turns only by round robin or not at all, and Ctrl-C would never be seen).
+pub const MAX_SPINNER_PRIO: u32 = 98;
+
+/// Refuses a priority above [`MAX_SPINNER_PRIO`] for threads that never yield.
+pub fn check_spinner_prio(policy: Policy, prio: u32, who: &str) -> Result<(), crate::LabError> {
+    if policy.is_realtime() && prio > MAX_SPINNER_PRIO {
+        return Err(crate::LabError::bad(
+            "prio",
+            format!(
+                "{prio}: {who} never yield their CPU, so they run at most at \
+                 {MAX_SPINNER_PRIO} (99 is the watchdog's, which must run over them)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// How long ordinary work on a CPU may be starved before the watchdog acts.
 pub const STARVATION_LIMIT: Nanos = Nanos::from_secs(5);
 /// The watchdog's period.

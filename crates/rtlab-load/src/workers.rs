@@ -308,6 +308,8 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             // created here so that a failure is reported instead of a load doing nothing.
             let dir = std::env::temp_dir();
             let prefix = format!("rtlab-io-{}-", std::process::id());
+            rtlab_sys::fs::check_dir_owner(&dir)
+                .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
             let (file, path) = rtlab_sys::fs::create_unique(&dir, &prefix, ".tmp", 0o600)
                 .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
             let guard = TempFile(path);

@@ -499,13 +499,20 @@ fn checked_v2(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, &'static str> 
             if len != body.len() {
                 return Err("compressed length does not match the data");
             }
-            let mut out = Vec::new();
-            flate2::read::ZlibDecoder::new(body)
-                .take(MAX_INFLATED + 1)
+            // The header first: its payload length bounds the rest (a V2 encoding is exactly
+            // header + payload), so no more is inflated than the header declares.
+            let mut z = flate2::read::ZlibDecoder::new(body);
+            let mut out = vec![0u8; V2_HEADER];
+            z.read_exact(&mut out).map_err(|_| truncated)?;
+            let declared = V2_HEADER as u64 + be32(&out, 4).ok_or(truncated)? as u64;
+            if declared > MAX_INFLATED {
+                return Err("histogram inflates to more than 4 MiB");
+            }
+            z.take(declared - V2_HEADER as u64 + 1)
                 .read_to_end(&mut out)
                 .map_err(|_| "bad deflate stream")?;
-            if out.len() as u64 > MAX_INFLATED {
-                return Err("histogram inflates to more than 4 MiB");
+            if out.len() as u64 > declared {
+                return Err("histogram longer than its header says");
             }
             out.into()
         }
@@ -528,9 +535,86 @@ fn checked_v2(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, &'static str> 
     Ok(plain)
 }
 
+/// The counts array HdrHistogram allocates for these bounds (as its constructor sizes it).
+fn counts_len(digits: u32, lowest: u64, highest: u64) -> u64 {
+    let single_unit = 2 * 10u64.pow(digits);
+    let sub_bucket_magnitude = 64 - (single_unit - 1).leading_zeros();
+    let sub_bucket_count = 1u64 << sub_bucket_magnitude;
+    let unit_magnitude = 63 - lowest.leading_zeros();
+    let mut smallest_untrackable = sub_bucket_count << unit_magnitude;
+    let mut buckets = 1u64;
+    while smallest_untrackable <= highest {
+        if smallest_untrackable > u64::MAX / 2 {
+            buckets += 1;
+            break;
+        }
+        smallest_untrackable <<= 1;
+        buckets += 1;
+    }
+    (buckets + 1) * (sub_bucket_count / 2)
+}
+
+/// What decoding `data` ([`LatencyHistogram::decode_base64`]) will cost, in work units (a
+/// counts-array entry or a payload byte), read from its header alone: a document's total is
+/// bounded before any histogram of it is decoded (see `ResultDoc::check_decode_work`).
+pub fn decode_work(data: &str) -> Result<u64, HistogramError> {
+    use std::io::Read;
+    let bad = |e: &str| HistogramError::Decode(e.into());
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| HistogramError::Decode(e.to_string()))?;
+    let mut header = [0u8; V2_HEADER];
+    match be32(&bytes, 0) {
+        Some(V2_COOKIE) => {
+            header.copy_from_slice(bytes.get(..V2_HEADER).ok_or(bad("truncated histogram"))?)
+        }
+        Some(V2_DEFLATE_COOKIE) => flate2::read::ZlibDecoder::new(bytes.get(8..).unwrap_or(&[]))
+            .read_exact(&mut header)
+            .map_err(|_| bad("truncated histogram"))?,
+        _ => return Err(bad("not an HdrHistogram V2 encoding")),
+    }
+    let payload = be32(&header, 4).unwrap_or(0) as u64;
+    let room = match be32(&bytes, 0) {
+        Some(V2_COOKIE) => bytes.len().saturating_sub(V2_HEADER) as u64,
+        _ => MAX_INFLATED - V2_HEADER as u64,
+    };
+    if payload > room {
+        return Err(bad("payload length beyond the data"));
+    }
+    let digits = be32(&header, 12).unwrap_or(0);
+    let (lowest, highest) = (
+        be64(&header, 16).unwrap_or(0),
+        be64(&header, 24).unwrap_or(0),
+    );
+    if !(1..=4).contains(&digits) || lowest == 0 || highest > 1 << 53 || highest < 2 * lowest {
+        return Err(bad("histogram bounds or precision out of range"));
+    }
+    Ok(payload + counts_len(digits, lowest, highest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decode_work_is_the_counts_array_hdrhistogram_allocates() {
+        for (digits, lowest, highest) in [
+            (3, 1, HIGHEST_TRACKABLE_NS),
+            (2, 1, 1000),
+            (4, 1, 1 << 53),
+            (1, 1000, 1 << 40),
+        ] {
+            let h = Histogram::<u64>::new_with_bounds(lowest, highest, digits as u8).unwrap();
+            assert_eq!(
+                counts_len(digits, lowest, highest),
+                h.distinct_values() as u64,
+                "{digits} {lowest} {highest}"
+            );
+        }
+        let mine = LatencyHistogram::new().encode_base64().unwrap();
+        let work = decode_work(&mine).unwrap();
+        assert!(work < 100_000, "{work}");
+    }
 
     /// xorshift64*: deterministic pseudo-random samples without a dependency.
     struct Rng(u64);

@@ -10,6 +10,8 @@ mod nanos;
 pub mod result;
 mod units;
 
-pub use histogram::{HistogramError, LatencyHistogram, LiveHistogram, HIGHEST_TRACKABLE_NS};
+pub use histogram::{
+    decode_work, HistogramError, LatencyHistogram, LiveHistogram, HIGHEST_TRACKABLE_NS,
+};
 pub use nanos::Nanos;
 pub use units::{parse_duration, parse_size, ParseError};

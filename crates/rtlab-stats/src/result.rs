@@ -7,6 +7,12 @@ use serde_json::{Map, Value};
 /// The schema version this crate writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The most decoding work ([`crate::histogram::decode_work`]) one document may ask for: about
+/// 3 000 of rtlab's own histograms (1 ns to 1 h at 3 digits, ~34 000 counts each); a document
+/// that declares more is refused before any histogram of it is decoded (it could otherwise
+/// make `diff` or `report` spend minutes on a few megabytes).
+pub const MAX_DECODE_WORK: u64 = 128 << 20;
+
 /// One run's complete result.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ResultDoc {
@@ -36,6 +42,30 @@ pub struct ResultDoc {
     /// Run outcome.
     #[serde(default)]
     pub verdict: Verdict,
+}
+
+impl ResultDoc {
+    /// Refuses a document whose histograms together would cost more than
+    /// [`MAX_DECODE_WORK`] to decode (judged from their headers alone).
+    pub fn check_decode_work(&self) -> Result<(), HistogramError> {
+        let mut total = 0u64;
+        for s in &self.series {
+            if let Some(h) = &s.histogram {
+                // One that is not a sane encoding is refused by its own decode, at once
+                // (its series is then compared by its summary alone): it costs nothing here.
+                total = total.saturating_add(crate::histogram::decode_work(&h.data).unwrap_or(0));
+                if total > MAX_DECODE_WORK {
+                    return Err(HistogramError::Decode(format!(
+                        "the histograms of {} series and more ask for over {} M entries to \
+                         decode, more than rtlab decodes for one document",
+                        self.series.len(),
+                        MAX_DECODE_WORK >> 20
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `tool` of a result document.

@@ -151,18 +151,31 @@ impl PiCondvar {
     }
 
     fn requeue(&self, word: &AtomicU32, nr_requeue: u32) {
+        if let Err(e) = self.try_requeue(word, nr_requeue) {
+            debug_assert!(false, "FUTEX_CMP_REQUEUE_PI failed: {e}");
+        }
+    }
+
+    fn try_requeue(&self, word: &AtomicU32, nr_requeue: u32) -> Result<(), Errno> {
         loop {
             // Release: a waiter that sees the new seq (through the kernel) sees our writes.
             let seq = self.seq.fetch_add(1, Ordering::Release).wrapping_add(1);
             match futex::cmp_requeue_pi(&self.seq, self.scope(), nr_requeue, word, seq) {
-                Ok(_) => return,
+                Ok(_) => return Ok(()),
                 // Another notify bumped seq in between: ours is covered by a retry.
                 Err(Errno::AGAIN) => continue,
-                Err(e) => {
-                    debug_assert!(false, "FUTEX_CMP_REQUEUE_PI failed: {e}");
-                    return;
-                }
+                Err(e) => return Err(e),
             }
         }
+    }
+
+    /// [`notify_one`](Self::notify_one) (`all`: [`notify_all`](Self::notify_all)) onto a
+    /// mutex word whose address came from memory a peer can write (a shared condition
+    /// variable's record of its mutex), reporting what the kernel refuses instead of
+    /// dropping it: `EINVAL` when waiters wait for another mutex (the record was scribbled),
+    /// `EFAULT` when the address is not mapped. The kernel validates the word; user space
+    /// never reads it.
+    pub fn try_notify(&self, word: &AtomicU32, all: bool) -> Result<(), Errno> {
+        self.try_requeue(word, if all { i32::MAX as u32 } else { 0 })
     }
 }

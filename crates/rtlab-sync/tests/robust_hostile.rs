@@ -286,6 +286,83 @@ fn a_forgotten_guard_then_dropping_the_mutex_leaves_no_dangling_entry() {
     .unwrap();
 }
 
+#[test]
+fn a_forgotten_glibc_robust_guard_then_dropping_the_mutex_leaves_no_dangling_entry() {
+    // Regression (hardening, second review, #10): a robust PthreadMutex dropped with its
+    // guard forgotten freed memory still linked in glibc's robust list, from safe code.
+    for kind in [PthreadKind::Robust, PthreadKind::RobustPi] {
+        std::thread::spawn(move || {
+            let before = list_first();
+            {
+                let m = PthreadMutex::new(kind).unwrap();
+                std::mem::forget(m.lock().unwrap());
+            }
+            assert_eq!(list_first(), before, "{kind:?}: unlinked with the mutex");
+            let junk: Vec<Box<[u8; 64]>> = (0..64).map(|_| Box::new([0xa5; 64])).collect();
+            let glibc = PthreadMutex::new(kind).unwrap();
+            drop(glibc.lock().unwrap());
+            assert!(
+                junk.iter().all(|b| b.iter().all(|&x| x == 0xa5)),
+                "{kind:?}: junk untouched"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// Run by `dropping_a_glibc_robust_mutex_another_thread_holds_aborts` in a child process.
+#[test]
+fn helper_drop_glibc_robust_while_another_thread_holds() {
+    if std::env::var_os("RTLAB_PTHREAD_ABORT_HELPER").is_none() {
+        return; // only meaningful as that test's child
+    }
+    let m = std::sync::Arc::new(PthreadMutex::new(PthreadKind::Robust).unwrap());
+    let locked = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let (m2, locked2) = (m.clone(), locked.clone());
+    std::thread::spawn(move || {
+        std::mem::forget(m2.lock().unwrap());
+        drop(m2);
+        locked2.wait();
+        loop {
+            std::thread::park(); // alive, holding it
+        }
+    });
+    locked.wait();
+    drop(m); // the last reference: must abort
+    std::process::exit(0);
+}
+
+#[test]
+fn dropping_a_glibc_robust_mutex_another_thread_holds_aborts() {
+    assert_helper_aborts(
+        "helper_drop_glibc_robust_while_another_thread_holds",
+        "RTLAB_PTHREAD_ABORT_HELPER",
+    );
+}
+
+/// Runs test `helper` alone in a child process (with `env` set) and checks it aborted
+/// saying why.
+fn assert_helper_aborts(helper: &str, env: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", helper, "--nocapture"])
+        .env(env, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(6), // SIGABRT
+        "expected an abort, got {:?}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("guard was forgotten"),
+        "says why"
+    );
+}
+
 /// Run by `dropping_a_mutex_another_thread_holds_aborts` in a child process.
 #[test]
 fn helper_drop_while_another_thread_holds() {
@@ -311,26 +388,9 @@ fn helper_drop_while_another_thread_holds() {
 
 #[test]
 fn dropping_a_mutex_another_thread_holds_aborts() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "helper_drop_while_another_thread_holds",
-            "--nocapture",
-        ])
-        .env("RTLAB_ROBUST_ABORT_HELPER", "1")
-        .output()
-        .unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        out.status.signal(),
-        Some(6), // SIGABRT
-        "expected an abort, got {:?}; stderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("guard was forgotten"),
-        "says why"
+    assert_helper_aborts(
+        "helper_drop_while_another_thread_holds",
+        "RTLAB_ROBUST_ABORT_HELPER",
     );
 }
 

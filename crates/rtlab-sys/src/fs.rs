@@ -10,6 +10,8 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+#[cfg(test)]
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -87,11 +89,108 @@ pub fn invoking_uid() -> u32 {
         .unwrap_or_else(|| rustix::process::getuid().as_raw())
 }
 
-/// Fails unless `dir` (a directory, links followed) belongs to root, to this process's
-/// effective user or to the invoking user: a directory another user owns lets that user swap
-/// its entries under rtlab's feet.
+/// The users rtlab trusts with the files it reads and the directories it writes: root, its
+/// own real and effective users and the invoking user ([`invoking_uid`]).
+pub fn trusted_uids() -> [u32; 4] {
+    [
+        0,
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getuid().as_raw(),
+        invoking_uid(),
+    ]
+}
+
+fn refused(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why)
+}
+
+/// A directory only trusted users can change: owned by one of them, and writable by no one
+/// else (unless sticky, where others may add entries but not replace ours).
+fn dir_is_safe(meta: &std::fs::Metadata) -> bool {
+    trusted_uids().contains(&meta.uid()) && (meta.mode() & 0o022 == 0 || meta.mode() & 0o1000 != 0)
+}
+
+/// Resolves `path` one component at a time, following a symbolic link only where no one but
+/// a trusted user could have put it: the link is owned by a trusted user and sits in a
+/// directory only trusted users can change ([`dir_is_safe`]; in a sticky directory such as
+/// /tmp another user can plant a link of their own, which is refused). Returns the path with
+/// every link resolved (a missing tail is kept as given).
+pub fn resolve_trusted(path: &Path) -> io::Result<PathBuf> {
+    let mut pending: Vec<std::ffi::OsString> = Vec::new();
+    let start = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    for c in start.components().rev() {
+        pending.push(c.as_os_str().to_os_string());
+    }
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        match part.to_str() {
+            Some("/") | Some(".") => continue,
+            Some("..") => {
+                resolved.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let next = resolved.join(&part);
+        let meta = match std::fs::symlink_metadata(&next) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // The rest does not exist (yet): nothing there to follow.
+                resolved = next;
+                while let Some(rest) = pending.pop() {
+                    resolved.push(rest);
+                }
+                return Ok(resolved);
+            }
+            Err(e) => return Err(e),
+        };
+        if !meta.file_type().is_symlink() {
+            resolved = next;
+            continue;
+        }
+        let holder = std::fs::metadata(&resolved)?;
+        if !trusted_uids().contains(&meta.uid()) || !dir_is_safe(&holder) {
+            return Err(refused(format!(
+                "{} is a symbolic link that another user (uid {}) could have planted: refusing \
+                 to follow it",
+                next.display(),
+                if trusted_uids().contains(&meta.uid()) {
+                    holder.uid()
+                } else {
+                    meta.uid()
+                }
+            )));
+        }
+        links += 1;
+        if links > 40 {
+            return Err(io::Error::other(format!(
+                "{}: too many levels of symbolic links",
+                path.display()
+            )));
+        }
+        let target = std::fs::read_link(&next)?;
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        for c in target.components().rev() {
+            pending.push(c.as_os_str().to_os_string());
+        }
+    }
+    Ok(resolved)
+}
+
+/// Fails unless `dir` is a directory that belongs to root, to this process's effective user
+/// or to the invoking user, reached without following a link another user could have planted
+/// ([`resolve_trusted`]): a directory another user owns, or a link of theirs on the way to it,
+/// lets that user point rtlab's writes anywhere.
 pub fn check_dir_owner(dir: &Path) -> io::Result<()> {
-    let meta = std::fs::metadata(dir)?;
+    let dir = resolve_trusted(dir)?;
+    let meta = std::fs::metadata(&dir)?;
     if !meta.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotADirectory,
@@ -99,22 +198,132 @@ pub fn check_dir_owner(dir: &Path) -> io::Result<()> {
         ));
     }
     let owner = meta.uid();
-    let trusted = [
-        0,
-        rustix::process::geteuid().as_raw(),
-        rustix::process::getuid().as_raw(),
-        invoking_uid(),
-    ];
-    if trusted.contains(&owner) {
+    if trusted_uids().contains(&owner) {
         Ok(())
     } else {
-        Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "owned by uid {owner}, neither root nor the invoking user: refusing to write there"
-            ),
-        ))
+        Err(refused(format!(
+            "owned by uid {owner}, neither root nor the invoking user: refusing to write there"
+        )))
     }
+}
+
+/// Opens a file rtlab is about to trust as root (a state file that says what to write where):
+/// refused, with the rule that refused it, unless it is a regular file (not a link: never
+/// followed) owned by a trusted user ([`trusted_uids`]), writable by no one else, in a directory
+/// chain no one else can change (each directory from / down owned by a trusted user and not
+/// writable by others unless sticky), as sudo and sshd judge their files. The checks are made
+/// on the open file, so it cannot be swapped after them.
+pub fn open_trusted(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                refused("is a symbolic link (never followed)".into())
+            } else {
+                e
+            }
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file".into()));
+    }
+    if !trusted_uids().contains(&meta.uid()) {
+        return Err(refused(format!(
+            "owned by uid {}, neither root nor the invoking user",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refused(format!(
+            "group- or world-writable (mode {:o}): another user could have written it",
+            meta.mode() & 0o777
+        )));
+    }
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut dir = parent_dir(&absolute);
+    loop {
+        let m = std::fs::metadata(&dir)?;
+        if !trusted_uids().contains(&m.uid()) {
+            return Err(refused(format!(
+                "its directory {} is owned by uid {}, neither root nor the invoking user",
+                dir.display(),
+                m.uid()
+            )));
+        }
+        if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+            return Err(refused(format!(
+                "its directory {} is writable by others and not sticky (mode {:o})",
+                dir.display(),
+                m.mode() & 0o7777
+            )));
+        }
+        if !dir.pop() {
+            break;
+        }
+    }
+    Ok(file)
+}
+
+/// Opens `path` to append to it, creating it (mode 0644 less the umask) when missing, never
+/// through a link (`O_APPEND|O_CREAT|O_NOFOLLOW`), and refusing a file that is not a regular
+/// file of a trusted user ([`trusted_uids`]): a log another user planted under the name stays
+/// theirs, untouched.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file".into()));
+    }
+    if !trusted_uids().contains(&meta.uid()) {
+        return Err(refused(format!(
+            "owned by uid {}, neither root nor the invoking user: refusing to append to it",
+            meta.uid()
+        )));
+    }
+    Ok(file)
+}
+
+/// The filesystems of the kernel's own settings: procfs, sysfs, debugfs, tracefs.
+pub fn is_kernel_settings_file(file: &File) -> io::Result<bool> {
+    const SYSFS_MAGIC: u64 = 0x6265_6572;
+    const DEBUGFS_MAGIC: u64 = 0x6462_6720;
+    const TRACEFS_MAGIC: u64 = 0x7472_6163;
+    let kind = rustix::fs::fstatfs(file)?.f_type as u64;
+    Ok([
+        rustix::fs::PROC_SUPER_MAGIC as u64,
+        SYSFS_MAGIC,
+        DEBUGFS_MAGIC,
+        TRACEFS_MAGIC,
+    ]
+    .contains(&kind))
+}
+
+/// Opens an existing file to write a setting into it, as `echo value > path` would but never
+/// creating it and never through a link in its last component (`O_WRONLY|O_NOFOLLOW`, no
+/// `O_CREAT`); with `kernel_only`, also refuses a file that is not one of the kernel's own
+/// settings ([`is_kernel_settings_file`]).
+pub fn open_setting(path: &Path, kernel_only: bool) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    if kernel_only && !is_kernel_settings_file(&file)? {
+        return Err(refused(
+            "not a kernel setting (not in procfs, sysfs, debugfs or tracefs)".into(),
+        ));
+    }
+    Ok(file)
 }
 
 /// Opens `path` for reading with `O_NONBLOCK` (a pipe-like file such as tracefs's
@@ -181,5 +390,104 @@ mod tests {
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
         let err = check_dir_owner(&theirs).unwrap_err();
         assert!(err.to_string().contains("uid 65534"), "{err}");
+    }
+
+    #[test]
+    fn a_link_in_a_directory_of_another_user_is_not_followed() {
+        // Regression (hardening, second review, #6): `--json bob/results/r.json` with
+        // `results` a link bob made to a root-only directory wrote there.
+        let dir = tempfile::tempdir().unwrap();
+        let root_only = dir.path().join("root-only");
+        std::fs::create_dir(&root_only).unwrap();
+        let mine = dir.path().join("mine");
+        std::os::unix::fs::symlink(&root_only, &mine).unwrap();
+        // A link of a trusted user in a directory only they can change is followed.
+        assert_eq!(
+            resolve_trusted(&mine.join("r.json")).unwrap(),
+            root_only.join("r.json")
+        );
+        assert!(check_dir_owner(&mine).is_ok());
+        if rustix::process::geteuid().as_raw() != 0 {
+            eprintln!("a_link_in_a_directory_of_another_user_is_not_followed: skipped: needs root");
+            return;
+        }
+        let bob = dir.path().join("bob");
+        std::fs::create_dir(&bob).unwrap();
+        let link = bob.join("results");
+        std::os::unix::fs::symlink(&root_only, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::chown(&bob, Some(65534), Some(65534)).unwrap();
+        let err = check_dir_owner(&link).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        // Root's own link in bob's directory: bob can swap it, so it is refused too.
+        let dir2 = tempfile::tempdir().unwrap();
+        let bob2 = dir2.path().join("bob");
+        std::fs::create_dir(&bob2).unwrap();
+        std::os::unix::fs::symlink(&root_only, bob2.join("results")).unwrap();
+        std::os::unix::fs::chown(&bob2, Some(65534), Some(65534)).unwrap();
+        assert!(check_dir_owner(&bob2.join("results")).is_err());
+        // And bob's link in a sticky shared directory (like /tmp).
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let planted = shared.join("out");
+        std::os::unix::fs::symlink(&root_only, &planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+        assert!(check_dir_owner(&planted).is_err());
+    }
+
+    #[test]
+    fn a_file_to_trust_is_judged_as_sudo_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("state.json");
+        std::fs::write(&good, "{}").unwrap();
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(open_trusted(&good).is_ok());
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(open_trusted(&link)
+            .unwrap_err()
+            .to_string()
+            .contains("symbolic link"));
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(open_trusted(&good)
+            .unwrap_err()
+            .to_string()
+            .contains("world-writable"));
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(open.join("s.json"), "{}").unwrap();
+        let err = open_trusted(&open.join("s.json")).unwrap_err().to_string();
+        assert!(err.contains("writable by others and not sticky"), "{err}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(
+            open_trusted(&open.join("s.json")).is_ok(),
+            "sticky, like /tmp"
+        );
+        if rustix::process::geteuid().as_raw() == 0 {
+            std::os::unix::fs::chown(open.join("s.json"), Some(65534), Some(65534)).unwrap();
+            let err = open_trusted(&open.join("s.json")).unwrap_err().to_string();
+            assert!(err.contains("owned by uid 65534"), "{err}");
+        }
+    }
+
+    #[test]
+    fn only_the_kernels_own_files_are_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("x");
+        std::fs::write(&plain, "1").unwrap();
+        assert!(open_setting(&plain, false).is_ok());
+        assert!(open_setting(&plain, true).is_err(), "a file on a disk");
+        assert!(
+            open_setting(&dir.path().join("new"), false).is_err(),
+            "never created"
+        );
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&plain, &link).unwrap();
+        assert!(open_setting(&link, false).is_err(), "never through a link");
+        let proc_file = File::open("/proc/self/stat").unwrap();
+        assert!(is_kernel_settings_file(&proc_file).unwrap());
     }
 }

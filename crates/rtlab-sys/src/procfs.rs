@@ -229,6 +229,31 @@ impl ProcSnapshot {
     }
 }
 
+/// PF_KTHREAD in `/proc/<pid>/stat`'s flags: set by the kernel for its own threads only.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether `pid` is a kernel thread, judged from `proc` (`/proc`, or a directory laid out like
+/// it): PF_KTHREAD in its flags and kthreadd (pid 2) its parent, or kthreadd itself. A name is
+/// no proof: any process can call itself `napi/eth0-1` or `ksoftirqd/0`.
+pub fn is_kernel_thread_in(proc: &std::path::Path, pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")) else {
+        return false;
+    };
+    // "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold anything.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ppid: Option<u32> = fields.get(1).and_then(|f| f.parse().ok());
+    let flags: Option<u64> = fields.get(6).and_then(|f| f.parse().ok());
+    matches!((ppid, flags), (Some(p), Some(f)) if f & PF_KTHREAD != 0 && (p == 2 || pid == 2))
+}
+
+/// [`is_kernel_thread_in`] on this machine's /proc.
+pub fn is_kernel_thread(pid: u32) -> bool {
+    is_kernel_thread_in(std::path::Path::new("/proc"), pid)
+}
+
 /// The processes whose name (`/proc/<pid>/comm`) is `name`.
 pub fn pids_named(name: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -245,6 +270,26 @@ pub fn pids_named(name: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_kernels_threads_are_kernel_threads() {
+        assert!(is_kernel_thread(2), "kthreadd");
+        assert!(!is_kernel_thread(std::process::id()));
+        assert!(!is_kernel_thread(1), "init");
+        let proc = tempfile::tempdir().unwrap();
+        let lay = |pid: u32, stat: &str| {
+            let dir = proc.path().join(pid.to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("stat"), stat).unwrap();
+        };
+        lay(10, "10 (napi/eth0-8193) S 2 0 0 0 -1 2129984 0 0");
+        lay(11, "11 (napi/eth0-1) S 900 11 11 0 -1 4194560 0 0"); // a user process
+        lay(12, "12 (x) 2 0 0 0 -1 2129984) S 900 1 1 0 -1 4194560 0"); // comm with ") S 2"
+        assert!(is_kernel_thread_in(proc.path(), 10));
+        assert!(!is_kernel_thread_in(proc.path(), 11));
+        assert!(!is_kernel_thread_in(proc.path(), 12));
+        assert!(!is_kernel_thread_in(proc.path(), 13), "gone");
+    }
 
     #[test]
     fn a_threads_name_and_priority_read_back_as_the_trace_events_give_them() {

@@ -199,7 +199,35 @@ impl PthreadMutex {
 }
 
 impl Drop for PthreadMutex {
+    /// A robust mutex still held here had its guard forgotten (`mem::forget`; a live guard
+    /// borrows it), and glibc keeps it linked in its holder's robust list: freeing it would
+    /// leave that list pointing into freed memory, which glibc and the kernel write through.
+    /// If this thread holds it, it is unlocked (glibc unlinks it); if another live thread of
+    /// this process does, the process aborts (that thread's list cannot be touched from
+    /// here), the contract of rtlab's own `RobustMutex`.
     fn drop(&mut self) {
+        if matches!(self.kind, PthreadKind::Robust | PthreadKind::RobustPi) {
+            // The robust mutex's futex word (`__data.__lock`, its first int) holds the
+            // owner's TID, as the kernel's robust-futex ABI requires.
+            // SAFETY: `inner` points to the live, initialised mutex this value owns; the
+            // word is only read, atomically.
+            let word = unsafe {
+                (*self.inner.cast::<std::sync::atomic::AtomicU32>())
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
+            let owner = word & 0x3fff_ffff; // FUTEX_TID_MASK
+            if owner != 0 && owner == crate::futex::current_tid() {
+                // SAFETY: this thread holds it (its TID is the owner's).
+                unsafe { libc::pthread_mutex_unlock(self.inner) };
+            } else if owner != 0 && crate::process::thread_in_this_process(owner) {
+                eprintln!(
+                    "rtlab: a robust PthreadMutex was dropped while thread {owner} still held it \
+                     (its guard was forgotten); aborting rather than leave that thread's robust \
+                     list pointing into freed memory"
+                );
+                std::process::abort();
+            }
+        }
         // SAFETY: no guard borrows it any more (guards borrow `self`).
         unsafe { libc::pthread_mutex_destroy(self.inner) };
     }

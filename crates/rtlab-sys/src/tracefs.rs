@@ -37,3 +37,62 @@ pub fn unmount() -> Result<(), SysError> {
     }
     Ok(())
 }
+
+/// Tracing instances (`instances/rtlab-<pid>`) whose rtlab is gone: a run killed with SIGKILL
+/// leaves its instance tracing (its events on, its buffers allocated) until someone removes it.
+pub fn stale_instances() -> Vec<std::path::PathBuf> {
+    let Some(root) = crate::probe::tracefs_mount() else {
+        return Vec::new();
+    };
+    stale_instances_in(&root.join("instances"), |pid| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+}
+
+fn stale_instances_in(
+    instances: &std::path::Path,
+    alive: impl Fn(u32) -> bool,
+) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(instances)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("rtlab-"))
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !alive(pid))
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes [`stale_instances`] (tracing off first); returns those it removed.
+pub fn remove_stale_instances() -> Vec<std::path::PathBuf> {
+    stale_instances()
+        .into_iter()
+        .filter(|dir| {
+            let _ = std::fs::write(dir.join("tracing_on"), "0");
+            let _ = std::fs::write(dir.join("events/enable"), "0");
+            std::fs::remove_dir(dir).is_ok()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    #[test]
+    fn only_instances_of_dead_rtlab_runs_are_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["rtlab-100", "rtlab-200", "rtlab-x", "other-300", "rtlab-"] {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        let stale = stale_instances_in(dir.path(), |pid| pid == 200);
+        assert_eq!(stale, vec![dir.path().join("rtlab-100")]);
+    }
+}

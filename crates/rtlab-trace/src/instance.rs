@@ -62,19 +62,7 @@ impl Instance {
             .join(format!("rtlab-{}", std::process::id()));
         // An instance of a crashed run with our pid cannot exist (pids are unique while
         // alive), but stale ones of dead pids are removed.
-        if let Ok(entries) = std::fs::read_dir(root.join("instances")) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().to_string();
-                if let Some(pid) = name
-                    .strip_prefix("rtlab-")
-                    .and_then(|p| p.parse::<u32>().ok())
-                {
-                    if !Path::new(&format!("/proc/{pid}")).exists() {
-                        let _ = std::fs::remove_dir(e.path());
-                    }
-                }
-            }
-        }
+        rtlab_sys::tracefs::remove_stale_instances();
         std::fs::create_dir(&dir).map_err(|e| TraceError::io(&dir, e))?;
         let mut inst = Instance {
             dir,

@@ -10,13 +10,11 @@ use std::sync::mpsc::{channel, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Opens `path` for a log: a file already there is replaced, never written through (a
-/// planted symlink included).
+/// Opens `path` for a log: created when missing, appended to when there (each run adds a
+/// log section with its own header and start time, as HdrHistogram's log readers expect of
+/// a log several runs wrote), never through a link nor into another user's file.
 pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        std::fs::remove_file(path)?;
-    }
-    rtlab_sys::fs::create_new(path, 0o644)
+    rtlab_sys::fs::open_append(path)
 }
 
 /// An interval log tag: the series name without the characters the format reserves.

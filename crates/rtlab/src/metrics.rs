@@ -1,33 +1,48 @@
 //! `--metrics ADDR:PORT`: a minimal HTTP/1.1 server for Prometheus's scrapes, on std's
-//! `TcpListener`. One connection at a time, each bounded (2 s to send its request, at most
-//! 8 KiB of it, 2 s to take the answer), then closed: a slow or hostile client delays a scrape
-//! by at most that, never the watch itself (the page is made on this thread, from a copy of
-//! the watcher's figures taken under its lock).
+//! `TcpListener`. Each connection is answered on a thread of its own, at most
+//! [`MAX_CLIENTS`] at once (one more is closed at once), each with one deadline for the whole
+//! exchange (2 s to send a request of at most 8 KiB, whatever pace the client reads or writes
+//! at, then the answer), then closed: a slow or hostile client costs a scrape at most one of
+//! those slots, never the watch itself (the page is made from a copy of the watcher's figures
+//! taken under its lock), and stopping the server never waits for a client.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one request may take, from accept to the last byte of the answer.
+const DEADLINE: Duration = Duration::from_secs(2);
 const MAX_REQUEST: usize = 8192;
+/// Connections answered at once; Prometheus needs one (two while a scrape times out).
+pub const MAX_CLIENTS: usize = 8;
 
-/// A running server; stops when dropped.
+/// The page's maker, shared by the connections' threads.
+pub type Page = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// A running server; stops when dropped (without waiting for a client).
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Frees a client slot when its thread ends, however it ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl MetricsServer {
     /// Serves `page()` at `/metrics` on `listener`.
-    pub fn start(
-        listener: TcpListener,
-        page: Box<dyn Fn() -> String + Send>,
-    ) -> std::io::Result<MetricsServer> {
+    pub fn start(listener: TcpListener, page: Page) -> std::io::Result<MetricsServer> {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let busy = Arc::new(AtomicUsize::new(0));
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
@@ -37,9 +52,21 @@ impl MetricsServer {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        if let Ok(conn) = conn {
-                            let _ = answer(conn, &*page);
+                        let Ok(conn) = conn else { continue };
+                        if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                            busy.fetch_sub(1, Ordering::AcqRel);
+                            continue; // closed at once: every slot is taken
                         }
+                        let slot = Slot(busy.clone());
+                        let page = page.clone();
+                        let spawned = std::thread::Builder::new()
+                            .name("rtlab-metrics-c".into())
+                            .spawn(move || {
+                                let _slot = slot;
+                                let _ = answer(conn, &*page, Instant::now() + DEADLINE);
+                            });
+                        // A thread that could not start dropped its slot with its closure.
+                        drop(spawned);
                     }
                 })?
         };
@@ -59,7 +86,8 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept with a connection of our own.
+        // Wake the blocking accept with a connection of our own; the accept loop never waits
+        // on a client, so joining it is quick. Clients' threads end by their deadline.
         let mut wake = self.addr;
         if wake.ip().is_unspecified() {
             wake.set_ip(match wake {
@@ -67,20 +95,31 @@ impl Drop for MetricsServer {
                 SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
             });
         }
-        let _ = TcpStream::connect_timeout(&wake, TIMEOUT);
+        let _ = TcpStream::connect_timeout(&wake, DEADLINE);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Reads one request and answers it.
-fn answer(mut conn: TcpStream, page: &dyn Fn() -> String) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(TIMEOUT))?;
-    conn.set_write_timeout(Some(TIMEOUT))?;
+/// What is left of the time until `deadline`, or a timeout error when none is.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    match deadline.checked_duration_since(Instant::now()) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// Reads one request and answers it, all before `deadline`.
+fn answer(
+    mut conn: TcpStream,
+    page: &(dyn Fn() -> String + Send + Sync),
+    deadline: Instant,
+) -> std::io::Result<()> {
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        conn.set_read_timeout(Some(left(deadline)?))?;
         let n = conn.read(&mut buf)?;
         if n == 0 {
             break;
@@ -89,6 +128,7 @@ fn answer(mut conn: TcpStream, page: &dyn Fn() -> String) -> std::io::Result<()>
         if request.len() > MAX_REQUEST {
             return respond(
                 &mut conn,
+                deadline,
                 "431 Request Header Fields Too Large",
                 "text/plain",
                 "",
@@ -105,41 +145,34 @@ fn answer(mut conn: TcpStream, page: &dyn Fn() -> String) -> std::io::Result<()>
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     let head = method == "HEAD";
-    match (method, path) {
-        ("GET" | "HEAD", "/metrics") => respond(
-            &mut conn,
+    let (status, content_type, body, head) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => (
             "200 OK",
             rtlab_report::prometheus::CONTENT_TYPE,
-            &page(),
+            page(),
             head,
         ),
-        ("GET" | "HEAD", "/") => respond(
-            &mut conn,
+        ("GET" | "HEAD", "/") => (
             "200 OK",
             "text/plain; charset=utf-8",
-            "rtlab watch: the metrics are at /metrics\n",
+            "rtlab watch: the metrics are at /metrics\n".to_string(),
             head,
         ),
-        ("GET" | "HEAD", _) => respond(
-            &mut conn,
-            "404 Not Found",
-            "text/plain",
-            "not found\n",
-            head,
-        ),
-        ("", _) | (_, "") => respond(&mut conn, "400 Bad Request", "text/plain", "", false),
-        _ => respond(
-            &mut conn,
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "not found\n".into(), head),
+        ("", _) | (_, "") => ("400 Bad Request", "text/plain", String::new(), false),
+        _ => (
             "405 Method Not Allowed",
             "text/plain",
-            "only GET\n",
+            "only GET\n".into(),
             false,
         ),
-    }
+    };
+    respond(&mut conn, deadline, status, content_type, &body, head)
 }
 
 fn respond(
     conn: &mut TcpStream,
+    deadline: Instant,
     status: &str,
     content_type: &str,
     body: &str,
@@ -152,7 +185,16 @@ fn respond(
     if !head_only {
         out.push_str(body);
     }
-    conn.write_all(out.as_bytes())?;
+    // A client that reads slowly gets what it took by the deadline, then the connection ends.
+    let mut rest = out.as_bytes();
+    while !rest.is_empty() {
+        conn.set_write_timeout(Some(left(deadline)?))?;
+        let n = conn.write(rest)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        rest = &rest[n..];
+    }
     conn.flush()
 }
 
@@ -177,7 +219,7 @@ mod tests {
             let n = n.clone();
             MetricsServer::start(
                 listener,
-                Box::new(move || format!("scrape {}\n", n.fetch_add(1, Ordering::Relaxed))),
+                Arc::new(move || format!("scrape {}\n", n.fetch_add(1, Ordering::Relaxed))),
             )
             .unwrap()
         };
@@ -205,5 +247,66 @@ mod tests {
             TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
             "stopped"
         );
+    }
+
+    #[test]
+    fn a_slow_client_neither_holds_up_a_scrape_nor_the_stop() {
+        // Regression (hardening, second review, #3): a client sending a byte every 1.5 s
+        // blocked every scrape and kept watch from exiting for 9-12 s.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = MetricsServer::start(listener, Arc::new(|| "ok\n".to_string())).unwrap();
+        let addr = server.addr();
+        let dribble = |stop: Arc<AtomicBool>| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                for b in b"GET /metrics HTTP/1.1\r\n".iter().cycle() {
+                    if stop.load(Ordering::Relaxed) || c.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            })
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let slow: Vec<_> = (0..3).map(|_| dribble(stop.clone())).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        let ok = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.ends_with("\r\n\r\nok\n"), "{ok}");
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        // Stopping does not wait for the dribblers.
+        let t = Instant::now();
+        drop(server);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        stop.store(true, Ordering::Relaxed);
+        for s in slow {
+            s.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_deadline_is_for_the_whole_request_not_each_read() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = MetricsServer::start(listener, Arc::new(|| "ok\n".to_string())).unwrap();
+        let mut c = TcpStream::connect(server.addr()).unwrap();
+        let t = Instant::now();
+        // A byte every 500 ms would pass a per-read limit of 2 s forever.
+        let mut closed = false;
+        for _ in 0..20 {
+            if c.write_all(b"G").is_err() {
+                closed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut out = Vec::new();
+        let read = c.read_to_end(&mut out);
+        assert!(
+            closed || matches!(read, Ok(0)) || read.is_err(),
+            "still open after {:?}: {read:?}",
+            t.elapsed()
+        );
+        assert!(t.elapsed() < Duration::from_secs(11));
     }
 }

@@ -344,8 +344,9 @@ fn net_serve_listens_on_loopback_by_default_and_says_so() {
     assert_eq!(HEADER_LEN, 40);
 }
 
-fn sysv_queue_ids() -> Vec<String> {
-    std::fs::read_to_string("/proc/sysvipc/msg")
+/// The ids of the System V objects of `kind` (`msg`, `sem`) on the machine now.
+fn sysvipc_ids(kind: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/sysvipc/{kind}"))
         .unwrap_or_default()
         .lines()
         .skip(1)
@@ -360,7 +361,7 @@ fn ipc_peers_die_with_a_killed_rtlab_and_remove_their_queues() {
     // /dev/cpu_dma_latency, and its SysV queues leaked.
     let _serial = realtime_serial();
     for mechanism in ["sysv-msg", "posix-mq"] {
-        let before = sysv_queue_ids();
+        let before = sysvipc_ids("msg");
         let mut run = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
             .args([
                 "ipc",
@@ -402,7 +403,7 @@ fn ipc_peers_die_with_a_killed_rtlab_and_remove_their_queues() {
                 "{mechanism}: peer {p} outlived rtlab: {state}"
             );
         }
-        let leaked: Vec<_> = sysv_queue_ids()
+        let leaked: Vec<_> = sysvipc_ids("msg")
             .into_iter()
             .filter(|q| !before.contains(q))
             .collect();
@@ -410,5 +411,348 @@ fn ipc_peers_die_with_a_killed_rtlab_and_remove_their_queues() {
             leaked.is_empty(),
             "{mechanism}: SysV queues left: {leaked:?}"
         );
+    }
+}
+
+/// `rtlab tune --revert FILE`: exit status and stderr.
+fn revert(file: &Path) -> (Option<i32>, String) {
+    let out = rtlab()
+        .env_remove("SUDO_UID")
+        .args(["tune", "--revert"])
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_planted_tune_state_file_makes_root_write_nothing() {
+    // Regression (hardening, second review, #1): `tune --revert FILE` wrote whatever paths
+    // and values FILE listed, as root: it overwrote a file in a root-only directory and
+    // created a new one there, through links.
+    if !is_root() {
+        return skip(
+            "planted tune state file",
+            "needs root (tune --revert needs it)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vault = dir.path().join("vault");
+    std::fs::create_dir(&vault).unwrap();
+    let victim = vault.join("authorized_keys");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let created = vault.join("new");
+    let planted = dir.path().join("state.json");
+    let entry = |path: &Path| json!({"id": "rt_throttling", "path": path, "before": "ssh-ed25519 AAAA attacker", "after": "-1", "applied": true});
+    // The earlier format, as an attacker would write it (paths, no kinds).
+    let v1 = json!({"rtlab_tune_state": 1, "rt_cpus": [1],
+                    "changes": [entry(&victim), entry(&created)]});
+    let plant = |doc: &Value, uid: u32, mode: u32| {
+        let _ = std::fs::remove_file(&planted);
+        write_json(&planted, doc);
+        std::os::unix::fs::chown(&planted, Some(uid), Some(uid)).unwrap();
+        std::fs::set_permissions(&planted, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .unwrap();
+    };
+    let untouched = || {
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(!created.exists(), "a file was created");
+    };
+    // Planted by another user.
+    plant(&v1, 65534, 0o644);
+    let (code, err) = revert(&planted);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("owned by uid 65534"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    untouched();
+    // Root's, but anyone may write it.
+    plant(&v1, 0, 0o666);
+    let (code, err) = revert(&planted);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("world-writable"), "{err}");
+    untouched();
+    // Root's and private, but naming paths instead of kinds.
+    plant(&v1, 0, 0o600);
+    let (code, err) = revert(&planted);
+    assert_eq!(code, Some(2), "{err}");
+    untouched();
+    // In the current format: a kind whose file is not the one listed.
+    let v2 = json!({"rtlab_tune_state": 2, "rt_cpus": [1], "changes": [{
+        "knob": {"kind": "rt_sysctl", "name": "sched_rt_runtime_us"},
+        "path": victim, "before": "950000", "after": "-1", "applied": true}]});
+    plant(&v2, 0, 0o600);
+    let (code, err) = revert(&planted);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/proc/sys/kernel/sched_rt_runtime_us"),
+        "{err}"
+    );
+    untouched();
+    // A link to a state file is not followed.
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&planted, &link).unwrap();
+    let (code, err) = revert(&link);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    // In a directory others may write (not sticky).
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::copy(&planted, open.join("s.json")).unwrap();
+    let (code, err) = revert(&open.join("s.json"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not sticky"), "{err}");
+    untouched();
+}
+
+#[test]
+fn a_udp_datagram_without_a_session_gets_no_answer() {
+    // Regression (hardening, second review, #8): `net serve` echoed any datagram, a
+    // reflector for forged sources when bound to a public address.
+    let (_server, port) = serve(&[]);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(("127.0.0.1", port)).unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut probe = [0u8; HEADER_LEN];
+    let mut h = Header::new(Kind::Echo);
+    h.seq = 7;
+    h.encode(&mut probe);
+    let mut back = [0u8; 256];
+    let mut answered = |udp: &std::net::UdpSocket| {
+        (0..3).any(|_| {
+            let _ = udp.send(&probe);
+            udp.recv(&mut back).is_ok()
+        })
+    };
+    assert!(!answered(&udp), "a datagram with no session was echoed");
+    // A session opened over TCP for this socket's port is answered while it lasts.
+    let local = udp.local_addr().unwrap().port();
+    let (session, ok) = hello(port, json!({"role": "udp", "udp_port": local}));
+    assert!(ok, "the session is welcomed");
+    assert!(answered(&udp), "a datagram of an open session is echoed");
+    // Another port of the same host is not.
+    let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    other.connect(("127.0.0.1", port)).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(!answered(&other));
+    drop(session);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!answered(&udp), "the session ended with its connection");
+}
+
+#[test]
+fn a_killed_lock_run_leaves_no_semaphore_sets() {
+    // Regression (hardening, second review, #4): SIGKILL of `lock --processes --impl
+    // sysv-sem` left three SysV semaphore sets, made before the fork and never handed to
+    // the orphan clean-up.
+    let _serial = realtime_serial();
+    for extra in [&["--processes"][..], &[][..]] {
+        let before = sysvipc_ids("sem");
+        let mut run = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+            .args(["lock", "--impl", "sysv-sem", "--duration", "60s", "--quiet"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let made = loop {
+            let made: Vec<String> = sysvipc_ids("sem")
+                .into_iter()
+                .filter(|q| !before.contains(q))
+                .collect();
+            if made.len() >= 3 || Instant::now() > deadline {
+                break made;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(made.len() >= 3, "{extra:?}: the run made no sets: {made:?}");
+        std::thread::sleep(Duration::from_millis(300));
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let left = loop {
+            let now = sysvipc_ids("sem");
+            let left: Vec<&String> = made.iter().filter(|m| now.contains(m)).collect::<Vec<_>>();
+            if left.is_empty() || Instant::now() > deadline {
+                break left.into_iter().cloned().collect::<Vec<String>>();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(left.is_empty(), "{extra:?}: sets left: {left:?}");
+    }
+}
+
+#[test]
+fn a_killed_watchs_tracing_instance_is_reported_then_removed() {
+    // Regression (hardening, second review, #5): a SIGKILLed tracefs watch left its instance
+    // tracing (sched_switch on, ~8 MB) for good.
+    if !is_root() || rtlab_sys::probe::tracefs_mount().is_none() {
+        return skip("stale tracing instance", "needs root and tracefs");
+    }
+    let _serial = realtime_serial();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut watch = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+        .args([
+            "watch",
+            "--explain-with",
+            "tracefs",
+            "--quiet",
+            "--duration",
+            "30s",
+        ])
+        .args(["--pid", &sleeper.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let instance = rtlab_sys::probe::tracefs_mount()
+        .unwrap()
+        .join(format!("instances/rtlab-{}", watch.id()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !instance.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(instance.exists(), "the watch made no instance");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    // Another test's rtlab run, at the same time, may remove it at any moment from here on
+    // (as it should): each claim is made only while the instance is seen to be there.
+    if instance.exists() {
+        let check = rtlab().args(["check", "--json", "-"]).output().unwrap();
+        let text = String::from_utf8_lossy(&check.stdout);
+        if instance.exists() {
+            assert!(
+                text.contains(&instance.display().to_string()),
+                "check reports it (and leaves it)"
+            );
+        }
+    }
+    rtlab()
+        .args(["load", "cpu:1", "--duration", "100ms", "--quiet"])
+        .assert()
+        .success();
+    assert!(!instance.exists(), "the next run removed it");
+}
+
+#[test]
+fn a_slow_metrics_client_does_not_keep_watch_from_ending() {
+    // Regression (hardening, second review, #3): a client sending a byte every 1.5 s kept
+    // `rtlab watch` from exiting for 9-12 s past its end.
+    if !is_root() {
+        return skip("slow metrics client", "watch needs root");
+    }
+    let _serial = realtime_serial();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut watch = Command::new(assert_cmd::cargo::cargo_bin("rtlab"))
+        .args(["watch", "--metrics", "127.0.0.1:0", "--duration", "2s"])
+        .args(["--pid", &sleeper.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(watch.stderr.take().unwrap()).lines();
+    let port: u16 = loop {
+        let line = lines
+            .next()
+            .expect("watch says where the metrics are")
+            .unwrap();
+        if let Some(rest) = line.split("metrics at http://127.0.0.1:").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    // The watch has started when it says where its metrics are.
+    let started = Instant::now();
+    std::thread::spawn(move || for _ in lines {});
+    let dribbler = std::thread::spawn(move || {
+        let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+            return;
+        };
+        for b in b"GET /metrics HTTP/1.1\r\n".iter().cycle().take(40) {
+            if c.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut scrape = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let asked = Instant::now();
+    scrape.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    scrape
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut page = String::new();
+    let _ = scrape.read_to_string(&mut page);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+    let status = watch.wait().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2 + 1),
+        "watch ended {:?} after it started (2 s asked)",
+        started.elapsed()
+    );
+    drop(dribbler);
+}
+
+#[test]
+fn many_wide_histograms_in_one_document_are_refused_at_once() {
+    // Regression (hardening, second review, #13): 2 000 series each carrying the widest
+    // histogram header accepted (1.2 MB of JSON) took `diff` 22 s.
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = small_doc(dir.path());
+    let mut header = vec![0x1c, 0x84, 0x93, 0x13, 0, 0, 0, 0];
+    header.extend([0, 0, 0, 0, 0, 0, 0, 4]);
+    header.extend(1u64.to_be_bytes());
+    header.extend((1u64 << 53).to_be_bytes());
+    header.extend(1f64.to_bits().to_be_bytes());
+    let data = base64_encode(&header);
+    let template = doc["series"][0].clone();
+    doc["series"] = Value::Array(
+        (0..2000)
+            .map(|i| {
+                let mut s = template.clone();
+                s["name"] = json!(format!("s{i}"));
+                s["histogram"]["data"] = json!(data);
+                s
+            })
+            .collect(),
+    );
+    let a = dir.path().join("wide.json");
+    write_json(&a, &doc);
+    for args in [vec!["diff"], vec!["report", "-o"]] {
+        let started = Instant::now();
+        let mut cmd = rtlab();
+        cmd.args(&args);
+        if args[0] == "report" {
+            cmd.arg(dir.path().join("r")).arg(&a);
+        } else {
+            cmd.arg(&a).arg(&a);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("more than rtlab decodes"), "{stderr}");
     }
 }

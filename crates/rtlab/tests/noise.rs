@@ -12,6 +12,13 @@ fn bad_noise_input_is_one_line_and_exit_2() {
     assert_bad_input(&["noise", "--policy", "other", "--prio", "5"], &["--prio"]);
     assert_bad_input(&["noise", "--duration", "forever"], &["forever"]);
     assert_bad_input(&["noise", "--top", "0"], &["--top"]);
+    // Regression (hardening, second review, #9): spinners at FIFO 99 on every CPU with RT
+    // throttling off froze the machine, the watchdog (99 too) included.
+    assert_bad_input(&["noise", "--prio", "99"], &["--prio", "98", "watchdog"]);
+    assert_bad_input(
+        &["ipc", "--busy-poll", "--prio", "99"],
+        &["--prio", "98", "watchdog"],
+    );
 }
 
 #[test]

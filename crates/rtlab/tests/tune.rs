@@ -148,7 +148,7 @@ fn apply_then_revert_leaves_every_touched_value_as_it_was() {
                 .trim(),
             "-1"
         );
-        assert!(changes.iter().any(|c| c["id"] == "rt_throttling"));
+        assert!(changes.iter().any(|c| c["knob"]["kind"] == "rt_sysctl"));
     }
     tune_with_state(&["tune", "--revert"], &state);
     assert!(

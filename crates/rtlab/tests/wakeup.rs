@@ -474,6 +474,25 @@ fn hlog_holds_each_threads_intervals_adding_up_to_the_run() {
         "{}",
         &text[..80.min(text.len())]
     );
+    // A second run appends a section of its own, as the help says (it replaced the file).
+    rtlab()
+        .args([
+            "wakeup",
+            "--duration",
+            "600ms",
+            "--no-dma-latency",
+            "--quiet",
+        ])
+        .args(["--interval-log", "200ms", "--hlog"])
+        .arg(&hlog)
+        .assert()
+        .success();
+    let again = std::fs::read_to_string(&hlog).unwrap();
+    assert!(again.starts_with(&text), "the first run's log is kept");
+    assert_eq!(again.matches("#[StartTime: ").count(), 2, "{again}");
+    let (more, per_tag_after) = hlog_counts(&hlog);
+    assert!(more > intervals, "{more} after {intervals}");
+    assert!(per_tag_after["thread0"] > per_tag["thread0"]);
     // --interval-log without --hlog is a mistake, said as one line.
     assert_bad_input(&["wakeup", "--interval-log", "1s"], &["--hlog"]);
 }

@@ -43,6 +43,14 @@
 //! process) falls on a full ring. The creator chooses this when the kernel has the command
 //! (`wake_barrier` in the header); otherwise both sides fence.
 //!
+//! The consumer's fenceless path needs its store of `tail` to come before its read of the flag
+//! in the machine code, which the compiler must promise (`compiler_fence` here). A consumer in
+//! a language that cannot may always fence instead: the Java binding does
+//! (`ShmChannel.tryReceive`), since the Java memory model (JLS 17.4) orders a store before a
+//! later load of another location only between volatile accesses or across
+//! `VarHandle.fullFence()`, and a JIT may move a plain, opaque or acquire load above a release
+//! store, which no membarrier can undo.
+//!
 //! Attaching: one consumer and (spsc) one producer at a time; a slot whose process died may be
 //! taken by a new one, which continues where the dead one stopped.
 

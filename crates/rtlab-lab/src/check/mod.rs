@@ -634,6 +634,27 @@ fn numa() -> Check {
 fn tracing() -> Check {
     let privs = rtlab_sys::probe::probe_privileges();
     let paranoid = read("/proc/sys/kernel/perf_event_paranoid").unwrap_or_else(|| "?".into());
+    let stale = rtlab_sys::tracefs::stale_instances();
+    if !stale.is_empty() {
+        let names: Vec<String> = stale.iter().map(|p| p.display().to_string()).collect();
+        return check(
+            "tracing",
+            Status::Warn,
+            format!(
+                "{} tracing instance(s) left tracing by a killed rtlab run: {}",
+                stale.len(),
+                names.join(", ")
+            ),
+            "a left instance keeps its events on and its buffers allocated, tracing every \
+             context switch of its CPUs",
+            format!(
+                "the next rtlab run removes them; or now: for d in {}; do echo 0 > $d/tracing_on; \
+                 rmdir $d; done",
+                names.join(" ")
+            ),
+            10,
+        );
+    }
     check(
         "tracing",
         if privs.tracefs { Status::Ok } else { Status::Warn },

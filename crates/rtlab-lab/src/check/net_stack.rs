@@ -133,7 +133,7 @@ fn net_stack_from(f: &NetFacts) -> Check {
         let softirq_rt = !ksoftirqd.is_empty() && ksoftirqd.iter().all(|t| t.rt.is_some());
         if !napi_rt && !softirq_rt {
             stuck = true;
-            let raise = format!("for p in $(pgrep '^napi/{dev}-'); do chrt -f -p 51 $p; done");
+            let raise = format!("for p in $(pgrep -P 2 '^napi/{dev}-'); do chrt -f -p 51 $p; done");
             fixes.push(if *threaded == Some(true) {
                 raise
             } else {
@@ -148,7 +148,7 @@ fn net_stack_from(f: &NetFacts) -> Check {
     );
     let fix = if stuck {
         format!(
-            "{} (above every hog, below the RT receiver; or raise the RT CPUs' ksoftirqd: chrt -f -p 51 $(pgrep '^ksoftirqd/N$'))",
+            "{} (above every hog, below the RT receiver; or raise the RT CPUs' ksoftirqd: chrt -f -p 51 $(pgrep -P 2 '^ksoftirqd/N$'))",
             fixes.join("; ")
         )
     } else {
@@ -205,7 +205,7 @@ mod tests {
         );
         assert!(
             c.fix.starts_with(
-                "echo 1 > /sys/class/net/eth0/threaded; for p in $(pgrep '^napi/eth0-')"
+                "echo 1 > /sys/class/net/eth0/threaded; for p in $(pgrep -P 2 '^napi/eth0-')"
             ),
             "{}",
             c.fix
@@ -224,7 +224,7 @@ mod tests {
         let c = net_stack_from(&f);
         assert_eq!(c.status, Status::Warn);
         assert!(
-            c.fix.starts_with("for p in $(pgrep '^napi/eth0-')"),
+            c.fix.starts_with("for p in $(pgrep -P 2 '^napi/eth0-')"),
             "{}",
             c.fix
         );

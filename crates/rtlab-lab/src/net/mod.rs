@@ -189,8 +189,13 @@ fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> 
     Ok(s)
 }
 
-/// A connected UDP socket that got an answer from the peer (3 tries, 1 s each).
-fn connect_udp(peer: SocketAddr, options: &SocketOptions) -> Result<UdpSocket, String> {
+/// A connected UDP socket that got an answer from the peer (3 tries, 1 s each), and the TCP
+/// connection that holds its session open on the peer (answered only while it stays open).
+fn connect_udp(
+    to: &topology::PeerAddr,
+    options: &SocketOptions,
+) -> Result<(UdpSocket, TcpStream), String> {
+    let peer = to.addr;
     let local: SocketAddr = if peer.is_ipv4() {
         "0.0.0.0:0".parse().expect("addr")
     } else {
@@ -199,6 +204,17 @@ fn connect_udp(peer: SocketAddr, options: &SocketOptions) -> Result<UdpSocket, S
     let s = UdpSocket::bind(local).map_err(|e| e.to_string())?;
     s.connect(peer).map_err(|e| format!("UDP {peer}: {e}"))?;
     options.apply_udp(&s)?;
+    let session = Hello {
+        role: protocol::Role::Udp,
+        options: SocketOptions::default(),
+        policy: rtlab_sys::sched::Policy::Other,
+        prio: 0,
+        plan: None,
+        pad_segments: 0,
+        token: None, // connect() sets the peer's
+        udp_port: Some(s.local_addr().map_err(|e| e.to_string())?.port()),
+    };
+    let control = connect(to, &session)?;
     s.set_read_timeout(Some(Duration::from_secs(1)))
         .map_err(|e| e.to_string())?;
     let mut probe = [0u8; wire::HEADER_LEN];
@@ -210,7 +226,7 @@ fn connect_udp(peer: SocketAddr, options: &SocketOptions) -> Result<UdpSocket, S
         let _ = s.send(&probe);
         if let Ok(n) = s.recv(&mut back) {
             if wire::Header::decode(&back[..n]).is_ok_and(|r| r.seq == u64::MAX) {
-                return Ok(s);
+                return Ok((s, control));
             }
         }
     }

@@ -58,10 +58,15 @@ pub struct Napi {
     pub cpus: Vec<usize>,
 }
 
-/// PIDs and names of the kernel threads polling `dev` (`napi/<dev>-<id>`).
+/// PIDs and names of the kernel threads polling `dev` (`napi/<dev>-<id>`): kernel threads
+/// only, whatever a process calls itself (rtlab raises these to SCHED_FIFO).
 pub fn napi_threads(dev: &str) -> Vec<(i32, String)> {
+    napi_threads_in(std::path::Path::new("/proc"), dev)
+}
+
+fn napi_threads_in(proc: &std::path::Path, dev: &str) -> Vec<(i32, String)> {
     let prefix = format!("napi/{dev}-");
-    let mut out: Vec<(i32, String)> = std::fs::read_dir("/proc")
+    let mut out: Vec<(i32, String)> = std::fs::read_dir(proc)
         .into_iter()
         .flatten()
         .flatten()
@@ -70,7 +75,8 @@ pub fn napi_threads(dev: &str) -> Vec<(i32, String)> {
             let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
             let comm = comm.trim();
             // comm is cut at 15 characters: the prefix may be cut too.
-            (comm.starts_with(&prefix) || prefix.starts_with(comm) && comm.len() == 15)
+            let named = comm.starts_with(&prefix) || prefix.starts_with(comm) && comm.len() == 15;
+            (named && rtlab_sys::procfs::is_kernel_thread_in(proc, pid as u32))
                 .then(|| (pid, comm.to_string()))
         })
         .collect();
@@ -158,5 +164,57 @@ mod tests {
         for bad in ["threaded:0", "threaded:100", "threaded:x", "poll", ""] {
             assert!(bad.parse::<NapiMode>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_process_named_like_a_napi_thread_is_not_one() {
+        // Regression (hardening, second review, #2): an unprivileged process that renamed
+        // itself napi/<dev>-<n> got SCHED_FIFO from root.
+        let proc = tempfile::tempdir().unwrap();
+        for (pid, comm, stat) in [
+            (
+                10,
+                "napi/veth9-8193",
+                "10 (napi/veth9-8193) S 2 0 0 0 -1 2129984 0",
+            ),
+            (
+                11,
+                "napi/veth9-8194",
+                "11 (napi/veth9-8194) S 77 11 11 0 -1 4194560 0",
+            ),
+        ] {
+            let dir = proc.path().join(pid.to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+            std::fs::write(dir.join("stat"), stat).unwrap();
+        }
+        assert_eq!(
+            napi_threads_in(proc.path(), "veth9"),
+            vec![(10, "napi/veth9-8193".to_string())]
+        );
+        // The same with a real process that names itself so.
+        let Ok(mut child) = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import ctypes,time; ctypes.CDLL(None).prctl(15, b'napi/rtlt9-1', 0, 0, 0); \
+                 print(flush=True); time.sleep(10)",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("a_process_named_like_a_napi_thread_is_not_one: skipped: no python3");
+            return;
+        };
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        );
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap();
+        let found = napi_threads("rtlt9");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(comm.trim(), "napi/rtlt9-1", "the impostor is named so");
+        assert!(found.is_empty(), "{found:?}");
     }
 }

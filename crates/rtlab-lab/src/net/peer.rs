@@ -7,12 +7,82 @@ pub use super::protocol::{Hello, Role};
 use super::stream;
 use super::wire::{self, Header, Kind, HEADER_LEN};
 use rtlab_sys::sched::Policy;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Datagrams a UDP session may send per second (and at once, after a pause): far above any
+/// periodic stream or ping-pong on loopback, a bound on what a session can make the peer send.
+const UDP_RATE: f64 = 200_000.0;
+const UDP_BURST: f64 = 20_000.0;
+
+/// A UDP session's allowance (a token bucket).
+struct Allowance {
+    tokens: f64,
+    at: Instant,
+    /// TCP connections holding this session open (a client may open several streams).
+    holders: usize,
+}
+
+/// The UDP sessions opened over TCP ([`Role::Udp`]): only their addresses are answered.
+#[derive(Default, Clone)]
+struct UdpSessions(Arc<Mutex<HashMap<SocketAddr, Allowance>>>);
+
+impl UdpSessions {
+    fn open(&self, addr: SocketAddr) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(addr)
+            .or_insert(Allowance {
+                tokens: UDP_BURST,
+                at: Instant::now(),
+                holders: 0,
+            })
+            .holders += 1;
+    }
+
+    fn close(&self, addr: SocketAddr) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = m.get_mut(&addr) {
+            a.holders -= 1;
+            if a.holders == 0 {
+                m.remove(&addr);
+            }
+        }
+    }
+
+    /// Whether a datagram from `from` gets an answer: its session is open and within its
+    /// rate.
+    fn admit(&self, from: SocketAddr) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(a) = m.get_mut(&canonical(from)) else {
+            return false;
+        };
+        let now = Instant::now();
+        a.tokens = (a.tokens + now.duration_since(a.at).as_secs_f64() * UDP_RATE).min(UDP_BURST);
+        a.at = now;
+        if a.tokens >= 1.0 {
+            a.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// An IPv4 address seen through an IPv6 socket, as IPv4.
+fn canonical(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}
 
 impl Hello {
     /// Brings what the client asked for within what the peer's owner allows: its priority
@@ -126,19 +196,20 @@ impl PeerServer {
         udp.set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
+        let sessions = UdpSessions::default();
         let threads = vec![
             {
-                let stop = stop.clone();
+                let (stop, sessions) = (stop.clone(), sessions.clone());
                 std::thread::Builder::new()
                     .name("rtlab-net-accept".into())
-                    .spawn(move || accept_loop(tcp, &stop, Arc::new(limits)))
+                    .spawn(move || accept_loop(tcp, &stop, Arc::new(limits), sessions))
                     .map_err(|e| e.to_string())?
             },
             {
                 let stop = stop.clone();
                 std::thread::Builder::new()
                     .name("rtlab-net-udp".into())
-                    .spawn(move || udp_loop(udp, &stop))
+                    .spawn(move || udp_loop(udp, &stop, &sessions))
                     .map_err(|e| e.to_string())?
             },
         ];
@@ -173,7 +244,12 @@ impl Drop for PeerServer {
     }
 }
 
-fn accept_loop(tcp: TcpListener, stop: &AtomicBool, limits: Arc<PeerLimits>) {
+fn accept_loop(
+    tcp: TcpListener,
+    stop: &AtomicBool,
+    limits: Arc<PeerLimits>,
+    sessions: UdpSessions,
+) {
     let open = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match tcp.accept() {
@@ -185,11 +261,12 @@ fn accept_loop(tcp: TcpListener, stop: &AtomicBool, limits: Arc<PeerLimits>) {
                 }
                 open.fetch_add(1, Ordering::Relaxed);
                 let (conn_open, conn_limits) = (open.clone(), limits.clone());
+                let sessions = sessions.clone();
                 let spawned = std::thread::Builder::new()
                     .name("rtlab-net-conn".into())
                     .spawn(move || {
                         let _ = s.set_nonblocking(false);
-                        let _ = serve_connection(s, &conn_limits);
+                        let _ = serve_connection(s, &conn_limits, &sessions);
                         conn_open.fetch_sub(1, Ordering::Relaxed);
                     });
                 if spawned.is_err() {
@@ -206,12 +283,16 @@ fn accept_loop(tcp: TcpListener, stop: &AtomicBool, limits: Arc<PeerLimits>) {
     }
 }
 
-fn udp_loop(udp: UdpSocket, stop: &AtomicBool) {
+fn udp_loop(udp: UdpSocket, stop: &AtomicBool, sessions: &UdpSessions) {
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
         let Ok((n, from)) = udp.recv_from(&mut buf) else {
             continue;
         };
+        // Never an answer to an address that opened no session: its source may be forged.
+        if !sessions.admit(from) {
+            continue;
+        }
         let Ok(h) = Header::decode(&buf[..n]) else {
             continue;
         };
@@ -237,7 +318,11 @@ fn udp_loop(udp: UdpSocket, stop: &AtomicBool) {
 const MAX_HELLO: u32 = 64 << 10;
 
 /// One client connection: its hello, then its role.
-fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String> {
+fn serve_connection(
+    mut s: TcpStream,
+    limits: &PeerLimits,
+    sessions: &UdpSessions,
+) -> Result<(), String> {
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     let h = Header::read_from(&mut s).map_err(|e| e.to_string())?;
@@ -264,6 +349,17 @@ fn serve_connection(mut s: TcpStream, limits: &PeerLimits) -> Result<(), String>
         Role::Bulk => std::io::copy(&mut s, &mut std::io::sink())
             .map(|_| ())
             .map_err(|e| e.to_string()),
+        Role::Udp => {
+            let port = hello.udp_port.ok_or("a UDP session without its port")?;
+            let from = canonical(s.peer_addr().map_err(|e| e.to_string())?);
+            let addr = SocketAddr::new(from.ip(), port);
+            sessions.open(addr);
+            // Open while the client keeps this connection: it sends nothing more on it.
+            let _ = s.set_read_timeout(None);
+            let held = std::io::copy(&mut (&s).take(1 << 20), &mut std::io::sink());
+            sessions.close(addr);
+            held.map(|_| ()).map_err(|e| e.to_string())
+        }
         Role::Reverse => {
             let plan = hello.plan.ok_or("a reverse stream without a plan")?;
             let stats = stream::run_tcp(

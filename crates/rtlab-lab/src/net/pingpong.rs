@@ -124,13 +124,14 @@ impl Experiment for PingPong {
                             plan: None,
                             pad_segments: 0,
                             token: None, // connect() sets the peer's
+                            udp_port: None,
                         };
                         let s = connect(&peer, &hello)?;
                         let quickack = cfg.options.quickack;
                         pingpong_tcp(s, cfg.size, (end, start + warmup), quickack, report)
                     }
                     Proto::Udp => {
-                        let s = connect_udp(peer.addr, &cfg.options)?;
+                        let (s, _session) = connect_udp(&peer, &cfg.options)?;
                         pingpong_udp(s, cfg.size, (end, start + warmup), report)
                     }
                 }

@@ -144,6 +144,10 @@ pub enum Role {
     Bulk,
     /// Run a periodic stream towards the client, which acknowledges it.
     Reverse,
+    /// Open a UDP session: the peer answers datagrams from the client's address and
+    /// `udp_port` while this connection stays open (and no others: an rtlab peer is never
+    /// a reflector for datagrams with a forged source).
+    Udp,
 }
 
 /// A client's first message.
@@ -170,6 +174,9 @@ pub struct Hello {
     /// The secret of a peer rtlab started for itself (see `PeerLimits::token`).
     #[serde(default)]
     pub token: Option<String>,
+    /// For `udp`: the port the client's datagrams come from.
+    #[serde(default)]
+    pub udp_port: Option<u16>,
 }
 
 impl Hello {
@@ -281,6 +288,7 @@ mod tests {
             }),
             pad_segments: 2,
             token: Some("t".into()),
+            udp_port: None,
         };
         let back = Hello::decode(serde_json::to_value(&hello).unwrap()).unwrap();
         assert_eq!(

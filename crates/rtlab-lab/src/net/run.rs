@@ -133,6 +133,7 @@ fn background(
         plan: None,
         pad_segments: 0,
         token: None, // connect() sets the peer's
+        udp_port: None,
     };
     let mut s = connect(peer, &hello)?;
     let chunk = vec![0u8; 64 << 10];
@@ -199,12 +200,13 @@ impl NetRun {
             plan,
             pad_segments: cfg.pad_segments,
             token: None, // connect() sets the peer's
+            udp_port: None,
         };
         let mut forward = Vec::new();
         for (i, spec) in cfg.streams.iter().enumerate() {
             let conn = match cfg.proto {
                 Proto::Tcp => connect(peer, &hello(Role::Stream, None)).map(Conn::Tcp),
-                Proto::Udp => connect_udp(peer.addr, &cfg.options).map(Conn::Udp),
+                Proto::Udp => connect_udp(peer, &cfg.options).map(|(s, c)| Conn::Udp(s, c)),
             }
             .map_err(LabError::Setup)?;
             forward.push((self.plan(i, spec, warmup, sched), conn));
@@ -259,7 +261,7 @@ impl NetRun {
                             Conn::Tcp(s) => {
                                 stream::run_tcp(s, &p, &timing, &options, false, report)
                             }
-                            Conn::Udp(s) => stream::run_udp(s, &p, &timing, report),
+                            Conn::Udp(s, _session) => stream::run_udp(s, &p, &timing, report),
                         }
                     })
                 })
@@ -459,5 +461,6 @@ impl Experiment for NetRun {
 
 enum Conn {
     Tcp(TcpStream),
-    Udp(UdpSocket),
+    /// The datagram socket, and the connection holding its session open on the peer.
+    Udp(UdpSocket, TcpStream),
 }

@@ -58,7 +58,8 @@ pub struct WakeupArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Append each thread's histogram of every --interval-log to FILE, as an HdrHistogram
-    /// interval log (what jHiccup and HdrHistogram's log tools read), as the run goes.
+    /// interval log (what jHiccup and HdrHistogram's log tools read), as the run goes; an
+    /// existing FILE keeps what it has and gets a new log section with this run's start time.
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
     /// The interval of --hlog.

@@ -35,7 +35,8 @@ pub struct WatchArgs {
     /// --hlog.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
     pub interval_log: Nanos,
-    /// Append each series' interval histograms to FILE (HdrHistogram interval log).
+    /// Append each series' interval histograms to FILE (HdrHistogram interval log); an
+    /// existing FILE keeps what it has and gets a new log section with this run's start time.
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; port 0

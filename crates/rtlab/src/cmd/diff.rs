@@ -10,14 +10,7 @@ use rtlab_stats::Nanos;
 use std::path::Path;
 
 fn read(path: &Path) -> Result<ResultDoc, BadInput> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        BadInput(format!(
-            "{}: not an rtlab result document ({e})",
-            path.display()
-        ))
-    })
+    super::read_doc(path)
 }
 
 fn cell(v: f64, unit: Unit) -> String {

@@ -28,6 +28,24 @@ use rtlab_sys::affinity::{usable_cpus, CpuList};
 use rtlab_sys::sched::Policy;
 
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
+    // A run killed with SIGKILL leaves its tracing instance on; any later run that may change
+    // the machine removes it (check only reports it; the read-only commands leave it).
+    let read_only = matches!(
+        cli.command,
+        Command::Check(_)
+            | Command::Diff(_)
+            | Command::Report(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+    );
+    if !read_only && rtlab_sys::process::effective_uid() == 0 {
+        for dir in rtlab_sys::tracefs::remove_stale_instances() {
+            eprintln!(
+                "rtlab: removed {}, left tracing by a killed rtlab run",
+                dir.display()
+            );
+        }
+    }
     match cli.command {
         Command::Wakeup(args) => wakeup::run(args),
         Command::Lock(args) => lock::run(args),
@@ -48,6 +66,22 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Survey(args) => survey::run(args),
         Command::Watch(args) => watch::run(args),
     }
+}
+
+/// Reads a result document for `diff` or `report`: one line naming the file when it is not
+/// one, or when its histograms would cost more to decode than one document may.
+pub fn read_doc(path: &std::path::Path) -> Result<rtlab_stats::result::ResultDoc, BadInput> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let doc: rtlab_stats::result::ResultDoc = serde_json::from_str(&text).map_err(|e| {
+        BadInput(format!(
+            "{}: not an rtlab result document ({e})",
+            path.display()
+        ))
+    })?;
+    doc.check_decode_work()
+        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    Ok(doc)
 }
 
 /// Validated common options.

@@ -9,7 +9,7 @@ fn changes_table(changes: &[Change], outcome: impl Fn(&Change) -> String) -> Str
     let mut t = Table::new(&["fix", "file", "was", "now", "result"]).left_aligned();
     for c in changes {
         t.row(vec![
-            c.id.clone(),
+            c.id().to_string(),
             c.path.display().to_string(),
             c.before.clone(),
             c.after.clone(),
@@ -118,7 +118,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     for c in state.changes.iter().filter(|c| !c.applied) {
         eprintln!(
             "warning: {} {}: not changed ({})",
-            c.id,
+            c.id(),
             c.path.display(),
             c.error.as_deref().unwrap_or("?")
         );
@@ -128,7 +128,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
 
 fn revert(file: &std::path::Path) -> anyhow::Result<Status> {
     need_root("--revert")?;
-    let state = tune::load(file).map_err(BadInput)?;
+    let state = tune::load(file).map_err(|e| BadInput(e.to_string()))?;
     let back = tune::revert(&state);
     let mut t = Table::new(&["fix", "file", "restored to", "result"]).left_aligned();
     let mut failed = 0;
@@ -148,7 +148,7 @@ fn revert(file: &std::path::Path) -> anyhow::Result<Status> {
             }
         };
         t.row(vec![
-            r.change.id.clone(),
+            r.change.id().to_string(),
             r.change.path.display().to_string(),
             r.change.before.clone(),
             result,

@@ -132,7 +132,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         status: StatusView::new(),
     };
     // Written as it goes (a log to follow while it runs), so not through a temporary file;
-    // a file already there is replaced, never written through (a planted symlink included).
+    // appended to (a new section) when already there, never through a link.
     let (why, exit_status, findings) = match &args.hlog {
         Some(path) => {
             let mut file = crate::hlog::open_log(path)
@@ -361,9 +361,9 @@ fn metrics_page(
     state: std::sync::Arc<Mutex<WatchState>>,
     lost: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pid: i32,
-) -> Box<dyn Fn() -> String + Send> {
+) -> crate::metrics::Page {
     use rtlab_report::prometheus::{render, DelayMetric, WatchMetrics};
-    Box::new(move || {
+    std::sync::Arc::new(move || {
         let metrics = {
             let s = state.lock().unwrap_or_else(|p| p.into_inner());
             WatchMetrics {
@@ -393,7 +393,7 @@ fn metrics_page(
 /// Starts the `--metrics` server on `listener` and says where (unless quiet).
 fn serve(
     listener: std::net::TcpListener,
-    page: Box<dyn Fn() -> String + Send>,
+    page: crate::metrics::Page,
     quiet: bool,
 ) -> anyhow::Result<crate::metrics::MetricsServer> {
     let server = crate::metrics::MetricsServer::start(listener, page)
