@@ -1,6 +1,7 @@
 //! `rtlab tune`: applies the run-time fixes `rtlab check` prints, and takes them back.
 //!
-//! A plan is a list of writes to /proc and /sys files, each with the value found there now.
+//! A plan is a list of writes to /proc, /sys and debugfs files, each with the value found
+//! there now.
 //! [`apply`] saves the whole plan (every prior value) to a state file *before* it changes
 //! anything, then writes the new values one by one; [`revert`] writes every prior value back,
 //! the last change first, and checks each one reads back as it was. Boot-time fixes (kernel
@@ -13,13 +14,16 @@
 //! kernel's own settings files are written. The file itself must be one no other user could
 //! have planted or changed ([`rtlab_sys::fs::open_trusted`]).
 
+use rtlab_sys::debugfs::{self, DebugfsError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The fixes `tune` can apply, by the id of the check they answer.
 pub const TUNABLE: &[&str] = &[
+    "preempt_model",
     "rt_throttling",
+    "fair_server",
     "irq_affinity",
     "transparent_hugepages",
     "damon",
@@ -80,7 +84,22 @@ pub enum Knob {
         /// The thread.
         tid: u32,
     },
+    /// /sys/kernel/debug/sched/fair_server/cpuN/runtime (Linux 6.12+): ns of each period
+    /// SCHED_OTHER work may run over RT threads on that CPU; 0 turns the server off.
+    FairServerRuntime {
+        /// The CPU.
+        cpu: u32,
+    },
+    /// /sys/kernel/debug/sched/preempt (PREEMPT_DYNAMIC kernels): the preemption model.
+    PreemptModel,
 }
+
+/// The longest fair server period the kernel takes (`fair_server_period_max`, ~4 s): no
+/// runtime can exceed it.
+const FAIR_SERVER_MAX_NS: u64 = (1 << 22) * 1000;
+
+/// The models /sys/kernel/debug/sched/preempt takes.
+const PREEMPT_MODELS: &[&str] = &["none", "voluntary", "full", "lazy"];
 
 const GOVERNORS: &[&str] = &[
     "performance",
@@ -102,6 +121,8 @@ impl Knob {
             Knob::Governor { .. } => "cpufreq_governor",
             Knob::IdleState { .. } => "c_states",
             Knob::TimerSlack { .. } => "timer_slack",
+            Knob::FairServerRuntime { .. } => "fair_server",
+            Knob::PreemptModel => "preempt_model",
         }
     }
 
@@ -127,6 +148,10 @@ impl Knob {
                 format!("sys/devices/system/cpu/cpu{cpu}/cpuidle/state{state}/disable")
             }
             Knob::TimerSlack { tid } => format!("proc/{tid}/timerslack_ns"),
+            Knob::FairServerRuntime { cpu } => {
+                return debugfs::path_in(root, &debugfs::fair_server(cpu as usize, "runtime"))
+            }
+            Knob::PreemptModel => return debugfs::path_in(root, debugfs::PREEMPT),
         };
         root.join(rel)
     }
@@ -157,6 +182,10 @@ impl Knob {
             Knob::Governor { .. } => GOVERNORS.contains(&value),
             Knob::IdleState { .. } => ["0", "1"].contains(&value),
             Knob::TimerSlack { .. } => value.parse::<u64>().is_ok(),
+            Knob::FairServerRuntime { .. } => value
+                .parse::<u64>()
+                .is_ok_and(|ns| ns <= FAIR_SERVER_MAX_NS),
+            Knob::PreemptModel => PREEMPT_MODELS.contains(&value),
         }
     }
 }
@@ -227,12 +256,16 @@ fn read(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// The selected word of a selector file ("always [madvise] never" -> "madvise"), or the value.
+/// The selected word of a selector file, or the value: sysfs marks it with brackets
+/// ("always [madvise] never" -> "madvise"), debugfs with parentheses ("none voluntary (full)
+/// lazy" -> "full").
 fn selected(text: &str) -> String {
     text.split_whitespace()
         .find(|w| w.starts_with('['))
-        .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-        .unwrap_or_else(|| text.trim().to_string())
+        .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+        .or_else(|| debugfs::selected(text))
+        .unwrap_or(text.trim())
+        .to_string()
 }
 
 /// What `path` holds now, in the form tune compares and writes.
@@ -282,96 +315,53 @@ pub fn plan(cfg: &TuneConfig) -> Plan {
     plan_in(cfg, Path::new("/"))
 }
 
+impl TuneConfig {
+    /// The fix `id` is asked for (`--only`, or every one).
+    pub fn wants(&self, id: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.iter().any(|x| x == id))
+    }
+}
+
 /// [`plan`] for a machine whose files are under `root` (a laid-out directory in tests).
 pub fn plan_in(cfg: &TuneConfig, root: &Path) -> Plan {
-    let wanted = |id: &str| cfg.only.as_ref().is_none_or(|o| o.iter().any(|x| x == id));
-    let under = |rel: &str| root.join(rel).to_string_lossy().into_owned();
     let mut plan = Plan::default();
-    let rt = &cfg.rt_cpus;
-    let housekeeping: Vec<usize> = rtlab_sys::affinity::usable_cpus()
-        .as_slice()
-        .iter()
-        .copied()
-        .filter(|c| !rt.contains(c))
-        .collect();
-    if wanted("rt_throttling") {
+    if cfg.wants("preempt_model") {
+        plan_preempt_model(&mut plan, root);
+    }
+    if cfg.wants("rt_throttling") {
         let knob = Knob::RtSysctl {
             name: RtSysctl::SchedRtRuntimeUs,
         };
         plan.change(knob, root, "-1");
     }
-    if wanted("irq_affinity") {
-        if housekeeping.is_empty() {
-            plan.printed.push((
-                "irq_affinity".into(),
-                "every usable CPU is a real-time CPU: no CPU to move interrupts to".into(),
-            ));
-        } else {
-            let target = cpu_list(&housekeeping);
-            for (irq, dir) in numbered_dirs(&under("proc/irq"), "") {
-                // Only IRQs with a handler (a directory inside) that may run on an RT CPU.
-                let active = std::fs::read_dir(&dir)
-                    .map(|d| d.flatten().any(|x| x.path().is_dir()))
-                    .unwrap_or(false);
-                let knob = Knob::IrqAffinity { irq };
-                let on_rt = current(&knob.path_in(root))
-                    .and_then(|l| rtlab_sys::affinity::CpuList::parse(&l).ok())
-                    .is_some_and(|l| l.as_slice().iter().any(|c| rt.contains(c)));
-                if active && on_rt {
-                    plan.change(knob, root, target.clone());
-                }
-            }
-            if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
-                plan.printed.push((
-                    "irq_affinity".into(),
-                    format!(
-                        "irqbalance is running and will move interrupts back: set \
-                         IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance and restart it",
-                        cpu_list(rt)
-                    ),
-                ));
-            }
-        }
+    if cfg.wants("fair_server") {
+        plan_fair_server(&mut plan, root, &cfg.rt_cpus);
     }
-    if wanted("transparent_hugepages") {
+    if cfg.wants("irq_affinity") {
+        plan_irq_affinity(&mut plan, root, &cfg.rt_cpus);
+    }
+    if cfg.wants("transparent_hugepages") {
         let knob = Knob::TransparentHugepages;
         if current(&knob.path_in(root)).as_deref() == Some("always") {
             plan.change(knob, root, "madvise");
         }
     }
-    if wanted("damon") {
-        for (kdamond, _) in numbered_dirs(&under("sys/kernel/mm/damon/admin/kdamonds"), "") {
+    if cfg.wants("damon") {
+        let kdamonds = root.join("sys/kernel/mm/damon/admin/kdamonds");
+        for (kdamond, _) in numbered_dirs(&kdamonds.to_string_lossy(), "") {
             let knob = Knob::Damon { kdamond };
             if current(&knob.path_in(root)).as_deref() == Some("on") {
                 plan.change(knob, root, "off");
             }
         }
     }
-    for &cpu in rt {
-        let base = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
-        let cpu = cpu as u32;
-        if wanted("cpufreq_governor") {
-            let avail = read(&base.join("cpufreq/scaling_available_governors")).unwrap_or_default();
-            if avail.split_whitespace().any(|g| g == "performance") {
-                plan.change(Knob::Governor { cpu }, root, "performance");
-            }
-        }
-        if wanted("c_states") {
-            for (state, dir) in numbered_dirs(&format!("{}/cpuidle", base.display()), "state") {
-                let latency: u64 = read(&dir.join("latency"))
-                    .and_then(|l| l.parse().ok())
-                    .unwrap_or(0);
-                if latency > 10 {
-                    plan.change(Knob::IdleState { cpu, state }, root, "1");
-                }
-            }
-        }
-    }
-    if wanted("timer_slack") {
+    plan_rt_cpus(&mut plan, root, cfg);
+    if cfg.wants("timer_slack") {
         match cfg.slack_pid {
             Some(pid) => {
                 // Each thread's own file is /proc/<tid>/timerslack_ns (none under task/).
-                for (tid, _) in numbered_dirs(&under(&format!("proc/{pid}/task")), "") {
+                let tasks = root.join(format!("proc/{pid}/task"));
+                for (tid, _) in numbered_dirs(&tasks.to_string_lossy(), "") {
                     plan.change(Knob::TimerSlack { tid }, root, "1");
                 }
             }
@@ -386,8 +376,128 @@ pub fn plan_in(cfg: &TuneConfig, root: &Path) -> Plan {
     plan
 }
 
-/// The boot-time and other fixes of `checks` that tune does not apply, as (id, fix).
-pub fn not_applied(checks: &[crate::check::Check]) -> Vec<(String, String)> {
+/// A PREEMPT_DYNAMIC kernel switches its model at run time: none or voluntary become full.
+fn plan_preempt_model(plan: &mut Plan, root: &Path) {
+    let knob = Knob::PreemptModel;
+    let dynamic =
+        read(&root.join("proc/sys/kernel/version")).is_some_and(|v| v.contains("PREEMPT_DYNAMIC"));
+    match debugfs::read_in(root, debugfs::PREEMPT) {
+        Ok(text) if ["none", "voluntary"].contains(&selected(&text).as_str()) => {
+            plan.change(knob, root, "full");
+            plan.printed.push((
+                knob.id().into(),
+                "the run-time switch lasts until the next boot: to keep it, add preempt=full to \
+                 the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then \
+                 update-grub)"
+                    .into(),
+            ));
+        }
+        Err(e) if dynamic && e != DebugfsError::Absent => plan.printed.push((
+            knob.id().into(),
+            format!(
+                "cannot switch it at run time here: {}: cannot read: {e}",
+                Knob::PreemptModel.path().display()
+            ),
+        )),
+        _ => {}
+    }
+}
+
+/// Each real-time CPU's fair server off (runtime 0), where the kernel has one.
+fn plan_fair_server(plan: &mut Plan, root: &Path, rt: &[usize]) {
+    let mut unreadable = Vec::new();
+    for &cpu in rt {
+        let knob = Knob::FairServerRuntime { cpu: cpu as u32 };
+        match debugfs::read_in(root, &debugfs::fair_server(cpu, "runtime")) {
+            Ok(_) => plan.change(knob, root, "0"),
+            Err(DebugfsError::Absent) => {}
+            Err(e) => unreadable.push((knob, e)),
+        }
+    }
+    let release = read(&root.join("proc/sys/kernel/osrelease")).unwrap_or_default();
+    if let Some((_, e)) = unreadable.first() {
+        if crate::check::release_has_fair_server(&release) {
+            let paths: Vec<String> = unreadable
+                .iter()
+                .map(|(k, _)| k.path().display().to_string())
+                .collect();
+            plan.printed.push((
+                "fair_server".into(),
+                format!(
+                    "cannot apply it here: cannot read: {e}; where debugfs allows it: echo 0 > \
+                     {}",
+                    paths.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// Device interrupts that may run on a real-time CPU move to the other CPUs
+/// ([`crate::check::irq`], the same count `rtlab check` gives).
+fn plan_irq_affinity(plan: &mut Plan, root: &Path, rt: &[usize]) {
+    let housekeeping: Vec<usize> = rtlab_sys::affinity::usable_cpus()
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|c| !rt.contains(c))
+        .collect();
+    if housekeeping.is_empty() {
+        plan.printed.push((
+            "irq_affinity".into(),
+            "every usable CPU is a real-time CPU: no CPU to move interrupts to".into(),
+        ));
+        return;
+    }
+    let target = cpu_list(&housekeeping);
+    for irq in crate::check::irq::device_irqs(root) {
+        if irq.allowed_on(rt) {
+            plan.change(Knob::IrqAffinity { irq: irq.irq }, root, target.clone());
+        }
+    }
+    if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
+        plan.printed.push((
+            "irq_affinity".into(),
+            format!(
+                "irqbalance is running and will move interrupts back: set \
+                 IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance and restart it",
+                cpu_list(rt)
+            ),
+        ));
+    }
+}
+
+/// The real-time CPUs' governor to performance, their idle states deeper than 10 us off.
+fn plan_rt_cpus(plan: &mut Plan, root: &Path, cfg: &TuneConfig) {
+    for &cpu in &cfg.rt_cpus {
+        let base = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
+        let cpu = cpu as u32;
+        if cfg.wants("cpufreq_governor") {
+            let avail = read(&base.join("cpufreq/scaling_available_governors")).unwrap_or_default();
+            if avail.split_whitespace().any(|g| g == "performance") {
+                plan.change(Knob::Governor { cpu }, root, "performance");
+            }
+        }
+        if cfg.wants("c_states") {
+            for (state, dir) in numbered_dirs(&format!("{}/cpuidle", base.display()), "state") {
+                let latency: u64 = read(&dir.join("latency"))
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
+                if latency > 10 {
+                    plan.change(Knob::IdleState { cpu, state }, root, "1");
+                }
+            }
+        }
+    }
+}
+
+/// The fixes of `checks` that the plan does not apply, as (id, fix): every warned or failed
+/// check's but those the plan changes, and those of fixes left out with `--only`.
+pub fn not_applied(
+    checks: &[crate::check::Check],
+    plan: &Plan,
+    cfg: &TuneConfig,
+) -> Vec<(String, String)> {
     checks
         .iter()
         .filter(|c| {
@@ -395,7 +505,8 @@ pub fn not_applied(checks: &[crate::check::Check]) -> Vec<(String, String)> {
                 c.status,
                 crate::check::Status::Fail | crate::check::Status::Warn
             ) && !c.fix.is_empty()
-                && !TUNABLE.contains(&c.id)
+                && !plan.changes.iter().any(|x| x.id() == c.id)
+                && (!TUNABLE.contains(&c.id) || cfg.wants(c.id))
         })
         .map(|c| (c.id.to_string(), c.fix.clone()))
         .collect()
@@ -584,6 +695,7 @@ mod tests {
         assert_eq!(selected("always [madvise] never"), "madvise");
         assert_eq!(selected("950000"), "950000");
         assert_eq!(selected(" 0-1\n"), "0-1");
+        assert_eq!(selected("none voluntary (full) lazy\n"), "full");
     }
 
     fn laid_out(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -709,6 +821,10 @@ mod tests {
             (Knob::Governor { cpu: 0 }, "performance", "x\ny"),
             (Knob::IdleState { cpu: 0, state: 2 }, "1", "2"),
             (Knob::TimerSlack { tid: 9 }, "50000", "-1"),
+            (Knob::FairServerRuntime { cpu: 1 }, "0", "-1"),
+            (Knob::FairServerRuntime { cpu: 1 }, "50000000", "5000000000"),
+            (Knob::PreemptModel, "full", "(full)"),
+            (Knob::PreemptModel, "none", "rt"),
         ] {
             assert!(knob.accepts(ok), "{knob:?} {ok}");
             assert!(!knob.accepts(bad), "{knob:?} {bad}");
@@ -748,5 +864,120 @@ mod tests {
         if rtlab_sys::affinity::usable_cpus().as_slice().len() > 1 {
             assert!(knobs.contains(&Knob::IrqAffinity { irq: 9 }), "{plan:?}");
         }
+    }
+
+    fn debugfs_cfg() -> TuneConfig {
+        TuneConfig {
+            rt_cpus: vec![1],
+            only: Some(vec!["preempt_model".into(), "fair_server".into()]),
+            slack_pid: None,
+        }
+    }
+
+    #[test]
+    fn the_fair_server_and_the_preemption_model_are_switched_and_switched_back() {
+        let root = laid_out(&[
+            ("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n"),
+            ("proc/sys/kernel/osrelease", "6.18.44\n"),
+            (
+                "sys/kernel/debug/sched/preempt",
+                "(none) voluntary full lazy\n",
+            ),
+            (
+                "sys/kernel/debug/sched/fair_server/cpu0/runtime",
+                "50000000\n",
+            ),
+            (
+                "sys/kernel/debug/sched/fair_server/cpu1/runtime",
+                "50000000\n",
+            ),
+            (
+                "sys/kernel/debug/sched/fair_server/cpu1/period",
+                "1000000000\n",
+            ),
+        ]);
+        let r = root.path();
+        let plan = plan_in(&debugfs_cfg(), r);
+        let planned: Vec<(Knob, &str, &str)> = plan
+            .changes
+            .iter()
+            .map(|c| (c.knob, c.before.as_str(), c.after.as_str()))
+            .collect();
+        assert_eq!(
+            planned,
+            [
+                (Knob::PreemptModel, "none", "full"),
+                (Knob::FairServerRuntime { cpu: 1 }, "50000000", "0"),
+            ],
+            "only the RT CPU's server"
+        );
+        assert!(
+            plan.printed
+                .iter()
+                .any(|(id, note)| id == "preempt_model" && note.contains("preempt=full")),
+            "{plan:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.json");
+        let state = apply_in(plan, &[1], &file, r).unwrap();
+        assert!(state.changes.iter().all(|c| c.applied), "{state:?}");
+        let text = |k: Knob| std::fs::read_to_string(k.path_in(r)).unwrap();
+        assert_eq!(text(Knob::PreemptModel), "full\n");
+        assert_eq!(text(Knob::FairServerRuntime { cpu: 1 }), "0\n");
+        let saved = parse_state(&file, &std::fs::read_to_string(&file).unwrap(), r).unwrap();
+        let back = revert_in(&saved, r);
+        assert!(back.iter().all(Reverted::restored), "{back:?}");
+        assert_eq!(text(Knob::PreemptModel), "none\n");
+        assert_eq!(text(Knob::FairServerRuntime { cpu: 1 }), "50000000\n");
+        assert_eq!(text(Knob::FairServerRuntime { cpu: 0 }), "50000000\n");
+        // Already full: nothing to switch.
+        std::fs::write(
+            Knob::PreemptModel.path_in(r),
+            "none voluntary (full) lazy\n",
+        )
+        .unwrap();
+        assert!(plan_in(&debugfs_cfg(), r)
+            .changes
+            .iter()
+            .all(|c| c.knob != Knob::PreemptModel));
+    }
+
+    #[test]
+    fn without_a_readable_debugfs_tune_says_it_cannot_and_plans_nothing() {
+        let root = laid_out(&[
+            ("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n"),
+            ("proc/sys/kernel/osrelease", "6.18.44\n"),
+        ]);
+        std::fs::create_dir_all(root.path().join("sys/kernel/debug")).unwrap();
+        let plan = plan_in(&debugfs_cfg(), root.path());
+        assert!(plan.changes.is_empty(), "{plan:?}");
+        let note = |id: &str| {
+            plan.printed
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default()
+        };
+        assert!(
+            note("preempt_model").contains("cannot read: debugfs is not mounted"),
+            "{plan:?}"
+        );
+        assert!(
+            note("fair_server")
+                .starts_with("cannot apply it here: cannot read: debugfs is not mounted"),
+            "{plan:?}"
+        );
+        // A kernel before the fair server, without run-time preemption switching: nothing to say.
+        std::fs::write(
+            root.path().join("proc/sys/kernel/version"),
+            "#1 SMP PREEMPT\n",
+        )
+        .unwrap();
+        std::fs::write(root.path().join("proc/sys/kernel/osrelease"), "6.6.1\n").unwrap();
+        let plan = plan_in(&debugfs_cfg(), root.path());
+        assert!(
+            plan.printed.is_empty() && plan.changes.is_empty(),
+            "{plan:?}"
+        );
     }
 }

@@ -10,6 +10,7 @@ pub mod affinity;
 #[allow(unsafe_code)]
 pub mod bpf;
 pub mod cgroup;
+pub mod debugfs;
 pub mod dma;
 mod error;
 pub mod fs;

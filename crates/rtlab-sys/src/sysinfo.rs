@@ -94,13 +94,6 @@ fn online_cpus() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Picks the parenthesised entry of `/sys/kernel/debug/sched/preempt`, e.g. `none (full) lazy`.
-fn parse_debugfs_preempt(text: &str) -> Option<String> {
-    text.split_whitespace()
-        .find_map(|w| w.strip_prefix('(').and_then(|w| w.strip_suffix(')')))
-        .map(str::to_string)
-}
-
 fn kernel_config() -> Option<String> {
     let release = rustix::system::uname()
         .release()
@@ -133,9 +126,9 @@ fn config_default_model(config: &str) -> Option<&'static str> {
 
 fn preempt_model(uname_version: &str) -> String {
     let dynamic = uname_version.contains("PREEMPT_DYNAMIC");
-    if let Some(current) = std::fs::read_to_string("/sys/kernel/debug/sched/preempt")
+    if let Some(current) = crate::debugfs::read(crate::debugfs::PREEMPT)
         .ok()
-        .and_then(|t| parse_debugfs_preempt(&t))
+        .and_then(|t| crate::debugfs::selected(&t).map(str::to_string))
     {
         return if dynamic {
             format!("dynamic({current})")
@@ -184,15 +177,6 @@ pub fn total_memory_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn debugfs_format_is_parsed() {
-        assert_eq!(
-            parse_debugfs_preempt("none voluntary (full) lazy\n").as_deref(),
-            Some("full")
-        );
-        assert_eq!(parse_debugfs_preempt("garbage"), None);
-    }
 
     #[test]
     fn config_default_is_found() {

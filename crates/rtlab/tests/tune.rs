@@ -12,6 +12,7 @@ fn snapshot() -> BTreeMap<PathBuf, String> {
     let mut files: Vec<PathBuf> = vec![
         "/proc/sys/kernel/sched_rt_runtime_us".into(),
         "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+        "/sys/kernel/debug/sched/preempt".into(),
     ];
     let glob = |dir: &str, file: &str| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
@@ -23,6 +24,7 @@ fn snapshot() -> BTreeMap<PathBuf, String> {
     };
     files.extend(glob("/proc/irq", "smp_affinity_list"));
     files.extend(glob("/sys/kernel/mm/damon/admin/kdamonds", "state"));
+    files.extend(glob("/sys/kernel/debug/sched/fair_server", "runtime"));
     for cpu in glob("/sys/devices/system/cpu", "") {
         files.push(cpu.join("cpufreq/scaling_governor"));
         files.extend(glob(&cpu.join("cpuidle").to_string_lossy(), "disable"));
@@ -54,7 +56,7 @@ impl Drop for RevertOnDrop<'_> {
 fn bad_tune_input_is_one_line_and_exit_2() {
     assert_bad_input(&["tune", "--apply"], &["--state"]);
     assert_bad_input(
-        &["tune", "--only", "preempt_model"],
+        &["tune", "--only", "cpu_isolation"],
         &["not a fix tune applies"],
     );
     assert_bad_input(&["tune", "--revert", "x.json", "--cpus", "0"], &["--cpus"]);
@@ -130,10 +132,11 @@ fn apply_then_revert_leaves_every_touched_value_as_it_was() {
         let was = before
             .get(&path)
             .unwrap_or_else(|| panic!("{path:?} not in the snapshot"));
+        // A selector file's selected word: [sysfs] or (debugfs).
         let word = was
             .split_whitespace()
-            .find(|w| w.starts_with('['))
-            .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+            .find(|w| w.starts_with('[') || w.starts_with('('))
+            .map(|w| w.trim_matches(|c| matches!(c, '[' | ']' | '(' | ')')))
             .unwrap_or(was.trim());
         assert_eq!(c["before"].as_str().unwrap(), word, "{c}");
         if c["applied"] == true {

@@ -1,13 +1,17 @@
 //! `rtlab check`: an audit of the settings that decide worst-case latency on this machine.
-//! Each check reads /proc or /sys only (nothing is changed) and gives a status, the value it
-//! found, why it matters (with the seed experiment it relates to) and the command that fixes
-//! it.
+//! Each check reads /proc, /sys or debugfs only (nothing is changed) and gives a status, the
+//! value it found, why it matters and the command that fixes it. Each reads the machine's
+//! state as it is, never a short sample of something that comes and goes, so back-to-back
+//! runs on an unchanged machine give the same verdicts (a CI gate must not flip).
 
 use rtlab_sys::affinity::CpuList;
 use std::path::Path;
 
+pub mod irq;
 mod net_stack;
+mod sched;
 pub use net_stack::net_stack;
+pub(crate) use sched::release_has_fair_server;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,56 +96,6 @@ fn check(
     }
 }
 
-fn preempt_model() -> Check {
-    let model = rtlab_sys::sysinfo::system_facts().preempt_model;
-    let (status, fix) = if model.contains("rt") {
-        (Status::Ok, String::new())
-    } else if model.contains("full") {
-        (
-            Status::Warn,
-            "use a PREEMPT_RT kernel (Debian: apt install linux-image-rt-amd64)".to_string(),
-        )
-    } else if model.starts_with("dynamic") {
-        (
-            Status::Fail,
-            "add preempt=full to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub and reboot), or use a PREEMPT_RT kernel".to_string(),
-        )
-    } else {
-        (
-            Status::Fail,
-            "use a PREEMPT_RT kernel (Debian: apt install linux-image-rt-amd64)".to_string(),
-        )
-    };
-    check(
-        "preempt_model",
-        status,
-        model,
-        "without a preemptible kernel a low-priority task in a system call holds the CPU for milliseconds (seed 000; rtlab --explain shows it as preemption by a lower-priority task)",
-        fix,
-        100,
-    )
-}
-
-fn rt_throttling() -> Check {
-    let runtime = read("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default();
-    let period = read("/proc/sys/kernel/sched_rt_period_us").unwrap_or_default();
-    let unlimited = runtime == "-1";
-    check(
-        "rt_throttling",
-        if unlimited { Status::Ok } else { Status::Warn },
-        format!("sched_rt_runtime_us={runtime} of {period}"),
-        "real-time threads that run longer than the budget are stopped for the rest of the period: a hard stall of up to 50 ms",
-        if unlimited {
-            String::new()
-        } else {
-            "sysctl -w kernel.sched_rt_runtime_us=-1 (only with a watchdog for runaway RT threads: \
-             rtlab runs have one; your own application needs one too, e.g. rtkit's)"
-                .into()
-        },
-        60,
-    )
-}
-
 fn isolation() -> Check {
     let isolated = read("/sys/devices/system/cpu/isolated").unwrap_or_default();
     let nohz = read("/sys/devices/system/cpu/nohz_full").unwrap_or_default();
@@ -156,7 +110,7 @@ fn isolation() -> Check {
         "cpu_isolation",
         if ok { Status::Ok } else { Status::Warn },
         value,
-        "on a shared CPU every other task, timer tick and RCU callback can delay the RT thread (seed 001 fixed its outliers with processor sets)",
+        "on a shared CPU every other task, timer tick and RCU callback can delay the RT thread (a 2009 proof of concept of real-time Java on Solaris removed its outliers by reserving CPUs for the application)",
         if ok {
             String::new()
         } else {
@@ -168,50 +122,26 @@ fn isolation() -> Check {
 
 fn irq_affinity() -> Check {
     let cpu = rt_cpu();
-    let mut on_rt = Vec::new();
-    let mut total = 0;
-    if let Ok(entries) = std::fs::read_dir("/proc/irq") {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.parse::<u32>().is_err() {
-                continue;
-            }
-            // Where it is delivered now, and where it may be: on x86 a new affinity takes
-            // effect at the IRQ's next interrupt, so one moved off the RT CPU (allowed set
-            // without it) counts as moved even while its effective CPU still lags.
-            let allowed = read(e.path().join("smp_affinity_list"));
-            let Some(list) = read(e.path().join("effective_affinity_list")).or(allowed.clone())
-            else {
-                continue;
-            };
-            let may = |l: &str| {
-                rtlab_sys::affinity::CpuList::parse(l)
-                    .map(|l| l.as_slice().contains(&cpu))
-                    .unwrap_or(false)
-            };
-            // Only IRQs that have a handler (a directory inside) matter.
-            let active = std::fs::read_dir(e.path())
-                .map(|d| d.flatten().any(|x| x.path().is_dir()))
-                .unwrap_or(false);
-            if !active {
-                continue;
-            }
-            total += 1;
-            if may(&list) && allowed.as_deref().is_none_or(may) {
-                on_rt.push(name);
-            }
-        }
-    }
-    if total == 0 {
+    let irqs = irq::device_irqs(Path::new("/"));
+    let why = "device interrupts on the RT CPU preempt the RT thread (a 2009 proof of concept \
+               of real-time Java on Solaris removed its outliers by moving every interrupt off \
+               the RT threads' CPUs)";
+    if irqs.is_empty() {
         return check(
             "irq_affinity",
             Status::Skipped,
             "no readable /proc/irq",
-            "device interrupts on the RT CPU preempt the RT thread",
+            why,
             "",
             50,
         );
     }
+    let on_rt: Vec<String> = irqs
+        .iter()
+        .filter(|i| i.allowed_on(&[cpu]))
+        .map(|i| i.irq.to_string())
+        .collect();
+    let delivered = irqs.iter().filter(|i| i.delivered_on(&[cpu])).count();
     check(
         "irq_affinity",
         if on_rt.is_empty() {
@@ -219,13 +149,20 @@ fn irq_affinity() -> Check {
         } else {
             Status::Warn
         },
-        format!("{} of {total} device IRQs may run on CPU {cpu}", on_rt.len()),
-        "device interrupts on the RT CPU preempt the RT thread (seed 001 moved them away: psrset -f)",
+        format!(
+            "{} of {} device IRQs (those with a handler in /proc/irq) may run on CPU {cpu} \
+             (smp_affinity_list); {delivered} are delivered there now (effective_affinity_list)",
+            on_rt.len(),
+            irqs.len()
+        ),
+        why,
         if on_rt.is_empty() {
             String::new()
         } else {
             format!(
-                "for i in {}; do echo {} > /proc/irq/$i/smp_affinity_list; done (and stop irqbalance or set IRQBALANCE_BANNED_CPULIST={cpu})",
+                "for i in {}; do echo {} > /proc/irq/$i/smp_affinity_list; done (rtlab tune \
+                 --only irq_affinity does; and stop irqbalance or set \
+                 IRQBALANCE_BANNED_CPULIST={cpu})",
                 on_rt.join(" "),
                 others(cpu)
             )
@@ -325,7 +262,7 @@ fn thp() -> Check {
         "transparent_hugepages",
         if current == "always" { Status::Warn } else { Status::Ok },
         current.clone(),
-        "with THP always, page faults may compact memory for milliseconds (the mmap experiment of seed 000 is the same family)",
+        "with THP always, page faults may compact memory for milliseconds (memory management in other threads delaying an RT thread: rtlab mmap measures the same family)",
         if current == "always" {
             "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"
         } else {
@@ -549,37 +486,43 @@ fn clocksource() -> Check {
     )
 }
 
-fn steal_ticks() -> u64 {
-    read("/proc/stat")
-        .and_then(|s| {
-            s.lines()
-                .next()
-                .and_then(|l| l.split_whitespace().nth(8))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+/// Steal time since boot (a window as long as the machine has run, so back-to-back checks
+/// agree; a one-second sample caught the host's rare thefts in some runs and not others), in
+/// ms, with the vCPU time it is out of, in s.
+fn steal_since_boot() -> (f64, f64) {
+    let cpus: Vec<usize> = (0..rtlab_sys::sysinfo::system_facts().cpus).collect();
+    let stolen_ms = rtlab_sys::procfs::ProcSnapshot::default()
+        .steal_ms_since(&rtlab_sys::procfs::ProcSnapshot::take(), &cpus);
+    let uptime_s: f64 = read("/proc/uptime")
+        .and_then(|u| u.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    (stolen_ms, uptime_s * cpus.len() as f64)
 }
 
-fn virtualization(sample: std::time::Duration) -> Check {
+fn virtualization() -> Check {
     let virt = rtlab_sys::sysinfo::system_facts().virtualized;
-    let before = steal_ticks();
-    std::thread::sleep(sample);
-    let stolen_ms = (steal_ticks() - before) * 10;
+    let (stolen_ms, vcpu_s) = steal_since_boot();
     check(
         "virtualization",
         if !virt {
             Status::Ok
-        } else if stolen_ms > 0 {
+        } else if stolen_ms > 0.0 {
             Status::Fail
         } else {
             Status::Warn
         },
         if virt {
-            format!("virtual machine; {stolen_ms} ms stolen by the host in {} ms", sample.as_millis())
+            format!(
+                "virtual machine; the host took {stolen_ms:.0} ms of {vcpu_s:.0} s of vCPU time \
+                 since boot (steal time, {:.3} %)",
+                stolen_ms / 10.0 / vcpu_s.max(1e-9)
+            )
         } else {
             "bare metal".into()
         },
-        "on a VM the host may not run a vCPU when the RT thread is due: gaps no guest setting removes (rtlab --explain names them hypervisor_gap)",
+        "on a VM the host may not run a vCPU when the RT thread is due: gaps no guest setting \
+         removes; steal time counts those the host admits to (rtlab --explain names them \
+         hypervisor_gap)",
         if virt {
             "pin the vCPUs to dedicated host CPUs (KVM: vcpupin, isolate them on the host, use idle=poll or haltpoll in the guest), or run on bare metal"
         } else {
@@ -595,7 +538,7 @@ fn timer_slack() -> Check {
         "timer_slack",
         if slack > 1_000 { Status::Warn } else { Status::Ok },
         format!("{slack} ns (inherited by programs started from here)"),
-        "SCHED_OTHER threads sleep up to the slack longer than asked: parkNanos(10 us) takes ~60 us (seed 004)",
+        "SCHED_OTHER threads sleep up to the slack longer than asked: Java's LockSupport.parkNanos(10 us) takes ~60 us (rtlab slack measures it)",
         if slack > 1_000 {
             "start latency-sensitive programs with rtlab exec --slack 1us -- CMD, or change a running one with rtlab slack set --pid PID --all 1us"
         } else {
@@ -662,7 +605,7 @@ fn tracing() -> Check {
             "tracefs {}, perf_event_paranoid={paranoid}",
             if privs.tracefs { "usable" } else { "not usable" }
         ),
-        "rtlab --explain needs tracefs to name the cause of each outlier (seed 002: trace the whole chain of the rare events)",
+        "rtlab --explain needs tracefs to name the cause of each outlier (rare outliers are caught by tracing every event around each one, not by sampling)",
         if privs.tracefs {
             ""
         } else {
@@ -672,11 +615,12 @@ fn tracing() -> Check {
     )
 }
 
-/// Runs every check (about `steal_sample` long: the steal-time sample).
-pub fn run_checks(steal_sample: std::time::Duration) -> Vec<Check> {
+/// Runs every check.
+pub fn run_checks() -> Vec<Check> {
     vec![
-        preempt_model(),
-        rt_throttling(),
+        sched::preempt_model(),
+        sched::rt_throttling(),
+        sched::fair_server(),
         isolation(),
         irq_affinity(),
         governor(),
@@ -688,7 +632,7 @@ pub fn run_checks(steal_sample: std::time::Duration) -> Vec<Check> {
         cgroup(),
         net_stack(),
         clocksource(),
-        virtualization(steal_sample),
+        virtualization(),
         timer_slack(),
         numa(),
         tracing(),
@@ -751,12 +695,12 @@ mod tests {
 
     #[test]
     fn every_check_reports_and_actions_are_ordered() {
-        let checks = run_checks(std::time::Duration::from_millis(10));
-        assert_eq!(checks.len(), 17);
+        let checks = run_checks();
+        assert_eq!(checks.len(), 18);
         let mut ids: Vec<&str> = checks.iter().map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 17, "ids are unique");
+        assert_eq!(ids.len(), 18, "ids are unique");
         for c in &checks {
             assert!(!c.value.is_empty() && !c.why.is_empty(), "{c:?}");
             if matches!(c.status, Status::Warn | Status::Fail) {

@@ -98,7 +98,7 @@ fn net_stack_from(f: &NetFacts) -> Check {
             "net_stack",
             Status::Skipped,
             format!("no network device with hardware behind it; ksoftirqd {}; {budget}", policy(&ksoftirqd)),
-            "received packets are processed by SCHED_OTHER kernel threads when deferred: an RT hog on the receiving CPU then delays an RT receiver's own packets (seed 002)",
+            "received packets are processed by SCHED_OTHER kernel threads when deferred: an RT hog on the receiving CPU then delays an RT receiver's own packets (the network stack's priority inversion)",
             "",
             30,
         );
@@ -158,7 +158,7 @@ fn net_stack_from(f: &NetFacts) -> Check {
         "net_stack",
         if stuck { Status::Warn } else { Status::Ok },
         value,
-        "received packets are processed at SCHED_OTHER (ksoftirqd when softirq work is deferred, or napi threads): a real-time hog on the receiving CPU holds back an RT receiver's own packets, as seed 002's squeue workers did (bench/net-stack.sh on a veth: round trip p99 18.7 ms, the hog's 20 ms run, with a SCHED_OTHER napi thread; 1.4 ms with it at FIFO 51)",
+        "received packets are processed at SCHED_OTHER (ksoftirqd when softirq work is deferred, or napi threads): a real-time hog on the receiving CPU holds back an RT receiver's own packets, as a 2009 study of TCP for real-time Java on Solaris found of its network stack's worker threads (rtlab net over a veth pair beside a 20 ms FIFO hog: round trip p99 18.7 ms with a SCHED_OTHER napi thread, 1.4 ms with it at FIFO 51)",
         fix,
         30,
     )

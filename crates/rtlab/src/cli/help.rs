@@ -325,13 +325,19 @@ Examples:
   rtlab report idle.json loaded.json net.json -o /tmp/report";
 
 pub(super) const CHECK_HELP: &str = "\
-Checks (read-only: nothing is changed): preempt_model, rt_throttling, cpu_isolation
+Checks (read-only: nothing is changed): preempt_model (and, on a PREEMPT_DYNAMIC kernel, its
+run-time switch in debugfs), rt_throttling, fair_server (Linux 6.12+: the time each CPU lends
+SCHED_OTHER work over real-time threads, from debugfs), cpu_isolation
 (isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
 last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
 RTPRIO), cgroup (the container's cpuset against the isolated CPUs, its real-time budget, a
-Kubernetes pod's QoS class, irqbalance's banned CPUs), clocksource, virtualization (with a 1 s
-steal-time sample), timer_slack, numa, tracing. Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the
-exact command that fixes it; the three that matter most are listed last.
+Kubernetes pod's QoS class, irqbalance's banned CPUs), net_stack (who processes received
+packets), clocksource, virtualization (steal time since boot), timer_slack, numa, tracing.
+Each has a status (ok, warn, fail, skipped), what was found, why it matters, and the exact
+command that fixes it; the three that matter most are listed last. Where a file cannot be
+read (debugfs refuses even root on some kernels and VMs) the item says so and what it
+therefore cannot judge. Each item reads the machine's state, never a short sample, so runs on
+an unchanged machine agree.
 
 --json writes one value series per check (check/<id>: 0 ok, 1 warn, 2 fail, -1 skipped) with
 status, value, why and fix in its config.
@@ -391,13 +397,18 @@ prior value, atomically), then the new values, and prints what changed; --revert
 every prior value back, the last change first, checks each one reads back as it was, and
 removes FILE (kept, exit 1, if any did not). Nothing is changed without root.
 
-What it applies (each only where rtlab check would warn): kernel.sched_rt_runtime_us=-1
-(rt_throttling); every device IRQ allowed on an RT CPU moved to the other CPUs
+What it applies (each only where rtlab check would warn): on a PREEMPT_DYNAMIC kernel the
+preemption model none or voluntary -> full through debugfs (until the next boot: preempt=full
+on the kernel command line keeps it; preempt_model); kernel.sched_rt_runtime_us=-1
+(rt_throttling); each RT CPU's fair server runtime to 0 through debugfs (Linux 6.12+: on those
+kernels sched_rt_runtime_us=-1 alone leaves SCHED_OTHER work 50 ms of every second over RT
+threads; fair_server); every device IRQ allowed on an RT CPU moved to the other CPUs
 (irq_affinity); transparent hugepages always -> madvise; DAMON's kdamonds off; the RT CPUs'
 cpufreq governor to performance and their idle states deeper than 10 us disabled; with --pid,
-that process's threads' timer slack to 1 ns. Without RT throttling a runaway real-time thread
-holds its CPU for good: run your RT programs with a watchdog (rtlab's runs have one), or
-leave it out with --only.
+that process's threads' timer slack to 1 ns. Where debugfs cannot be read (some kernels and
+VMs refuse even root) it says so and leaves those two to you. Without RT throttling and the
+fair server a runaway real-time thread holds its CPU for good: run your RT programs with a
+watchdog (rtlab's runs have one), or leave them out with --only.
 
 Examples:
   rtlab tune                                         the plan, changing nothing

@@ -121,12 +121,13 @@ pub struct TuneArgs {
     /// Restore every value saved in FILE by an earlier --apply, then remove FILE.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["state", "only", "cpus", "pid"])]
     pub revert: Option<std::path::PathBuf>,
-    /// Only these fixes, by check id, comma-separated: rt_throttling, irq_affinity,
-    /// transparent_hugepages, damon, cpufreq_governor, c_states, timer_slack.
+    /// Only these fixes, by check id, comma-separated: preempt_model, rt_throttling,
+    /// fair_server, irq_affinity, transparent_hugepages, damon, cpufreq_governor, c_states,
+    /// timer_slack.
     #[arg(long, value_name = "IDS", value_delimiter = ',', value_parser = parse_tunable)]
     pub only: Vec<String>,
-    /// The real-time CPUs: interrupts move off them, their governor and idle states are set
-    /// (default: the last usable CPU, as rtlab check assumes).
+    /// The real-time CPUs: interrupts move off them, their fair server, governor and idle
+    /// states are set (default: the last usable CPU, as rtlab check assumes).
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<rtlab_sys::affinity::CpuList>,
     /// Set the timer slack of every thread of process PID to 1 ns (timer_slack).

@@ -45,11 +45,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<Status> {
     };
     outputs.validate()?;
     let started = rtlab_sys::time::realtime_now_ns();
-    let checks = run_checks(std::time::Duration::from_millis(1000));
+    let clock = std::time::Instant::now();
+    let checks = run_checks();
     let mut doc = standalone_doc(
         "check",
         started,
-        Nanos::from_secs(1),
+        Nanos(clock.elapsed().as_nanos() as u64),
         vec![],
         vec![],
         as_series(&checks),

@@ -52,7 +52,7 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
         config.stage_duration,
     ));
-    let checks = rtlab_lab::check::run_checks(std::time::Duration::from_millis(500));
+    let checks = rtlab_lab::check::run_checks();
     let survey = run_survey(&config, &mut console)?;
     console.finish();
     let mut doc = result_doc("survey", survey.record);

@@ -19,10 +19,23 @@ fn changes_table(changes: &[Change], outcome: impl Fn(&Change) -> String) -> Str
     t.render()
 }
 
-fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check]) -> String {
+/// The plan's notes on fixes whose check is not ok, then the fixes it leaves undone.
+fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check], cfg: &TuneConfig) -> String {
     let mut out = String::new();
-    let mut rest = plan.printed.clone();
-    rest.extend(tune::not_applied(checks));
+    let ok = |id: &str| {
+        checks
+            .iter()
+            .any(|c| c.id == id && c.status == rtlab_lab::check::Status::Ok)
+    };
+    let mut rest: Vec<(String, String)> = plan
+        .printed
+        .iter()
+        .filter(|(id, _)| !ok(id))
+        .cloned()
+        .collect();
+    rest.extend(tune::not_applied(checks, plan, cfg));
+    // In the checks' order, each fix's note before its own advice.
+    rest.sort_by_key(|(id, _)| checks.iter().position(|c| c.id == id));
     if !rest.is_empty() {
         out.push_str("\nnot applied (do these yourself):\n");
         for (id, fix) in rest {
@@ -35,7 +48,7 @@ fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check]) -> String {
 fn need_root(what: &str) -> Result<(), BadInput> {
     if rtlab_sys::process::effective_uid() != 0 {
         return Err(BadInput(format!(
-            "rtlab tune {what} needs root: it writes /proc and /sys (nothing was changed)"
+            "rtlab tune {what} needs root: it writes /proc, /sys and debugfs (nothing was changed)"
         )));
     }
     Ok(())
@@ -67,7 +80,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
         only: (!args.only.is_empty()).then(|| args.only.clone()),
         slack_pid: args.pid,
     };
-    let checks = rtlab_lab::check::run_checks(std::time::Duration::from_millis(200));
+    let checks = rtlab_lab::check::run_checks();
     let plan = tune::plan(&cfg);
     let cpus = rtlab_sys::affinity::CpuList::from(rt_cpus.clone());
     if !args.apply {
@@ -79,7 +92,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
         } else {
             out.push_str(&changes_table(&plan.changes, |_| "planned".into()));
         }
-        out.push_str(&printed(&plan, &checks));
+        out.push_str(&printed(&plan, &checks, &cfg));
         print!("{out}");
         return Ok(Status::Ok);
     }
@@ -97,7 +110,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
         .into());
     }
     rtlab_report::check_writable_file(file).map_err(|e| BadInput(format!("--state {e}")))?;
-    let tail = printed(&plan, &checks);
+    let tail = printed(&plan, &checks, &cfg);
     let count = plan.changes.len();
     let state = tune::apply(plan, &rt_cpus, file).map_err(anyhow::Error::msg)?;
     let applied = state.changes.iter().filter(|c| c.applied).count();
