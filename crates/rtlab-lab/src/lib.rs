@@ -46,6 +46,20 @@ impl Outcome {
         self.warnings.push(message);
     }
 
+    /// Counts the outliers' `at_ns` from `began_ns`, when measuring began, instead of from the
+    /// explainer's start, which comes first and may take a while (loading the eBPF programs):
+    /// an outlier near the end of a 5 s run read `at 5.3 s`.
+    pub fn measured_from(&mut self, began_ns: u64) {
+        let Some(origin) = self.origin_ns else {
+            return;
+        };
+        let shift = began_ns.saturating_sub(origin);
+        for o in &mut self.outliers {
+            o.at_ns = o.at_ns.saturating_sub(shift);
+        }
+        self.origin_ns = Some(origin + shift);
+    }
+
     /// The scheduling the measuring threads can really get: `policy`/`prio` when this
     /// process may use them, else SCHED_OTHER with one warning saying what it costs (`cost`).
     pub fn effective_sched(
@@ -77,4 +91,34 @@ pub trait Experiment {
     /// Measures for `common.duration` (or until Ctrl-C), reporting live progress and warnings
     /// through `observer`. Never prints.
     fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outliers_are_timed_from_when_measuring_began() {
+        // Regression: an outlier near the end of a 5 s noise run read `at 5.3 s`, timed from
+        // the explainer's start, 0.3 s before the spinners.
+        let outlier = |at_ns: u64| -> rtlab_stats::result::Outlier {
+            serde_json::from_value(serde_json::json!({
+                "series": "cpu1", "at_ns": at_ns, "latency_ns": 1000, "causes": []
+            }))
+            .unwrap()
+        };
+        let mut outcome = Outcome {
+            outliers: vec![outlier(5_300_000_000), outlier(400_000_000)],
+            origin_ns: Some(1_000_000_000),
+            ..Outcome::default()
+        };
+        outcome.measured_from(1_300_000_000);
+        let at: Vec<u64> = outcome.outliers.iter().map(|o| o.at_ns).collect();
+        assert_eq!(at, [5_000_000_000, 100_000_000]);
+        assert_eq!(outcome.origin_ns, Some(1_300_000_000));
+        // Without an explainer there is nothing to move.
+        let mut plain = Outcome::default();
+        plain.measured_from(5);
+        assert_eq!(plain.origin_ns, None);
+    }
 }

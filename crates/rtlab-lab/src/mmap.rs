@@ -175,12 +175,12 @@ pub fn seed_effect_reading(series: &[Series], prefix: &str) -> String {
     }
     match worst {
         Some((p, f, d)) if p > 2.0 && f > 2.0 => format!(
-            "seed effect VISIBLE on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case; use private futexes (rtlab's default) for real-time waits"
+            "mmap effect VISIBLE on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case; use private futexes (rtlab's default) for real-time waits"
         ),
         Some((p, f, d)) => format!(
-            "seed effect not visible on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case (both must exceed 2x); the 2008 mmap/futex contention does not show here"
+            "mmap effect not visible on this kernel: under {d} the shared futex's worst wakeup is {p:.1}x the private one's and {f:.1}x the idle worst case (both must exceed 2x); the 2008 mmap/futex contention does not show here"
         ),
-        None => "seed effect not assessed: run with --waiter private,shared".into(),
+        None => "mmap effect not assessed: run with --waiter private,shared".into(),
     }
 }
 

@@ -261,6 +261,7 @@ impl Experiment for Noise {
         }
         if let Some(session) = session {
             session.finish(&cpus, observer, &mut outcome);
+            outcome.measured_from(began);
         }
         let step = timeline_step(common.duration.get());
         for (i, handle) in handles.into_iter().enumerate() {
@@ -288,6 +289,8 @@ impl Experiment for Noise {
                 }
                 .into_config_of(series);
             }
+            // A spinner has no periods to miss: no `missed` column for it.
+            series.missed = None;
             outcome.series.push(series);
         }
         Ok(outcome)

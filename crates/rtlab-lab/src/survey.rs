@@ -460,7 +460,7 @@ pub fn run_survey(
             reading.push_str(&format!(
                 "; received packets are processed at SCHED_OTHER here ({}): an RT receiver \
                  waits for its own packets whenever a lower real-time task holds the CPU that \
-                 processes them, the network stack's priority inversion (seed 002; the fix: \
+                 processes them, the network stack's priority inversion (the fix: \
                  rtlab check net_stack)",
                 stack.value
             ));

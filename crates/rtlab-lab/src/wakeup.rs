@@ -459,6 +459,7 @@ impl Experiment for Wakeup {
         drain(observer);
         if let Some(session) = session {
             session.finish(&measured, observer, &mut outcome);
+            outcome.measured_from(began);
         }
         for (i, handle) in handles.into_iter().enumerate() {
             let result = handle

@@ -10,10 +10,11 @@ LOAD SPECS (repeat --load to combine several):
   cpu[:N]                 N spinning SCHED_OTHER threads (default: one per usable CPU)
   cpu:P%                  each usable CPU busy P % of every 10 ms (1-90), half of it by a
                           SCHED_FIFO 1 thread and half by a SCHED_OTHER one, each pinned
-                          (seed 001's 60-80 % mixed load: cpu:60%)
+                          (the 60-80 % mixed load of a 2009 real-time Java
+                          proof of concept: cpu:60%)
   mmap[:SIZE][:mlock]     a non-RT thread that maps, touches and unmaps SIZE in a loop
                           (default 100MiB); ':mlock' also mlocks each mapping. This is the
-                          seed experiment where a non-RT mmap delayed an RT thread's futex.
+                          load with which, in 2008, a non-RT mmap delayed an RT futex wait.
                           Note: while the process holds mlockall(MCL_FUTURE) (rtlab's default
                           --mlock) every mapping is locked anyway; use --no-mlock to compare.
   alloc[:RATE]            allocation churn with ever-growing strings (a garbage-collected
@@ -22,7 +23,7 @@ LOAD SPECS (repeat --load to combine several):
   gc[:PRIO[:BURST/PERIOD]] a garbage collector's shape: a SCHED_FIFO thread named 'rtlab-gc'
                           at PRIO (default 20: boosted above ordinary work) that allocates,
                           walks and frees a heap in bursts of BURST every PERIOD (default
-                          5ms/100ms), on any CPU (seed 001: GC threads blocking RT threads)
+                          5ms/100ms), on any CPU (collector threads that block RT threads)
   fork[:N]                N threads forking and reaping trivial children (default 1)
   net[:N]                 N bulk TCP streams over loopback (default 1)
   io                      write + fsync of a temporary file (removed afterwards)

@@ -27,7 +27,14 @@ fn stdout_of(args: &[&str]) -> String {
 fn completion_scripts_are_valid_shell_and_know_the_commands() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    for (shell, check) in [("bash", "bash"), ("zsh", "zsh"), ("fish", "fish")] {
+    // The five the help names, each checked by its own shell where that shell is here.
+    for (shell, check) in [
+        ("bash", "bash"),
+        ("zsh", "zsh"),
+        ("fish", "fish"),
+        ("elvish", "elvish"),
+        ("powershell", "pwsh"),
+    ] {
         let script = stdout_of(&["completions", shell]);
         for word in ["wakeup", "survey", "watch", "fail-above"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
@@ -35,7 +42,8 @@ fn completion_scripts_are_valid_shell_and_know_the_commands() {
         let path = dir.path().join(format!("rtlab.{shell}"));
         std::fs::write(&path, &script).unwrap();
         // Each shell's own syntax check, where that shell is installed (bash always is).
-        match Command::new(check).arg("-n").arg(&path).output() {
+        let syntax_only = if check == "pwsh" { "-NoProfile" } else { "-n" };
+        match Command::new(check).arg(syntax_only).arg(&path).output() {
             Ok(o) => assert!(
                 o.status.success(),
                 "{check} -n: {}",
@@ -49,6 +57,10 @@ fn completion_scripts_are_valid_shell_and_know_the_commands() {
         }
     }
     assert_bad_input(&["completions", "tcsh"], &["tcsh"]);
+    let help = stdout_of(&["completions", "--help"]);
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        assert!(help.contains(shell), "the help names {shell}: {help}");
+    }
 }
 
 /// Renders a troff page with man(1), as a user's `man -l` would.
@@ -87,9 +99,23 @@ fn man_pages_render_for_rtlab_and_each_command() {
     assert!(net_run.contains(".TH rtlab-net-run 1"));
     match rendered(&wakeup) {
         Some(text) => {
-            for word in ["rtlab-wakeup", "--duration", "--interval", "Examples"] {
+            for word in [
+                "rtlab-wakeup",
+                "--duration",
+                "--interval",
+                "EXAMPLES",
+                "EXIT STATUS",
+            ] {
                 assert!(text.contains(word), "rendered page lacks {word}:\n{text}");
             }
+            // Examples as written, one per line, not reflowed into a paragraph.
+            assert!(
+                text.lines().any(|l| {
+                    l.trim()
+                    == "rtlab wakeup --threads 4 --policy other        unpinned SCHED_OTHER threads"
+                }),
+                "{text}"
+            );
             let top = rendered(&top).unwrap();
             assert!(top.contains("rtlab-survey(1)"), "{top}");
         }
@@ -99,6 +125,35 @@ fn man_pages_render_for_rtlab_and_each_command() {
         ),
     }
     assert_bad_input(&["man", "nosuch"], &["'nosuch'", "wakeup"]);
+}
+
+#[test]
+fn every_page_has_exit_status_and_examples_sections_and_none_named_extra() {
+    let _turn = one_at_a_time();
+    // Regression: clap_mangen put each command's long help, examples and exit status
+    // included, under a section named EXTRA, and filled the examples into one paragraph.
+    let top = stdout_of(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 15, "{commands:?}");
+    let mut pages = vec![vec![]];
+    pages.extend(commands.iter().map(|c| vec![*c]));
+    pages.push(vec!["net", "run"]);
+    for page in pages {
+        let mut args = vec!["man"];
+        args.extend(&page);
+        let text = stdout_of(&args);
+        assert!(text.contains(".SH \"EXIT STATUS\""), "{page:?}");
+        assert!(!text.contains(".SH EXTRA"), "{page:?}");
+        assert!(text.contains(".SH EXAMPLES"), "{page:?}");
+    }
 }
 
 /// The README's install line, into a temporary root, reusing this build's target directory

@@ -271,7 +271,7 @@ fn mmap_compares_every_waiter_under_every_disturbance() {
         }
     }
     let reading = doc["verdict"]["reading"].as_str().unwrap();
-    assert!(reading.starts_with("seed effect"), "{reading}");
+    assert!(reading.starts_with("mmap effect"), "{reading}");
     assert!(stdout.contains("mmap/idle"));
 }
 

@@ -57,6 +57,40 @@ fn a_time_sharing_spinner_gives_one_series_per_cpu_with_its_interruptions() {
         stdout.contains("cpu0:") && stdout.contains("interruptions over 20.0 us"),
         "{stdout}"
     );
+    // Regression: a spinner has no periods, yet its table had an always-zero `missed`
+    // column; and the share kept read `92.4944 %`.
+    assert!(s.get("missed").is_none(), "{s}");
+    let head = stdout.lines().next().unwrap();
+    assert!(
+        head.starts_with("series") && !head.contains("missed"),
+        "{stdout}"
+    );
+    let share = stdout
+        .split(" lost, ")
+        .nth(1)
+        .and_then(|t| t.split(" % of the CPU").next())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let decimals = share.split('.').nth(1).map_or(0, str::len);
+    assert!((1..=4).contains(&decimals), "{share} %");
+}
+
+#[test]
+fn one_measured_cpu_is_named_in_the_singular() {
+    let out = rtlab()
+        .args([
+            "noise",
+            "--cpus",
+            "0",
+            "--policy",
+            "other",
+            "--duration",
+            "200ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("noise: spinning on CPU 0 for"), "{stderr}");
 }
 
 #[test]
@@ -91,4 +125,9 @@ fn a_hog_on_the_measured_cpu_makes_gaps_that_the_explainer_names() {
     // ... and >= 90 % of those the hog caused name rtlab-hog.
     hog_named_in(&doc, 2_000_000, inside * 9 / 10);
     assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
+    // Regression: outliers were timed from the explainer's start, before the spinners began,
+    // and one read `at 5.3 s` in a 5 s run.
+    for o in doc["outliers"].as_array().unwrap() {
+        assert!(o["at_ns"].as_u64().unwrap() <= 3_000_000_000, "{o}");
+    }
 }

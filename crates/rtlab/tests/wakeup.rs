@@ -496,3 +496,43 @@ fn hlog_holds_each_threads_intervals_adding_up_to_the_run() {
     // --interval-log without --hlog is a mistake, said as one line.
     assert_bad_input(&["wakeup", "--interval-log", "1s"], &["--hlog"]);
 }
+
+#[test]
+fn a_late_worst_wakeup_suggests_explain_and_one_cpu_is_singular() {
+    // Regression: a 3 ms worst wakeup printed without a word on how to find its cause, and
+    // the first line read `CPUs 1`.
+    if !is_root() {
+        return skip(
+            "wakeup hint",
+            "needs root (a FIFO 99 hog above the measuring thread)",
+        );
+    }
+    let _serial = realtime_serial();
+    let args = [
+        "wakeup",
+        "--cpus",
+        "0",
+        "--duration",
+        "1s",
+        "--load",
+        "hog:99:3ms/200ms:0",
+        "--no-dma-latency",
+    ];
+    let out = rtlab().args(args).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("wakeup: CPU 0 for 1.00 s"), "{stderr}");
+    assert!(
+        stdout.contains("the worst wakeup (") && stdout.contains("run again with --explain"),
+        "{stdout}"
+    );
+    // Not when the run explains already.
+    let out = rtlab()
+        .args(args)
+        .args(["--explain", "--top", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("run again with --explain"));
+}

@@ -74,16 +74,23 @@ fn ns(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| Nanos(v.round() as u64).to_string())
 }
 
-/// One row per distribution series: count, missed, min, p50, p90, p99, p99.9, p99.99, max.
+/// One row per distribution series: count, missed (where some series has periods to miss),
+/// min, p50, p90, p99, p99.9, p99.99, max.
 pub fn distribution_table(series: &[Series]) -> String {
-    let mut t = Table::new(&[
-        "series", "count", "missed", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max",
-    ]);
-    for s in series.iter().filter(|s| s.is_distribution()) {
-        t.row(vec![
-            s.name.clone(),
-            s.count.unwrap_or(0).to_string(),
-            s.missed.unwrap_or(0).to_string(),
+    let distributions: Vec<&Series> = series.iter().filter(|s| s.is_distribution()).collect();
+    let periodic = distributions.iter().any(|s| s.missed.is_some());
+    let mut head = vec!["series", "count"];
+    if periodic {
+        head.push("missed");
+    }
+    head.extend(["min", "p50", "p90", "p99", "p99.9", "p99.99", "max"]);
+    let mut t = Table::new(&head);
+    for s in distributions {
+        let mut row = vec![s.name.clone(), s.count.unwrap_or(0).to_string()];
+        if periodic {
+            row.push(s.missed.map_or("-".into(), |m| m.to_string()));
+        }
+        row.extend([
             ns(s.min),
             ns(s.p50),
             ns(s.p90),
@@ -92,6 +99,7 @@ pub fn distribution_table(series: &[Series]) -> String {
             ns(s.p9999),
             ns(s.max),
         ]);
+        t.row(row);
     }
     t.render()
 }

@@ -96,8 +96,8 @@ pub struct ExplainArgs {
 /// noise`).
 #[derive(Debug, Args, Clone)]
 pub struct TraceArgs {
-    /// How many outliers to keep, the worst first (implies --explain; default 10, 1000 with
-    /// --threshold; rtlab noise: 100).
+    /// How many outliers to explain, the worst first (implies --explain; default 10, 1000
+    /// with --threshold).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
     /// Save the raw trace window of each outlier as DIR/outlier-NNNN-<series>.txt (implies
@@ -173,9 +173,10 @@ pub struct LockArgs {
     /// Implementations to measure, comma-separated (default: all).
     #[arg(long = "impl", value_name = "LIST", value_delimiter = ',', value_parser = by_name::<rtlab_lab::lock::Impl>)]
     pub impls: Vec<rtlab_lab::lock::Impl>,
-    /// Seed 003's inter-process method: each lock process-shared in shared memory, the
-    /// hand-off ring passed between this process and a forked child (rtlab-ceiling, std and
-    /// parking_lot are process-private and skipped; no condvar series).
+    /// Lock cost between processes, as a 2007 study of glibc's mutexes measured it: each lock
+    /// process-shared in shared memory, the hand-off ring passed between this process and a
+    /// forked child (rtlab-ceiling, std and parking_lot are process-private and skipped; no
+    /// condvar series).
     #[arg(long)]
     pub processes: bool,
     #[command(flatten)]

@@ -9,7 +9,9 @@ Examples:
   rtlab wakeup --cpus 1 --load cpu --load mmap  ... on CPU 1 under CPU and mmap load
   rtlab load cpu:2 hog:99:3ms/200ms:0 --duration 1m   run a disturbance load alone
 
-Exit status: 0 success, 1 the run failed, 2 bad usage or input, 3 --fail-above was hit.
+Exit status: 0 success, 1 the run failed, 2 bad usage or input, 3 a gate was hit
+(--fail-above, --fail-on, --fail-area, --fail-worse).
+
 Most measurements need root (SCHED_FIFO, mlockall, /dev/cpu_dma_latency); without it rtlab
 measures in the best mode it can and says so in a warning.";
 
@@ -69,8 +71,8 @@ Thread i of n wakes i x interval / n after thread 0, so CPUs do not leave idle i
 --aligned makes them wake together (a harsher, different test, like cyclictest -A).
 
 --explain (root) traces the measured CPUs while measuring (eBPF; a private tracefs instance
-where eBPF cannot start, or with --explain-with tracefs) and names the cause of each outlier (the --top worst, or all over --threshold):
-IRQs and vectors by name, softirqs, preempting tasks (name, pid, priority), the CPU idling
+where eBPF cannot start, or with --explain-with tracefs) and names the cause of each outlier
+(the --top worst, or all over --threshold): IRQs and vectors by name, softirqs, preempting tasks (name, pid, priority), the CPU idling
 past the deadline (idle_exit; hypervisor_gap on a VM), silent gaps in the trace
 (hypervisor_gap), and what is left (unexplained). They go to the result's outliers array and
 one line each after the table. Without a tracer it says so and reports /proc counters instead.
@@ -109,11 +111,11 @@ Examples:
 pub(super) const LOCK_HELP: &str = "\
 Series: <impl>/uncontended (metric lock_unlock: ns per lock+unlock pair, one thread) and
 <impl>/handoff (metric handoff: ns per hand-off, two threads passing a ring of three
-mutexes, seed 003's method), for impl in rtlab-pi, rtlab-robust, rtlab-ceiling,
-glibc-normal, glibc-pi, glibc-pp, glibc-robust, glibc-robust-pi, std, parking_lot and
-sysv-sem (a System V semaphore used as a lock: semop -1/+1 with SEM_UNDO). Each
-value is the median
-of many batches, interleaved across implementations. <impl>/condvar_wake (metric
+mutexes, the method of a 2007 study of glibc's then new PI and robust mutexes), for impl in
+rtlab-pi, rtlab-robust, rtlab-ceiling, glibc-normal, glibc-pi, glibc-pp, glibc-robust,
+glibc-robust-pi, std, parking_lot and sysv-sem (a System V semaphore used as a lock: semop
+-1/+1 with SEM_UNDO). Each value is the median of many batches, interleaved across
+implementations. <impl>/condvar_wake (metric
 condvar_wake, a distribution) for rtlab-pi (PiCondvar), glibc-normal (pthread_cond_t), std
 and parking_lot: from the notifier's time stamp (predicate set under the mutex, then unlock
 and notify) to the waiter running again. glibc-pp (PTHREAD_PRIO_PROTECT) and rtlab-ceiling
@@ -124,7 +126,7 @@ cache-line transfer rather than a wake-up; --cpus 0 compares real wake-ups.
 Default scheduling: SCHED_FIFO 10. The uncontended thread and hand-off thread B run on the
 first of --cpus, thread C on the second (the same CPU if only one is given).
 
---processes is seed 003's own method: every lock is made process-shared (glibc's with
+--processes is that study's own method: every lock is made process-shared (glibc's with
 PTHREAD_PROCESS_SHARED, rtlab's on non-private futexes) in a MAP_SHARED mapping, the fast
 path runs in this process, and the hand-off ring runs between a thread here and a child
 process forked for each batch (on the second CPU). rtlab-ceiling, std and parking_lot cannot
@@ -133,12 +135,14 @@ their names, with processes = 2 in the hand-off's config.
 
 Examples:
   rtlab lock --duration 6s --json lock.json
-  rtlab lock --processes --impl rtlab-robust,sysv-sem,glibc-robust   seed 003's comparison
+  rtlab lock --processes --impl rtlab-robust,sysv-sem,glibc-robust
+      robust mutexes against a System V semaphore, between processes
   rtlab lock --impl rtlab-pi,glibc-pi --cpus 0        both hand-off threads on CPU 0";
 
 pub(super) const INVERT_HELP: &str = "\
-Seed 003's experiment (805 ms without PI, 23 ms with PI). On one CPU (default: the last
-usable one): a low-priority thread (--prio - 2) takes the lock and works --hold inside it;
+The priority-inversion test of a 2007 study of glibc's then new mutexes (805 ms worst wait
+without priority inheritance, 23 ms with it, on an embedded board). On one CPU (default: the
+last usable one): a low-priority thread (--prio - 2) takes the lock and works --hold inside it;
 --hogs medium-priority threads (--prio - 1) spin --hog-run of every --hog-period; a
 high-priority thread (--prio) asks for the lock every --period; its wait is measured from
 the scheduled request time (so a delay before it even runs counts too).
@@ -159,8 +163,9 @@ Examples:
   rtlab invert --check --duration 30s";
 
 pub(super) const MMAP_HELP: &str = "\
-Seed 000: in 2008 a non-real-time thread mapping 100 MB delayed a real-time thread's futex
-wait by up to 1 s when the futex was not private (worse with mlock). A SCHED_FIFO thread
+In 2008, porting real-time Java (Sun's Java RTS) to Linux, a non-real-time thread mapping
+100 MB delayed a real-time thread's futex wait by up to 1 s when the futex was not private
+(worse with mlock). A SCHED_FIFO thread
 (--prio, default 95, on the first of --cpus, default the last CPU) wakes every --interval at
 an absolute deadline through a timed wait that always times out, while a SCHED_OTHER thread
 maps, touches and unmaps --size in a loop.
@@ -177,18 +182,13 @@ Examples:
   rtlab mmap --size 1GiB --waiter private,shared";
 
 pub(super) const SLACK_HELP: &str = "\
-Seed 004: LockSupport.parkNanos(10 us) sleeps ~60 us because the kernel may delay a
+Java's LockSupport.parkNanos(10 us) sleeps ~60 us because the kernel may delay a
 SCHED_OTHER thread's wakeup by its timer slack (50 us by default) to batch timers. Slack is
 per thread, inherited by new threads and child processes, and ignored for SCHED_FIFO/RR.
 It lives in /proc/<tid>/timerslack_ns; changing another process's needs CAP_SYS_NICE.
-
-  rtlab slack                               the sweep: every mechanism x --sleeps x --slacks
-                                            (SCHED_OTHER) plus a SCHED_FIFO row; the table
-                                            shows p50 oversleep, the 50 us step included
-  rtlab slack get --pid PID                 every thread: tid, name, slack
-  rtlab slack set --pid PID --all 1us       every thread of PID
-  rtlab slack set --pid PID --tid TID 1us   one thread
-  rtlab slack set --pid PID --thread NAME 1us   threads whose name matches (prefix)
+Without a command rtlab slack runs the sweep: every mechanism x --sleeps x --slacks
+(SCHED_OTHER) plus a SCHED_FIFO row, the table showing each one's p50 oversleep, the 50 us
+step included; get and set read and change a running process's threads.
 
 Sweep series: <mechanism>/<requested>/<slack> (metric oversleep = actual - requested sleep),
 e.g. futex/10us/50us, and fifo/futex/<requested>/<slack>. Mechanisms: clock_nanosleep_rel,
@@ -201,7 +201,15 @@ Java: HotSpot gives every thread a native name, cut to 15 characters: its own th
 --thread NAME works on a JVM, e.g. `rtlab slack set --pid $(pgrep -f MyApp) --thread
 worker- 1us`. By hand, `jstack PID` prints nid=0x1a2b per thread: its tid in hex (6699).
 Threads a JVM creates later inherit the slack of the thread that creates them; start it with
-`rtlab exec --slack 1us -- java ...` to cover every thread from the beginning.";
+`rtlab exec --slack 1us -- java ...` to cover every thread from the beginning.
+
+Examples:
+  rtlab slack                               the sweep (20 s)
+  rtlab slack --mechanism futex --sleeps 10us --slacks 1ns,50us --duration 5s
+  rtlab slack get --pid PID                 every thread: tid, name, slack
+  rtlab slack set --pid PID --all 1us       every thread of PID
+  rtlab slack set --pid PID --tid TID 1us   one thread
+  rtlab slack set --pid PID --thread NAME 1us   threads whose name matches (prefix)";
 
 pub(super) const EXEC_HELP: &str = "\
 rtlab exec sets the requested attributes on itself and then replaces itself with CMD
@@ -221,15 +229,16 @@ Examples:
   rtlab exec --policy fifo --prio 80 --cpus 1 -- ./my-control-loop";
 
 pub(super) const IPC_HELP: &str = "\
-Seed 003 asked whether a message queue on a robust mutex in shared memory could reach POSIX mq.
+A 2007 study of glibc's then new mutexes asked whether a message queue on a robust mutex in
+shared memory could reach POSIX mq.
 Two processes (this one and a forked child, on two CPUs, or one with --same-cpu) exchange
 messages of each --size through each mechanism:
   rtlab-shm                  rtlab-ipc's ShmChannel: a lock-free ring that sleeps on a futex
                              only when empty or full (no syscall per message when busy)
   rtlab-shm-mpsc             the same ring in its several-producer form (robust PI mutex on
                              the producer side)
-  rtlab-shm-mutex-condvar    seed 003's first design: slots, a robust PI mutex, PI condvars
-  rtlab-shm-mutex-semaphore  seed 003's final design: slots, a robust PI mutex, 2 semaphores
+  rtlab-shm-mutex-condvar    that study's first design: slots, a robust PI mutex, PI condvars
+  rtlab-shm-mutex-semaphore  that study's final design: slots, a robust PI mutex, 2 semaphores
   posix-mq, sysv-msg, pipe, unix-stream, unix-dgram
   eventfd-shm                a shared slot per direction signalled by eventfds
   rtlab-shm-busy             (--busy-poll only) the ring with both ends spinning: lowest
@@ -249,8 +258,9 @@ Examples:
   rtlab ipc --busy-poll --mechanism rtlab-shm --same-cpu";
 
 pub(super) const NET_HELP: &str = "\
-Seeds 001 and 002: periodic real-time threads exchange messages over TCP, each message
-acknowledged by the peer, and the worst round trip is the figure of merit.
+Two 2009 studies of real-time Java on Solaris (a proof of concept on two servers, and one of
+bounded-time TCP) in one command: periodic real-time threads exchange messages over TCP, each
+message acknowledged by the peer, and the worst round trip is the figure of merit.
 
   rtlab net run       periodic streams (--stream SIZE@PERIOD, repeatable), each with its own
                       sender thread on an absolute schedule and its own connection; the peer
@@ -263,7 +273,7 @@ acknowledged by the peer, and the worst round trip is the figure of merit.
 Examples:
   rtlab net pingpong --proto tcp --size 64 --duration 5s --json pp.json
   rtlab net run --stream 1KiB@10ms --stream 100B@10ms --duration 30s
-  rtlab net run --profile seed-poc --load cpu --background-traffic
+  rtlab net run --profile rt-java-poc --load cpu --background-traffic
   rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s
   rtlab net serve --listen 0.0.0.0:7471             (on host B)
   rtlab net run --peer hostB:7471 --stream 120KiB@50ms   (on host A)";
@@ -278,12 +288,13 @@ warmup_trimmed, retransmits from TCP_INFO, pad_bytes), the socket options, the t
 the TCP loss-recovery sysctls are in each series' config.
 
 A message's size includes rtlab's 40-byte header (smaller sizes are sent as 40 bytes).
---pad-segments N (seed 002): each message is followed by padding up to N full segments, so a
-lost segment is followed by enough others for fast retransmit (or RACK) to fire instead of the
-retransmission timer; the peer acknowledges as soon as the useful bytes are in and discards
-the padding. --profile seed-poc is seed 001's mix: 120KiB, 50KiB (its 'under 45 ms for 50KB' result), 1KiB,
-100B and 200B every 50ms this way, 300B and 350B every 50ms the other way. Messages of the first --warmup (default
-min(1s, duration/5)) are sent but not recorded; the output says how many.
+--pad-segments N (the bounded-time TCP study's trick): each message is followed by padding up
+to N full segments, so a lost segment is followed by enough others for fast retransmit (or
+RACK) to fire instead of the retransmission timer; the peer acknowledges as soon as the useful
+bytes are in and discards the padding. --profile rt-java-poc is the proof of concept's mix:
+120KiB, 50KiB (its 'under 45 ms for 50KB' result), 1KiB, 100B and 200B every 50ms this way,
+300B and 350B every 50ms the other way. Messages of the first --warmup (default min(1s,
+duration/5)) are sent but not recorded; the output says how many.
 
 --topology netns creates a namespace rtlab-<pid> and a veth pair (--mtu, static neighbour
 entries; --loss PCT drops that share of packets both ways with nftables inside the
@@ -296,7 +307,7 @@ streams with --cpus to keep a CPU free for the trace reader.
 
 Examples:
   rtlab net run --stream 1KiB@10ms --duration 10s --json run.json
-  rtlab net run --profile seed-poc --load cpu:2 --background-traffic
+  rtlab net run --profile rt-java-poc --load cpu:2 --background-traffic
   rtlab net run --topology netns --mtu 9000 --stream 120KiB@50ms --sndbuf 2MiB --rcvbuf 2MiB
   rtlab net run --topology netns --loss 1 --stream 100B@10ms --pad-segments 3 --duration 60s";
 
@@ -376,8 +387,8 @@ invert (priority inversion without a protocol vs with PI), mmap (does mmap still
 shared futex?), slack (what the default timer slack costs a 10 us wait), ipc (rtlab's
 shared-memory channel vs POSIX mq and a pipe between two processes), net (periodic TCP
 streams both ways over loopback, each message acknowledged) and noise (a FIFO 1 thread
-spinning on the last CPU: the share of it kept, and what took the rest). Writes DIR/report.json (all series, schema-valid) and one .hgrm file per
-distribution series. The verdict has one line per area.
+spinning on the last CPU: the share of it kept, and what took the rest). Writes
+DIR/report.json (all series, schema-valid) and one .hgrm file per distribution series. The verdict has one line per area.
 
 Gates (exit 3 after the report is written; any number of them): --fail-above DUR on the
 loaded wakeup stage's worst wakeup, --fail-area AREA=DUR on every latency of one area

@@ -92,10 +92,10 @@ pub enum Command {
     /// Priority inversion: how long a high-priority thread waits for a lock, per protocol.
     #[command(after_help = INVERT_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::INVERT))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::INVERT))))]
     Invert(InvertArgs),
-    /// Seed 000: does a non-RT thread's mmap delay an RT thread's (non-private) futex wait?
+    /// Does a non-RT thread's mmap delay an RT thread's timed futex wait (shared vs private)?
     #[command(after_help = MMAP_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::MMAP))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::MMAP))))]
     Mmap(MmapArgs),
-    /// Timer slack: read or set it on a running process's threads.
+    /// Timer slack: what it adds to each way of sleeping (a sweep), or get/set it on a process.
     #[command(after_help = SLACK_HELP, args_conflicts_with_subcommands = true, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::SLACK))), mut_arg("prio", |a| a.help("Not for the sweep: it runs SCHED_OTHER (slack does not apply to FIFO/RR) and adds its own SCHED_FIFO row.")))]
     Slack(SlackArgs),
     /// Run a command with timer slack, scheduling and CPU affinity set (like chrt/taskset).
@@ -108,7 +108,7 @@ pub enum Command {
     #[command(after_help = NET_HELP)]
     Net(NetArgs),
     /// Busy-loop noise: how much of each CPU a spinning thread gets, and what takes the rest.
-    #[command(after_help = NOISE_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::NOISE))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::NOISE))), mut_arg("cpus", |a| a.help("CPUs to measure, one spinning thread each: 0, 0,1, 0-3 (default: every usable CPU but the lowest, left for housekeeping; all of them on a one-CPU machine).")))]
+    #[command(after_help = NOISE_HELP, mut_arg("duration", |a| a.help(defaults::duration_help(defaults::NOISE))), mut_arg("prio", |a| a.help(defaults::prio_help(defaults::NOISE))), mut_arg("cpus", |a| a.help("CPUs to measure, one spinning thread each: 0, 0,1, 0-3 (default: every usable CPU but the lowest, left for housekeeping; all of them on a one-CPU machine).")), mut_arg("top", |a| a.help("How many interruptions to explain, the longest first (implies --explain; default 100).")))]
     Noise(NoiseArgs),
     /// Audit this machine's real-time settings: status, value, why, and the fix for each.
     #[command(after_help = CHECK_HELP)]
@@ -131,7 +131,7 @@ pub enum Command {
     /// Watch a running program's threads: how late each was scheduled, and why.
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
-    /// Print a shell completion script (bash, zsh, fish).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),
     /// Print the manual page of rtlab or of one of its commands (troff, for man -l).

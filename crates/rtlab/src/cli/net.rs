@@ -73,7 +73,7 @@ pub struct NetPathArgs {
     /// IP_TOS byte (e.g. 0x10 low delay, 0xb8 DSCP EF).
     #[arg(long, value_name = "BYTE", value_parser = parse_tos)]
     pub tos: Option<u8>,
-    /// SO_SNDBUF (the seed used 2MiB).
+    /// SO_SNDBUF (the bounded-time TCP study used 2MiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub sndbuf: Option<u64>,
     /// SO_RCVBUF.
@@ -96,13 +96,18 @@ pub struct NetRunArgs {
     /// A stream the peer sends back (repeatable; TCP).
     #[arg(long = "reverse-stream", value_name = "SIZE@PERIOD", value_parser = parse_stream)]
     pub reverse: Vec<rtlab_lab::net::StreamSpec>,
-    /// A predefined mix: seed-poc (seed 001's two machines).
-    #[arg(long, value_name = "NAME", value_parser = ["seed-poc"])]
+    /// A predefined mix: rt-java-poc (the streams of a 2009 proof of concept of real-time
+    /// Java on two machines).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new([
+        clap::builder::PossibleValue::new("rt-java-poc").alias("seed-poc"),
+    ]))]
     pub profile: Option<String>,
-    /// Pad each message to at least N full segments (TCP; seed 002's fast-retransmit trick).
+    /// Pad each message to at least N full segments (TCP: so a loss is repaired by fast
+    /// retransmit, not the retransmission timer).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub pad_segments: Option<u32>,
-    /// Bulk TCP traffic on another connection while measuring (the seed's background load).
+    /// Bulk TCP traffic on another connection while measuring (a background load as the
+    /// bounded-time TCP study had).
     #[arg(long)]
     pub background_traffic: bool,
     /// Round trips over DUR count as deadline misses (default: the stream's period).

@@ -187,7 +187,7 @@ impl FailLevel {
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish (also elvish, powershell).
+    /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
 }

@@ -3,6 +3,7 @@
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::{BadInput, Status};
 use clap::CommandFactory;
+use clap_mangen::roff::{roman, Roff};
 use std::io::Write;
 
 /// Writes `bytes` to stdout; a reader that went away (`| head`) is not an error.
@@ -41,9 +42,232 @@ pub fn man(args: ManArgs) -> anyhow::Result<Status> {
         title = format!("{title}-{part}");
         command = sub;
     }
+    print(&page(command, title)?)
+}
+
+/// A piece of a help text: a paragraph to fill, or lines to keep as written (examples,
+/// tables, lists: anything indented).
+#[derive(Debug, PartialEq)]
+enum Block {
+    Prose(String),
+    Verbatim(Vec<String>),
+}
+
+/// A command's long help (clap's after-help) cut into a manual page's sections.
+#[derive(Debug, Default, PartialEq)]
+struct Parts {
+    description: Vec<Block>,
+    examples: Vec<Block>,
+}
+
+fn blocks(lines: &[&str]) -> Vec<Block> {
+    let mut out = Vec::new();
+    for line in lines {
+        let verbatim = line.starts_with(' ');
+        match (out.last_mut(), verbatim) {
+            (Some(Block::Verbatim(v)), true) => v.push(line.to_string()),
+            (Some(Block::Prose(p)), false) => {
+                p.push(' ');
+                p.push_str(line);
+            }
+            (_, true) => out.push(Block::Verbatim(vec![line.to_string()])),
+            (_, false) => out.push(Block::Prose(line.to_string())),
+        }
+    }
+    out
+}
+
+/// Paragraphs headed `Examples:` go to EXAMPLES; one headed `Exit status:` is dropped (the
+/// page's EXIT STATUS is made from the command's own gates); the rest is description.
+fn parts(after_help: &str) -> Parts {
+    let mut parts = Parts::default();
+    for paragraph in after_help.split("\n\n") {
+        let lines: Vec<&str> = paragraph.lines().filter(|l| !l.trim().is_empty()).collect();
+        match lines.first() {
+            Some(first) if first.trim_end() == "Examples:" => {
+                parts.examples.extend(blocks(&lines[1..]));
+            }
+            Some(first) if first.starts_with("Exit status:") => {}
+            Some(_) => parts.description.extend(blocks(&lines)),
+            None => {}
+        }
+    }
+    parts
+}
+
+fn write_blocks(roff: &mut Roff, blocks: &[Block]) {
+    for block in blocks {
+        roff.control("PP", []);
+        match block {
+            Block::Prose(text) => {
+                roff.text([roman(text.as_str())]);
+            }
+            Block::Verbatim(lines) => {
+                roff.control("nf", []);
+                for line in lines {
+                    roff.text([roman(line.as_str())]);
+                }
+                roff.control("fi", []);
+            }
+        }
+    }
+}
+
+/// The EXIT STATUS entries of `command` (`title`: rtlab, rtlab-wakeup, ...): the shared
+/// meanings, and 3 for the gates this command has.
+fn exit_status(command: &clap::Command, title: &str) -> Vec<(&'static str, String)> {
+    if title == "rtlab-exec" {
+        return vec![
+            (
+                "CMD's",
+                "rtlab exec becomes CMD: its exit status is CMD's own".into(),
+            ),
+            ("1", "CMD could not be started".into()),
+            (
+                "2",
+                "bad usage or bad input (one line on stderr says which and why)".into(),
+            ),
+        ];
+    }
+    let mut failed = "the run failed".to_string();
+    match title {
+        "rtlab-invert" => failed.push_str(", or --check saw a high-priority thread wait over 1 s"),
+        "rtlab-tune" => {
+            failed.push_str(", or --revert left a value not restored (FILE is kept)");
+        }
+        _ => {}
+    }
+    let mut codes = vec![
+        ("0", "success".to_string()),
+        ("1", failed),
+        (
+            "2",
+            "bad usage or bad input (one line on stderr says which argument and why)".into(),
+        ),
+    ];
+    let gates: Vec<String> = if title == "rtlab" {
+        ["--fail-above", "--fail-on", "--fail-area", "--fail-worse"]
+            .map(String::from)
+            .to_vec()
+    } else {
+        command
+            .get_arguments()
+            .filter(|a| a.get_id().as_str().starts_with("fail_"))
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect()
+    };
+    if !gates.is_empty() {
+        codes.push((
+            "3",
+            format!(
+                "a gate was hit ({}), after everything was printed and written",
+                gates.join(", ")
+            ),
+        ));
+    }
+    if title == "rtlab-watch" {
+        codes.push((
+            "CMD's",
+            "with a command after --, its exit status (128 + N if signal N killed it)".into(),
+        ));
+    }
+    codes
+}
+
+/// The manual page of `command`: clap's NAME, SYNOPSIS, DESCRIPTION (with the long help's
+/// prose), OPTIONS and subcommands, then EXIT STATUS and EXAMPLES as man-pages(7) orders them,
+/// examples kept line by line as written.
+fn page(command: clap::Command, title: String) -> std::io::Result<Vec<u8>> {
+    let after_help = command
+        .get_after_long_help()
+        .or_else(|| command.get_after_help())
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    let parts = parts(&after_help);
+    let codes = exit_status(&command, &title);
+    let has_options = command.get_arguments().any(|a| !a.is_hide_set());
+    let has_commands = command.get_subcommands().any(|c| !c.is_hide_set());
+    let has_version = command.get_version().is_some();
+    let man = clap_mangen::Man::new(command).title(title);
     let mut page = Vec::new();
-    clap_mangen::Man::new(command)
-        .title(title)
-        .render(&mut page)?;
-    print(&page)
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    let mut description = Roff::new();
+    write_blocks(&mut description, &parts.description);
+    description.to_writer(&mut page)?;
+    if has_options {
+        man.render_options_section(&mut page)?;
+    }
+    if has_commands {
+        man.render_subcommands_section(&mut page)?;
+    }
+    let mut tail = Roff::new();
+    tail.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in codes {
+        tail.control("TP", []);
+        tail.text([roman(code)]);
+        tail.text([roman(meaning)]);
+    }
+    if !parts.examples.is_empty() {
+        tail.control("SH", ["EXAMPLES"]);
+        write_blocks(&mut tail, &parts.examples);
+    }
+    tail.to_writer(&mut page)?;
+    if has_version {
+        man.render_version_section(&mut page)?;
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_help_text_is_cut_into_description_and_examples_kept_as_written() {
+        let help = "Series: a, b\ncontinued here.\n  indented   table\n\nExit status: 0 ok.\n\n\
+                    Examples:\n  rtlab x --y 1      the first\n  rtlab z\nA closing note.";
+        let p = parts(help);
+        assert_eq!(
+            p.description,
+            [
+                Block::Prose("Series: a, b continued here.".into()),
+                Block::Verbatim(vec!["  indented   table".into()]),
+            ]
+        );
+        assert_eq!(
+            p.examples,
+            [
+                Block::Verbatim(vec![
+                    "  rtlab x --y 1      the first".into(),
+                    "  rtlab z".into()
+                ]),
+                Block::Prose("A closing note.".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn exit_status_names_the_gates_each_command_has() {
+        let mut cli = Cli::command();
+        cli.build();
+        let of = |name: &str| {
+            let c = cli.find_subcommand(name).unwrap();
+            exit_status(c, &format!("rtlab-{name}"))
+        };
+        let three = |codes: &[(&str, String)]| {
+            codes
+                .iter()
+                .find(|(c, _)| *c == "3")
+                .map(|(_, m)| m.clone())
+        };
+        assert!(three(&of("wakeup")).unwrap().contains("--fail-above"));
+        let check = three(&of("check")).unwrap();
+        assert!(check.contains("--fail-on") && !check.contains("--fail-above"));
+        assert!(three(&of("diff")).unwrap().contains("--fail-worse"));
+        assert_eq!(three(&of("report")), None);
+        assert_eq!(of("exec")[0].0, "CMD's");
+    }
 }

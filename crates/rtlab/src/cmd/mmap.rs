@@ -156,7 +156,7 @@ mod tests {
             ("shared/mmap", 900e6),
         ]);
         let (_, sentence) = verdict(&d);
-        assert!(sentence.starts_with("seed effect VISIBLE"), "{sentence}");
+        assert!(sentence.starts_with("mmap effect VISIBLE"), "{sentence}");
     }
 
     #[test]
@@ -170,7 +170,7 @@ mod tests {
         ]);
         let (table, sentence) = verdict(&d);
         assert!(
-            sentence.starts_with("seed effect not visible"),
+            sentence.starts_with("mmap effect not visible"),
             "{sentence}"
         );
         assert!(table.contains("private"));

@@ -96,6 +96,42 @@ pub struct Common {
     pub status_every: Nanos,
 }
 
+/// "CPU 1" or "CPUs 0-3" for a run's first line.
+pub fn cpus_note(cpus: &CpuList) -> String {
+    match cpus.as_slice() {
+        [one] => format!("CPU {one}"),
+        _ => format!("CPUs {cpus}"),
+    }
+}
+
+/// What a worst case counts as worth explaining: a millisecond is a deadline missed for most
+/// real-time loops, and more than the machine's own noise on any but a loaded VM.
+const WORTH_EXPLAINING: Nanos = Nanos::from_millis(1);
+
+/// For a run without --explain whose worst `what` (wakeup, gap) is over a millisecond: one
+/// line saying how to find out why (empty otherwise).
+pub fn explain_hint(doc: &rtlab_stats::result::ResultDoc, what: &str) -> String {
+    let worst = doc
+        .series
+        .iter()
+        .filter_map(|s| Some((s.max?, s)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match worst {
+        Some((max, s)) if max >= WORTH_EXPLAINING.get() as f64 => format!(
+            "the worst {what} ({}, {}) is over {WORTH_EXPLAINING}: run again with --explain{} to \
+             name what caused it\n",
+            Nanos(max.round() as u64),
+            s.name,
+            if rtlab_sys::process::effective_uid() == 0 {
+                ""
+            } else {
+                " (as root)"
+            }
+        ),
+        _ => String::new(),
+    }
+}
+
 /// ", load cpu + hog:99:3ms/200ms" for a run's first line (empty without loads).
 pub fn loads_note(loads: &[rtlab_load::LoadSpec]) -> String {
     if loads.is_empty() {

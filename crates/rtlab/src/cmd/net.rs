@@ -69,7 +69,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
     let common = args.common.validate_with(crate::cli::defaults::NET)?;
     let topology = topology(&args.path, common.cpus.as_slice())?;
     let (mut streams, mut reverse) = (args.streams, args.reverse);
-    if args.profile.as_deref() == Some("seed-poc") {
+    if args.profile.as_deref() == Some("rt-java-poc") {
         let (f, r) = seed_poc_profile();
         streams.extend(f);
         reverse.extend(r);

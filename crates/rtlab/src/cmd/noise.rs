@@ -17,6 +17,19 @@ pub fn default_cpus() -> CpuList {
     }
 }
 
+/// A share of the CPU with as many decimals as show what was lost, to two digits: 92.5 %,
+/// 99.87 %, 99.9953 % (four at most).
+fn share(pct: f64) -> String {
+    let lost = 100.0 - pct;
+    let decimals = match lost {
+        l if l >= 1.0 || l <= 0.0 => 1,
+        l if l >= 0.1 => 2,
+        l if l >= 0.01 => 3,
+        _ => 4,
+    };
+    format!("{pct:.decimals$} %")
+}
+
 /// One line per series: interruptions, the time they took, the share left.
 pub fn interruption_lines(series: &[Series]) -> String {
     let mut out = String::new();
@@ -27,16 +40,18 @@ pub fn interruption_lines(series: &[Series]) -> String {
         let num = |k: &str| s.config.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
         let spun = num("spun_ns");
         out.push_str(&format!(
-            "{}: {} interruptions over {} ({:.1}/s), {} lost, {:.4} % of the CPU available\n",
+            "{}: {} interruptions over {} ({:.1}/s), {} lost, {} of the CPU available\n",
             s.name,
             num("interruptions"),
             Nanos(num("threshold_ns")),
             num("interruptions") as f64 / (spun.max(1) as f64 / 1e9),
             Nanos(num("lost_ns")),
-            s.config
-                .get("available_pct")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0)
+            share(
+                s.config
+                    .get("available_pct")
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(0.0)
+            )
         ));
     }
     out
@@ -45,6 +60,7 @@ pub fn interruption_lines(series: &[Series]) -> String {
 pub fn run(args: NoiseArgs) -> anyhow::Result<Status> {
     let explicit_cpus = args.common.cpus.is_some();
     let explain = args.explain_settings();
+    let explaining = explain.is_some();
     let threshold = args.threshold;
     let mut common = args.common.validate_with(crate::cli::defaults::NOISE)?;
     if !explicit_cpus {
@@ -59,8 +75,8 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<Status> {
     })?;
     let mut console = common.console();
     console.note(&format!(
-        "noise: spinning on CPUs {} for {}, {} {}, interruptions over {}{}",
-        common.cpus,
+        "noise: spinning on {} for {}, {} {}, interruptions over {}{}",
+        super::cpus_note(&common.cpus),
         common.config.duration,
         common.policy,
         common.prio,
@@ -73,5 +89,24 @@ pub fn run(args: NoiseArgs) -> anyhow::Result<Status> {
     let mut table = rtlab_report::table::summary(&doc);
     table.push_str(&interruption_lines(&doc.series));
     table.push_str(&crate::output::outlier_lines(&doc));
+    if !explaining {
+        table.push_str(&super::explain_hint(&doc, "gap"));
+    }
     common.outputs.finish(&mut doc, &table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_share_shows_the_digits_that_tell_what_was_lost() {
+        // Regression: `92.4944 %`.
+        assert_eq!(share(92.4944), "92.5 %");
+        assert_eq!(share(99.8712), "99.87 %");
+        assert_eq!(share(99.953), "99.953 %");
+        assert_eq!(share(99.9953), "99.9953 %");
+        assert_eq!(share(99.99999), "100.0000 %");
+        assert_eq!(share(100.0), "100.0 %");
+    }
 }

@@ -40,7 +40,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         match args.threads {
             Some(1) => "1 thread".to_string(),
             Some(n) => format!("{n} threads"),
-            None => format!("CPUs {}", common.cpus),
+            None => super::cpus_note(&common.cpus),
         },
         if common.config.duration == crate::cli::FOREVER {
             "until Ctrl-C or SIGTERM".to_string()
@@ -58,5 +58,8 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
     let mut doc = result_doc("wakeup", record);
     let mut table = rtlab_report::table::summary(&doc);
     table.push_str(&crate::output::outlier_lines(&doc));
+    if args.explain.settings().is_none() {
+        table.push_str(&super::explain_hint(&doc, "wakeup"));
+    }
     common.outputs.finish(&mut doc, &table)
 }

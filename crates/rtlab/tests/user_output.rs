@@ -1,0 +1,122 @@
+//! What a user of the installed binary reads: every help text, every manual page and check's
+//! output speak of what was measured and where, never of the project's own bookkeeping
+//! (seed documents by number, issue numbers, paths in the repository) nor of commands of
+//! another system (Solaris's psrset).
+
+mod common;
+
+use common::*;
+
+/// `rtlab ARGS`'s stdout, required to succeed.
+fn stdout_of(args: &[&str]) -> String {
+    let out = rtlab().args(args).output().unwrap();
+    assert!(out.status.success(), "rtlab {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The names under a help text's `Commands:` heading (`help` left out).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+/// Every command path: [], [wakeup], [net], [net, run], ...
+fn command_paths() -> Vec<Vec<String>> {
+    let mut paths = vec![vec![]];
+    let mut i = 0;
+    while i < paths.len() {
+        let path: Vec<String> = paths[i].clone();
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        for sub in subcommands(&stdout_of(&args)) {
+            let mut next = path.clone();
+            next.push(sub);
+            paths.push(next);
+        }
+        i += 1;
+    }
+    paths
+}
+
+/// The words that give a private reference away, as (pattern, what it is).
+fn private_references(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let lower = line.to_lowercase();
+        let numbered = |word: &str| {
+            lower.match_indices(word).any(|(at, _)| {
+                lower[at + word.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+            })
+        };
+        let numbered_reference = numbered("seed ") || numbered("seeds ") || numbered("issue ");
+        let path_or_command = ["bench/", "psrset", "crates/"]
+            .iter()
+            .any(|w| lower.contains(w));
+        if numbered_reference || path_or_command {
+            found.push(line.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn no_help_page_nor_check_output_names_a_private_reference() {
+    let paths = command_paths();
+    assert!(
+        paths.len() > 20 && paths.iter().any(|p| p == &["net", "run"]),
+        "{paths:?}"
+    );
+    let mut offenders = Vec::new();
+    let mut look = |what: String, text: String| {
+        for line in private_references(&text) {
+            offenders.push(format!("{what}: {line}"));
+        }
+    };
+    for path in &paths {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        let name = format!("rtlab {}", args.join(" "));
+        args.push("--help");
+        look(format!("{name} --help"), stdout_of(&args));
+        args.pop();
+        args.insert(0, "man");
+        look(format!("rtlab man {}", path.join(" ")), stdout_of(&args));
+    }
+    look("rtlab load --help".into(), stdout_of(&["load", "--help"]));
+    look("rtlab check".into(), stdout_of(&["check"]));
+    look(
+        "rtlab check --json".into(),
+        stdout_of(&["check", "--json", "-"]),
+    );
+    look("rtlab tune".into(), stdout_of(&["tune"]));
+    assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+#[test]
+fn the_reference_detector_catches_what_it_must() {
+    for bad in [
+        "mmap  Seed 000: does ...",
+        "(seed 001 moved them away: psrset -f)",
+        "seeds 001/002: periodic",
+        "bench/net-stack.sh on a veth",
+        "see issue 22's low list",
+        "crates/rtlab-sync",
+    ] {
+        assert_eq!(private_references(bad).len(), 1, "{bad}");
+    }
+    for good in [
+        "a 2008 study of real-time Java on Linux measured 1 s",
+        "--profile seed-poc",
+        "an issue with 2 CPUs",
+    ] {
+        assert!(private_references(good).is_empty(), "{good}");
+    }
+}
