@@ -360,7 +360,9 @@ pub fn reading(
     if throttled {
         text.push_str(
             "; real-time throttling idled the CPU under a runnable RT thread: \
-             sysctl -w kernel.sched_rt_runtime_us=-1 on dedicated RT CPUs (see rtlab check)",
+             sysctl -w kernel.sched_rt_runtime_us=-1 on dedicated RT CPUs, and on Linux 6.12+ \
+             the fair server's runtime to 0 there too, or SCHED_OTHER work still takes 50 ms \
+             a second (see rtlab check: rt_throttling, fair_server)",
         );
     }
     Some(text)
