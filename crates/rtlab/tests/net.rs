@@ -74,6 +74,19 @@ fn streams_both_ways_keep_every_message_in_sequence_up_to_1mib() {
 }
 
 #[test]
+fn the_proof_of_concept_profile_answers_to_its_old_name_too() {
+    // The profile was renamed from seed-poc (a private name) to rt-java-poc; scripts that
+    // use the old name get the same streams.
+    let _serial = realtime_serial();
+    for name in ["rt-java-poc", "seed-poc"] {
+        let (doc, _) = rtlab_json(&["net", "run", "--profile", name, "--duration", "600ms"]);
+        for series in ["120KiB@50ms/rtt", "reverse/350B@50ms/rtt"] {
+            series_named(&doc, series);
+        }
+    }
+}
+
+#[test]
 fn bad_peers_and_options_fail_fast_with_one_line() {
     for (args, expect) in [
         (vec!["net", "run", "--stream", "1KiB"], "SIZE@PERIOD"),

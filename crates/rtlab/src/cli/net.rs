@@ -3,6 +3,7 @@
 use super::experiments::{CommonArgs, ExplainArgs};
 use super::help::*;
 use super::parse::*;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand};
 use rtlab_stats::Nanos;
 
@@ -100,7 +101,7 @@ pub struct NetRunArgs {
     /// Java on two machines).
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new([
         clap::builder::PossibleValue::new("rt-java-poc").alias("seed-poc"),
-    ]))]
+    ]).map(|name| if name == "seed-poc" { "rt-java-poc".to_string() } else { name }))]
     pub profile: Option<String>,
     /// Pad each message to at least N full segments (TCP: so a loss is repaired by fast
     /// retransmit, not the retransmission timer).
