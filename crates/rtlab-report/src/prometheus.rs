@@ -211,6 +211,7 @@ mod tests {
             at_ns: 0,
             latency_ns: 2_000_000,
             cpu: None,
+            until_running_ns: None,
             causes: vec![Cause {
                 kind: CauseKind::Preemption,
                 duration_ns: 1_900_000,

@@ -287,6 +287,8 @@ pub enum CauseKind {
     HypervisorGap,
     PageFault,
     Syscall,
+    /// rtlab's own threads (the observer: the watch's reader, writers, servers).
+    Observer,
     Unexplained,
 }
 
@@ -304,6 +306,7 @@ impl CauseKind {
             CauseKind::HypervisorGap => "hypervisor_gap",
             CauseKind::PageFault => "page_fault",
             CauseKind::Syscall => "syscall",
+            CauseKind::Observer => "observer",
             CauseKind::Unexplained => "unexplained",
         }
     }
@@ -398,6 +401,7 @@ reason_codes! {
     PeerAsleep = "peer_asleep",
     PeerUnknown = "peer_unknown",
     TimerSlack = "timer_slack",
+    Observer = "observer",
 }
 
 impl Serialize for ReasonCode {
@@ -425,6 +429,10 @@ pub struct Outlier {
     /// The CPU it ran on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// For a delay measured to the thread's return to user space (`rtlab watch`): the part
+    /// until it got a CPU; the rest it spent in the kernel on its way back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_running_ns: Option<u64>,
     /// Its causes, largest first.
     pub causes: Vec<Cause>,
 }

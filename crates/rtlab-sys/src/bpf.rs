@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
+const BPF_MAP_DELETE_ELEM: i32 = 3;
+const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_PROG_LOAD: i32 = 5;
 const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
@@ -93,6 +95,7 @@ fn owned(fd: i64) -> OwnedFd {
 #[derive(Debug)]
 pub struct Map {
     fd: OwnedFd,
+    key_size: u32,
     value_size: u32,
     entries: u32,
 }
@@ -110,9 +113,59 @@ impl Map {
         let fd = bpf(BPF_MAP_CREATE, &mut a, "bpf(BPF_MAP_CREATE, array)")?;
         Ok(Map {
             fd: owned(fd),
+            key_size: 4,
             value_size,
             entries,
         })
+    }
+
+    /// A hash map of at most `entries` keys of `key_size` bytes to values of `value_size`
+    /// (a set, with 1-byte values: a program's lookup finds a key or not).
+    pub fn hash(key_size: u32, value_size: u32, entries: u32) -> Result<Map, SysError> {
+        let mut a = Attr::new()
+            .u32(0, BPF_MAP_TYPE_HASH)
+            .u32(4, key_size)
+            .u32(8, value_size)
+            .u32(12, entries);
+        let fd = bpf(BPF_MAP_CREATE, &mut a, "bpf(BPF_MAP_CREATE, hash)")?;
+        Ok(Map {
+            fd: owned(fd),
+            key_size,
+            value_size,
+            entries,
+        })
+    }
+
+    /// Sets `key` (exactly the key size) to `value` in a hash map (inserted if new).
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<(), SysError> {
+        if key.len() != self.key_size as usize || value.len() != self.value_size as usize {
+            return Err(SysError::Invalid {
+                what: format!("bpf map insert of a {}-byte key", key.len()),
+            });
+        }
+        let mut a = Attr::new()
+            .u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64)
+            .u64(16, value.as_ptr() as u64);
+        bpf(BPF_MAP_UPDATE_ELEM, &mut a, "bpf(BPF_MAP_UPDATE_ELEM)").map(|_| ())
+    }
+
+    /// Removes `key` from a hash map (absent: nothing to do).
+    pub fn remove(&self, key: &[u8]) -> Result<(), SysError> {
+        if key.len() != self.key_size as usize {
+            return Err(SysError::Invalid {
+                what: format!("bpf map delete of a {}-byte key", key.len()),
+            });
+        }
+        let mut a = Attr::new()
+            .u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64);
+        match bpf(BPF_MAP_DELETE_ELEM, &mut a, "bpf(BPF_MAP_DELETE_ELEM)") {
+            Err(SysError::Io { ref source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
+            r => r.map(|_| ()),
+        }
     }
 
     /// Maps an array created `mmapable`, read-only.
@@ -351,6 +404,8 @@ pub mod asm {
         pub const GET_CURRENT_PID_TGID: i32 = 14;
         /// `bpf_probe_read_kernel`.
         pub const PROBE_READ_KERNEL: i32 = 113;
+        /// `bpf_probe_read_user`.
+        pub const PROBE_READ_USER: i32 = 112;
         /// `bpf_map_lookup_elem` (inlined by the verifier for arrays).
         pub const MAP_LOOKUP_ELEM: i32 = 1;
     }
@@ -388,6 +443,10 @@ pub mod asm {
     pub const fn mul_imm(dst: u8, imm: i32) -> Insn {
         Insn::new(ALU64 | 0x20 | K, dst, 0, 0, imm)
     }
+    /// `dst >>= imm` (logical).
+    pub const fn rsh_imm(dst: u8, imm: i32) -> Insn {
+        Insn::new(ALU64 | 0x70 | K, dst, 0, 0, imm)
+    }
     /// `dst >>= src` (logical).
     pub const fn rsh(dst: u8, src: u8) -> Insn {
         Insn::new(ALU64 | 0x70 | X, dst, src, 0, 0)
@@ -423,6 +482,10 @@ pub mod asm {
     pub const fn st32(dst: u8, off: i16, imm: i32) -> Insn {
         Insn::new(0x62, dst, 0, off, imm)
     }
+    /// `*(u64 *)(dst + off) = imm` (sign-extended).
+    pub const fn st64(dst: u8, off: i16, imm: i32) -> Insn {
+        Insn::new(0x7a, dst, 0, off, imm)
+    }
     /// `src = atomic_fetch_add((u64 *)(dst + off), src)`: the old value lands in `src`.
     pub const fn atomic_fetch_add64(dst: u8, off: i16, src: u8) -> Insn {
         Insn::new(0xdb, dst, src, off, 0x01)
@@ -438,6 +501,10 @@ pub mod asm {
     /// `if dst != src goto +off`.
     pub const fn jne(dst: u8, src: u8, off: i16) -> Insn {
         Insn::new(JMP | 0x50 | X, dst, src, off, 0)
+    }
+    /// `goto +off`.
+    pub const fn ja(off: i16) -> Insn {
+        Insn::new(JMP, 0, 0, off, 0)
     }
     /// `if dst == imm goto +off`.
     pub const fn jeq_imm(dst: u8, imm: i32, off: i16) -> Insn {

@@ -109,6 +109,7 @@ mod tests {
             at_ns,
             latency_ns,
             cpu: Some(0),
+            until_running_ns: None,
             causes: vec![Cause {
                 kind: if task.is_some() {
                     CauseKind::Preemption

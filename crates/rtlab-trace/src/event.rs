@@ -70,6 +70,22 @@ pub enum Kind {
         /// The result.
         ret: i32,
     },
+    /// A watched thread enters a system call it may wait in (`clock_nanosleep`, `futex`,
+    /// `epoll_wait`, `poll` ...; the eBPF recorder's wait-call probes only).
+    WaitEnter {
+        /// The system call's number (x86-64).
+        call: i32,
+        /// For a sleep to a time (`clock_nanosleep`, `nanosleep`): that time, CLOCK_MONOTONIC
+        /// ns, read from the caller's request at the entry.
+        deadline_ns: Option<u64>,
+    },
+    /// ... and returns from it to user space.
+    WaitExit {
+        /// The system call's number.
+        call: i32,
+        /// Its result (0 or a count; a negative errno).
+        ret: i64,
+    },
     /// `power:cpu_idle`: entering a C-state, or `None` when leaving idle.
     Idle(Option<u32>),
     /// `nmi:nmi_handler`, with the handler's duration.
@@ -481,6 +497,15 @@ pub fn format_line(e: &Event) -> String {
         ),
         Kind::LockPi { trylock } => format!("futex_lock_pi: trylock={}", *trylock as u8),
         Kind::LockPiDone { ret } => format!("futex_lock_pi_return: ret={ret}"),
+        Kind::WaitEnter { call, deadline_ns } => match deadline_ns {
+            Some(d) => format!(
+                "wait_enter: NR {call} deadline={}.{:09}",
+                d / 1_000_000_000,
+                d % 1_000_000_000
+            ),
+            None => format!("wait_enter: NR {call}"),
+        },
+        Kind::WaitExit { call, ret } => format!("wait_exit: NR {call} = {ret}"),
         Kind::Marker(m) => format!("tracing_mark_write: {m}"),
         Kind::Other(name) => format!("{name}:"),
         Kind::Lost(n) => format!("lost_events: count={n}"),

@@ -50,8 +50,11 @@ pub struct Request {
     pub tid: i64,
     /// The deadline (CLOCK_MONOTONIC ns).
     pub deadline_ns: u64,
-    /// When it ran.
+    /// When it ran (for a watch: when its wait returned to user space).
     pub woke_ns: u64,
+    /// For a watch's delay measured to the return to user space: when the thread got a CPU
+    /// before that (the split of the delay).
+    pub running_ns: Option<u64>,
     /// What it waited for.
     pub wait: explain::Wait,
     /// For a sleep timer's delay: how much later than `deadline_ns` the kernel may fire it
@@ -99,6 +102,7 @@ impl Reporter {
                 tid,
                 deadline_ns,
                 woke_ns,
+                running_ns: None,
                 wait,
                 slack_ns: 0,
             });
@@ -281,7 +285,11 @@ impl Explainer {
                 }
                 None => all,
             };
-            match recorder::Recorder::start(cpus, &traced, wakings, locks) {
+            // A watch ends its threads' delays where their waits return to user space.
+            let waits = watch
+                .as_ref()
+                .is_some_and(|w| w.lock().unwrap_or_else(|p| p.into_inner()).spec().user_view);
+            match recorder::Recorder::start(cpus, &traced, wakings, locks, waits) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))

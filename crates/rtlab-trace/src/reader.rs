@@ -193,6 +193,8 @@ pub(crate) fn read_loop(
     });
     let mut pending: Vec<(Request, u64)> = Vec::new();
     let mut out = ReaderOut::default();
+    // The watched threads last handed to the recorder's wait-call filter.
+    let mut watched_generation = u64::MAX;
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
@@ -224,9 +226,15 @@ pub(crate) fn read_loop(
             } else {
                 w.advance(drained_at, &mut ask);
             }
-            // Follow where the watched threads may run (the tracefs source traces every CPU).
+            // Follow where the watched threads may run (the tracefs source traces every CPU),
+            // and record the wait calls of the threads watched now.
             match &mut source {
                 Source::Bpf(r) => {
+                    if r.records_wait_calls() && w.threads_generation() != watched_generation {
+                        watched_generation = w.threads_generation();
+                        let ok = r.set_watched(&w.watched_processes()).is_ok();
+                        w.set_wait_calls(ok);
+                    }
                     let all = r.ring_cpus();
                     let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
                     if &want != r.traced() && r.set_traced(&want).is_ok() {
@@ -304,6 +312,48 @@ pub(crate) fn read_loop(
             std::thread::sleep(std::time::Duration::from_millis(source.idle_ms()));
         }
     }
+}
+
+/// The threads of rtlab that watch rather than measure or disturb: its main thread, the
+/// reader, the log writer, the metrics server, the watchdog and its canaries. (The measuring
+/// threads and the loads an experiment runs are its subject, not the observer.)
+pub(crate) fn is_observer_thread(comm: &str) -> bool {
+    matches!(
+        comm,
+        "rtlab" | "rtlab-explain" | "rtlab-hlog" | "rtlab-watchdog"
+    ) || comm.starts_with("rtlab-metrics")
+        || comm.starts_with("rtlab-canary")
+}
+
+/// Causes that are rtlab's own observing threads become one `observer` cause: rtlab is never
+/// named as the culprit of what it watches, and what it cost is said as such.
+fn as_observer(causes: Vec<Cause>) -> Vec<Cause> {
+    let ours = |c: &Cause| {
+        c.task.as_deref().is_some_and(is_observer_thread)
+            && c.pid
+                .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32))
+    };
+    if !causes.iter().any(ours) {
+        return causes;
+    }
+    let (observer, mut rest): (Vec<Cause>, Vec<Cause>) = causes.into_iter().partition(ours);
+    let comm = observer
+        .iter()
+        .max_by_key(|c| c.duration_ns)
+        .and_then(|c| c.task.clone())
+        .unwrap_or_else(|| "rtlab".into());
+    let reason = Reason::Observer { comm };
+    rest.push(Cause {
+        kind: CauseKind::Observer,
+        duration_ns: observer.iter().map(|c| c.duration_ns).sum(),
+        task: None,
+        pid: None,
+        prio: None,
+        detail: Some(reason.to_string()),
+        reason: Some(reason.code()),
+    });
+    rest.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+    rest
 }
 
 fn explain_one(
@@ -425,6 +475,7 @@ fn explain_one(
         });
         causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
     }
+    let causes = as_observer(causes);
     let at_ns = r.deadline_ns.saturating_sub(options.started_ns);
     Ok((
         Outlier {
@@ -432,6 +483,9 @@ fn explain_one(
             at_ns,
             latency_ns: latency,
             cpu: Some(r.cpu as u32),
+            until_running_ns: r
+                .running_ns
+                .map(|t| t.saturating_sub(r.deadline_ns).min(latency)),
             causes,
         },
         saved,

@@ -123,6 +123,8 @@ pub enum Reason {
     /// The thread's own timer slack: the kernel may fire its sleep timer up to `slack_ns`
     /// after the requested expiry.
     TimerSlack { slack_ns: u64 },
+    /// rtlab's own thread `comm` (the observer) held the CPU.
+    Observer { comm: String },
 }
 
 impl Reason {
@@ -146,6 +148,7 @@ impl Reason {
             Reason::SilentLeavingIdle { .. } => ReasonCode::SilentLeavingIdle,
             Reason::SilentWhileSpinning { .. } => ReasonCode::SilentWhileSpinning,
             Reason::Throttled => ReasonCode::Throttled,
+            Reason::Observer { .. } => ReasonCode::Observer,
             Reason::IdleExitAfterWakeup { .. } => ReasonCode::IdleExitAfterWakeup,
             Reason::TimerLateWhileRunning { .. } => ReasonCode::TimerLateWhileRunning,
             Reason::NonPreemptible => ReasonCode::NonPreemptible,
@@ -293,6 +296,10 @@ impl fmt::Display for Reason {
                 } else {
                     "a system management interrupt or firmware"
                 }
+            ),
+            Reason::Observer { comm } => write!(
+                f,
+                "rtlab's own {comm} thread ran here (the observer, not a cause in the watched program's machine)"
             ),
             Reason::Throttled => f.write_str(
                 "the CPU idled while the thread could run: the scheduler held it back (real-time throttling, kernel.sched_rt_runtime_us; or a cgroup's cpu.max)",

@@ -68,7 +68,7 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
     let doc = load_valid_document(&json);
     let names: Vec<String> = series_names(&doc)
         .into_iter()
-        .filter(|n| n != "watch/threads")
+        .filter(|n| !n.starts_with("watch/"))
         .collect();
     assert!(
         !names.is_empty() && names.iter().all(|n| n.starts_with("rt-loop/")),
@@ -682,4 +682,109 @@ fn pi_lock_waits_are_measured_and_name_the_holder() {
         "{named} lock outliers name pi-holder: {:#}",
         doc["outliers"]
     );
+}
+
+#[test]
+fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtlab() {
+    // The program's own view: examples/c/periodic.c sleeps to 1 ms absolute deadlines and
+    // measures its lateness after each sleep returns; the watch ends each period where the
+    // sleep returns to user space, so it sees every period and, period by period, no more
+    // than the program (the rest of the way back to user space is the program's alone).
+    if !can_run("the program's own view") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("periodic");
+    let built = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&program)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/c/periodic.c"
+        ))
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        return skip("the program's own view", "needs a C compiler (cc)");
+    }
+    let _serial = realtime_serial();
+    let json = dir.path().join("w.json");
+    let out = rtlab()
+        .args(["watch", "--thread", "rt-loop", "--quiet", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(&program)
+        .args(["3", "1000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let own: Vec<u64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("samples "))
+        .expect("the program's own line")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (n, p50, max) = (own[0], own[1], own[3]);
+    let doc = load_valid_document(&json);
+    let timer = series_named(&doc, "rt-loop/timer");
+    if timer.is_null() {
+        return skip("the program's own view", "no timer series (tracefs source)");
+    }
+    if !doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "watch/observer" && s["config"]["ends_in_user_space"] == true)
+    {
+        return skip(
+            "the program's own view",
+            "this kernel gives no wait-call events",
+        );
+    }
+    let count = timer["count"].as_u64().unwrap();
+    let (wp50, wmax) = (
+        timer["p50"].as_f64().unwrap(),
+        timer["max"].as_f64().unwrap(),
+    );
+    // Beside a storm of context switches the recorder may lose events: then it says so, and
+    // the periods across a loss are left out, never stretched.
+    let lost = doc["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|w| w.as_str().is_some_and(|w| w.contains("trace events lost")));
+    assert!(
+        count <= n && (lost || count.abs_diff(n) * 200 <= n),
+        "{count} periods watched, {n} measured by the program"
+    );
+    if !lost {
+        // Every period, each seen no later than the program saw it: dominated quantile by
+        // quantile (0.1 % for the histogram's buckets), and not far below.
+        assert!(
+            wmax <= max as f64 * 1.001 && wmax >= max as f64 * 0.5,
+            "max {wmax} vs {max}"
+        );
+        assert!(
+            wp50 <= p50 as f64 * 1.001 && wp50 >= p50 as f64 * 0.8,
+            "p50 {wp50} vs {p50}"
+        );
+    }
+    // rtlab's own threads are never a cause: they are the observer, with its time counted.
+    for o in doc["outliers"].as_array().into_iter().flatten() {
+        for c in o["causes"].as_array().into_iter().flatten() {
+            let task = c["task"].as_str().unwrap_or("");
+            assert!(
+                !task.starts_with("rtlab") || c["kind"] == "observer",
+                "rtlab named as a cause: {c}"
+            );
+        }
+    }
+    assert!(series_named(&doc, "watch/observer")["value"]
+        .as_f64()
+        .is_some());
 }

@@ -59,6 +59,9 @@ const K_TIMER: i32 = 9;
 /// `futex_lock_pi`'s entry and return (function probes, for `rtlab watch`'s `lock` kind).
 const K_LOCK_PI: i32 = 10;
 const K_LOCK_PI_DONE: i32 = 11;
+/// A watched thread's entry into, and return from, a system call it waits in.
+const K_WAIT_ENTER: i32 = 12;
+const K_WAIT_EXIT: i32 = 13;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
 const K_VECTOR: i32 = 16;
 
@@ -82,6 +85,8 @@ const SOFTIRQS: &[&str] = &[
 /// Slots per CPU (a power of two), 3.5 MiB: a fifth of a second of a CPU saturated by a
 /// message ping-pong (~300 k events/s), seconds of an ordinary busy CPU.
 const SLOTS: u32 = 65536;
+/// Processes whose wait calls can be recorded at once.
+const MAX_WATCHED: u32 = 65536;
 /// Bytes per head counter: one cache line each, so CPUs never share one.
 const HEAD_BYTES: u32 = 64;
 
@@ -97,6 +102,9 @@ pub(crate) struct Recorder {
     /// Per ring (in ring order): (its CPU, next index to read, records lost since the last
     /// one read).
     next: Vec<(usize, u64, u64)>,
+    /// Per ring: when a drain last read it to its head (records lost later were written
+    /// after that: the time a loss is placed at).
+    read_to_head_ns: Vec<u64>,
     lost: u64,
     _links: Vec<OwnedFd>,
     _programs: Vec<Program>,
@@ -107,6 +115,10 @@ pub(crate) struct Recorder {
     _maps: [Map; 2],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
+    /// The processes whose threads' wait calls are recorded (`None`: not probed), and that
+    /// set as last written.
+    watched_map: Option<Map>,
+    watched: std::collections::HashSet<u32>,
     /// How PI lock waits are recorded, if they are.
     pub lock_probes: Option<LockProbes>,
     /// The timer program names the task each sleep timer wakes.
@@ -136,6 +148,7 @@ impl Recorder {
         traced: &CpuMask,
         wakings: bool,
         locks: LockWaits,
+        waits: bool,
     ) -> Result<Recorder, TraceError> {
         // The reader trusts a record once its sequence number is there: that needs the CPU
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
@@ -251,10 +264,28 @@ impl Recorder {
                 Err(why) => missing.push(format!("PI lock waits ({why})")),
             }
         }
+        // The wait calls of the threads [`Recorder::set_watched`] names.
+        let mut watched_map = None;
+        if waits {
+            let set = Map::hash(4, 1, MAX_WATCHED).map_err(sys)?;
+            match attach_wait_probes(&btf, maps, set.raw_fd()) {
+                Ok(attached) => {
+                    for (p, link) in attached {
+                        programs.push(p);
+                        links.push(link);
+                    }
+                    watched_map = Some(set);
+                }
+                Err(why) => missing.push(format!("wait calls ({why})")),
+            }
+        }
         Ok(Recorder {
+            watched_map,
+            watched: std::collections::HashSet::new(),
             heads,
             slots,
             next: cpus.iter().map(|&c| (c, 0, 0)).collect(),
+            read_to_head_ns: vec![0; cpus.len()],
             lost: 0,
             _links: links,
             _programs: programs,
@@ -288,6 +319,28 @@ impl Recorder {
         Ok(())
     }
 
+    /// Whether the returns of wait calls are recorded (for the processes of
+    /// [`Recorder::set_watched`]).
+    pub fn records_wait_calls(&self) -> bool {
+        self.watched_map.is_some()
+    }
+
+    /// Records the wait calls of these processes' threads from now on (and of no others).
+    pub fn set_watched(&mut self, tids: &std::collections::HashSet<u32>) -> Result<(), TraceError> {
+        let Some(map) = &self.watched_map else {
+            return Ok(());
+        };
+        for gone in self.watched.difference(tids) {
+            map.remove(&gone.to_ne_bytes()).map_err(TraceError::Sys)?;
+        }
+        for new in tids.difference(&self.watched) {
+            map.insert(&new.to_ne_bytes(), &[1])
+                .map_err(TraceError::Sys)?;
+        }
+        self.watched = tids.clone();
+        Ok(())
+    }
+
     /// The CPUs with rings: those that can be traced.
     pub fn ring_cpus(&self) -> &CpuMask {
         &self.rings
@@ -305,11 +358,14 @@ impl Recorder {
 
     /// Decodes every complete record not read yet, CPU by CPU.
     pub fn drain(&mut self, mut f: impl FnMut(Event)) -> usize {
-        // A record, or (Err) a count of records lost before the next one of that CPU.
-        let mut records: Vec<Result<[u8; REC as usize], (u16, u64)>> = Vec::new();
+        // A record, or (Err) a count of records lost before the next one of that CPU, and
+        // the time from which they may have been written.
+        let mut records: Vec<Result<[u8; REC as usize], (u16, u64, u64)>> = Vec::new();
         let slots = SLOTS as u64;
+        let drain_started = rtlab_sys::time::monotonic_now_ns();
         for (ring, (cpu, next, gap)) in self.next.iter_mut().enumerate() {
             let head = self.heads.load_u64(ring * HEAD_BYTES as usize);
+            let lost_since = self.read_to_head_ns[ring];
             // Fallen a whole ring behind: skip to what is still there, with a margin for
             // the slots being overwritten while we copy.
             if head > *next + slots {
@@ -333,12 +389,15 @@ impl Recorder {
                     *gap += 1;
                 } else {
                     if *gap > 0 {
-                        records.push(Err((*cpu as u16, *gap)));
+                        records.push(Err((*cpu as u16, *gap, lost_since)));
                         *gap = 0;
                     }
                     records.push(Ok(rec));
                 }
                 *next += 1;
+            }
+            if *next >= head && *gap == 0 {
+                self.read_to_head_ns[ring] = drain_started;
             }
         }
         let n = records.len();
@@ -348,17 +407,20 @@ impl Recorder {
             self.comms_since = now;
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
-        let mut lost_before: Option<(u16, u64)> = None;
+        let mut lost_before: Option<(u16, u64, u64)> = None;
         for r in &records {
             match r {
                 Err(lost) => lost_before = Some(*lost),
                 Ok(r) => {
                     if let Some(e) = self.decode(r) {
-                        // The loss sits just before the first event after it.
-                        if let Some((cpu, n)) = lost_before.take() {
+                        // The loss sits where the lost records may begin: just after the ring
+                        // was last read to its head (no later than the first event after it),
+                        // so that whatever consumes the events in time order forgets what
+                        // the lost ones might have ended before it meets any later event.
+                        if let Some((cpu, n, since)) = lost_before.take() {
                             f(Event {
                                 cpu,
-                                ts_ns: e.ts_ns.saturating_sub(1),
+                                ts_ns: since.clamp(1, e.ts_ns.max(1)) - 1,
                                 current_pid: -1,
                                 kind: Kind::Lost(n),
                             });
@@ -380,7 +442,13 @@ impl Recorder {
         // Slots are reused: only the fields this kind wrote are meaningful.
         let current_pid = if matches!(
             kind_code,
-            K_SWITCH | K_WAKING | K_MIGRATE | K_LOCK_PI | K_LOCK_PI_DONE
+            K_SWITCH
+                | K_WAKING
+                | K_MIGRATE
+                | K_LOCK_PI
+                | K_LOCK_PI_DONE
+                | K_WAIT_ENTER
+                | K_WAIT_EXIT
         ) {
             u32_at(OFF_CUR) as i64
         } else {
@@ -445,6 +513,14 @@ impl Recorder {
             K_LOCK_PI_DONE => Kind::LockPiDone {
                 ret: i32_at(OFF_A) as i32,
             },
+            K_WAIT_ENTER => Kind::WaitEnter {
+                call: i32_at(OFF_A) as i32,
+                deadline_ns: self.sleep_deadline(r),
+            },
+            K_WAIT_EXIT => Kind::WaitExit {
+                call: i32_at(OFF_A) as i32,
+                ret: u64_at(OFF_X) as i64,
+            },
             K_NMI => Kind::Nmi {
                 handler: self.symbol(u64_at(OFF_PID1)),
                 delta_ns: u64_at(OFF_X),
@@ -467,6 +543,42 @@ impl Recorder {
             current_pid,
             kind,
         })
+    }
+
+    /// The CLOCK_MONOTONIC time a `clock_nanosleep`/`nanosleep` entry record asks to sleep
+    /// to: its absolute time on its clock (TIMER_ABSTIME), or the entry's time plus the
+    /// relative request. None for other calls, other clocks, or a request not read.
+    fn sleep_deadline(&self, r: &[u8; REC as usize]) -> Option<u64> {
+        let u32_at = |o: i16| u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap());
+        let i64_at = |o: i16| i64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap());
+        let call = u32_at(OFF_A) as i32;
+        if call != SYS_CLOCK_NANOSLEEP && call != SYS_NANOSLEEP {
+            return None;
+        }
+        let (sec, nsec) = (i64_at(OFF_PID2), i64_at(OFF_X));
+        if !(0..1_000_000_000).contains(&nsec) || !(0..=i64::MAX / 2_000_000_000).contains(&sec) {
+            return None;
+        }
+        let t = sec * 1_000_000_000 + nsec;
+        let entered =
+            u64::from_ne_bytes(r[OFF_TS as usize..OFF_TS as usize + 8].try_into().unwrap()) as i64;
+        const TIMER_ABSTIME: u32 = 1;
+        let clock = u32_at(OFF_PID1) as i32;
+        let absolute = call == SYS_CLOCK_NANOSLEEP && u32_at(OFF_PRIO1) & TIMER_ABSTIME != 0;
+        let monotonic = if !absolute {
+            // A relative sleep: from its entry (the kernel starts the timer a little later).
+            entered.checked_add(t)?
+        } else {
+            match clock {
+                // CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW's base, CLOCK_BOOTTIME's and TAI's.
+                1 => t,
+                0 => t - self.clock_offsets[0],
+                11 => t - self.clock_offsets[1],
+                7 => t - self.clock_offsets[2],
+                _ => return None,
+            }
+        };
+        u64::try_from(monotonic).ok()
     }
 
     /// A task's name: `swapper/N` for the idle task, else `/proc/<tid>/comm`.

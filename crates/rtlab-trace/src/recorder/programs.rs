@@ -135,6 +135,19 @@ impl Builder {
         b
     }
 
+    /// A program on `sys_enter(struct pt_regs *, long id)` (`exit`: `sys_exit(struct
+    /// pt_regs *, long ret)`), typed: r3 = the registers, r1 = the call's number.
+    fn syscall(exit: bool, regs: Regs) -> Builder {
+        let mut b = Builder::start(true);
+        b.push(asm::ldx64(R3, R6, 0));
+        if exit {
+            b.push(asm::ldx64(R1, R3, regs.orig_ax));
+        } else {
+            b.push(asm::ldx64(R1, R6, 8));
+        }
+        b
+    }
+
     /// CPU filter, timestamp, claim a slot, kind, CPU (r7 = the slot from here on). The
     /// filter reads this CPU's entry of the `cpus` map (an array's lookup, which the verifier
     /// turns into an address computation; a CPU past its end or without a ring records
@@ -404,21 +417,28 @@ pub(super) fn lock_function_program(exit: bool, maps: Maps) -> Vec<Insn> {
 /// (`orig_ax`) and its second argument (`si`, the futex operation).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Regs {
-    orig_ax: i16,
-    si: i16,
+    pub(super) orig_ax: i16,
+    pub(super) di: i16,
+    pub(super) si: i16,
+    pub(super) dx: i16,
+}
+
+impl Regs {
+    pub(super) fn from_btf(btf: &Btf) -> Option<Regs> {
+        Some(Regs {
+            orig_ax: btf.offset_of("pt_regs", "orig_ax")? as i16,
+            di: btf.offset_of("pt_regs", "di")? as i16,
+            si: btf.offset_of("pt_regs", "si")? as i16,
+            dx: btf.offset_of("pt_regs", "dx")? as i16,
+        })
+    }
 }
 
 /// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)`: a record
 /// only for `futex(FUTEX_LOCK_PI[2])`, the calling thread, and at the exit the result (A).
 /// Every other call leaves after two compares, before the clock is read.
 pub(super) fn lock_syscall_program(exit: bool, regs: Regs, maps: Maps) -> Vec<Insn> {
-    let mut b = Builder::start(true);
-    b.push(asm::ldx64(R3, R6, 0));
-    if exit {
-        b.push(asm::ldx64(R1, R3, regs.orig_ax));
-    } else {
-        b.push(asm::ldx64(R1, R6, 8));
-    }
+    let mut b = Builder::syscall(exit, regs);
     b.jump_end(asm::jne_imm(R1, SYS_FUTEX, 0));
     b.push(asm::ldx64(R1, R3, regs.si));
     b.push(asm::and_imm(R1, FUTEX_CMD_MASK));
@@ -522,29 +542,130 @@ pub(super) fn attach_lock_probes(
     if !syscalls {
         return Err(why);
     }
-    let regs = (|| {
-        Some(Regs {
-            orig_ax: btf.offset_of("pt_regs", "orig_ax")? as i16,
-            si: btf.offset_of("pt_regs", "si")? as i16,
-        })
-    })()
-    .ok_or(format!("{why}; BTF has no pt_regs.orig_ax/si"))?;
+    let regs = Regs::from_btf(btf).ok_or(format!("{why}; BTF has no pt_regs.orig_ax/si"))?;
+    attach_syscall_programs(btf, |exit| lock_syscall_program(exit, regs, maps))
+        .map(|v| (LockProbes::Syscalls, v))
+        .map_err(|e| format!("{why}; {e}"))
+}
+
+/// Loads `program(false)` on `sys_enter` and `program(true)` on `sys_exit` and attaches them.
+fn attach_syscall_programs(
+    btf: &Btf,
+    program: impl Fn(bool) -> Vec<Insn>,
+) -> Result<Vec<(Program, OwnedFd)>, String> {
     [("sys_enter", false), ("sys_exit", true)]
         .into_iter()
         .map(|(tp, exit)| {
             let id = btf
                 .typedef_id(&format!("btf_trace_{tp}"))
-                .ok_or(format!("{why}; no {tp} tracepoint"))?;
-            let insns = lock_syscall_program(exit, regs, maps);
-            let p = Program::load_btf_raw_tracepoint(&insns, id)
-                .map_err(|e| format!("{why}; {tp}: {}", verifier(e)))?;
+                .ok_or(format!("no {tp} tracepoint"))?;
+            let p = Program::load_btf_raw_tracepoint(&program(exit), id).map_err(|e| {
+                let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
+                format!(
+                    "{tp}: {}{}",
+                    e.error,
+                    last.map(|l| format!(": {l}")).unwrap_or_default()
+                )
+            })?;
             let link = p
                 .attach_raw_tracepoint(None)
-                .map_err(|e| format!("{why}; {tp}: {e}"))?;
+                .map_err(|e| format!("{tp}: {e}"))?;
             Ok((p, link))
         })
-        .collect::<Result<Vec<_>, String>>()
-        .map(|v| (LockProbes::Syscalls, v))
+        .collect()
+}
+
+/// The system calls a thread waits in, whose return to user space ends a watched thread's
+/// delay (its own view: the program sees its lateness when its wait returns): x86-64's
+/// numbers. Programs on every system call's entry and exit (`raw_syscalls`; function probes
+/// would cost other calls nothing, but not every kernel allows them) keep these calls and,
+/// through a set of processes in the kernel (`watched`), only the watched processes' (a
+/// thread they start is seen from its first call): any other call leaves after a few
+/// compares, before the clock is read.
+pub(super) const WAIT_CALLS: &[i32] = &[
+    SYS_CLOCK_NANOSLEEP,
+    SYS_NANOSLEEP,
+    SYS_FUTEX,
+    449, // futex_waitv
+    232, // epoll_wait
+    281, // epoll_pwait
+    441, // epoll_pwait2
+    7,   // poll
+    271, // ppoll
+    23,  // select
+    270, // pselect6
+];
+pub(super) const SYS_CLOCK_NANOSLEEP: i32 = 230;
+pub(super) const SYS_NANOSLEEP: i32 = 35;
+/// A stack slot for the call's number.
+const FP_CALL: i16 = -24;
+
+/// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)` for the
+/// wait calls of the threads of the processes in map `watched`: the thread (CUR) and the call's number (A); at
+/// the entry of `clock_nanosleep` its clock (PID1), flags (PRIO1) and the requested time
+/// (PID2..X, a timespec read from the caller's memory), of `nanosleep` the requested time
+/// (PID1 = -1: relative, CLOCK_MONOTONIC), of `futex` its operation (PID1); at the exit the
+/// result (X).
+pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32) -> Vec<Insn> {
+    let mut b = Builder::syscall(exit, regs);
+    // One of the wait calls, or leave: a jump over the rest of the chain for each.
+    let n = WAIT_CALLS.len();
+    for (i, &call) in WAIT_CALLS.iter().enumerate() {
+        b.push(asm::jeq_imm(R1, call, (n - i) as i16));
+    }
+    b.jump_end(asm::ja(0));
+    b.push(asm::stx64(R10, FP_CALL, R1));
+    // The calling thread's process (the upper half of pid_tgid) must be a watched one.
+    b.push(asm::call(helper::GET_CURRENT_PID_TGID));
+    b.push(asm::mov(R8, R0));
+    b.push(asm::rsh_imm(R8, 32));
+    b.lookup(watched, R8);
+    let kind = if exit { K_WAIT_EXIT } else { K_WAIT_ENTER };
+    b.prologue(kind, maps, AlsoIf::Any);
+    b.current();
+    b.push(asm::ldx64(R1, R10, FP_CALL));
+    b.push(asm::stx32(R7, OFF_A, R1));
+    if exit {
+        b.arg(1, OFF_X, true);
+        return b.finish();
+    }
+    b.push(asm::st32(R7, OFF_PID1, 0));
+    b.push(asm::st32(R7, OFF_PRIO1, 0));
+    b.push(asm::st64(R7, OFF_PID2, 0));
+    b.push(asm::st64(R7, OFF_X, 0));
+    b.push(asm::ldx64(R3, R6, 0));
+    // futex: its operation; then done.
+    b.push(asm::jne_imm(R1, SYS_FUTEX, 3));
+    b.push(asm::ldx64(R2, R3, regs.si));
+    b.push(asm::stx32(R7, OFF_PID1, R2));
+    b.jump_finish(asm::ja(0));
+    // nanosleep: relative, its request at di; clock_nanosleep: clock, flags, request at dx.
+    b.push(asm::jne_imm(R1, SYS_NANOSLEEP, 3));
+    b.push(asm::st32(R7, OFF_PID1, -1));
+    b.push(asm::ldx64(R3, R3, regs.di));
+    b.push(asm::ja(6));
+    b.jump_finish(asm::jne_imm(R1, SYS_CLOCK_NANOSLEEP, 0));
+    b.push(asm::ldx64(R2, R3, regs.di));
+    b.push(asm::stx32(R7, OFF_PID1, R2));
+    b.push(asm::ldx64(R2, R3, regs.si));
+    b.push(asm::stx32(R7, OFF_PRIO1, R2));
+    b.push(asm::ldx64(R3, R3, regs.dx));
+    // Either way the request (a user pointer) is in R3.
+    b.push(asm::mov(R1, R7));
+    b.push(asm::add_imm(R1, OFF_PID2 as i32));
+    b.push(asm::mov_imm(R2, 16));
+    b.push(asm::call(helper::PROBE_READ_USER));
+    b.finish()
+}
+
+/// Loads and attaches the wait-call programs, recording for the threads in map `watched`.
+pub(super) fn attach_wait_probes(
+    btf: &Btf,
+    maps: Maps,
+    watched: i32,
+) -> Result<Vec<(Program, OwnedFd)>, String> {
+    let regs = Regs::from_btf(btf).ok_or("BTF has no pt_regs.orig_ax/di/si/dx")?;
+    attach_syscall_programs(btf, |exit| wait_call_program(exit, regs, maps, watched))
 }
 
 /// A CPU's entry in the `cpus` map.

@@ -163,7 +163,7 @@ fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
     };
     let tid = sleeper.tid;
     // Only this CPU is recorded: the wakings of the thread on the other are seen here.
-    let mut r = match Recorder::start(&[here], &CpuMask::of(&[here]), true, LockWaits::No) {
+    let mut r = match Recorder::start(&[here], &CpuMask::of(&[here]), true, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("skipped: {e}");
@@ -195,7 +195,8 @@ fn a_cpus_ring_is_found_through_its_entry_not_its_number() {
     };
     // One ring (index 0), for the second CPU: its events must land there and read back
     // with their own CPU number.
-    let mut r = match Recorder::start(&[there], &CpuMask::of(&[there]), true, LockWaits::No) {
+    let mut r = match Recorder::start(&[there], &CpuMask::of(&[there]), true, LockWaits::No, false)
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("skipped: {e}");
@@ -226,7 +227,7 @@ fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
     let tid = sleeper.tid;
     // Rings for both CPUs; only the sleeper's recorded at first.
     let both = [here, there];
-    let mut r = match Recorder::start(&both, &CpuMask::of(&[there]), true, LockWaits::No) {
+    let mut r = match Recorder::start(&both, &CpuMask::of(&[there]), true, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("skipped: {e}");
@@ -278,7 +279,7 @@ fn pi_lock_waits_are_recorded_from_entry_to_return() {
         return;
     }
     let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
-    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::Any) {
+    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::Any, false) {
         Ok(r) if r.lock_probes.is_some() => r,
         Ok(r) => {
             eprintln!("skipped: {:?}", r.missing);
@@ -356,6 +357,125 @@ fn pi_lock_waits_are_recorded_from_entry_to_return() {
 }
 
 #[test]
+fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_elses() {
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return;
+    }
+    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::No, true) {
+        Ok(r) if r.records_wait_calls() => r,
+        Ok(r) => {
+            eprintln!("skipped: {:?}", r.missing);
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    // Two threads sleep to the same absolute deadlines; the test looks at one.
+    let sleeper = |deadlines: Vec<u64>| {
+        std::thread::spawn(move || {
+            let tid = rtlab_sys::futex::current_tid();
+            for d in &deadlines {
+                rtlab_sys::time::sleep_until_monotonic_ns(*d).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1)); // nanosleep, relative
+            tid as i64
+        })
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watched_thread = std::thread::spawn(move || {
+        tx.send(rtlab_sys::futex::current_tid()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let start = rtlab_sys::time::monotonic_now_ns();
+        let deadlines: Vec<u64> = (1..=5).map(|i| start + i * 2_000_000).collect();
+        let inner = sleeper(deadlines.clone());
+        inner.join().unwrap();
+        for d in &deadlines {
+            rtlab_sys::time::sleep_until_monotonic_ns(*d + 20_000_000).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        deadlines
+    });
+    let tid = rx.recv().unwrap();
+    r.set_watched(&[std::process::id()].into_iter().collect())
+        .unwrap();
+    let others: Vec<u32> = (0..3)
+        .filter_map(|_| {
+            let mut c = std::process::Command::new("sleep")
+                .arg("0.01")
+                .spawn()
+                .ok()?;
+            let pid = c.id();
+            c.wait().ok()?;
+            Some(pid)
+        })
+        .collect();
+    assert!(!others.is_empty());
+    let deadlines = watched_thread.join().unwrap();
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    r.set_watched(&Default::default()).unwrap();
+    let mine: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::WaitEnter { .. } | Kind::WaitExit { .. }))
+        .collect();
+    // Another process's sleeps (run meanwhile) are not recorded.
+    assert!(
+        !mine
+            .iter()
+            .any(|e| others.contains(&(e.current_pid as u32))),
+        "only the watched process's"
+    );
+    let mine: Vec<&Event> = mine
+        .into_iter()
+        .filter(|e| e.current_pid == tid as i64)
+        .collect();
+    let asked: Vec<u64> = mine
+        .iter()
+        .filter_map(|e| match e.kind {
+            Kind::WaitEnter {
+                call: SYS_CLOCK_NANOSLEEP,
+                deadline_ns,
+            } => deadline_ns,
+            _ => None,
+        })
+        .collect();
+    let want: Vec<u64> = deadlines.iter().map(|d| d + 20_000_000).collect();
+    assert!(
+        asked.windows(want.len()).any(|w| w == want.as_slice()),
+        "each absolute deadline, as asked: {asked:?}"
+    );
+    let returns = mine
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                Kind::WaitExit {
+                    call: SYS_CLOCK_NANOSLEEP | SYS_NANOSLEEP,
+                    ret: 0
+                }
+            )
+        })
+        .count();
+    assert!(returns >= 6, "{returns}: the five and the sleep of 1 ms");
+    // A relative sleep's deadline is its entry plus the request (std's sleep of 1 ms).
+    let relative: Vec<u64> = mine
+        .iter()
+        .filter_map(|e| match e.kind {
+            Kind::WaitEnter {
+                deadline_ns: Some(d),
+                ..
+            } if d < e.ts_ns + 5_000_000 => Some(d - e.ts_ns),
+            _ => None,
+        })
+        .collect();
+    assert!(relative.contains(&1_000_000), "{relative:?}");
+}
+
+#[test]
 fn task_states_print_as_sched_switch_does() {
     let text = |p, s| TaskState::from_kernel(p, s).to_string();
     assert_eq!(text(true, 1), "R+");
@@ -391,7 +511,7 @@ fn twenty_sleeps(wakings: bool) -> Option<Sleeps> {
         cpu,
     ]))
     .unwrap();
-    let mut r = match Recorder::start(&[cpu], &CpuMask::of(&[cpu]), wakings, LockWaits::No) {
+    let mut r = match Recorder::start(&[cpu], &CpuMask::of(&[cpu]), wakings, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("skipped: {e}");

@@ -126,6 +126,10 @@ pub struct WatchSpec {
     /// Trace every CPU, not only those the watched threads may run on (to follow their
     /// wakers and lock holders elsewhere).
     pub all_cpus: bool,
+    /// End delays where a wait returns to user space (the program's own view: a program on
+    /// every system call's entry and exit where the kernel has no cheaper probe); false:
+    /// where the thread got a CPU.
+    pub user_view: bool,
 }
 
 /// One measured series: a thread's, or the sum over the threads of one name.
@@ -194,6 +198,20 @@ struct Watched {
     /// Woken since it last got a CPU: a wakeup can come while it is still on its CPU going
     /// to sleep (the switch-out then still says asleep), and counts from the wakeup.
     woken_since_in: bool,
+    /// Inside a system call it waits in, since its entry (where the recorder sees those):
+    /// its delays then end where the call returns to user space.
+    in_call: Option<InCall>,
+}
+
+/// A wait call in progress (see [`Watched::in_call`]).
+#[derive(Debug, Clone, Copy)]
+struct InCall {
+    entered_ns: u64,
+    /// The time a sleep call asked for (CLOCK_MONOTONIC), where known.
+    deadline_ns: Option<u64>,
+    /// Its latest wakeup within the call, and when it got a CPU after it.
+    woken_ns: Option<u64>,
+    running_ns: Option<u64>,
 }
 
 /// Event with its arrival order, ordered by time (then arrival) for the merge.
@@ -259,6 +277,17 @@ pub struct WatchState {
     /// The CPUs traced now, and at any time of the run (as the reader set them).
     traced: CpuMask,
     traced_ever: CpuMask,
+    /// The recorder sees the watched threads' wait calls: delays end at their return.
+    wait_calls: bool,
+    /// rtlab's own threads (the observer), re-read with the watched ones; on which traced
+    /// CPU one runs since when; and their time on the traced CPUs so far.
+    ours: std::collections::HashSet<i64>,
+    observer_since: Vec<Option<u64>>,
+    observer_ns: u64,
+    /// Threads seen in a wait call but not chosen, until the next re-read.
+    adopted_misses: std::collections::HashSet<i64>,
+    /// Changes with the set of watched threads.
+    generation: u64,
 }
 
 impl WatchState {
@@ -283,6 +312,12 @@ impl WatchState {
             cpus_wanted: None,
             traced: CpuMask::default(),
             traced_ever: CpuMask::default(),
+            wait_calls: false,
+            ours: Default::default(),
+            observer_since: Vec::new(),
+            observer_ns: 0,
+            adopted_misses: Default::default(),
+            generation: 0,
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
@@ -296,9 +331,40 @@ impl WatchState {
     /// The CPUs traced from now on, as the recorder was set.
     pub(crate) fn set_traced(&mut self, mask: &CpuMask) {
         if *mask != self.traced {
+            // A CPU no longer traced shows no more switches: nothing runs "since" there.
+            for (cpu, since) in self.observer_since.iter_mut().enumerate() {
+                if !mask.contains(cpu) {
+                    *since = None;
+                }
+            }
             self.traced = mask.clone();
             self.traced_ever.union_with(mask);
         }
+    }
+
+    /// The watched processes now (for the recorder's filter of wait calls).
+    pub fn watched_processes(&self) -> std::collections::HashSet<u32> {
+        (self.spec.pid > 0 && !self.gone)
+            .then_some(self.spec.pid as u32)
+            .into_iter()
+            .collect()
+    }
+
+    /// Changes whenever [`WatchState::watched_processes`] or the watched threads do.
+    pub fn threads_generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the watched threads' wait calls are recorded (then a delay of a thread that
+    /// waited in one ends where the call returned to user space, as the program sees it;
+    /// else where the thread got a CPU).
+    pub fn set_wait_calls(&mut self, on: bool) {
+        self.wait_calls = on;
+    }
+
+    /// Whether delays end at the return to user space ([`WatchState::set_wait_calls`]).
+    pub fn ends_in_user_space(&self) -> bool {
+        self.wait_calls
     }
 
     /// The CPUs traced now and at any time of the run (masks).
@@ -370,6 +436,7 @@ impl WatchState {
     /// threads are read at once, and every 10 ms for the next 3 s).
     pub fn attach(&mut self, pid: i32) {
         self.spec.pid = pid;
+        self.generation += 1;
         self.started_ns = rtlab_sys::time::monotonic_now_ns();
         self.rescan(self.started_ns);
     }
@@ -440,9 +507,23 @@ impl WatchState {
         })
     }
 
+    /// How long rtlab's own threads (the observer: its reader, log writer, metrics server)
+    /// ran on the traced CPUs so far.
+    pub fn observer_ns(&self) -> u64 {
+        self.observer_ns
+    }
+
     /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
     fn rescan(&mut self, now: u64) {
         self.scanned_ns = now;
+        if let Ok(ours) = rtlab_sys::procfs::threads_of(std::process::id() as i32) {
+            self.ours = ours
+                .iter()
+                .filter(|t| crate::reader::is_observer_thread(&t.name))
+                .map(|t| t.tid as i64)
+                .collect();
+        }
+        self.adopted_misses.clear();
         if self.spec.pid == 0 {
             return; // not attached yet
         }
@@ -482,38 +563,27 @@ impl WatchState {
             }
             let watched = match self.threads.remove(&tid) {
                 Some(w) if w.name == t.name => w,
-                // New, or renamed (a JVM names its threads after starting them).
-                previous => match self.pair(&t.name, tid, DelayKind::Wakeup) {
-                    Some(wakeup) => {
-                        let pairs = [Some(wakeup), None, None];
-                        let refused = [false; 3];
-                        match previous {
-                            Some(p) => Watched {
-                                name: t.name,
-                                pairs,
-                                refused,
-                                ..p
-                            },
-                            None => Watched {
-                                name: t.name,
-                                pairs,
-                                refused,
-                                lock_since: None,
-                                timer_expired: None,
-                                runnable_since: None,
-                                woken_since_in: false,
-                            },
-                        }
-                    }
-                    None => {
-                        self.refused += 1;
-                        continue;
-                    }
+                // New, or renamed (a JVM names its threads after starting them): a renamed
+                // one keeps its state, under its new name's series.
+                previous => match self.new_watched(t.name, tid) {
+                    Some(fresh) => match previous {
+                        Some(p) => Watched {
+                            name: fresh.name,
+                            pairs: fresh.pairs,
+                            refused: fresh.refused,
+                            ..p
+                        },
+                        None => fresh,
+                    },
+                    None => continue,
                 },
             };
             alive.insert(tid, watched);
         }
+        let changed = alive.len() != self.threads.len()
+            || alive.keys().any(|t| !self.threads.contains_key(t));
         self.threads = alive;
+        self.generation += changed as u64;
         self.most_threads = self.most_threads.max(self.threads.len());
         if !chosen_cpus.is_empty() {
             wanted = Some(chosen_cpus);
@@ -527,6 +597,16 @@ impl WatchState {
     /// wait for the merge, so its memory follows the watched threads' event rate, not the
     /// machine's.
     pub(crate) fn offer(&mut self, e: &Event) {
+        if let Kind::Switch { prev, next, .. } = &e.kind {
+            self.observe(e.cpu as usize, e.ts_ns, prev.pid, next.pid);
+        }
+        // A wait call is recorded only for the watched process: a thread of it not watched
+        // yet (started since the last re-read) is taken on at its first call.
+        if let Kind::WaitEnter { .. } | Kind::WaitExit { .. } = &e.kind {
+            if !self.threads.contains_key(&e.current_pid) {
+                self.adopt(e.current_pid);
+            }
+        }
         let watched = |pid: &i64| self.threads.contains_key(pid);
         let relevant = match &e.kind {
             Kind::Waking { task, .. } => watched(&task.pid),
@@ -536,7 +616,10 @@ impl WatchState {
                 expires_ns: Some(_),
                 ..
             } => watched(&task.pid),
-            Kind::LockPi { trylock: false } | Kind::LockPiDone { .. } => watched(&e.current_pid),
+            Kind::LockPi { trylock: false }
+            | Kind::LockPiDone { .. }
+            | Kind::WaitEnter { .. }
+            | Kind::WaitExit { .. } => watched(&e.current_pid),
             Kind::Lost(_) => true,
             _ => false,
         };
@@ -544,6 +627,72 @@ impl WatchState {
             self.arrived += 1;
             self.heap
                 .push(Reverse(Timed(e.ts_ns, self.arrived, e.clone())));
+        }
+    }
+
+    /// Watches thread `tid` of the process now, if it is one and the spec chooses it
+    /// (between re-reads: a thread the program just started).
+    fn adopt(&mut self, tid: i64) {
+        if self.adopted_misses.contains(&tid) {
+            return;
+        }
+        let pid = self.spec.pid;
+        let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .map(|s| s.trim_end().to_string());
+        let chosen = name.as_ref().is_ok_and(|n| {
+            (self.spec.threads.is_empty() || self.spec.threads.iter().any(|p| p.matches(tid, n)))
+                && (!self.spec.rt_only
+                    || rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100))
+        });
+        match (chosen, name) {
+            (true, Ok(name)) => {
+                if let Some(w) = self.new_watched(name, tid) {
+                    self.threads.insert(tid, w);
+                    self.generation += 1;
+                    self.most_threads = self.most_threads.max(self.threads.len());
+                }
+            }
+            // Not chosen (or gone): not looked up again until the next re-read.
+            _ => {
+                self.adopted_misses.insert(tid);
+            }
+        }
+    }
+
+    /// A newly watched thread's state, with its `wakeup` series (None at the series limit,
+    /// counted).
+    fn new_watched(&mut self, name: String, tid: i64) -> Option<Watched> {
+        match self.pair(&name, tid, DelayKind::Wakeup) {
+            Some(wakeup) => Some(Watched {
+                name,
+                pairs: [Some(wakeup), None, None],
+                refused: [false; 3],
+                lock_since: None,
+                timer_expired: None,
+                runnable_since: None,
+                woken_since_in: false,
+                in_call: None,
+            }),
+            None => {
+                self.refused += 1;
+                None
+            }
+        }
+    }
+
+    /// Counts the observer's time on `cpu` at a switch from `prev` to `next` (each CPU's
+    /// events arrive in order).
+    fn observe(&mut self, cpu: usize, ts_ns: u64, prev: i64, next: i64) {
+        if self.observer_since.len() <= cpu {
+            self.observer_since.resize(cpu + 1, None);
+        }
+        if let Some(since) = self.observer_since[cpu].take() {
+            if self.ours.contains(&prev) {
+                self.observer_ns += ts_ns.saturating_sub(since);
+            }
+        }
+        if next > 0 && self.ours.contains(&next) {
+            self.observer_since[cpu] = Some(ts_ns);
         }
     }
 
@@ -586,6 +735,10 @@ impl WatchState {
                 if let Some(w) = self.threads.get_mut(&task.pid) {
                     w.runnable_since = Some(e.ts_ns);
                     w.woken_since_in = true;
+                    if let Some(c) = w.in_call.as_mut() {
+                        c.woken_ns = Some(e.ts_ns);
+                        c.running_ns = None;
+                    }
                 }
             }
             Kind::HrtimerEntry {
@@ -605,8 +758,12 @@ impl WatchState {
             } => {
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
                     // An expiry seen before it left its CPU ended no wait of it (a sleep
-                    // timer that fired while it ran, woken otherwise, before it was cancelled).
-                    w.timer_expired = None;
+                    // timer that fired while it ran, woken otherwise, before it was
+                    // cancelled), unless it came within the wait call it is in (the timer
+                    // fired before it was off its CPU, or it was preempted after it).
+                    if w.in_call.is_none() {
+                        w.timer_expired = None;
+                    }
                     // Preempted: runnable from now on; asleep: not until woken, unless the
                     // wakeup already came (then from that wakeup).
                     w.runnable_since = if prev_state.is_runnable() {
@@ -631,16 +788,33 @@ impl WatchState {
                     return;
                 };
                 if let Some(pair) = self.pair_of(tid, DelayKind::Lock) {
-                    self.sample((pair, tid), (since, 0), e, Wait::Lock, request);
+                    self.sample((pair, tid), (since, 0, None), e, Wait::Lock, request);
                 }
             }
+            Kind::WaitEnter { deadline_ns, .. } => {
+                if let Some(w) = self.threads.get_mut(&e.current_pid) {
+                    w.timer_expired = None;
+                    w.in_call = Some(InCall {
+                        entered_ns: e.ts_ns,
+                        deadline_ns: *deadline_ns,
+                        woken_ns: None,
+                        running_ns: None,
+                    });
+                }
+            }
+            Kind::WaitExit { ret, .. } => self.returned(e, *ret, request),
             Kind::Lost(_) => {
+                // The observer's switch away may be among them too.
+                if let Some(since) = self.observer_since.get_mut(e.cpu as usize) {
+                    *since = None;
+                }
                 // The switch that ended a pending delay may be among the lost events: a
                 // later one would measure too long a delay.
                 for w in self.threads.values_mut() {
                     let pending = w.runnable_since.take().is_some() as u64
                         + w.timer_expired.take().is_some() as u64
-                        + w.lock_since.take().is_some() as u64;
+                        + w.lock_since.take().is_some() as u64
+                        + w.in_call.take().is_some() as u64;
                     self.abandoned += pending;
                 }
             }
@@ -648,23 +822,88 @@ impl WatchState {
         }
     }
 
-    /// Thread `tid` got a CPU at `e`: the delays it ends.
+    /// Thread `tid` got a CPU at `e`: the delays it ends, unless it is inside a wait call
+    /// (then they end where the call returns, [`WatchState::returned`]).
     fn switched_in(&mut self, tid: i64, e: &Event, request: &mut dyn FnMut(Request)) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
         w.woken_since_in = false;
+        if let Some(c) = w.in_call.as_mut() {
+            c.running_ns.get_or_insert(e.ts_ns);
+            w.runnable_since = None;
+            return;
+        }
         let wakeup = w.runnable_since.take().map(|since| (since, 0));
         let timer = w.timer_expired.take();
         if let Some((since, slack)) = wakeup {
-            if let Some(pair) = self.pair_of(tid, DelayKind::Wakeup) {
-                self.sample((pair, tid), (since, slack), e, Wait::Timer, request);
-            }
+            self.sample_kind(DelayKind::Wakeup, tid, (since, slack, None), e, request);
         }
         if let Some((since, slack)) = timer {
-            if let Some(pair) = self.pair_of(tid, DelayKind::Timer) {
-                self.sample((pair, tid), (since, slack), e, Wait::Timer, request);
+            self.sample_kind(DelayKind::Timer, tid, (since, slack, None), e, request);
+        }
+    }
+
+    /// Thread `tid`'s wait call returned to user space at `e` with `ret`: its delays in that
+    /// call end here, as the program sees them. A sleep timer that expired in the call is a
+    /// `timer` delay from its expiry; a sleep to a time already past when it was asked for
+    /// (no timer was armed: the period ran late) one from that time; a wakeup within the
+    /// call a `wakeup` delay from it.
+    fn returned(&mut self, e: &Event, ret: i64, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let Some(call) = w.in_call.take() else {
+            return; // entered before the watch saw it: ended at its switch-in
+        };
+        w.runnable_since = None;
+        // A timer that expired within the call (a relative one is armed just after entry).
+        let timer = w.timer_expired.take().filter(|t| t.0 >= call.entered_ns);
+        let running = call.running_ns;
+        // The time the program asked for where the call says (what it measures its lateness
+        // against), else the timer's expiry; a sleep cut short (a signal) is no lateness.
+        // A timer that expired far from the time asked belongs to another call (this call's
+        // own events were lost): nothing is measured from it.
+        if let (Some(asked), Some((expiry, _))) = (call.deadline_ns, timer) {
+            if asked.abs_diff(expiry) > 1_000_000 {
+                self.abandoned += 1;
+                return;
             }
+        }
+        let start = match (call.deadline_ns, timer) {
+            (Some(asked), t) if ret == 0 || t.is_some() => Some((asked, t.map_or(0, |t| t.1))),
+            (None, t) => t,
+            _ => None,
+        };
+        if let Some((since, slack)) = start.filter(|s| s.0 <= e.ts_ns) {
+            let split = running.filter(|&r| r >= since);
+            self.sample_kind(DelayKind::Timer, tid, (since, slack, split), e, request);
+        }
+        if let Some(woken) = call.woken_ns {
+            let split = running.filter(|&r| r >= woken);
+            self.sample_kind(DelayKind::Wakeup, tid, (woken, 0, split), e, request);
+        }
+    }
+
+    /// One `kind` delay of thread `tid` from `since` to `e`, `running` the time it got a CPU
+    /// in between where that is not `e` itself.
+    fn sample_kind(
+        &mut self,
+        kind: DelayKind,
+        tid: i64,
+        (since, slack, running): (u64, u64, Option<u64>),
+        e: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
+        if let Some(pair) = self.pair_of(tid, kind) {
+            self.sample(
+                (pair, tid),
+                (since, slack, running),
+                e,
+                Wait::Timer,
+                request,
+            );
         }
     }
 
@@ -693,7 +932,7 @@ impl WatchState {
     fn sample(
         &mut self,
         (pair, tid): (Pair, i64),
-        (since, slack_ns): (u64, u64),
+        (since, slack_ns, running_ns): (u64, u64, Option<u64>),
         e: &Event,
         wait: Wait,
         request: &mut dyn FnMut(Request),
@@ -712,6 +951,7 @@ impl WatchState {
                 tid,
                 deadline_ns: since,
                 woke_ns: e.ts_ns,
+                running_ns,
                 wait,
                 slack_ns,
             });

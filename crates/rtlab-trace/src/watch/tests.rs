@@ -49,6 +49,7 @@ fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
         keep: 10,
         locks: crate::LockWaits::No,
         all_cpus: false,
+        user_view: true,
     });
     (tid, w)
 }
@@ -76,6 +77,7 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
         keep: 10,
         locks: crate::LockWaits::No,
         all_cpus,
+        user_view: true,
     };
     let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
     assert_eq!(w.cpus_wanted(), Some(&CpuMask::of(&[last])));
@@ -343,4 +345,158 @@ fn without_a_threshold_the_longest_of_each_interval_and_kind_are_explained() {
     requests.clear();
     w.flush(&mut |r| requests.push(r.woke_ns - r.deadline_ns));
     assert_eq!(requests, vec![1_000]);
+}
+
+/// `e` as thread `tid`'s own event (the wait-call probes record the calling thread).
+fn own(tid: i64, cpu: u16, ts_ns: u64, kind: Kind) -> Event {
+    Event {
+        cpu,
+        ts_ns,
+        current_pid: tid,
+        kind,
+    }
+}
+
+fn sleeper_timer(tid: i64, expires: u64) -> Kind {
+    Kind::HrtimerEntry {
+        function: "hrtimer_wakeup".into(),
+        task: Some(task(tid)),
+        expires_ns: Some(expires),
+        slack_ns: 0,
+    }
+}
+
+const CLOCK_NANOSLEEP: i32 = 230;
+
+#[test]
+fn in_a_wait_call_a_delay_ends_where_the_call_returns_to_user_space() {
+    // The program's own view: a periodic loop measures its lateness after its sleep returns,
+    // not when the scheduler put it on a CPU.
+    let (tid, mut w) = watch_this_thread(0);
+    w.set_wait_calls(true);
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    let enter = |deadline| Kind::WaitEnter {
+        call: CLOCK_NANOSLEEP,
+        deadline_ns: Some(deadline),
+    };
+    let exit = Kind::WaitExit {
+        call: CLOCK_NANOSLEEP,
+        ret: 0,
+    };
+    // Period 1: asks for 10 000, asleep; the timer fires at 10 300, woken at 10 400, on a
+    // CPU at 10 900 and back in user space at 11 500.
+    w.offer(&own(tid, 0, 1_000, enter(10_000)));
+    w.offer(&ev(0, 1_100, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 10_300, sleeper_timer(tid, 10_000)));
+    w.offer(&ev(
+        0,
+        10_400,
+        Kind::Waking {
+            task: task(tid),
+            target_cpu: 0,
+        },
+    ));
+    w.offer(&ev(0, 10_900, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&own(tid, 0, 11_500, exit.clone()));
+    // Period 2: asks for 20 000 but is called at 21 000 (late already): no timer, no sleep,
+    // the call returns at once, 1 200 late.
+    w.offer(&own(tid, 0, 21_000, enter(20_000)));
+    w.offer(&own(tid, 0, 21_200, exit.clone()));
+    // Period 3: the timer fires before it is off its CPU (no switch at all).
+    w.offer(&own(tid, 0, 29_990, enter(30_000)));
+    w.offer(&ev(0, 30_050, sleeper_timer(tid, 30_000)));
+    w.offer(&own(tid, 0, 30_400, exit));
+    let mut requests = Vec::new();
+    w.advance(MERGE_LAG_NS + 40_000, &mut |r| requests.push(r));
+    let timer = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == DelayKind::Timer)
+        .expect("a timer series");
+    assert_eq!(timer.total.len(), 3, "every period counted");
+    assert_eq!(
+        timer.total.max(),
+        Nanos(1_500),
+        "to the return, not the switch-in"
+    );
+    assert_eq!(timer.total.summary().min, 400);
+    let first = requests
+        .iter()
+        .find(|r| r.deadline_ns == 10_000)
+        .expect("explained");
+    assert_eq!((first.woke_ns, first.running_ns), (11_500, Some(10_900)));
+    let wakeup = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == DelayKind::Wakeup)
+        .unwrap();
+    assert_eq!(wakeup.total.len(), 1);
+    assert_eq!(
+        wakeup.total.max(),
+        Nanos(1_100),
+        "from the wakeup to the return"
+    );
+}
+
+#[test]
+fn without_wait_calls_or_outside_one_a_delay_ends_at_the_switch_in() {
+    let (tid, mut w) = watch_this_thread(0);
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    // Asleep (in a call the recorder does not see), timer at 10 000, on a CPU at 10 600.
+    w.offer(&ev(0, 1_100, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 10_100, sleeper_timer(tid, 10_000)));
+    w.offer(&ev(0, 10_600, switch(0, TaskState::RUNNING, tid)));
+    // A return from a call whose entry was not seen ends nothing more.
+    w.offer(&own(
+        tid,
+        0,
+        11_000,
+        Kind::WaitExit {
+            call: CLOCK_NANOSLEEP,
+            ret: 0,
+        },
+    ));
+    w.advance(MERGE_LAG_NS + 20_000, &mut |_| {});
+    let timer = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == DelayKind::Timer)
+        .unwrap();
+    assert_eq!((timer.total.len(), timer.total.max()), (1, Nanos(600)));
+}
+
+#[test]
+fn a_sleep_cut_short_by_a_signal_is_no_lateness() {
+    let (tid, mut w) = watch_this_thread(0);
+    w.offer(&own(
+        tid,
+        0,
+        1_000,
+        Kind::WaitEnter {
+            call: CLOCK_NANOSLEEP,
+            deadline_ns: Some(50_000),
+        },
+    ));
+    w.offer(&own(
+        tid,
+        0,
+        60_000,
+        Kind::WaitExit {
+            call: CLOCK_NANOSLEEP,
+            ret: -4, // EINTR
+        },
+    ));
+    w.advance(MERGE_LAG_NS + 70_000, &mut |_| {});
+    assert!(w
+        .series()
+        .iter()
+        .all(|s| s.kind != DelayKind::Timer || s.total.is_empty()));
 }

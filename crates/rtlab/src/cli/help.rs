@@ -18,12 +18,15 @@ measures in the best mode it can and says so in a warning.";
 pub(super) const WATCH_HELP: &str = "\
 Measures, from kernel events only (no change to the program, any language), three delays of
 each watched thread:
-  wakeup  from becoming runnable (its wakeup, or being preempted) to running: the scheduling
-          delay, what runqlat and perf sched timehist measure (metric wakeup_latency);
-  timer   from the expiry its sleep timer was set for (clock_nanosleep, nanosleep, a timed
-          futex wait such as Java's parkNanos, epoll/poll timeouts) to running: what a
-          periodic loop loses each period, timer slack included (metric timer_latency;
-          needs the eBPF source);
+  wakeup  from becoming runnable (its wakeup, or being preempted) to running again in its
+          own code: for a wait in clock_nanosleep, nanosleep, futex, epoll, poll or select,
+          where that call returned to user space, as the program sees it; else where it got
+          a CPU, what runqlat and perf sched timehist measure (metric wakeup_latency);
+  timer   from the time its sleep asked for (the clock_nanosleep/nanosleep request, or the
+          expiry of a timed futex wait such as Java's parkNanos, an epoll/poll timeout) to
+          its return to user space: what a periodic loop loses each period, timer slack
+          included, every period counted (metric timer_latency; needs the eBPF source);
+          --until-running ends both at the switch-in instead;
   lock    blocked waiting for a priority-inheritance mutex (pthread PTHREAD_PRIO_INHERIT,
           FUTEX_LOCK_PI), explained by what kept the holder from releasing it (metric
           lock_wait; eBPF source: function probes on futex_lock_pi where the kernel allows
@@ -37,7 +40,9 @@ Explained, as in --explain (preempting tasks with pid and priority, IRQs and sof
 idle exit, hypervisor gaps, wake-up IPIs, the thread's own timer slack): the --top longest
 delays of each interval and kind, only those over --threshold when given. The result keeps
 the worst of each of the last 30 intervals and of the run, and counts every explained one by
-cause (verdict.outlier_summary).
+cause (verdict.outlier_summary). rtlab's own threads (its reader, writers, metrics server,
+watchdog) are the observer, never a cause: one 'observer' cause where they ran, and their
+whole time on the watched CPUs in the series watch/observer.
 
 It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
 the complete result (--json). Every --interval-log it shows the interval on stderr (a table

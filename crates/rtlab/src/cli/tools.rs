@@ -64,6 +64,11 @@ pub struct WatchArgs {
     /// follows wakers and lock holders on other CPUs, at a cost to every CPU.
     #[arg(long)]
     pub all_cpus: bool,
+    /// End each delay where the thread got a CPU, not where its wait returned to user space
+    /// (the program's own view, the default): no program on every system call's entry and
+    /// exit, which the default needs on kernels without BPF function probes.
+    #[arg(long)]
+    pub until_running: bool,
     /// Print only the final table (warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,

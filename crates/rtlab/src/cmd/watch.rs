@@ -87,6 +87,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         },
         keep: args.top.map_or(10, usize::from),
         all_cpus: args.all_cpus,
+        user_view: !args.until_running,
     };
     let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
         TraceError::NotRoot(_) => anyhow::Error::from(BadInput(e.to_string())),
@@ -450,6 +451,17 @@ fn report(
     );
     let mut text = table.render();
     text.push_str(&format!("ended: {}\n", run.why));
+    let secs = (run.duration.get() as f64 / 1e9).max(1e-9);
+    text.push_str(&format!(
+        "observer: rtlab's own threads ran {} on the watched CPUs ({} per second of watch), never named as a cause\n",
+        Nanos(s.observer_ns()),
+        Nanos((s.observer_ns() as f64 / secs) as u64)
+    ));
+    if s.ends_in_user_space() {
+        text.push_str(
+            "delays end where each wait returned to user space (the program's own view)\n",
+        );
+    }
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
 }
@@ -536,6 +548,17 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             s.most_threads() as f64,
         )
         .with_config("pid", pid),
+    );
+    // What watching cost the watched CPUs: rtlab's own threads' time there (never a cause).
+    series.push(
+        Series::value(
+            "watch/observer",
+            "observer_time",
+            rtlab_stats::result::Unit::Ns,
+            s.observer_ns() as f64,
+        )
+        .with_config("pid", pid)
+        .with_config("ends_in_user_space", s.ends_in_user_space()),
     );
     Ok((series, table))
 }

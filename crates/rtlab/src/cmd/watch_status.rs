@@ -167,6 +167,7 @@ mod tests {
             at_ns: 1,
             latency_ns: 3_000_000,
             cpu: None,
+            until_running_ns: None,
             causes: vec![Cause {
                 kind: CauseKind::Preemption,
                 duration_ns: 2_900_000,
