@@ -309,7 +309,14 @@ pub(crate) fn read_loop(
             return Ok(out);
         }
         if got == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(source.idle_ms()));
+            let now = monotonic_now_ns();
+            let eager = watch.is_some_and(|w| {
+                w.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .just_attached(now)
+            });
+            let ms = if eager { 1 } else { source.idle_ms() };
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
     }
 }

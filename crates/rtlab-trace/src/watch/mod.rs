@@ -243,6 +243,8 @@ const MERGE_LAG_NS: u64 = 20_000_000;
 const RESCAN_NS: u64 = 1_000_000_000;
 const EARLY_RESCAN_NS: u64 = 10_000_000;
 const EARLY_NS: u64 = 3_000_000_000;
+/// How long after an attach the reader polls every millisecond.
+const JUST_ATTACHED_NS: u64 = 100_000_000;
 /// At most this many series (a thread's and its name's each count): past it, new threads
 /// are not watched and the run says so.
 pub const MAX_SERIES: usize = 512;
@@ -505,6 +507,13 @@ impl WatchState {
             own: self.series_index(name, Some(tid), kind)?,
             by_name: self.series_index(name, None, kind)?,
         })
+    }
+
+    /// Whether the watch is in its first moments after starting or attaching (a program
+    /// just started creates its threads then): the reader polls more often meanwhile, so the
+    /// kernel's filter of wait calls takes a new process in within a millisecond.
+    pub fn just_attached(&self, now_ns: u64) -> bool {
+        now_ns < self.started_ns + JUST_ATTACHED_NS
     }
 
     /// How long rtlab's own threads (the observer: its reader, log writer, metrics server)
