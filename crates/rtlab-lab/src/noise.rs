@@ -353,13 +353,18 @@ pub fn reading(
             crate::survey::causes_text(&causes)
         ));
     }
-    let throttled = outliers
-        .iter()
-        .flat_map(|o| &o.causes)
-        .any(|c| c.reason == Some(rtlab_stats::result::ReasonCode::Throttled));
+    let throttled = outliers.iter().flat_map(|o| &o.causes).any(|c| {
+        matches!(
+            c.reason,
+            Some(
+                rtlab_stats::result::ReasonCode::Throttled
+                    | rtlab_stats::result::ReasonCode::FairServer
+            )
+        )
+    });
     if throttled {
         text.push_str(
-            "; real-time throttling idled the CPU under a runnable RT thread: \
+            "; real-time throttling held a runnable RT thread off its CPU: \
              sysctl -w kernel.sched_rt_runtime_us=-1 on dedicated RT CPUs, and on Linux 6.12+ \
              the fair server's runtime to 0 there too, or SCHED_OTHER work still takes 50 ms \
              a second (see rtlab check: rt_throttling, fair_server)",

@@ -66,6 +66,13 @@ pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(S
     let mut by: std::collections::BTreeMap<String, u64> = Default::default();
     for c in outliers.iter().flat_map(|o| &o.causes) {
         let name = match (&c.task, &c.detail) {
+            // Throttling first: the task that ran meanwhile did not preempt anything.
+            _ if c.reason == Some(rtlab_stats::result::ReasonCode::Throttled) => {
+                "rt throttling".to_string()
+            }
+            _ if c.reason == Some(rtlab_stats::result::ReasonCode::FairServer) => {
+                "rt throttling (fair server)".to_string()
+            }
             (Some(task), _) => format!("{} by {task}", c.kind.as_str()),
             (None, Some(detail))
                 if matches!(
@@ -74,9 +81,6 @@ pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(S
                 ) =>
             {
                 format!("{} {detail}", c.kind.as_str())
-            }
-            _ if c.reason == Some(rtlab_stats::result::ReasonCode::Throttled) => {
-                "rt throttling".to_string()
             }
             _ => c.kind.as_str().to_string(),
         };

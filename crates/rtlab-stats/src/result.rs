@@ -402,6 +402,7 @@ reason_codes! {
     PeerUnknown = "peer_unknown",
     TimerSlack = "timer_slack",
     Observer = "observer",
+    FairServer = "fair_server",
 }
 
 impl Serialize for ReasonCode {

@@ -80,6 +80,10 @@ pub enum Reason {
     SilentWhileSpinning { len_ns: u64, virtualized: bool },
     /// The CPU idled while the (spinning) thread could run: the scheduler held it back.
     Throttled,
+    /// A time-sharing task held the real-time thread's CPU for long while the thread could
+    /// run: RT throttling gave it the time (`fair_server`: by the fair server of 6.12+
+    /// kernels).
+    ThrottledWhileRan { fair_server: bool },
     /// No event for `len_ns` leaving idle after the wakeup: the vCPU did not run.
     SilentLeavingIdle { len_ns: u64 },
     /// The way out of idle after the wakeup.
@@ -147,7 +151,10 @@ impl Reason {
             Reason::SilentWhileRunning { .. } => ReasonCode::SilentWhileRunning,
             Reason::SilentLeavingIdle { .. } => ReasonCode::SilentLeavingIdle,
             Reason::SilentWhileSpinning { .. } => ReasonCode::SilentWhileSpinning,
-            Reason::Throttled => ReasonCode::Throttled,
+            Reason::Throttled | Reason::ThrottledWhileRan { fair_server: false } => {
+                ReasonCode::Throttled
+            }
+            Reason::ThrottledWhileRan { fair_server: true } => ReasonCode::FairServer,
             Reason::Observer { .. } => ReasonCode::Observer,
             Reason::IdleExitAfterWakeup { .. } => ReasonCode::IdleExitAfterWakeup,
             Reason::TimerLateWhileRunning { .. } => ReasonCode::TimerLateWhileRunning,
@@ -297,9 +304,12 @@ impl fmt::Display for Reason {
                     "a system management interrupt or firmware"
                 }
             ),
-            Reason::Observer { comm } => write!(
-                f,
-                "rtlab's own {comm} thread ran here (the observer, not a cause in the watched program's machine)"
+            Reason::Observer { comm } => write!(f, "rtlab's own {comm} thread ran here"),
+            Reason::ThrottledWhileRan { fair_server: true } => f.write_str(
+                "RT throttling by the fair server: this kernel (6.12+) runs waiting SCHED_OTHER work up to 50 ms of every second over real-time threads (debugfs sched/fair_server/cpuN/runtime; rtlab check fair_server)",
+            ),
+            Reason::ThrottledWhileRan { fair_server: false } => f.write_str(
+                "RT throttling: real-time threads may use at most kernel.sched_rt_runtime_us of every sched_rt_period_us, the rest goes to SCHED_OTHER work",
             ),
             Reason::Throttled => f.write_str(
                 "the CPU idled while the thread could run: the scheduler held it back (real-time throttling, kernel.sched_rt_runtime_us; or a cgroup's cpu.max)",
@@ -422,6 +432,25 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                     let inversion = c.reason == Some(ReasonCode::PriorityInversion);
                     let net_inversion = c.reason == Some(ReasonCode::NetStackInversion);
                     let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
+                    let mechanism = match c.reason {
+                        Some(ReasonCode::FairServer) => Some("the fair server"),
+                        Some(ReasonCode::Throttled) => Some("RT bandwidth"),
+                        _ => None,
+                    };
+                    if c.reason == Some(ReasonCode::NonPreemptible) && prio == "time-sharing" {
+                        // Nor in its kernel code: the kernel did not let it be preempted.
+                        return format!(
+                            "{d} {task} (pid {}, {prio}) held the CPU in non-preemptible kernel code",
+                            c.pid.unwrap_or(-1)
+                        );
+                    }
+                    if let Some(mechanism) = mechanism {
+                        // A lower class never preempts: the scheduler gave it the time.
+                        return format!(
+                            "{d} throttled ({mechanism}): {task} (pid {}, {prio}) ran meanwhile",
+                            c.pid.unwrap_or(-1)
+                        );
+                    }
                     if before {
                         // Not woken yet: nothing was preempted, the timer interrupt was late.
                         return format!(
@@ -447,6 +476,7 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                 (CauseKind::Syscall, _) if c.reason == Some(ReasonCode::TimerSlack) => {
                     format!("{d} timer slack")
                 }
+                (CauseKind::Observer, _) => format!("{d} observer (rtlab itself)"),
                 (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
                 (CauseKind::Softirq, _) => {
                     format!("{d} softirq {}", c.detail.as_deref().unwrap_or("?"))

@@ -131,3 +131,81 @@ fn a_hog_on_the_measured_cpu_makes_gaps_that_the_explainer_names() {
         assert!(o["at_ns"].as_u64().unwrap() <= 3_000_000_000, "{o}");
     }
 }
+
+#[test]
+fn a_time_sharing_loop_beside_a_real_time_spinner_is_named_throttling_never_preemption() {
+    // Regression: a SCHED_OTHER busy loop on the spinner's CPU took ~50 ms a second (RT
+    // bandwidth, or the fair server of 6.12+ kernels), named "preempted by sh
+    // (time-sharing)": a lower class cannot preempt a real-time thread.
+    if !is_root() {
+        return skip(
+            "throttling named",
+            "needs root (SCHED_FIFO, eBPF or tracefs)",
+        );
+    }
+    let _serial = realtime_serial();
+    let cpu = *rtlab_sys::affinity::usable_cpus()
+        .as_slice()
+        .last()
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let one = rtlab_sys::affinity::CpuList::from(vec![cpu]);
+            rtlab_sys::affinity::set_current_thread_affinity(&one).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let (doc, _) = rtlab_json(&[
+        "noise",
+        "--cpus",
+        &cpu.to_string(),
+        "--duration",
+        "3s",
+        "--explain",
+        "--threshold",
+        "2ms",
+        "--top",
+        "50",
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    let outliers: Vec<&serde_json::Value> = doc["outliers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["latency_ns"].as_u64().unwrap_or(0) > 2_000_000)
+        .collect();
+    if outliers.is_empty() {
+        return skip(
+            "throttling named",
+            "no gap over 2 ms: no RT throttling here",
+        );
+    }
+    let throttled = outliers
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["causes"][0]["reason"].as_str(),
+                Some("throttled" | "fair_server")
+            )
+        })
+        .count();
+    assert!(
+        throttled * 100 >= outliers.len() * 95,
+        "{throttled} of {} gaps over 2 ms named throttling: {outliers:?}",
+        outliers.len()
+    );
+    for o in &outliers {
+        for c in o["causes"].as_array().into_iter().flatten() {
+            let plain_preemption = c["kind"] == "preemption"
+                && c["prio"].as_u64() == Some(0)
+                && c["task"].is_string()
+                && c["reason"].is_null();
+            assert!(!plain_preemption, "preempted by a time-sharing task: {c}");
+        }
+    }
+}

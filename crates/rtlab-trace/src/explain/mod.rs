@@ -253,6 +253,24 @@ pub struct Rules {
     pub tick: Option<Tick>,
 }
 
+/// A time-sharing task on a real-time thread's CPU this long, while the thread could run, is
+/// throttling, not a non-preemptible kernel section.
+const THROTTLE_MIN_NS: u64 = 2_000_000;
+
+/// Whether this kernel has the fair server (Linux 6.12 and later): SCHED_OTHER work that
+/// waits gets up to 50 ms of every second over real-time threads.
+fn fair_server_kernel() -> bool {
+    static FAIR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAIR.get_or_init(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut v = release
+            .trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse::<u32>().ok());
+        (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12)
+    })
+}
+
 /// What a slice of the window is charged to; equal keys add up.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
@@ -411,6 +429,11 @@ struct Attribution<'a> {
     blocked: bool,
     /// Its priority when woken (or, for a lock wait, when it blocked).
     woken_prio: Option<i64>,
+    /// Its priority as its last wakeup or switch-out showed it (a spinner is never woken).
+    thread_prio: Option<i64>,
+    /// When the task on the late thread's CPU got it, and the end of the slice being charged.
+    switched_at: u64,
+    slice_to: u64,
     /// Woken from this other CPU: until an interrupt arrives here, nothing can make this CPU
     /// switch (the wake-up IPI is on its way).
     ipi_pending: Option<u16>,
@@ -445,6 +468,9 @@ impl<'a> Attribution<'a> {
             woken: late.wait == Wait::Spin,
             blocked: false,
             woken_prio: None,
+            thread_prio: None,
+            switched_at: 0,
+            slice_to: 0,
             ipi_pending: None,
             expiry: None,
             holder: late.waker.as_ref().filter(|_| late.wait.blocks()),
@@ -528,7 +554,11 @@ impl<'a> Attribution<'a> {
 
     /// Applies one event to the replayed state.
     fn step(&mut self, e: &Event) {
-        match self.thread.step(e) {
+        let moved = self.thread.step(e);
+        if let Moved::SwitchedOut { prio, .. } | Moved::Woken { prio, .. } = moved {
+            self.thread_prio = Some(prio);
+        }
+        match moved {
             Moved::Woken { from_cpu, prio } => {
                 self.woken = true;
                 self.blocked = false;
@@ -548,10 +578,13 @@ impl<'a> Attribution<'a> {
         }
         if e.cpu == self.late.cpu {
             match &e.kind {
-                // A switch, or an interrupt arriving: no IPI is pending any more.
-                Kind::Switch { .. } | Kind::IrqEntry { .. } | Kind::VectorEntry { .. } => {
-                    self.ipi_pending = None
+                Kind::Switch { .. } => {
+                    // No IPI is pending any more; a new task holds the CPU.
+                    self.ipi_pending = None;
+                    self.switched_at = e.ts_ns;
                 }
+                // An interrupt arriving: no IPI is pending any more.
+                Kind::IrqEntry { .. } | Kind::VectorEntry { .. } => self.ipi_pending = None,
                 Kind::Nmi { handler, delta_ns } => {
                     // Reported after the fact, with its length: carve it out of the past.
                     self.add(
@@ -605,6 +638,7 @@ impl<'a> Attribution<'a> {
                 } else {
                     (from, to)
                 };
+                self.slice_to = to;
                 let key = self.owner(to - from, waking_next);
                 self.add(key, from, to);
             }
@@ -783,6 +817,24 @@ impl<'a> Attribution<'a> {
                     virtualized: rules.virtualized,
                 },
             ),
+            // A time-sharing task cannot preempt a real-time thread: when one has held the
+            // CPU for long while the real-time thread could run, the scheduler gave it that
+            // time (RT throttling; on 6.12+ kernels the fair server); a shorter tenure is the
+            // task's non-preemptible kernel code.
+            Some(t) if woken && t.prio >= 100 && self.thread_prio.is_some_and(|p| p < 100) => {
+                let tenure = self.slice_to.saturating_sub(self.switched_at);
+                Key::new(
+                    CauseKind::Preemption,
+                    Some(t),
+                    if tenure >= THROTTLE_MIN_NS {
+                        Reason::ThrottledWhileRan {
+                            fair_server: fair_server_kernel(),
+                        }
+                    } else {
+                        Reason::NonPreemptible
+                    },
+                )
+            }
             Some(t) => Key {
                 kind: CauseKind::Preemption,
                 task: Some((t.comm.to_string(), t.pid, t.prio)),
@@ -843,7 +895,24 @@ impl<'a> Attribution<'a> {
     }
 
     /// The causes, largest first.
-    fn causes(self) -> Vec<Cause> {
+    fn causes(mut self) -> Vec<Cause> {
+        // A task's first 2 ms of a throttled stretch were charged before its tenure showed
+        // it was throttling: the same task's non-preemptible time goes with its throttled.
+        let throttled: Vec<Key> = self
+            .totals
+            .keys()
+            .filter(|k| matches!(k.reason, Some(Reason::ThrottledWhileRan { .. })))
+            .cloned()
+            .collect();
+        for t in throttled {
+            let early = Key {
+                reason: Some(Reason::NonPreemptible),
+                ..t.clone()
+            };
+            if let Some(ns) = self.totals.remove(&early) {
+                *self.totals.entry(t).or_default() += ns;
+            }
+        }
         let mut causes: Vec<Cause> = self
             .totals
             .into_iter()
