@@ -79,6 +79,7 @@ impl Session {
             series_names: names,
             started_ns: rtlab_sys::time::monotonic_now_ns(),
             waits: waits.to_vec(),
+            rings: None,
         };
         outcome.origin_ns = Some(options.started_ns);
         match rtlab_trace::Explainer::start(cpus, options) {

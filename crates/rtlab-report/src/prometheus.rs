@@ -39,6 +39,18 @@ pub struct DelayMetric {
     pub total: LatencyHistogram,
     /// The longest in the last complete interval (ns).
     pub last_interval_max_ns: u64,
+    /// Delays that began but could not be measured (the thread's own events were lost).
+    pub unmeasured: u64,
+}
+
+/// Trace events lost on one CPU.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LostOnCpu {
+    pub cpu: u16,
+    /// Of the watched threads (their delays may be unmeasured).
+    pub watched: u64,
+    /// Of other tasks only (explanations near them are incomplete).
+    pub others: u64,
 }
 
 /// What a scrape shows.
@@ -48,8 +60,8 @@ pub struct WatchMetrics {
     pub delays: Vec<DelayMetric>,
     /// Explained outliers by main cause and culprit.
     pub outliers: OutlierSummary,
-    /// Trace events the kernel or the recorder lost.
-    pub events_lost: u64,
+    /// Trace events the kernel or the recorder lost, by CPU.
+    pub events_lost: Vec<LostOnCpu>,
     /// Delays not measured because events around them were lost.
     pub delays_abandoned: u64,
     /// Threads watched now.
@@ -161,13 +173,37 @@ pub fn render(m: &WatchMetrics) -> String {
             label(task)
         );
     }
+    header(
+        &mut out,
+        "rtlab_watch_delays_unmeasured_total",
+        "counter",
+        "Delays that began but could not be measured (the thread's own trace events were lost), per thread name and kind.",
+    );
+    for d in &m.delays {
+        let _ = writeln!(
+            out,
+            "rtlab_watch_delays_unmeasured_total{{thread=\"{}\",kind=\"{}\"}} {}",
+            label(&d.thread),
+            d.kind,
+            d.unmeasured
+        );
+    }
+    header(
+        &mut out,
+        "rtlab_watch_events_lost_total",
+        "counter",
+        "Trace events lost, by CPU: of the watched threads (of=\"watched\": their delays may go unmeasured) and of other tasks only (of=\"others\": explanations near them are incomplete).",
+    );
+    for l in &m.events_lost {
+        for (of, n) in [("watched", l.watched), ("others", l.others)] {
+            let _ = writeln!(
+                out,
+                "rtlab_watch_events_lost_total{{pid=\"{}\",cpu=\"{}\",of=\"{of}\"}} {n}",
+                m.pid, l.cpu
+            );
+        }
+    }
     for (name, kind, help, value) in [
-        (
-            "rtlab_watch_events_lost_total",
-            "counter",
-            "Trace events lost (the explanations near them say so).",
-            m.events_lost,
-        ),
         (
             "rtlab_watch_delays_abandoned_total",
             "counter",
@@ -228,9 +264,14 @@ mod tests {
                 kind: "timer",
                 total,
                 last_interval_max_ns: 2_000_000,
+                unmeasured: 1,
             }],
             outliers,
-            events_lost: 3,
+            events_lost: vec![LostOnCpu {
+                cpu: 1,
+                watched: 0,
+                others: 3,
+            }],
             delays_abandoned: 1,
             threads: 2,
             pid: 42,
@@ -262,7 +303,11 @@ mod tests {
         ));
         has("rtlab_watch_outliers_total{cause=\"preemption\"} 1");
         has("rtlab_watch_outlier_culprits_total{task=\"rtlab-hog\"} 1");
-        has("rtlab_watch_events_lost_total{pid=\"42\"} 3");
+        has("rtlab_watch_events_lost_total{pid=\"42\",cpu=\"1\",of=\"others\"} 3");
+        has("rtlab_watch_events_lost_total{pid=\"42\",cpu=\"1\",of=\"watched\"} 0");
+        has(&format!(
+            "rtlab_watch_delays_unmeasured_total{{{labels}}} 1"
+        ));
         has("rtlab_watch_threads{pid=\"42\"} 2");
         has("rtlab_build_info{version=\"0.1.0\"} 1");
         // Every sample line is `name{labels} value`, every metric declared once.
@@ -271,6 +316,6 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{l}");
         }
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
-        assert_eq!(types, 8);
+        assert_eq!(types, 9);
     }
 }

@@ -167,6 +167,10 @@ pub struct Series {
     /// Expected samples that never happened (overruns), each recorded as a correction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missed: Option<u64>,
+    /// Samples that began but could not be measured (the trace events that would have
+    /// ended them were lost); not in `count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmeasured: Option<u64>,
     /// Minimum.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min: Option<f64>,

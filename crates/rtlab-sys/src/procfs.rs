@@ -205,6 +205,15 @@ impl ProcSnapshot {
             * 10.0
     }
 
+    /// Context switches, and interrupts on all CPUs, between `self` and `later`.
+    pub fn switches_and_irqs_since(&self, later: &ProcSnapshot) -> (u64, u64) {
+        let irqs = |s: &ProcSnapshot| s.irqs.iter().sum::<u64>();
+        (
+            later.ctxt.saturating_sub(self.ctxt),
+            irqs(later).saturating_sub(irqs(self)),
+        )
+    }
+
     /// One sentence on what happened on `cpus` between `self` and `later`.
     pub fn describe_since(&self, later: &ProcSnapshot, cpus: &[usize]) -> String {
         // /proc/stat counts in USER_HZ, 100 on every Linux ABI rtlab runs on.

@@ -111,9 +111,21 @@ pub enum Kind {
     /// Events of this CPU were lost just before this point (the reader fell a ring behind):
     /// what happened since the previous event is unknown.
     Lost(u64),
+    /// As `Lost`, but only of other tasks than the watched threads: theirs have rings of their
+    /// own, none of them was lost.
+    LostOthers(u64),
 }
 
 impl Kind {
+    /// How many of this CPU's events were lost here, if that is what this marks (of any
+    /// task, or of other tasks than the watched threads).
+    pub fn lost(&self) -> Option<u64> {
+        match self {
+            Kind::Lost(n) | Kind::LostOthers(n) => Some(*n),
+            _ => None,
+        }
+    }
+
     /// The task this event wakes: `sched_waking`'s, or the sleeper whose timer expires.
     pub fn woken(&self) -> Option<&Task> {
         match self {
@@ -508,7 +520,7 @@ pub fn format_line(e: &Event) -> String {
         Kind::WaitExit { call, ret } => format!("wait_exit: NR {call} = {ret}"),
         Kind::Marker(m) => format!("tracing_mark_write: {m}"),
         Kind::Other(name) => format!("{name}:"),
-        Kind::Lost(n) => format!("lost_events: count={n}"),
+        Kind::Lost(n) | Kind::LostOthers(n) => format!("lost_events: count={n}"),
     };
     format!(
         "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",

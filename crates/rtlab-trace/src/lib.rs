@@ -27,7 +27,7 @@ mod tick;
 pub mod watch;
 
 pub use error::TraceError;
-pub use recorder::{LockProbes, LockWaits};
+pub use recorder::{LockProbes, LockWaits, Rings};
 pub use rtlab_sys::procfs::ProcSnapshot;
 
 use instance::Instance;
@@ -161,6 +161,9 @@ pub struct Options {
     /// recorder leaves `sched_waking` out (one event less on every wakeup in the measured
     /// path): the expiry of the thread's own sleep timer names it as the woken task.
     pub waits: Vec<explain::Wait>,
+    /// The eBPF recorder's ring sizes (None: its defaults; a watch sizes them from the
+    /// machine's event rate unless forced).
+    pub rings: Option<Rings>,
 }
 
 /// What the explainer found.
@@ -203,6 +206,21 @@ pub struct Explainer {
     reader: Option<std::thread::JoinHandle<Result<ReaderOut, String>>>,
     lines_limit: usize,
     watch: Option<Arc<Mutex<WatchState>>>,
+    /// The recorder's ring sizes, where it runs.
+    rings: Option<Rings>,
+}
+
+/// Rings that hold a second of this machine's events now: its context switches (each a
+/// switch and a wakeup) and interrupts (an entry and an exit) over 100 ms, per CPU, with
+/// room for a burst four times that; at most a 32nd of its memory.
+fn rings_for_this_machine(cpus: usize) -> Rings {
+    let before = ProcSnapshot::take();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after = ProcSnapshot::take();
+    let (switches, irqs) = before.switches_and_irqs_since(&after);
+    let per_cpu_s = (2 * switches + 2 * irqs) * 10 / cpus.max(1) as u64;
+    let memory = rtlab_sys::sysinfo::total_memory_bytes().unwrap_or(1 << 30);
+    Rings::for_rate(4 * per_cpu_s, cpus, memory / 32)
 }
 
 /// On a VM, a way out of idle longer than this (or ten times the deepest idle state's exit
@@ -226,6 +244,9 @@ impl Explainer {
     ) -> Result<Explainer, TraceError> {
         // Wakeups by other threads are the point: record every sched_waking.
         options.waits = vec![explain::Wait::Notify];
+        if options.rings.is_none() {
+            options.rings = Some(rings_for_this_machine(cpus.len()));
+        }
         let state = WatchState::new(spec);
         // The reader keeps off the watched threads' CPUs where others are left (a
         // real-time program usually has CPUs of its own; the rest do the housekeeping).
@@ -238,6 +259,11 @@ impl Explainer {
         }
         let state = Arc::new(Mutex::new(state));
         Self::start_with(cpus, options, Some(state))
+    }
+
+    /// The ring sizes in use (where the eBPF recorder runs).
+    pub fn rings(&self) -> Option<Rings> {
+        self.rings
     }
 
     /// Trace events lost so far, kept current by the reader (the final count is
@@ -289,7 +315,14 @@ impl Explainer {
             let waits = watch
                 .as_ref()
                 .is_some_and(|w| w.lock().unwrap_or_else(|p| p.into_inner()).spec().user_view);
-            match recorder::Recorder::start(cpus, &traced, wakings, locks, waits) {
+            let setup = recorder::Setup {
+                wakings,
+                locks,
+                wait_calls: waits,
+                watched: watch.is_some(),
+                rings: options.rings.unwrap_or_default(),
+            };
+            match recorder::Recorder::start_with(cpus, &traced, setup) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))
@@ -300,6 +333,8 @@ impl Explainer {
         let mut instance = None;
         let mut recorder_missing = Vec::new();
         let mut lock_probes = None;
+        let rings =
+            matches!(source, Some(Source::Bpf(_))).then(|| options.rings.unwrap_or_default());
         let source = match source {
             Some(s) => {
                 if let Source::Bpf(r) = &s {
@@ -382,6 +417,7 @@ impl Explainer {
             reader: Some(reader),
             lines_limit: options.top,
             watch,
+            rings,
         })
     }
 

@@ -230,10 +230,10 @@ pub(crate) fn read_loop(
             // and record the wait calls of the threads watched now.
             match &mut source {
                 Source::Bpf(r) => {
-                    if r.records_wait_calls() && w.threads_generation() != watched_generation {
+                    if r.takes_watched() && w.threads_generation() != watched_generation {
                         watched_generation = w.threads_generation();
                         let ok = r.set_watched(&w.watched_processes()).is_ok();
-                        w.set_wait_calls(ok);
+                        w.set_wait_calls(ok && r.records_wait_calls());
                     }
                     let all = r.ring_cpus();
                     let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
@@ -402,9 +402,7 @@ fn explain_one(
                     .enumerate()
                     .filter(|(c, _)| *c != cpu as usize)
                     .flat_map(|(_, h)| h.events.iter())
-                    .filter(|e| {
-                        matches!(e.kind, Kind::Lost(_)) && e.ts_ns >= from && e.ts_ns <= r.woke_ns
-                    })
+                    .filter(|e| e.kind.lost().is_some() && e.ts_ns >= from && e.ts_ns <= r.woke_ns)
                     .cloned(),
             );
             events.sort_by_key(|e| e.ts_ns);

@@ -64,7 +64,7 @@ impl Cpu {
                 // be preempted: the rest of it then counts to the task that runs it.)
                 self.handlers.clear();
             }
-            Kind::Lost(_) => {
+            Kind::Lost(_) | Kind::LostOthers(_) => {
                 // Who runs now is unknown until the next switch.
                 self.current = None;
                 self.handlers.clear();
@@ -129,7 +129,7 @@ pub(crate) fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -
                     current = Some(next.clone());
                     since = Some(out.len());
                 }
-                Kind::Lost(_) => {
+                Kind::Lost(_) | Kind::LostOthers(_) => {
                     current = None;
                     since = Some(out.len());
                 }

@@ -30,7 +30,7 @@ impl std::error::Error for BadInput {}
 pub enum Status {
     /// Exit 0.
     Ok,
-    /// Exit 3: a `--fail-above` gate was hit.
+    /// Exit 3: a gate was hit (`--fail-above`, `--fail-on-loss`).
     GateHit,
     /// The exit status of a command rtlab ran (`rtlab watch -- CMD`).
     Exit(u8),

@@ -357,7 +357,7 @@ fn known_spans(
     let mut last: Option<u64> = None;
     let mut state = Cpu::new(cpu, base);
     for e in events.iter().filter(|e| e.cpu == cpu) {
-        if let Kind::Lost(n) = e.kind {
+        if let Some(n) = e.kind.lost() {
             spans.push((last.unwrap_or(0), e.ts_ns, Span::Lost(n)));
         } else if let (Some(l), Some(t), Some(true), true) =
             (last, tick, state.busy(), state.handlers.is_empty())

@@ -83,8 +83,85 @@ const SOFTIRQS: &[&str] = &[
 ];
 
 /// Slots per CPU (a power of two), 3.5 MiB: a fifth of a second of a CPU saturated by a
-/// message ping-pong (~300 k events/s), seconds of an ordinary busy CPU.
-const SLOTS: u32 = 65536;
+/// message ping-pong (~300 k events/s), seconds of an ordinary busy CPU. A watch sizes its
+/// rings from the machine's event rate instead ([`Rings::for_rate`]).
+pub(crate) const SLOTS: u32 = 65536;
+/// Slots per CPU in the watched processes' rings ([`programs::OwnRings`]), 1.75 MiB: at a
+/// thousand wakeups a second of four watched threads on one CPU (a few events each), seconds.
+pub(crate) const OWN_SLOTS: u32 = 32768;
+
+/// Slots per CPU of each ring (powers of two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rings {
+    /// Of the ring for every task's events.
+    pub slots: u32,
+    /// Of the watched processes' rings, where they have them.
+    pub own_slots: u32,
+}
+
+impl Default for Rings {
+    fn default() -> Rings {
+        Rings {
+            slots: SLOTS,
+            own_slots: OWN_SLOTS,
+        }
+    }
+}
+
+impl Rings {
+    /// The smallest and largest ring sizes chosen or accepted.
+    pub const MIN: u32 = 64;
+    pub const MAX: u32 = 1 << 22;
+    /// Rings that hold a second of `events_per_cpu_s` (at least the default, at most 1 Mi
+    /// slots (56 MiB) per CPU, and `memory_cap` bytes in all over `cpus` CPUs).
+    pub fn for_rate(events_per_cpu_s: u64, cpus: usize, memory_cap: u64) -> Rings {
+        let per_cpu_cap = memory_cap / (REC as u64 * cpus.max(1) as u64);
+        let want = events_per_cpu_s
+            .clamp(SLOTS as u64, 1 << 20)
+            .min(per_cpu_cap.max(SLOTS as u64));
+        // The largest power of two not over it, at least the default.
+        let slots = (1u64 << (63 - want.leading_zeros())).max(SLOTS as u64) as u32;
+        Rings {
+            slots,
+            own_slots: OWN_SLOTS,
+        }
+    }
+
+    /// Both rings of `slots` each (a forced size, `--ring-slots`).
+    pub fn forced(slots: u32) -> Result<Rings, String> {
+        if !slots.is_power_of_two() || !(Rings::MIN..=Rings::MAX).contains(&slots) {
+            return Err(format!(
+                "{slots}: a power of two from {} to {}",
+                Rings::MIN,
+                Rings::MAX
+            ));
+        }
+        Ok(Rings {
+            slots,
+            own_slots: slots,
+        })
+    }
+}
+
+/// How to set the recorder up.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Setup {
+    /// Record `sched_waking` even where timer expiries name the woken sleepers.
+    pub wakings: bool,
+    pub locks: LockWaits,
+    /// Record the wait calls of the watched processes (their return ends a delay).
+    pub wait_calls: bool,
+    /// A set of watched processes whose events get rings of their own.
+    pub watched: bool,
+    pub rings: Rings,
+}
+/// A record read, or (Err) a loss before the next one of its CPU: (CPU, how many, from when
+/// the lost ones may have been written, of the watched processes' own ring).
+type Drained = Result<[u8; REC as usize], (u16, u64, u64, bool)>;
+
+/// Records read from one ring of every task's events per drain, where the watched
+/// processes have rings of their own (which are read in full every drain).
+const DRAIN_BUDGET: u64 = 16384;
 /// Processes whose wait calls can be recorded at once.
 const MAX_WATCHED: u32 = 65536;
 /// Bytes per head counter: one cache line each, so CPUs never share one.
@@ -99,26 +176,38 @@ pub use programs::{LockProbes, LockWaits};
 pub(crate) struct Recorder {
     heads: MappedArray,
     slots: MappedArray,
-    /// Per ring (in ring order): (its CPU, next index to read, records lost since the last
-    /// one read).
+    /// The watched processes' rings' slots, when they have rings of their own.
+    own_slots: Option<MappedArray>,
+    /// Per ring (in ring order; the watched processes' rings, if any, after the others):
+    /// (its CPU, next index to read, records lost since the last one read).
     next: Vec<(usize, u64, u64)>,
     /// Per ring: when a drain last read it to its head (records lost later were written
     /// after that: the time a loss is placed at).
     read_to_head_ns: Vec<u64>,
+    /// Records lost, of all rings, and of the watched processes' own.
     lost: u64,
+    lost_own: u64,
     _links: Vec<OwnedFd>,
     _programs: Vec<Program>,
     /// Per CPU: traced, and its ring ([`CPU_TRACED`], [`CPU_RING`]); the traced set as last set.
     cpus_map: Map,
     traced: CpuMask,
     rings: CpuMask,
-    _maps: [Map; 2],
+    /// CPUs with rings.
+    n_rings: usize,
+    /// The records of a drain, or (Err) losses: (CPU, how many, since when, of the watched
+    /// processes' own rings).
+    records: Vec<Drained>,
+    sizes: Rings,
+    _maps: [Option<Map>; 3],
     /// Tracepoints that could not be attached.
     pub missing: Vec<String>,
     /// The processes whose threads' wait calls are recorded (`None`: not probed), and that
     /// set as last written.
     watched_map: Option<Map>,
     watched: std::collections::HashSet<u32>,
+    /// The wait calls of the watched processes are recorded.
+    records_waits: bool,
     /// How PI lock waits are recorded, if they are.
     pub lock_probes: Option<LockProbes>,
     /// The timer program names the task each sleep timer wakes.
@@ -143,6 +232,7 @@ impl Recorder {
     /// sleep timer wakes (enough to explain timer waits; the wakers of other waits need it).
     /// With `locks`, the entry and return of PI futex lock waits are recorded too, where the
     /// kernel allows ([`attach_lock_probes`]; else they are `missing`).
+    #[cfg(test)]
     pub fn start(
         cpus: &[usize],
         traced: &CpuMask,
@@ -150,6 +240,32 @@ impl Recorder {
         locks: LockWaits,
         waits: bool,
     ) -> Result<Recorder, TraceError> {
+        Recorder::start_with(
+            cpus,
+            traced,
+            Setup {
+                wakings,
+                locks,
+                wait_calls: waits,
+                watched: waits,
+                rings: Rings::default(),
+            },
+        )
+    }
+
+    /// [`Recorder::start`] with every choice in `setup`.
+    pub(crate) fn start_with(
+        cpus: &[usize],
+        traced: &CpuMask,
+        setup: Setup,
+    ) -> Result<Recorder, TraceError> {
+        let Setup {
+            wakings,
+            locks,
+            wait_calls,
+            watched,
+            rings: sizes,
+        } = setup;
         // The reader trusts a record once its sequence number is there: that needs the CPU
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
         // release store would be needed (BPF has one only since 6.15): use tracefs there.
@@ -167,8 +283,18 @@ impl Recorder {
         let rings = cpus.len().max(1) as u32;
         let entries = cpus.last().map_or(1, |&c| c as u32 + 1);
         let sys = TraceError::Sys;
-        let heads_map = Map::array(HEAD_BYTES, rings, true).map_err(sys)?;
-        let slots_map = Map::array(REC as u32, rings * SLOTS, true).map_err(sys)?;
+        // The watched processes (their wait calls, and their rings of their own).
+        let watched_set = match watched || wait_calls {
+            true => Some(Map::hash(4, 1, MAX_WATCHED).map_err(sys)?),
+            false => None,
+        };
+        let own = watched_set.is_some() && offsets.tgid.is_some();
+        let heads_map = Map::array(HEAD_BYTES, rings * (1 + own as u32), true).map_err(sys)?;
+        let slots_map = Map::array(REC as u32, rings * sizes.slots, true).map_err(sys)?;
+        let own_slots_map = match own {
+            true => Some(Map::array(REC as u32, rings * sizes.own_slots, true).map_err(sys)?),
+            false => None,
+        };
         let cpus_map = Map::array(CPU_ENTRY, entries, false).map_err(sys)?;
         for (ring, &cpu) in cpus.iter().enumerate() {
             cpus_map
@@ -180,8 +306,22 @@ impl Recorder {
             cpus: cpus_map.raw_fd(),
             heads: heads_map.raw_fd(),
             slots: slots_map.raw_fd(),
+            own: match (&watched_set, &own_slots_map) {
+                (Some(w), Some(s)) => Some(OwnRings {
+                    watched: w.raw_fd(),
+                    slots: s.raw_fd(),
+                    rings,
+                    size: sizes.own_slots,
+                }),
+                _ => None,
+            },
+            size: sizes.slots,
         };
         let slots = slots_map.map_read().map_err(sys)?;
+        let own_slots = match &own_slots_map {
+            Some(m) => Some(m.map_read().map_err(sys)?),
+            None => None,
+        };
         let mut links = Vec::new();
         let mut programs = Vec::new();
         let mut missing = Vec::new();
@@ -266,33 +406,53 @@ impl Recorder {
         }
         // The wait calls of the threads [`Recorder::set_watched`] names.
         let mut watched_map = None;
-        if waits {
-            let set = Map::hash(4, 1, MAX_WATCHED).map_err(sys)?;
-            match attach_wait_probes(&btf, maps, set.raw_fd()) {
+        let mut records_waits = false;
+        if let Some(set) = watched_set {
+            let attached = match wait_calls {
+                true => attach_wait_probes(&btf, maps, set.raw_fd()),
+                false => Ok(Vec::new()),
+            };
+            match attached {
                 Ok(attached) => {
                     for (p, link) in attached {
                         programs.push(p);
                         links.push(link);
                     }
                     watched_map = Some(set);
+                    records_waits = wait_calls;
                 }
-                Err(why) => missing.push(format!("wait calls ({why})")),
+                // The map stays: the switches and wakeups of the watched processes still go
+                // to their rings.
+                Err(why) => {
+                    missing.push(format!("wait calls ({why})"));
+                    watched_map = Some(set);
+                }
             }
+        }
+        let mut next: Vec<(usize, u64, u64)> = cpus.iter().map(|&c| (c, 0, 0)).collect();
+        if own_slots.is_some() {
+            next.extend(cpus.iter().map(|&c| (c, 0, 0)));
         }
         Ok(Recorder {
             watched_map,
+            records_waits,
             watched: std::collections::HashSet::new(),
             heads,
             slots,
-            next: cpus.iter().map(|&c| (c, 0, 0)).collect(),
-            read_to_head_ns: vec![0; cpus.len()],
+            own_slots,
+            read_to_head_ns: vec![0; next.len()],
+            next,
             lost: 0,
+            lost_own: 0,
             _links: links,
             _programs: programs,
             cpus_map,
             traced: traced.and(&CpuMask::of(&cpus)),
             rings: CpuMask::of(&cpus),
-            _maps: [heads_map, slots_map],
+            n_rings: cpus.len(),
+            sizes,
+            records: Vec::new(),
+            _maps: [Some(heads_map), Some(slots_map), own_slots_map],
             missing,
             lock_probes,
             names_timer_wakeups: names_sleepers,
@@ -307,7 +467,8 @@ impl Recorder {
 
     /// Records the CPUs of `traced` (of those with rings) from now on.
     pub fn set_traced(&mut self, traced: &CpuMask) -> Result<(), TraceError> {
-        for (ring, &(cpu, _, _)) in self.next.iter().enumerate() {
+        let rings = self.n_rings;
+        for (ring, &(cpu, _, _)) in self.next.iter().take(rings).enumerate() {
             let on = traced.contains(cpu);
             if on != self.traced.contains(cpu) {
                 self.cpus_map
@@ -322,7 +483,21 @@ impl Recorder {
     /// Whether the returns of wait calls are recorded (for the processes of
     /// [`Recorder::set_watched`]).
     pub fn records_wait_calls(&self) -> bool {
+        self.records_waits
+    }
+
+    /// Whether the recorder takes a set of watched processes ([`Recorder::set_watched`]):
+    /// their events go to rings of their own, and their wait calls are recorded where the
+    /// kernel allows.
+    pub fn takes_watched(&self) -> bool {
         self.watched_map.is_some()
+    }
+
+    /// Whether the watched processes' events have rings of their own (losses elsewhere do
+    /// not touch them: [`Kind::LostOthers`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn has_own_rings(&self) -> bool {
+        self.own_slots.is_some()
     }
 
     /// Records the wait calls of these processes' threads from now on (and of no others).
@@ -356,40 +531,68 @@ impl Recorder {
         self.lost
     }
 
-    /// Decodes every complete record not read yet, CPU by CPU.
+    /// Of them, the watched processes' own.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn lost_own(&self) -> u64 {
+        self.lost_own
+    }
+
+    /// Decodes every complete record not read yet, ring by ring (the watched processes'
+    /// rings first: they must never fall behind).
     pub fn drain(&mut self, mut f: impl FnMut(Event)) -> usize {
-        // A record, or (Err) a count of records lost before the next one of that CPU, and
-        // the time from which they may have been written.
-        let mut records: Vec<Result<[u8; REC as usize], (u16, u64, u64)>> = Vec::new();
-        let slots = SLOTS as u64;
+        // A record, or (Err) a count of records lost before the next one of that CPU, the
+        // time from which they may have been written, and whether they were the watched
+        // processes' own.
+        // The buffer is kept from drain to drain: no memory given back to the kernel and
+        // taken again (an munmap is a stretch in the kernel a watched thread may wait for).
+        let mut records = std::mem::take(&mut self.records);
+        records.clear();
         let drain_started = rtlab_sys::time::monotonic_now_ns();
-        for (ring, (cpu, next, gap)) in self.next.iter_mut().enumerate() {
+        let rings = self.n_rings;
+        let order = (rings..self.next.len()).chain(0..rings);
+        for ring in order {
+            // A ring of every task's events is read at most this far per drain, so the
+            // watched processes' rings are read again soon however far behind it is.
+            let mut budget = if ring >= rings || self.own_slots.is_none() {
+                u64::MAX
+            } else {
+                DRAIN_BUDGET
+            };
+            let own = ring >= rings;
+            let (slots_map, slots) = match (own, &self.own_slots) {
+                (true, Some(m)) => (m, self.sizes.own_slots as u64),
+                _ => (&self.slots, self.sizes.slots as u64),
+            };
+            let (cpu, next, gap) = &mut self.next[ring];
             let head = self.heads.load_u64(ring * HEAD_BYTES as usize);
             let lost_since = self.read_to_head_ns[ring];
+            let mut lost = 0;
             // Fallen a whole ring behind: skip to what is still there, with a margin for
             // the slots being overwritten while we copy.
             if head > *next + slots {
                 let resume = head - slots + 64;
-                self.lost += resume - *next;
+                lost += resume - *next;
                 *gap += resume - *next;
                 *next = resume;
             }
-            while *next < head {
-                let at = (ring as u64 * slots + *next % slots) as usize * REC as usize;
+            let base = ring.checked_sub(rings).unwrap_or(ring) as u64 * slots;
+            while *next < head && budget > 0 {
+                budget -= 1;
+                let at = (base + *next % slots) as usize * REC as usize;
                 let want = *next + 1;
                 let seq_at = at + OFF_SEQ as usize;
-                let before = self.slots.load_u64(seq_at);
+                let before = slots_map.load_u64(seq_at);
                 if before < want {
                     break; // claimed, still being written: next time
                 }
                 let mut rec = [0u8; REC as usize];
-                self.slots.copy(at, &mut rec);
-                if before != want || self.slots.load_u64(seq_at) != want {
-                    self.lost += 1; // overwritten by a later lap
+                slots_map.copy(at, &mut rec);
+                if before != want || slots_map.load_u64(seq_at) != want {
+                    lost += 1; // overwritten by a later lap
                     *gap += 1;
                 } else {
                     if *gap > 0 {
-                        records.push(Err((*cpu as u16, *gap, lost_since)));
+                        records.push(Err((*cpu as u16, *gap, lost_since, own)));
                         *gap = 0;
                     }
                     records.push(Ok(rec));
@@ -399,6 +602,10 @@ impl Recorder {
             if *next >= head && *gap == 0 {
                 self.read_to_head_ns[ring] = drain_started;
             }
+            self.lost += lost;
+            if own {
+                self.lost_own += lost;
+            }
         }
         let n = records.len();
         let now = rtlab_sys::time::monotonic_now_ns();
@@ -407,8 +614,9 @@ impl Recorder {
             self.comms_since = now;
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
-        let mut lost_before: Option<(u16, u64, u64)> = None;
-        for r in &records {
+        let others_only = self.own_slots.is_some();
+        let mut lost_before: Option<(u16, u64, u64, bool)> = None;
+        for r in records.iter() {
             match r {
                 Err(lost) => lost_before = Some(*lost),
                 Ok(r) => {
@@ -417,12 +625,15 @@ impl Recorder {
                         // was last read to its head (no later than the first event after it),
                         // so that whatever consumes the events in time order forgets what
                         // the lost ones might have ended before it meets any later event.
-                        if let Some((cpu, n, since)) = lost_before.take() {
+                        if let Some((cpu, n, since, own)) = lost_before.take() {
                             f(Event {
                                 cpu,
                                 ts_ns: since.clamp(1, e.ts_ns.max(1)) - 1,
                                 current_pid: -1,
-                                kind: Kind::Lost(n),
+                                kind: match others_only && !own {
+                                    true => Kind::LostOthers(n),
+                                    false => Kind::Lost(n),
+                                },
                             });
                         }
                         f(e);
@@ -430,6 +641,7 @@ impl Recorder {
                 }
             }
         }
+        self.records = records;
         n
     }
 

@@ -6,9 +6,10 @@ use super::*;
 /// Where the programs find what they record, in this kernel's structures.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TaskOffsets {
-    /// `task_struct.pid`, `.prio`.
+    /// `task_struct.pid`, `.prio`, and `.tgid` (its process, where BTF has it).
     pub(super) pid: i32,
     pub(super) prio: i32,
+    pub(super) tgid: Option<i32>,
     /// The CPU a task last ran on (`task_struct.thread_info.cpu`, `sched_waking`'s
     /// `target_cpu`), where BTF has it.
     pub(super) cpu: Option<i32>,
@@ -57,6 +58,7 @@ impl TaskOffsets {
         Ok(TaskOffsets {
             pid: need("task_struct", "pid")?,
             prio: need("task_struct", "prio")?,
+            tgid: btf.offset_of("task_struct", "tgid").map(|o| o as i32),
             cpu: btf
                 .offset_of("task_struct", "thread_info.cpu")
                 .or_else(|| btf.offset_of("task_struct", "cpu"))
@@ -70,12 +72,49 @@ impl TaskOffsets {
 }
 
 /// The maps a program uses: per CPU, whether it is traced and which ring it writes (user
-/// space may change the first while the programs run), the rings' heads and their slots.
+/// space may change the first while the programs run), the rings' heads and their slots;
+/// and, when a watch names its processes, their rings of their own.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Maps {
     pub(super) cpus: i32,
     pub(super) heads: i32,
     pub(super) slots: i32,
+    pub(super) own: Option<OwnRings>,
+    /// Slots per ring (a power of two).
+    pub(super) size: u32,
+}
+
+/// The watched processes' events go to rings of their own, one per CPU beside its ring for
+/// everything else: however busy the machine, the few events that measure the watched
+/// threads (their switches, wakeups, sleep timers and wait calls) are not overwritten by the
+/// many that only explain (other tasks' switches and wakeups, interrupts). Heads `rings..2 *
+/// rings` of the heads map; slots in a map of their own.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OwnRings {
+    /// The set of watched processes (TGIDs).
+    pub(super) watched: i32,
+    pub(super) slots: i32,
+    /// How many CPUs have rings.
+    pub(super) rings: u32,
+    /// Slots per ring (a power of two).
+    pub(super) size: u32,
+}
+
+/// Whose event a record is, to choose between a CPU's two rings ([`OwnRings`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Whose {
+    /// The tasks in these `ctx->args[n]` (a switch's two, a waking's one), their process at
+    /// this `task_struct` offset.
+    Args(&'static [i16], i32),
+    /// The current task's.
+    Current,
+    /// The task a sleep timer (`ctx->args[0]`) wakes: the sleeper, `hrtimer.function`'s
+    /// offset and `task_struct.tgid`'s.
+    Sleeper(Sleeper, i32, i32),
+    /// Always a watched thread's (the wait calls, recorded only for them).
+    Watched,
+    /// Never.
+    Other,
 }
 
 /// A CPU's entry in the `cpus` map: traced (u32, 0 or 1), then its ring's index + 1 (u32,
@@ -110,15 +149,17 @@ pub(super) struct Builder {
     direct: bool,
 }
 
-/// Stack slots: the lookup key (u32), the ring's index + 1 (u32) and the claimed index (u64).
+/// Stack slots: the lookup key (u32), the ring's index + 1 (u32), the claimed index (u64)
+/// and whether the record goes to the watched processes' ring (u32).
 pub(super) const FP_KEY: i16 = -4;
 pub(super) const FP_RING: i16 = -8;
 pub(super) const FP_INDEX: i16 = -16;
+pub(super) const FP_OWN: i16 = -28;
 
 impl Builder {
-    fn new(kind: i32, maps: Maps, also: AlsoIf, direct: bool) -> Builder {
+    fn new(kind: i32, maps: Maps, also: AlsoIf, direct: bool, whose: Whose) -> Builder {
         let mut b = Builder::start(direct);
-        b.prologue(kind, maps, also);
+        b.prologue(kind, maps, also, whose);
         b
     }
 
@@ -152,8 +193,11 @@ impl Builder {
     /// filter reads this CPU's entry of the `cpus` map (an array's lookup, which the verifier
     /// turns into an address computation; a CPU past its end or without a ring records
     /// nothing) on every event, so the traced set can change at run time.
-    fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf) {
+    fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf, whose: Whose) {
         let b = self;
+        if let Some(own) = maps.own {
+            b.whose(own, whose);
+        }
         b.push(asm::call(helper::GET_SMP_PROCESSOR_ID));
         b.push(asm::mov(R8, R0));
         b.lookup(maps.cpus, R8);
@@ -187,21 +231,115 @@ impl Builder {
         // index = heads[ring]++ (atomic: an NMI's program may interrupt this one).
         b.push(asm::ldx32(R1, R10, FP_RING));
         b.push(asm::add_imm(R1, -1));
+        if let Some(own) = maps.own {
+            // The watched processes' heads follow the others'.
+            b.push(asm::ldx32(R2, R10, FP_OWN));
+            b.push(asm::jeq_imm(R2, 0, 1));
+            b.push(asm::add_imm(R1, own.rings as i32));
+        }
         b.lookup(maps.heads, R1);
         b.push(asm::mov_imm(R1, 1));
         b.push(asm::atomic_fetch_add64(R0, 0, R1));
         b.push(asm::stx64(R10, FP_INDEX, R1));
-        // slot = slots[ring * SLOTS + index % SLOTS]
-        b.push(asm::and_imm(R1, SLOTS as i32 - 1));
+        let mut to_slot = None;
+        if let Some(own) = maps.own {
+            // slot = own_slots[ring * size + index % size]
+            b.push(asm::ldx32(R2, R10, FP_OWN));
+            let at = b.insns.len();
+            b.push(asm::jeq_imm(R2, 0, 0));
+            b.push(asm::and_imm(R1, own.size as i32 - 1));
+            b.push(asm::ldx32(R2, R10, FP_RING));
+            b.push(asm::add_imm(R2, -1));
+            b.push(asm::mul_imm(R2, own.size as i32));
+            b.push(asm::add(R1, R2));
+            b.lookup(own.slots, R1);
+            to_slot = Some(b.insns.len());
+            b.push(asm::ja(0));
+            b.insns[at].off = (b.insns.len() - at - 1) as i16;
+        }
+        // slot = slots[ring * size + index % size]
+        b.push(asm::and_imm(R1, maps.size as i32 - 1));
         b.push(asm::ldx32(R2, R10, FP_RING));
         b.push(asm::add_imm(R2, -1));
-        b.push(asm::mul_imm(R2, SLOTS as i32));
+        b.push(asm::mul_imm(R2, maps.size as i32));
         b.push(asm::add(R1, R2));
         b.lookup(maps.slots, R1);
+        if let Some(at) = to_slot {
+            b.insns[at].off = (b.insns.len() - at - 1) as i16;
+        }
         b.push(asm::mov(R7, R0));
         b.push(asm::stx64(R7, OFF_TS, R9));
         b.push(asm::st32(R7, OFF_KIND, kind));
         b.push(asm::stx32(R7, OFF_CPU, R8));
+    }
+
+    /// Sets [`FP_OWN`]: whether `whose` task belongs to a process in `own.watched`. Typed
+    /// programs only (the others' records all go to the common ring).
+    fn whose(&mut self, own: OwnRings, whose: Whose) {
+        self.push(asm::st32(R10, FP_OWN, 0));
+        match whose {
+            Whose::Watched => {
+                self.push(asm::st32(R10, FP_OWN, 1));
+                return;
+            }
+            Whose::Other => return,
+            // Task fields need plain loads.
+            Whose::Args(..) | Whose::Sleeper(..) if !self.direct => return,
+            _ => {}
+        }
+        // Jumps to the end of this check, patched below.
+        let mut done = Vec::new();
+        // One candidate task's process, in r1, looked up; a hit marks the record and ends
+        // the check, a miss falls through to the next candidate (`skip` patched to here).
+        let mut check = |b: &mut Builder, skips: Vec<usize>| {
+            b.push(asm::stx32(R10, FP_KEY, R1));
+            b.extend(asm::ld_map_fd(R1, own.watched));
+            b.push(asm::mov(R2, R10));
+            b.push(asm::add_imm(R2, FP_KEY as i32));
+            b.push(asm::call(helper::MAP_LOOKUP_ELEM));
+            b.push(asm::jeq_imm(R0, 0, 2));
+            b.push(asm::st32(R10, FP_OWN, 1));
+            done.push(b.insns.len());
+            b.push(asm::ja(0));
+            for at in skips {
+                b.insns[at].off = (b.insns.len() - at - 1) as i16;
+            }
+        };
+        match whose {
+            Whose::Args(args, tgid) => {
+                for &arg in args {
+                    self.push(asm::ldx64(R3, R6, arg * 8));
+                    self.push(asm::ldx32(R1, R3, tgid as i16));
+                    check(self, Vec::new());
+                }
+            }
+            Whose::Current => {
+                self.push(asm::call(helper::GET_CURRENT_PID_TGID));
+                self.push(asm::mov(R1, R0));
+                self.push(asm::rsh_imm(R1, 32));
+                check(self, Vec::new());
+            }
+            Whose::Sleeper(s, function, tgid) => {
+                let mut skips = Vec::new();
+                self.push(asm::ldx64(R3, R6, 0));
+                self.push(asm::ldx64(R2, R3, function as i16));
+                self.extend(asm::ld_imm64(R1, s.wakeup));
+                skips.push(self.insns.len());
+                self.push(asm::jne(R2, R1, 0));
+                self.push(asm::mov(R1, R3));
+                self.push(asm::mov_imm(R2, s.type_id));
+                self.push(asm::kfunc_call(s.cast));
+                self.push(asm::ldx64(R3, R0, s.task as i16));
+                skips.push(self.insns.len());
+                self.push(asm::jeq_imm(R3, 0, 0));
+                self.push(asm::ldx32(R1, R3, tgid as i16));
+                check(self, skips);
+            }
+            Whose::Watched | Whose::Other => {}
+        }
+        for at in done {
+            self.insns[at].off = (self.insns.len() - at - 1) as i16;
+        }
     }
 
     /// `r0 = &map[key register]`, or exit when out of range.
@@ -407,7 +545,7 @@ pub enum LockProbes {
 /// (A = trylock), at the return the result (A).
 pub(super) fn lock_function_program(exit: bool, maps: Maps) -> Vec<Insn> {
     let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    let mut b = Builder::new(kind, maps, AlsoIf::No, true);
+    let mut b = Builder::new(kind, maps, AlsoIf::No, true, Whose::Current);
     b.current();
     b.arg(if exit { LOCK_PI_ARGS as i16 } else { 3 }, OFF_A, false);
     b.finish()
@@ -445,7 +583,7 @@ pub(super) fn lock_syscall_program(exit: bool, regs: Regs, maps: Maps) -> Vec<In
     b.push(asm::jeq_imm(R1, FUTEX_LOCK_PI, 1));
     b.jump_end(asm::jne_imm(R1, FUTEX_LOCK_PI2, 0));
     let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    b.prologue(kind, maps, AlsoIf::No);
+    b.prologue(kind, maps, AlsoIf::No, Whose::Current);
     b.current();
     if exit {
         b.arg(1, OFF_A, false);
@@ -464,7 +602,17 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
         (K_MIGRATE, _) => AlsoIf::ArgCpu(1),
         _ => AlsoIf::No,
     };
-    let mut b = Builder::new(probe.kind, maps, also, direct);
+    // Whose event it is, for the watched processes' rings.
+    let whose = match (probe.kind, t.tgid) {
+        (K_SWITCH, Some(tgid)) => Whose::Args(&[1, 2], tgid),
+        (K_WAKING, Some(tgid)) => Whose::Args(&[0], tgid),
+        (K_TIMER, Some(tgid)) => match t.sleeper {
+            Some(s) => Whose::Sleeper(s, t.timer_function, tgid),
+            None => Whose::Other,
+        },
+        _ => Whose::Other,
+    };
+    let mut b = Builder::new(probe.kind, maps, also, direct, whose);
     match probe.kind {
         K_SWITCH => {
             // (bool preempt, prev, next, unsigned int prev_state); prev is current: its TID
@@ -621,7 +769,7 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::rsh_imm(R8, 32));
     b.lookup(watched, R8);
     let kind = if exit { K_WAIT_EXIT } else { K_WAIT_ENTER };
-    b.prologue(kind, maps, AlsoIf::Any);
+    b.prologue(kind, maps, AlsoIf::Any, Whose::Watched);
     b.current();
     b.push(asm::ldx64(R1, R10, FP_CALL));
     b.push(asm::stx32(R7, OFF_A, R1));

@@ -21,6 +21,7 @@ fn timer_expiries_are_brought_to_monotonic_time_from_their_clock() {
 #[test]
 fn jumps_land_inside_the_program() {
     let with = TaskOffsets {
+        tgid: Some(12),
         pid: 100,
         prio: 104,
         cpu: Some(36),
@@ -40,11 +41,20 @@ fn jumps_land_inside_the_program() {
         ..with
     };
     for probe in probes() {
-        for (direct, t) in [(true, &with), (true, &without), (false, &with)] {
+        let own = OwnRings {
+            watched: 5,
+            slots: 6,
+            rings: 2,
+            size: 128,
+        };
+        let cases = [(true, &with), (true, &without), (false, &with)];
+        for ((direct, t), own) in cases.into_iter().flat_map(|c| [(c, None), (c, Some(own))]) {
             let maps = Maps {
                 cpus: 2,
                 heads: 3,
                 slots: 4,
+                own,
+                size: SLOTS,
             };
             let insns = program(&probe, t, maps, direct);
             assert!(insns.len() < 200, "{} instructions", insns.len());
@@ -649,4 +659,90 @@ fn timer_waits_alone_need_no_sched_waking() {
         assert!(events.iter().any(|s| s.ts_ns >= e.ts_ns
             && matches!(&s.kind, Kind::Switch { next, .. } if next.pid == tid)));
     }
+}
+
+#[test]
+fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
+    let Some((here, _)) = two_cpus_as_root() else {
+        return;
+    };
+    if !std::path::Path::new("/usr/bin/taskset").exists() {
+        eprintln!("skipped: needs taskset");
+        return;
+    }
+    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    let setup = Setup {
+        wakings: true,
+        locks: LockWaits::No,
+        wait_calls: true,
+        watched: true,
+        // A ring of 64 for everything else: overflowed at once by the pipe below.
+        rings: Rings {
+            slots: 64,
+            own_slots: OWN_SLOTS,
+        },
+    };
+    let mut r = match Recorder::start_with(&cpus, &CpuMask::of(&cpus), setup) {
+        Ok(r) if r.has_own_rings() && r.records_wait_calls() => r,
+        Ok(r) => {
+            eprintln!(
+                "skipped: no rings of the watched processes' own ({:?})",
+                r.missing
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    r.set_watched(&[std::process::id()].into_iter().collect())
+        .unwrap();
+    // Another process's byte-by-byte pipe on the watched thread's CPU: a switch and a
+    // wakeup per byte, hundreds of thousands of events.
+    let mut noise = std::process::Command::new("taskset")
+        .args(["-c", &here.to_string(), "sh", "-c"])
+        .arg("dd if=/dev/zero bs=1 count=400000 2>/dev/null | dd bs=1 of=/dev/null 2>/dev/null")
+        .spawn()
+        .unwrap();
+    let sleeps = 300;
+    let watched = std::thread::spawn(move || {
+        pin(here);
+        for _ in 0..sleeps {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        rtlab_sys::futex::current_tid() as i64
+    });
+    let mut events = Vec::new();
+    while !watched.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        r.drain(|e| events.push(e));
+    }
+    let tid = watched.join().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    r.drain(|e| events.push(e));
+    let _ = noise.kill();
+    let _ = noise.wait();
+    let returns = events
+        .iter()
+        .filter(|e| e.current_pid == tid && matches!(e.kind, Kind::WaitExit { .. }))
+        .count();
+    let lost_others = events.iter().any(|e| matches!(e.kind, Kind::LostOthers(_)));
+    assert!(r.lost() > 0 && lost_others, "the ring of 64 overflowed");
+    assert_eq!(
+        r.lost_own(),
+        0,
+        "none of the watched process's own events lost"
+    );
+    assert!(!events.iter().any(|e| matches!(e.kind, Kind::Lost(_))));
+    assert!(
+        returns >= sleeps,
+        "{returns} of {sleeps} sleeps' returns recorded"
+    );
+    // Its switches are there too, the others' only where their ring still held them.
+    let switches_in = events
+        .iter()
+        .filter(|e| matches!(&e.kind, Kind::Switch { next, .. } if next.pid == tid))
+        .count();
+    assert!(switches_in >= sleeps, "{switches_in} switches to it");
 }

@@ -149,6 +149,9 @@ pub struct WatchSeries {
     pub interval: LatencyHistogram,
     /// The longest in the last interval taken.
     pub last_interval_max: Nanos,
+    /// Delays that began but could not be measured: the watched thread's own events were
+    /// lost in between.
+    pub unmeasured: u64,
 }
 
 /// What a series measures.
@@ -290,6 +293,9 @@ pub struct WatchState {
     adopted_misses: std::collections::HashSet<i64>,
     /// Changes with the set of watched threads.
     generation: u64,
+    /// Events lost, by CPU: of the watched threads (or of every task, where they have no
+    /// rings of their own), and of other tasks only.
+    lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
 }
 
 impl WatchState {
@@ -320,6 +326,7 @@ impl WatchState {
             observer_ns: 0,
             adopted_misses: Default::default(),
             generation: 0,
+            lost_by_cpu: Default::default(),
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
@@ -463,6 +470,17 @@ impl WatchState {
         (self.refused, self.abandoned)
     }
 
+    /// Events lost so far, by CPU: `[of the watched threads, of other tasks only]` (where
+    /// the watched threads have no rings of their own, every loss is counted as theirs).
+    pub fn lost_by_cpu(&self) -> &std::collections::BTreeMap<u16, [u64; 2]> {
+        &self.lost_by_cpu
+    }
+
+    /// Events of the watched threads lost so far (delays may be unmeasured).
+    pub fn lost_watched(&self) -> u64 {
+        self.lost_by_cpu.values().map(|l| l[0]).sum()
+    }
+
     /// The patterns that match no thread of the process now.
     pub fn unmatched(&self) -> Vec<String> {
         let Ok(threads) = rtlab_sys::procfs::threads_of(self.spec.pid) else {
@@ -496,6 +514,7 @@ impl WatchState {
             total: LatencyHistogram::compact(),
             interval: LatencyHistogram::compact(),
             last_interval_max: Nanos(0),
+            unmeasured: 0,
         });
         self.index.insert(name, i);
         Some(i)
@@ -606,8 +625,13 @@ impl WatchState {
     /// wait for the merge, so its memory follows the watched threads' event rate, not the
     /// machine's.
     pub(crate) fn offer(&mut self, e: &Event) {
-        if let Kind::Switch { prev, next, .. } = &e.kind {
-            self.observe(e.cpu as usize, e.ts_ns, prev.pid, next.pid);
+        match &e.kind {
+            Kind::Switch { prev, next, .. } => {
+                self.observe(e.cpu as usize, e.ts_ns, prev.pid, next.pid)
+            }
+            Kind::Lost(n) => self.lost_by_cpu.entry(e.cpu).or_default()[0] += n,
+            Kind::LostOthers(n) => self.lost_by_cpu.entry(e.cpu).or_default()[1] += n,
+            _ => {}
         }
         // A wait call is recorded only for the watched process: a thread of it not watched
         // yet (started since the last re-read) is taken on at its first call.
@@ -818,13 +842,32 @@ impl WatchState {
                     *since = None;
                 }
                 // The switch that ended a pending delay may be among the lost events: a
-                // later one would measure too long a delay.
+                // later one would measure too long a delay. Each is counted unmeasured, in
+                // its thread's series and its name's.
                 for w in self.threads.values_mut() {
-                    let pending = w.runnable_since.take().is_some() as u64
-                        + w.timer_expired.take().is_some() as u64
-                        + w.lock_since.take().is_some() as u64
-                        + w.in_call.take().is_some() as u64;
-                    self.abandoned += pending;
+                    let in_call = w.in_call.take();
+                    let pending = [
+                        (w.runnable_since.take().is_some(), DelayKind::Wakeup),
+                        (w.timer_expired.take().is_some(), DelayKind::Timer),
+                        (w.lock_since.take().is_some(), DelayKind::Lock),
+                        (
+                            in_call.is_some(),
+                            match in_call.and_then(|c| c.deadline_ns) {
+                                Some(_) => DelayKind::Timer,
+                                None => DelayKind::Wakeup,
+                            },
+                        ),
+                    ];
+                    for (_, kind) in pending.into_iter().filter(|p| p.0) {
+                        self.abandoned += 1;
+                        if let Some(pair) = w.pairs[kind as usize] {
+                            for i in [pair.own, pair.by_name] {
+                                if let Some(s) = self.series.get_mut(i as usize) {
+                                    s.unmeasured += 1;
+                                }
+                            }
+                        }
+                    }
                 }
             }
             _ => {}

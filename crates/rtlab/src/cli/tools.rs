@@ -69,6 +69,19 @@ pub struct WatchArgs {
     /// exit, which the default needs on kernels without BPF function probes.
     #[arg(long)]
     pub until_running: bool,
+    /// Exit with status 3 when trace events of the watched threads were lost (some of their
+    /// delays then went unmeasured; each series says how many). Losses of other tasks'
+    /// events only leave explanations incomplete, and are reported without failing.
+    #[arg(long)]
+    pub fail_on_loss: bool,
+    /// CPUs for rtlab's trace reader (default: those the watched threads may not run on,
+    /// where there are any). On them it never delays a watched thread.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub reader_cpu: Option<CpuList>,
+    /// Slots per CPU of the trace rings, a power of two (default: sized to hold a second of
+    /// this machine's events, measured at the start). A small ring loses events under load.
+    #[arg(long, value_name = "N")]
+    pub ring_slots: Option<u32>,
     /// Print only the final table (warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,

@@ -65,10 +65,19 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         threshold_ns: args.threshold.map(|t| t.get()),
         top: args.top.map_or(10, usize::from),
         trace_out: args.trace_out.clone(),
-        reader_cpus: Vec::new(),
+        reader_cpus: args
+            .reader_cpu
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
         series_names: Vec::new(),
         started_ns,
         waits: Vec::new(),
+        rings: args
+            .ring_slots
+            .map(|n| {
+                rtlab_trace::Rings::forced(n).map_err(|e| BadInput(format!("--ring-slots {e}")))
+            })
+            .transpose()?,
     };
     let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
     let spec = WatchSpec {
@@ -114,13 +123,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         child.is_none(),
     );
     let _server = listener
-        .map(|l| {
-            serve(
-                l,
-                metrics_page(state.clone(), explainer.lost_so_far(), pid),
-                args.quiet,
-            )
-        })
+        .map(|l| serve(l, metrics_page(state.clone(), pid), args.quiet))
         .transpose()?;
     let mut watching = Watching {
         state: &state,
@@ -161,6 +164,16 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     };
     let (mut doc, text) = report(&state, pid, findings.backend, ended)?;
     let status = outputs.finish(&mut doc, &text)?;
+    let lost_watched = state
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .lost_watched();
+    if args.fail_on_loss && lost_watched > 0 {
+        eprintln!(
+            "rtlab watch: {lost_watched} trace events of the watched threads were lost (--fail-on-loss)"
+        );
+        return Ok(Status::GateHit);
+    }
     Ok(match exit_status {
         Some(code) => Status::Exit(code.clamp(0, 255) as u8),
         None => status,
@@ -358,12 +371,8 @@ impl Watching<'_> {
 }
 
 /// The `/metrics` page: the figures copied under the watcher's lock, the text made outside it.
-fn metrics_page(
-    state: std::sync::Arc<Mutex<WatchState>>,
-    lost: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    pid: i32,
-) -> crate::metrics::Page {
-    use rtlab_report::prometheus::{render, DelayMetric, WatchMetrics};
+fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::metrics::Page {
+    use rtlab_report::prometheus::{render, DelayMetric, LostOnCpu, WatchMetrics};
     std::sync::Arc::new(move || {
         let metrics = {
             let s = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -377,10 +386,19 @@ fn metrics_page(
                         kind: w.kind.name(),
                         total: w.total.clone(),
                         last_interval_max_ns: w.last_interval_max.get(),
+                        unmeasured: w.unmeasured,
                     })
                     .collect(),
                 outliers: s.book().summary().clone(),
-                events_lost: lost.load(std::sync::atomic::Ordering::Relaxed),
+                events_lost: s
+                    .lost_by_cpu()
+                    .iter()
+                    .map(|(&cpu, l)| LostOnCpu {
+                        cpu,
+                        watched: l[0],
+                        others: l[1],
+                    })
+                    .collect(),
                 delays_abandoned: s.shortfalls().1,
                 threads: s.watched_threads(),
                 pid,
@@ -462,8 +480,54 @@ fn report(
             "delays end where each wait returned to user space (the program's own view)\n",
         );
     }
+    text.push_str(&lost_line(&s));
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
+}
+
+/// Trace events lost, in the final text: never silent.
+fn lost_line(s: &WatchState) -> String {
+    let (watched, others) = s
+        .lost_by_cpu()
+        .values()
+        .fold((0, 0), |(w, o), l| (w + l[0], o + l[1]));
+    let unmeasured: u64 = s
+        .series()
+        .iter()
+        .filter(|w| w.tid.is_none())
+        .map(|w| w.unmeasured)
+        .sum();
+    let cpus = |i: usize| {
+        let list: Vec<usize> = s
+            .lost_by_cpu()
+            .iter()
+            .filter(|(_, l)| l[i] > 0)
+            .map(|(&c, _)| c as usize)
+            .collect();
+        CpuList::from(list).to_string()
+    };
+    let mut out = String::new();
+    if watched == 0 && others == 0 {
+        out.push_str("events lost: none\n");
+    }
+    if watched > 0 {
+        out.push_str(&format!(
+            "events lost: {watched} of the watched threads' (CPU {}): the delays within them are missing from the figures, and {unmeasured} delay(s) a loss cut short are counted as unmeasured\n",
+            cpus(0)
+        ));
+    }
+    if others > 0 {
+        out.push_str(&format!(
+            "events lost: {others} of other tasks' (CPU {}): {}explanations near the losses are incomplete\n",
+            cpus(1),
+            if watched == 0 {
+                "the watched threads' figures are complete (their events have rings of their own); "
+            } else {
+                ""
+            }
+        ));
+    }
+    out
 }
 
 /// What the run could not watch or measure, as warnings.
@@ -518,17 +582,27 @@ fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec
 /// The result's series (each with samples, and `watch/threads`) and the table.
 fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Series>, Table)> {
     let mut series = Vec::new();
-    let mut table = Table::new(&["series", "n", "p50", "p99", "p99.9", "max"]);
+    // A column for the delays not measured, when any was not.
+    let unmeasured = s.series().iter().any(|w| w.unmeasured > 0);
+    let mut columns = vec!["series", "n", "p50", "p99", "p99.9", "max"];
+    if unmeasured {
+        columns.push("unmeasured");
+    }
+    let mut table = Table::new(&columns);
     for w in s.series().iter().filter(|w| !w.total.is_empty()) {
         let sum = w.total.summary();
-        table.row(vec![
+        let mut row = vec![
             w.name.clone(),
             sum.count.to_string(),
             Nanos(sum.p50).to_string(),
             Nanos(sum.p99).to_string(),
             Nanos(sum.p999).to_string(),
             Nanos(sum.max).to_string(),
-        ]);
+        ];
+        if unmeasured {
+            row.push(w.unmeasured.to_string());
+        }
+        table.row(row);
         let metric = match w.kind {
             DelayKind::Wakeup => "wakeup_latency",
             DelayKind::Timer => "timer_latency",
@@ -537,6 +611,7 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
         let mut out = Series::distribution(w.name.clone(), metric, &w.total)?
             .with_config("pid", pid)
             .with_config("kind", w.kind.name());
+        out.unmeasured = Some(w.unmeasured);
         out.tags.insert("source".into(), backend.to_string().into());
         series.push(out);
     }
