@@ -31,8 +31,10 @@ pub const BUCKETS_NS: [u64; 16] = [
 /// One thread name's delays of one kind.
 #[derive(Debug, Clone)]
 pub struct DelayMetric {
-    /// The thread name (summed over the threads of that name).
+    /// The thread name (summed over the threads of that name and class).
     pub thread: String,
+    /// `realtime` (SCHED_FIFO/RR) or `time-sharing`.
+    pub class: &'static str,
     /// `wakeup` or `timer`.
     pub kind: &'static str,
     /// Since the start.
@@ -41,6 +43,18 @@ pub struct DelayMetric {
     pub last_interval_max_ns: u64,
     /// Delays that began but could not be measured (the thread's own events were lost).
     pub unmeasured: u64,
+}
+
+impl DelayMetric {
+    /// Its labels: bounded (names and classes, never thread ids).
+    fn labels(&self) -> String {
+        format!(
+            "thread=\"{}\",class=\"{}\",kind=\"{}\"",
+            label(&self.thread),
+            self.class,
+            self.kind
+        )
+    }
 }
 
 /// Trace events lost on one CPU.
@@ -104,7 +118,7 @@ pub fn render(m: &WatchMetrics) -> String {
         "Delays of the watched threads since the start, per thread name and kind (wakeup: runnable to running; timer: sleep timer's requested expiry to running; lock: blocked waiting for a PI futex).",
     );
     for d in &m.delays {
-        let labels = format!("thread=\"{}\",kind=\"{}\"", label(&d.thread), d.kind);
+        let labels = d.labels();
         let counts = d.total.cumulative_counts(&BUCKETS_NS);
         for (bound, count) in BUCKETS_NS.iter().zip(&counts) {
             let _ = writeln!(
@@ -131,9 +145,8 @@ pub fn render(m: &WatchMetrics) -> String {
     for d in &m.delays {
         let _ = writeln!(
             out,
-            "rtlab_watch_delay_interval_max_seconds{{thread=\"{}\",kind=\"{}\"}} {}",
-            label(&d.thread),
-            d.kind,
+            "rtlab_watch_delay_interval_max_seconds{{{}}} {}",
+            d.labels(),
             seconds(d.last_interval_max_ns as u128)
         );
     }
@@ -182,9 +195,8 @@ pub fn render(m: &WatchMetrics) -> String {
     for d in &m.delays {
         let _ = writeln!(
             out,
-            "rtlab_watch_delays_unmeasured_total{{thread=\"{}\",kind=\"{}\"}} {}",
-            label(&d.thread),
-            d.kind,
+            "rtlab_watch_delays_unmeasured_total{{{}}} {}",
+            d.labels(),
             d.unmeasured
         );
     }
@@ -261,6 +273,7 @@ mod tests {
         let text = render(&WatchMetrics {
             delays: vec![DelayMetric {
                 thread: "rt \"loop\"\\".into(),
+                class: "realtime",
                 kind: "timer",
                 total,
                 last_interval_max_ns: 2_000_000,
@@ -278,7 +291,7 @@ mod tests {
             version: "0.1.0".into(),
         });
         let has = |line: &str| assert!(text.lines().any(|l| l == line), "{line}\n{text}");
-        let labels = r#"thread="rt \"loop\"\\",kind="timer""#;
+        let labels = r#"thread="rt \"loop\"\\",class="realtime",kind="timer""#;
         has(&format!(
             "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.000001\"}} 1"
         ));

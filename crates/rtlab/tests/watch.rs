@@ -71,17 +71,17 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
         .filter(|n| !n.starts_with("watch/"))
         .collect();
     assert!(
-        !names.is_empty() && names.iter().all(|n| n.starts_with("rt-loop/")),
+        !names.is_empty() && names.iter().all(|n| n.starts_with("rt-loop")),
         "only the thread the pattern names: {names:?}"
     );
     assert_eq!(series_named(&doc, "watch/threads")["value"], 1.0);
-    let by_name = series_named(&doc, "rt-loop/wakeup");
+    let by_name = series_named(&doc, "rt-loop:ts/wakeup");
     let count = by_name["count"].as_u64().unwrap();
     // 2 s of 1 ms sleeps: about 2000 wakeups (fewer on a loaded machine, never none).
     assert!(count > 500, "{count} wakeups measured: {stderr}");
     assert!(
         stderr.contains("watch ")
-            && stderr.contains("; rt-loop/wakeup n=")
+            && stderr.contains("; rt-loop:ts/wakeup n=")
             && stderr.contains("; lost "),
         "{stderr}"
     );
@@ -89,7 +89,7 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
     // expiry) about as many `timer` samples as wakeups, each at least as long as the wakeup
     // it ends in (it starts earlier, at the expiry; the default 50 us timer slack included).
     if by_name["tags"]["source"] == "bpf" {
-        let timer = series_named(&doc, "rt-loop/timer");
+        let timer = series_named(&doc, "rt-loop:ts/timer");
         let timers = timer["count"].as_u64().unwrap();
         assert_eq!(timer["metric"], "timer_latency");
         assert!(
@@ -312,7 +312,7 @@ fn ctrl_c_ends_the_watch_with_a_complete_result() {
     let doc = load_valid_document(&json);
     assert_eq!(doc["verdict"]["interrupted"], true, "marked as interrupted");
     assert!(
-        series_named(&doc, "rt-loop/wakeup")["count"]
+        series_named(&doc, "rt-loop:ts/wakeup")["count"]
             .as_u64()
             .unwrap()
             > 100
@@ -521,7 +521,7 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
     }
     assert!(out.status.success(), "{stderr}");
     let doc = load_valid_document(&json);
-    let wakeup = series_named(&doc, "rt-loop/wakeup");
+    let wakeup = series_named(&doc, "rt-loop:ts/wakeup");
     assert_eq!(wakeup["tags"]["source"], "tracefs");
     // About 6000; fewer, as the instance takes a moment to set up, and a thread created
     // meanwhile is picked up at the next re-read of the threads (every second).
@@ -570,7 +570,7 @@ t.join()
         "no warning for a command not yet started: {stderr}"
     );
     let doc = load_valid_document(&json);
-    let count = series_named(&doc, "early/wakeup")["count"]
+    let count = series_named(&doc, "early:ts/wakeup")["count"]
         .as_u64()
         .unwrap();
     // About 500, less those before it was found (410-493 seen here when the early re-reads
@@ -722,7 +722,7 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
         .collect();
     let (n, p50, max) = (own[0], own[1], own[3]);
     let doc = load_valid_document(&json);
-    let timer = series_named(&doc, "rt-loop/timer");
+    let timer = series_named(&doc, "rt-loop:ts/timer");
     if timer.is_null() {
         return skip("the program's own view", "no timer series (tracefs source)");
     }
@@ -832,7 +832,7 @@ fn a_loss_of_the_watched_threads_events_is_said_everywhere_and_fails_on_request(
         return skip(test, "no eBPF recorder here");
     }
     let doc = load_valid_document(&json);
-    let timer = series_named(&doc, "rt-loop/timer");
+    let timer = series_named(&doc, "rt-loop:ts/timer");
     if timer.is_null() {
         return skip(test, "no timer series");
     }

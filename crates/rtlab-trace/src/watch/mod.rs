@@ -132,11 +132,17 @@ pub struct WatchSpec {
     pub user_view: bool,
 }
 
-/// One measured series: a thread's, or the sum over the threads of one name.
+/// One measured series: a thread's, or the sum over the threads of one name and one
+/// scheduling class.
 #[derive(Debug, Clone)]
 pub struct WatchSeries {
-    /// `<name>/<tid>/<kind>` or `<name>/<kind>`.
+    /// `<name>/<tid>/<kind>` (a thread's), `<name>/<kind>` (the real-time threads of that
+    /// name: SCHED_FIFO, SCHED_RR) or `<name>:ts/<kind>` (its time-sharing ones).
     pub name: String,
+    /// Real-time threads' (for a thread's own series: when it was made).
+    pub rt: bool,
+    /// For a name's series: the series of the threads it has summed (indices).
+    pub members: Vec<u16>,
     /// The thread name.
     pub thread: String,
     /// The thread's TID; `None` for the sum over the threads of that name.
@@ -187,6 +193,8 @@ struct Pair {
 struct Watched {
     /// Its name, as when last read.
     name: String,
+    /// Real-time (SCHED_FIFO/RR, or DEADLINE), as last seen.
+    rt: bool,
     /// Series of this thread, and of its name, by kind: `wakeup` from the start, the others
     /// from its first delay of that kind.
     pairs: [Option<Pair>; 3],
@@ -204,6 +212,9 @@ struct Watched {
     /// Inside a system call it waits in, since its entry (where the recorder sees those):
     /// its delays then end where the call returns to user space.
     in_call: Option<InCall>,
+    /// When a re-read found it gone: its last events may still be on their way through
+    /// the merge, so it is kept a while longer.
+    exited_ns: Option<u64>,
 }
 
 /// A wait call in progress (see [`Watched::in_call`]).
@@ -457,7 +468,10 @@ impl WatchState {
 
     /// How many threads are watched now.
     pub fn watched_threads(&self) -> usize {
-        self.threads.len()
+        self.threads
+            .values()
+            .filter(|w| w.exited_ns.is_none())
+            .count()
     }
 
     /// The most threads watched at once.
@@ -494,10 +508,17 @@ impl WatchState {
             .collect()
     }
 
-    fn series_index(&mut self, thread: &str, tid: Option<i64>, kind: DelayKind) -> Option<u16> {
-        let name = match tid {
-            Some(tid) => format!("{thread}/{tid}/{}", kind.name()),
-            None => format!("{thread}/{}", kind.name()),
+    fn series_index(
+        &mut self,
+        thread: &str,
+        tid: Option<i64>,
+        kind: DelayKind,
+        rt: bool,
+    ) -> Option<u16> {
+        let name = match (tid, rt) {
+            (Some(tid), _) => format!("{thread}/{tid}/{}", kind.name()),
+            (None, true) => format!("{thread}/{}", kind.name()),
+            (None, false) => format!("{thread}:ts/{}", kind.name()),
         };
         if let Some(&i) = self.index.get(&name) {
             return Some(i);
@@ -508,6 +529,8 @@ impl WatchState {
         let i = self.series.len() as u16;
         self.series.push(WatchSeries {
             name: name.clone(),
+            rt,
+            members: Vec::new(),
             thread: thread.to_string(),
             tid,
             kind,
@@ -520,12 +543,47 @@ impl WatchState {
         Some(i)
     }
 
-    /// The series of thread `tid` called `name`, and of its name, for `kind`.
-    fn pair(&mut self, name: &str, tid: i64, kind: DelayKind) -> Option<Pair> {
-        Some(Pair {
-            own: self.series_index(name, Some(tid), kind)?,
-            by_name: self.series_index(name, None, kind)?,
-        })
+    /// The series of thread `tid` called `name`, and of its name and class, for `kind`.
+    fn pair(&mut self, name: &str, tid: i64, kind: DelayKind, rt: bool) -> Option<Pair> {
+        let own = self.series_index(name, Some(tid), kind, rt)?;
+        let by_name = self.series_index(name, None, kind, rt)?;
+        self.join(by_name, own);
+        Some(Pair { own, by_name })
+    }
+
+    /// Thread series `own` counts to name series `by_name` (from now on).
+    fn join(&mut self, by_name: u16, own: u16) {
+        let members = &mut self.series[by_name as usize].members;
+        if !members.contains(&own) {
+            members.push(own);
+        }
+    }
+
+    /// Thread `tid` is real-time now (`rt`) or time-sharing: its delays from now on count
+    /// to its name's series of that class.
+    fn classify(&mut self, tid: i64, rt: bool) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if w.rt == rt {
+            return;
+        }
+        w.rt = rt;
+        let (name, pairs) = (w.name.clone(), w.pairs);
+        for (k, pair) in pairs.iter().enumerate() {
+            let Some(p) = pair else { continue };
+            let kind = self.series[p.own as usize].kind;
+            let by_name = self.series_index(&name, None, kind, rt);
+            if let Some(b) = by_name {
+                self.join(b, p.own);
+            }
+            if let Some(w) = self.threads.get_mut(&tid) {
+                w.pairs[k] = by_name.map(|by_name| Pair {
+                    own: p.own,
+                    by_name,
+                });
+            }
+        }
     }
 
     /// Whether the watch is in its first moments after starting or attaching (a program
@@ -578,12 +636,16 @@ impl WatchState {
             }))
         };
         let mut chosen_cpus = CpuMask::default();
+        let mut reclassify = Vec::new();
         for t in threads {
             let tid = t.tid as i64;
             let chosen = self.spec.threads.is_empty()
                 || self.spec.threads.iter().any(|p| p.matches(tid, &t.name));
-            let rt = || rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
-            if !chosen || (self.spec.rt_only && !rt()) {
+            if !chosen {
+                continue;
+            }
+            let rt = rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
+            if self.spec.rt_only && !rt {
                 continue;
             }
             if wanted.is_some() {
@@ -593,10 +655,11 @@ impl WatchState {
                 Some(w) if w.name == t.name => w,
                 // New, or renamed (a JVM names its threads after starting them): a renamed
                 // one keeps its state, under its new name's series.
-                previous => match self.new_watched(t.name, tid) {
+                previous => match self.new_watched(t.name, tid, rt) {
                     Some(fresh) => match previous {
                         Some(p) => Watched {
                             name: fresh.name,
+                            rt: fresh.rt,
                             pairs: fresh.pairs,
                             refused: fresh.refused,
                             ..p
@@ -607,12 +670,24 @@ impl WatchState {
                 },
             };
             alive.insert(tid, watched);
+            reclassify.push((tid, rt));
         }
         let changed = alive.len() != self.threads.len()
             || alive.keys().any(|t| !self.threads.contains_key(t));
+        // A thread that exited is kept until its last events have been merged (they lag
+        // the re-read by up to the merge's lag): its last periods count.
+        for (tid, mut w) in self.threads.drain() {
+            let since = *w.exited_ns.get_or_insert(now);
+            if now < since + 4 * MERGE_LAG_NS {
+                alive.insert(tid, w);
+            }
+        }
         self.threads = alive;
+        for (tid, rt) in reclassify {
+            self.classify(tid, rt);
+        }
         self.generation += changed as u64;
-        self.most_threads = self.most_threads.max(self.threads.len());
+        self.most_threads = self.most_threads.max(self.watched_threads());
         if !chosen_cpus.is_empty() {
             wanted = Some(chosen_cpus);
         }
@@ -672,17 +747,17 @@ impl WatchState {
         let pid = self.spec.pid;
         let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
             .map(|s| s.trim_end().to_string());
+        let rt = rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
         let chosen = name.as_ref().is_ok_and(|n| {
             (self.spec.threads.is_empty() || self.spec.threads.iter().any(|p| p.matches(tid, n)))
-                && (!self.spec.rt_only
-                    || rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100))
+                && (!self.spec.rt_only || rt)
         });
         match (chosen, name) {
             (true, Ok(name)) => {
-                if let Some(w) = self.new_watched(name, tid) {
+                if let Some(w) = self.new_watched(name, tid, rt) {
                     self.threads.insert(tid, w);
                     self.generation += 1;
-                    self.most_threads = self.most_threads.max(self.threads.len());
+                    self.most_threads = self.most_threads.max(self.watched_threads());
                 }
             }
             // Not chosen (or gone): not looked up again until the next re-read.
@@ -694,10 +769,11 @@ impl WatchState {
 
     /// A newly watched thread's state, with its `wakeup` series (None at the series limit,
     /// counted).
-    fn new_watched(&mut self, name: String, tid: i64) -> Option<Watched> {
-        match self.pair(&name, tid, DelayKind::Wakeup) {
+    fn new_watched(&mut self, name: String, tid: i64, rt: bool) -> Option<Watched> {
+        match self.pair(&name, tid, DelayKind::Wakeup, rt) {
             Some(wakeup) => Some(Watched {
                 name,
+                rt,
                 pairs: [Some(wakeup), None, None],
                 refused: [false; 3],
                 lock_since: None,
@@ -705,6 +781,7 @@ impl WatchState {
                 runnable_since: None,
                 woken_since_in: false,
                 in_call: None,
+                exited_ns: None,
             }),
             None => {
                 self.refused += 1;
@@ -806,6 +883,11 @@ impl WatchState {
                     } else {
                         None
                     };
+                }
+                // Its class as the scheduler has it now (a thread made real-time after it
+                // started counts to its name's real-time series from here on).
+                if self.threads.contains_key(&next.pid) && next.pid != 0 {
+                    self.classify(next.pid, next.prio < 100);
                 }
                 self.switched_in(next.pid, e, request);
             }
@@ -970,8 +1052,8 @@ impl WatchState {
         if w.refused[k] {
             return None;
         }
-        let name = w.name.clone();
-        let pair = self.pair(&name, tid, kind);
+        let (name, rt) = (w.name.clone(), w.rt);
+        let pair = self.pair(&name, tid, kind, rt);
         let w = self.threads.get_mut(&tid)?;
         w.pairs[k] = pair;
         w.refused[k] = pair.is_none();

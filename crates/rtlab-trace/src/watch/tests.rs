@@ -500,3 +500,64 @@ fn a_sleep_cut_short_by_a_signal_is_no_lateness() {
         .iter()
         .all(|s| s.kind != DelayKind::Timer || s.total.is_empty()));
 }
+
+#[test]
+fn a_names_series_sums_threads_of_one_class_and_a_thread_made_real_time_moves_to_its_rt_series() {
+    // This test's thread is time-sharing: its name's series is `<name>:ts/wakeup`. Then the
+    // scheduler switches it in at a real-time priority (as a program that sets SCHED_FIFO
+    // after starting its thread): its later delays count to `<name>/wakeup`.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let at = |prio: i64| Task { prio, ..task(tid) };
+    let wake_and_run = |w: &mut WatchState, t: u64, prio: i64, delay: u64| {
+        w.offer(&ev(
+            0,
+            t,
+            Kind::Waking {
+                task: at(prio),
+                target_cpu: 0,
+            },
+        ));
+        w.offer(&ev(
+            0,
+            t + delay,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: at(prio),
+            },
+        ));
+        w.offer(&ev(
+            0,
+            t + delay + 100,
+            Kind::Switch {
+                prev: at(prio),
+                prev_state: TaskState::SLEEPING,
+                next: task(0),
+            },
+        ));
+    };
+    wake_and_run(&mut w, 1_000, 120, 700);
+    wake_and_run(&mut w, 10_000, 19, 300);
+    wake_and_run(&mut w, 20_000, 19, 200);
+    w.advance(MERGE_LAG_NS + 100_000, &mut |_| {});
+    let named = |suffix: &str| {
+        w.series()
+            .iter()
+            .find(|s| s.tid.is_none() && s.name.ends_with(suffix))
+            .cloned()
+            .unwrap_or_else(|| panic!("{suffix}: {:?}", w.series()))
+    };
+    let ts = named(":ts/wakeup");
+    let rt = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_none() && s.rt && s.kind == DelayKind::Wakeup)
+        .cloned()
+        .unwrap();
+    assert!(!ts.rt && !rt.name.contains(":ts/"), "{}", rt.name);
+    assert_eq!((ts.total.len(), ts.total.max()), (1, Nanos(700)));
+    assert_eq!((rt.total.len(), rt.total.max()), (2, Nanos(300)));
+    // The thread's own series has all three.
+    let own = w.series().iter().find(|s| s.tid == Some(tid)).unwrap();
+    assert_eq!(own.total.len(), 3);
+}

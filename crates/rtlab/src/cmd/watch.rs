@@ -331,10 +331,15 @@ impl Watching<'_> {
         let (taken, interval) = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let taken = s.take_interval();
-            let rows = taken
+            // Real-time series first, the worst of the interval first.
+            let mut named: Vec<_> = taken
                 .iter()
                 .map(|(i, h)| (&s.series()[*i], h))
                 .filter(|(w, _)| w.tid.is_none())
+                .collect();
+            named.sort_by_key(|(w, h)| (std::cmp::Reverse(w.rt), std::cmp::Reverse(h.max())));
+            let rows = named
+                .into_iter()
                 .map(|(w, h)| Row {
                     series: w.name.clone(),
                     interval: h.clone(),
@@ -383,6 +388,7 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
                     .filter(|w| w.tid.is_none() && !w.total.is_empty())
                     .map(|w| DelayMetric {
                         thread: w.thread.clone(),
+                        class: if w.rt { "realtime" } else { "time-sharing" },
                         kind: w.kind.name(),
                         total: w.total.clone(),
                         last_interval_max_ns: w.last_interval_max.get(),
@@ -579,6 +585,37 @@ fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec
     warnings
 }
 
+/// The table's rows: the series of each name and class, real-time ones first, the worst
+/// (longest delay) first, each followed by its threads' own series when it sums more than
+/// one (a name with one thread is one row).
+fn table_order(
+    series: &[rtlab_trace::watch::WatchSeries],
+) -> Vec<&rtlab_trace::watch::WatchSeries> {
+    let worst_first = |v: &mut Vec<&rtlab_trace::watch::WatchSeries>| {
+        v.sort_by_key(|w| (std::cmp::Reverse(w.rt), std::cmp::Reverse(w.total.max())));
+    };
+    let mut names: Vec<_> = series
+        .iter()
+        .filter(|w| w.tid.is_none() && !w.total.is_empty())
+        .collect();
+    worst_first(&mut names);
+    let mut rows = Vec::new();
+    for n in names {
+        rows.push(n);
+        if n.members.len() > 1 {
+            let mut threads: Vec<_> = n
+                .members
+                .iter()
+                .filter_map(|&i| series.get(i as usize))
+                .filter(|w| !w.total.is_empty())
+                .collect();
+            worst_first(&mut threads);
+            rows.extend(threads);
+        }
+    }
+    rows
+}
+
 /// The result's series (each with samples, and `watch/threads`) and the table.
 fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Series>, Table)> {
     let mut series = Vec::new();
@@ -589,7 +626,7 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
         columns.push("unmeasured");
     }
     let mut table = Table::new(&columns);
-    for w in s.series().iter().filter(|w| !w.total.is_empty()) {
+    for w in table_order(s.series()) {
         let sum = w.total.summary();
         let mut row = vec![
             w.name.clone(),
@@ -603,6 +640,8 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             row.push(w.unmeasured.to_string());
         }
         table.row(row);
+    }
+    for w in s.series().iter().filter(|w| !w.total.is_empty()) {
         let metric = match w.kind {
             DelayKind::Wakeup => "wakeup_latency",
             DelayKind::Timer => "timer_latency",
@@ -610,7 +649,8 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
         };
         let mut out = Series::distribution(w.name.clone(), metric, &w.total)?
             .with_config("pid", pid)
-            .with_config("kind", w.kind.name());
+            .with_config("kind", w.kind.name())
+            .with_config("class", if w.rt { "realtime" } else { "time-sharing" });
         out.unmeasured = Some(w.unmeasured);
         out.tags.insert("source".into(), backend.to_string().into());
         series.push(out);
