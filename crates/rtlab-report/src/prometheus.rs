@@ -35,6 +35,9 @@ pub struct DelayMetric {
     pub thread: String,
     /// `realtime` (SCHED_FIFO/RR) or `time-sharing`.
     pub class: &'static str,
+    /// The name of the threads' process (`(several)` for more than one), and its cgroup.
+    pub process: String,
+    pub cgroup: String,
     /// `wakeup` or `timer`.
     pub kind: &'static str,
     /// Since the start.
@@ -49,7 +52,9 @@ impl DelayMetric {
     /// Its labels: bounded (names and classes, never thread ids).
     fn labels(&self) -> String {
         format!(
-            "thread=\"{}\",class=\"{}\",kind=\"{}\"",
+            "process=\"{}\",cgroup=\"{}\",thread=\"{}\",class=\"{}\",kind=\"{}\"",
+            label(&self.process),
+            label(&self.cgroup),
             label(&self.thread),
             self.class,
             self.kind
@@ -274,6 +279,8 @@ mod tests {
             delays: vec![DelayMetric {
                 thread: "rt \"loop\"\\".into(),
                 class: "realtime",
+                process: "app".into(),
+                cgroup: "/pod".into(),
                 kind: "timer",
                 total,
                 last_interval_max_ns: 2_000_000,
@@ -291,7 +298,8 @@ mod tests {
             version: "0.1.0".into(),
         });
         let has = |line: &str| assert!(text.lines().any(|l| l == line), "{line}\n{text}");
-        let labels = r#"thread="rt \"loop\"\\",class="realtime",kind="timer""#;
+        let labels =
+            r#"process="app",cgroup="/pod",thread="rt \"loop\"\\",class="realtime",kind="timer""#;
         has(&format!(
             "rtlab_watch_delay_seconds_bucket{{{labels},le=\"0.000001\"}} 1"
         ));

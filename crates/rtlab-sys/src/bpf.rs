@@ -408,6 +408,8 @@ pub mod asm {
         pub const PROBE_READ_USER: i32 = 112;
         /// `bpf_map_lookup_elem` (inlined by the verifier for arrays).
         pub const MAP_LOOKUP_ELEM: i32 = 1;
+        /// `bpf_map_update_elem`.
+        pub const MAP_UPDATE_ELEM: i32 = 2;
     }
 
     const ALU64: u8 = 0x07;

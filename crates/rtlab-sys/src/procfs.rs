@@ -11,24 +11,101 @@ use std::io;
 
 /// The processes whose parent is `pid` (from `/proc/<pid>/stat`, field 4).
 pub fn children_of(pid: u32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|&(_, ppid)| ppid == pid)
+        .map(|(child, _)| child)
+        .collect()
+}
+
+/// Every process of the machine with its parent (`/proc/<pid>/stat`, field 4), by pid.
+pub fn processes() -> Vec<(u32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    dir.flatten()
+    let mut all: Vec<(u32, u32)> = dir
+        .flatten()
         .filter_map(|e| {
-            let child: u32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            // The command name may hold spaces and parentheses: fields start after the last ')'.
-            let ppid: u32 = stat
-                .rsplit_once(") ")?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            (ppid == pid).then_some(child)
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            Some((pid, parent_of(pid)?))
         })
-        .collect()
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+/// The parent of process `pid`.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `root` and every process it started, and they started, that is still there (from one
+/// reading of every process's parent).
+pub fn process_tree(root: u32) -> Vec<u32> {
+    let all = processes();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            all.iter()
+                .filter(|p| p.1 == parent && p.0 != root)
+                .map(|p| p.0),
+        );
+        i += 1;
+    }
+    tree
+}
+
+/// The process a thread belongs to (`Tgid:` of `/proc/<tid>/status`).
+pub fn process_of(tid: i64) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The cgroup (v2) of process `pid`, as `/proc/<pid>/cgroup` names it (`/system.slice/x`).
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
+/// on a hybrid layout), from `/proc/self/mounts`.
+pub fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, dir, kind) = (f.next()?, f.next()?, f.next()?);
+        (kind == "cgroup2").then(|| std::path::PathBuf::from(dir))
+    })
+}
+
+/// The processes of cgroup directory `dir` and of the cgroups below it (`cgroup.procs`).
+pub fn cgroup_processes(dir: &std::path::Path) -> io::Result<Vec<u32>> {
+    let mut out: Vec<u32> = std::fs::read_to_string(dir.join("cgroup.procs"))?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for e in std::fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(cgroup_processes(&e.path()).unwrap_or_default());
+        }
+    }
+    Ok(out)
 }
 
 /// One thread of a process.

@@ -320,6 +320,11 @@ impl Explainer {
                 locks,
                 wait_calls: waits,
                 watched: watch.is_some(),
+                follow_forks: watch.as_ref().is_some_and(|w| {
+                    w.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .follows_children()
+                }),
                 rings: options.rings.unwrap_or_default(),
             };
             match recorder::Recorder::start_with(cpus, &traced, setup) {
@@ -336,10 +341,16 @@ impl Explainer {
         let rings =
             matches!(source, Some(Source::Bpf(_))).then(|| options.rings.unwrap_or_default());
         let source = match source {
-            Some(s) => {
-                if let Source::Bpf(r) = &s {
+            Some(mut s) => {
+                if let Source::Bpf(r) = &mut s {
                     recorder_missing = r.missing.clone();
                     lock_probes = r.lock_probes;
+                    // The watched processes are in the kernel's set before this returns (a
+                    // command started next is taken in as it is forked).
+                    if let (true, Some(w)) = (r.takes_watched(), watch.as_ref()) {
+                        let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = r.set_watched(&w.watched_processes());
+                    }
                 }
                 s
             }

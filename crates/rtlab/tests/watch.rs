@@ -205,7 +205,12 @@ fn bad_input_gets_one_line_and_exit_2() {
     for (args, says) in [
         (vec!["watch"], "say what to watch"),
         (vec!["watch", "--pid", "2147483647"], "no such process"),
-        (vec!["watch", "--pid", "1", "--", "true"], "not both"),
+        (vec!["watch", "--pid", "1", "--", "true"], "give one of"),
+        (vec!["watch", "--all", "--cgroup", "x"], "give one of"),
+        (
+            vec!["watch", "--all", "--no-children"],
+            "--no-children goes with",
+        ),
         (
             vec!["watch", "--pid", "1", "--thread", ""],
             "empty thread pattern",
@@ -777,6 +782,22 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
         .is_some());
 }
 
+/// For a test of the C program (`test` names it): a directory with the program built in it,
+/// or None when the test cannot run here (said why).
+fn c_program_test(test: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if !can_run(test) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    match periodic_c(dir.path()) {
+        Some(program) => Some((dir, program)),
+        None => {
+            skip(test, "needs a C compiler (cc)");
+            None
+        }
+    }
+}
+
 /// The C program that measures its own lateness, built into `dir`, or None (no compiler).
 fn periodic_c(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     let program = dir.join("periodic");
@@ -798,12 +819,8 @@ fn a_loss_of_the_watched_threads_events_is_said_everywhere_and_fails_on_request(
     // few ms, cannot keep up, and the run must say so in the table, per series in the JSON,
     // in the final lines, and exit 3 with --fail-on-loss.
     let test = "a loss said everywhere";
-    if !can_run(test) {
+    let Some((dir, program)) = c_program_test(test) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Some(program) = periodic_c(dir.path()) else {
-        return skip(test, "needs a C compiler (cc)");
     };
     let _serial = realtime_serial();
     let json = dir.path().join("w.json");
@@ -859,4 +876,220 @@ fn a_loss_of_the_watched_threads_events_is_said_everywhere_and_fails_on_request(
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The `samples N p50 ...` line the C program prints of itself: its count.
+fn own_count(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("samples "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .expect("the program's own line")
+}
+
+#[test]
+fn a_wrapper_scripts_child_is_watched_from_its_start_unless_no_children() {
+    let test = "a wrapper's child";
+    let Some((dir, program)) = c_program_test(test) else {
+        return;
+    };
+    let _serial = realtime_serial();
+    // `; true` keeps the shell from exec'ing the program: it is the shell's child.
+    let script = format!("{} 1 1000; true", program.display());
+    let json = dir.path().join("w.json");
+    let out = rtlab()
+        .args(["watch", "--quiet", "--json"])
+        .arg(&json)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = own_count(&String::from_utf8_lossy(&out.stdout));
+    let doc = load_valid_document(&json);
+    let timer = series_named(&doc, "rt-loop:ts/timer");
+    if timer.is_null() {
+        return skip(test, "no timer series (tracefs source)");
+    }
+    let count = timer["count"].as_u64().unwrap();
+    // Every period: the kernel takes the child in as the shell forks it.
+    assert!(
+        count <= n && count.abs_diff(n) * 1000 <= n,
+        "{count} periods watched, {n} measured by the program"
+    );
+    assert_eq!(timer["config"]["process"][0], "periodic");
+    // The shell alone.
+    let out = rtlab()
+        .args(["watch", "--quiet", "--no-children", "--json"])
+        .arg(&json)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc = load_valid_document(&json);
+    assert!(
+        !series_names(&doc).iter().any(|s| s.starts_with("rt-loop")),
+        "{:?}",
+        series_names(&doc)
+    );
+}
+
+/// A cgroup (v2) made for a test, with the processes put in it; removed when dropped.
+struct TestCgroup {
+    dir: std::path::PathBuf,
+    children: Vec<std::process::Child>,
+}
+
+impl TestCgroup {
+    fn new(name: &str) -> Option<TestCgroup> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let root = mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
+        })?;
+        let dir = root.join(name);
+        std::fs::create_dir(&dir).ok()?;
+        Some(TestCgroup {
+            dir,
+            children: Vec::new(),
+        })
+    }
+
+    fn start(&mut self, command: &mut Command) {
+        let child = command.stdout(Stdio::null()).spawn().unwrap();
+        std::fs::write(self.dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+        self.children.push(child);
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_cgroups_processes_are_watched_and_labelled_with_it() {
+    let test = "a cgroup";
+    let Some((dir, program)) = c_program_test(test) else {
+        return;
+    };
+    let name = format!("rtlab-test-{}", std::process::id());
+    let Some(mut cg) = TestCgroup::new(&name) else {
+        return skip(test, "no cgroup v2 hierarchy to make a cgroup in");
+    };
+    let _serial = realtime_serial();
+    cg.start(Command::new(&program).args(["30", "1000"]));
+    cg.start(Command::new("python3").args(["-c", "import time\nwhile True: time.sleep(0.002)"]));
+    // Not in it: never watched.
+    let mut outside = Command::new(&program)
+        .args(["30", "1000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let json = dir.path().join("w.json");
+    let out = rtlab()
+        .args([
+            "watch",
+            "--quiet",
+            "--cgroup",
+            &name,
+            "--duration",
+            "1s",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = load_valid_document(&json);
+    let names = series_names(&doc);
+    let timer = series_named(&doc, "rt-loop:ts/wakeup");
+    assert!(timer["count"].as_u64().unwrap() > 300, "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("python3:ts/")),
+        "{names:?}"
+    );
+    // Only the cgroup's own rt-loop: one thread in the name's series.
+    let per_thread = names
+        .iter()
+        .filter(|n| n.starts_with("rt-loop/") && n.ends_with("/wakeup"))
+        .count();
+    assert_eq!(per_thread, 1, "{names:?}");
+    assert_eq!(timer["config"]["cgroup"][0], format!("/{name}"));
+    // Bad input: a cgroup that is not there.
+    let out = rtlab()
+        .args(["watch", "--cgroup", "no-such-cgroup-here"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn all_rt_only_finds_a_real_time_thread_started_after_the_watch_began() {
+    let test = "--all --rt-only";
+    let Some((dir, program)) = c_program_test(test) else {
+        return;
+    };
+    let _serial = realtime_serial();
+    let json = dir.path().join("w.json");
+    let mut watch = Command::new(rtlab_path())
+        .args(["watch", "--all", "--rt-only", "--duration", "4s", "--json"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it watches (its first line), a real-time program starts.
+    let mut stderr = std::io::BufReader::new(watch.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(first.starts_with("rtlab watch: every process"), "{first}");
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let late = rtlab()
+        .args(["exec", "--policy", "fifo", "--prio", "10", "--"])
+        .arg(&program)
+        .args(["1", "1000"])
+        .output()
+        .unwrap();
+    let status = watch.wait().unwrap();
+    let rest = drain.join().unwrap();
+    assert!(status.success(), "{rest}");
+    if !late.status.success() {
+        return skip(test, "cannot run a SCHED_FIFO program here");
+    }
+    let n = own_count(&String::from_utf8_lossy(&late.stdout));
+    let doc = load_valid_document(&json);
+    let timer = series_named(&doc, "rt-loop/timer");
+    let count = timer["count"].as_u64().unwrap();
+    // Found within the second it re-reads the machine in, then every period.
+    assert!(count * 10 >= n * 5 && count <= n, "{count} of {n}");
+    assert!(
+        !series_names(&doc).iter().any(|s| s.contains(":ts/")),
+        "time-sharing threads watched: {:?}",
+        series_names(&doc)
+    );
 }

@@ -153,6 +153,8 @@ pub(crate) struct Setup {
     pub wait_calls: bool,
     /// A set of watched processes whose events get rings of their own.
     pub watched: bool,
+    /// Processes a watched one starts are watched from their start (in the kernel).
+    pub follow_forks: bool,
     pub rings: Rings,
 }
 /// A record read, or (Err) a loss before the next one of its CPU: (CPU, how many, from when
@@ -248,6 +250,7 @@ impl Recorder {
                 locks,
                 wait_calls: waits,
                 watched: waits,
+                follow_forks: false,
                 rings: Rings::default(),
             },
         )
@@ -264,6 +267,7 @@ impl Recorder {
             locks,
             wait_calls,
             watched,
+            follow_forks,
             rings: sizes,
         } = setup;
         // The reader trusts a record once its sequence number is there: that needs the CPU
@@ -407,6 +411,15 @@ impl Recorder {
         // The wait calls of the threads [`Recorder::set_watched`] names.
         let mut watched_map = None;
         let mut records_waits = false;
+        if let (Some(set), Some(tgid), true) = (&watched_set, offsets.tgid, follow_forks) {
+            match attach_fork_probe(&btf, set.raw_fd(), tgid) {
+                Ok((p, link)) => {
+                    programs.push(p);
+                    links.push(link);
+                }
+                Err(why) => missing.push(format!("children from their start ({why})")),
+            }
+        }
         if let Some(set) = watched_set {
             let attached = match wait_calls {
                 true => attach_wait_probes(&btf, maps, set.raw_fd()),

@@ -452,6 +452,17 @@ impl Builder {
         self.task_field(arg, t.prio, prio, 4);
     }
 
+    /// A program that writes no record: every early end lands on its exit.
+    fn finish_without_record(mut self) -> Vec<Insn> {
+        let end = self.insns.len();
+        self.push(asm::mov_imm(R0, 0));
+        self.push(asm::exit());
+        for &at in &self.to_end {
+            self.insns[at].off = (end - at - 1) as i16;
+        }
+        self.insns
+    }
+
     fn finish(mut self) -> Vec<Insn> {
         // The sequence number last: the record is complete (x86-64 keeps stores in order).
         let finish = self.insns.len();
@@ -703,24 +714,27 @@ fn attach_syscall_programs(
 ) -> Result<Vec<(Program, OwnedFd)>, String> {
     [("sys_enter", false), ("sys_exit", true)]
         .into_iter()
-        .map(|(tp, exit)| {
-            let id = btf
-                .typedef_id(&format!("btf_trace_{tp}"))
-                .ok_or(format!("no {tp} tracepoint"))?;
-            let p = Program::load_btf_raw_tracepoint(&program(exit), id).map_err(|e| {
-                let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
-                format!(
-                    "{tp}: {}{}",
-                    e.error,
-                    last.map(|l| format!(": {l}")).unwrap_or_default()
-                )
-            })?;
-            let link = p
-                .attach_raw_tracepoint(None)
-                .map_err(|e| format!("{tp}: {e}"))?;
-            Ok((p, link))
-        })
+        .map(|(tp, exit)| attach_typed(btf, tp, &program(exit)))
         .collect()
+}
+
+/// Loads `insns` as a typed program on raw tracepoint `tp` and attaches it, or says why not.
+fn attach_typed(btf: &Btf, tp: &str, insns: &[Insn]) -> Result<(Program, OwnedFd), String> {
+    let id = btf
+        .typedef_id(&format!("btf_trace_{tp}"))
+        .ok_or(format!("no {tp} tracepoint"))?;
+    let p = Program::load_btf_raw_tracepoint(insns, id).map_err(|e| {
+        let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
+        format!(
+            "{tp}: {}{}",
+            e.error,
+            last.map(|l| format!(": {l}")).unwrap_or_default()
+        )
+    })?;
+    let link = p
+        .attach_raw_tracepoint(None)
+        .map_err(|e| format!("{tp}: {e}"))?;
+    Ok((p, link))
 }
 
 /// The system calls a thread waits in, whose return to user space ends a watched thread's
@@ -814,6 +828,38 @@ pub(super) fn attach_wait_probes(
 ) -> Result<Vec<(Program, OwnedFd)>, String> {
     let regs = Regs::from_btf(btf).ok_or("BTF has no pt_regs.orig_ax/di/si/dx")?;
     attach_syscall_programs(btf, |exit| wait_call_program(exit, regs, maps, watched))
+}
+
+/// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`: a process
+/// started by a watched one is watched from its first instruction (its process added to the
+/// set in map `watched`, before it can run), so a command's children (a wrapper script's
+/// program) lose no period to the time user space takes to find them. Records nothing.
+pub(super) fn fork_program(watched: i32, tgid: i32) -> Vec<Insn> {
+    let mut b = Builder::start(true);
+    b.push(asm::ldx64(R3, R6, 0));
+    b.push(asm::ldx32(R1, R3, tgid as i16));
+    b.lookup(watched, R1);
+    b.push(asm::ldx64(R3, R6, 8));
+    b.push(asm::ldx32(R1, R3, tgid as i16));
+    b.push(asm::stx32(R10, FP_KEY, R1));
+    b.push(asm::st32(R10, FP_OWN, 1));
+    b.extend(asm::ld_map_fd(R1, watched));
+    b.push(asm::mov(R2, R10));
+    b.push(asm::add_imm(R2, FP_KEY as i32));
+    b.push(asm::mov(R3, R10));
+    b.push(asm::add_imm(R3, FP_OWN as i32));
+    b.push(asm::mov_imm(R4, 0));
+    b.push(asm::call(helper::MAP_UPDATE_ELEM));
+    b.finish_without_record()
+}
+
+/// Loads and attaches [`fork_program`], or says why not.
+pub(super) fn attach_fork_probe(
+    btf: &Btf,
+    watched: i32,
+    tgid: i32,
+) -> Result<(Program, OwnedFd), String> {
+    attach_typed(btf, "sched_process_fork", &fork_program(watched, tgid))
 }
 
 /// A CPU's entry in the `cpus` map.

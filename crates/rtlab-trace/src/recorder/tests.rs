@@ -676,6 +676,7 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
         locks: LockWaits::No,
         wait_calls: true,
         watched: true,
+        follow_forks: false,
         // A ring of 64 for everything else: overflowed at once by the pipe below.
         rings: Rings {
             slots: 64,

@@ -107,11 +107,26 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
+/// Which processes to watch, besides [`WatchSpec::pid`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// The process, and (`children`) the processes it starts and they start, each from its
+    /// start (the kernel adds a watched process's child to the watched set as it is created).
+    Process { children: bool },
+    /// Every process of a cgroup (v2), and of the cgroups below it: a container, a pod.
+    Cgroup(std::path::PathBuf),
+    /// Every process of the machine (rtlab's own and the kernel's threads excepted).
+    #[default]
+    All,
+}
+
 /// What to watch.
 #[derive(Debug, Clone)]
 pub struct WatchSpec {
-    /// The process (0: none yet, see [`WatchState::attach`]).
+    /// The process, for [`Scope::Process`] (0: none yet, see [`WatchState::attach`]).
     pub pid: i32,
+    /// Which processes.
+    pub scope: Scope,
     /// Which of its threads (empty: all).
     pub threads: Vec<ThreadPattern>,
     /// Only threads with a real-time policy (SCHED_FIFO/RR), judged at each re-read.
@@ -143,6 +158,8 @@ pub struct WatchSeries {
     pub rt: bool,
     /// For a name's series: the series of the threads it has summed (indices).
     pub members: Vec<u16>,
+    /// For a thread's series: its process (pid).
+    pub process: Option<u32>,
     /// The thread name.
     pub thread: String,
     /// The thread's TID; `None` for the sum over the threads of that name.
@@ -262,6 +279,8 @@ const JUST_ATTACHED_NS: u64 = 100_000_000;
 /// At most this many series (a thread's and its name's each count): past it, new threads
 /// are not watched and the run says so.
 pub const MAX_SERIES: usize = 512;
+/// Processes whose names the report keeps.
+const MAX_KNOWN: usize = 65536;
 
 /// The watcher's state, fed by the reader thread, read by the command's loop.
 #[derive(Debug)]
@@ -304,6 +323,13 @@ pub struct WatchState {
     adopted_misses: std::collections::HashSet<i64>,
     /// Changes with the set of watched threads.
     generation: u64,
+    /// The processes in scope, with their names and cgroups, as last read.
+    processes: HashMap<u32, (String, String)>,
+    /// The process of each thread seen in them.
+    thread_process: HashMap<i64, u32>,
+    /// Every process watched so far, with its name and cgroup (for the report; at most
+    /// [`MAX_KNOWN`]).
+    known: HashMap<u32, (String, String)>,
     /// Events lost, by CPU: of the watched threads (or of every task, where they have no
     /// rings of their own), and of other tasks only.
     lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
@@ -338,6 +364,9 @@ impl WatchState {
             adopted_misses: Default::default(),
             generation: 0,
             lost_by_cpu: Default::default(),
+            processes: HashMap::new(),
+            thread_process: HashMap::new(),
+            known: HashMap::new(),
         };
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
@@ -364,10 +393,92 @@ impl WatchState {
 
     /// The watched processes now (for the recorder's filter of wait calls).
     pub fn watched_processes(&self) -> std::collections::HashSet<u32> {
-        (self.spec.pid > 0 && !self.gone)
-            .then_some(self.spec.pid as u32)
-            .into_iter()
-            .collect()
+        match (self.gone, &self.spec.scope) {
+            (true, _) => Default::default(),
+            // A command about to be started: rtlab itself until then, so that the kernel
+            // takes the command in as rtlab forks it (before it can run a single instruction
+            // unwatched) and everything it starts in turn.
+            (false, Scope::Process { .. }) if self.spec.pid == 0 => [std::process::id()].into(),
+            (false, _) => self.processes.keys().copied().collect(),
+        }
+    }
+
+    /// Whether processes a watched one starts are watched too (from their start).
+    pub fn follows_children(&self) -> bool {
+        !matches!(self.spec.scope, Scope::Process { children: false })
+    }
+
+    /// The processes in scope now (by [`WatchSpec::scope`], as last read), or None before a
+    /// command's process is attached.
+    fn processes_in_scope(&self) -> Option<Vec<u32>> {
+        let ours = std::process::id();
+        match &self.spec.scope {
+            Scope::Process { .. } if self.spec.pid <= 0 => None,
+            Scope::Process { children } => {
+                let pid = self.spec.pid as u32;
+                if !rtlab_sys::procfs::process_alive(pid as i32) {
+                    return Some(Vec::new());
+                }
+                Some(match children {
+                    true => rtlab_sys::procfs::process_tree(pid),
+                    false => vec![pid],
+                })
+            }
+            Scope::Cgroup(dir) => Some(
+                rtlab_sys::procfs::cgroup_processes(dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|&p| p != ours)
+                    .collect(),
+            ),
+            Scope::All => Some(
+                rtlab_sys::procfs::processes()
+                    .into_iter()
+                    .filter(|&(pid, ppid)| pid != 2 && ppid != 2 && pid != ours)
+                    .map(|(pid, _)| pid)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether process `pid`, found through one of its threads' events, is in scope (a
+    /// process started since the last re-read).
+    fn in_scope(&self, pid: u32) -> bool {
+        if self.processes.contains_key(&pid) {
+            return true;
+        }
+        match &self.spec.scope {
+            Scope::Process { children: false } => false,
+            Scope::Process { children: true } => {
+                // A descendant of the watched process.
+                let root = self.spec.pid as u32;
+                let mut p = pid;
+                for _ in 0..64 {
+                    match rtlab_sys::procfs::parent_of(p) {
+                        Some(parent) if parent == root => return true,
+                        Some(parent) if parent > 1 && parent != p => p = parent,
+                        _ => return false,
+                    }
+                }
+                false
+            }
+            // (Read again: any hierarchy, v1 or v2, has cgroup.procs.)
+            Scope::Cgroup(dir) => {
+                rtlab_sys::procfs::cgroup_processes(dir).is_ok_and(|procs| procs.contains(&pid))
+            }
+            Scope::All => pid != std::process::id(),
+        }
+    }
+
+    /// The name (`comm`) and cgroup of watched process `pid`, as last read.
+    pub fn process(&self, pid: u32) -> Option<&(String, String)> {
+        self.known.get(&pid)
+    }
+
+    fn know(&mut self, pid: u32, what: &(String, String)) {
+        if self.known.len() < MAX_KNOWN || self.known.contains_key(&pid) {
+            self.known.insert(pid, what.clone());
+        }
     }
 
     /// Changes whenever [`WatchState::watched_processes`] or the watched threads do.
@@ -497,9 +608,11 @@ impl WatchState {
 
     /// The patterns that match no thread of the process now.
     pub fn unmatched(&self) -> Vec<String> {
-        let Ok(threads) = rtlab_sys::procfs::threads_of(self.spec.pid) else {
-            return Vec::new();
-        };
+        let threads: Vec<_> = self
+            .processes
+            .keys()
+            .flat_map(|&p| rtlab_sys::procfs::threads_of(p as i32).unwrap_or_default())
+            .collect();
         self.spec
             .threads
             .iter()
@@ -531,6 +644,7 @@ impl WatchState {
             name: name.clone(),
             rt,
             members: Vec::new(),
+            process: tid.and_then(|t| self.thread_process.get(&t).copied()),
             thread: thread.to_string(),
             tid,
             kind,
@@ -610,16 +724,40 @@ impl WatchState {
                 .collect();
         }
         self.adopted_misses.clear();
-        if self.spec.pid == 0 {
+        let Some(procs) = self.processes_in_scope() else {
             return; // not attached yet
-        }
-        let threads = match rtlab_sys::procfs::threads_of(self.spec.pid) {
-            Ok(t) if rtlab_sys::procfs::process_alive(self.spec.pid) => t,
-            _ => {
-                self.gone = true;
-                return;
-            }
         };
+        // The watched process gone (or a cgroup removed): the watch ends.
+        let whole_scope_gone = match &self.spec.scope {
+            Scope::Process { .. } => procs.is_empty(),
+            Scope::Cgroup(dir) => !dir.is_dir(),
+            Scope::All => false,
+        };
+        if whole_scope_gone {
+            self.gone = true;
+            return;
+        }
+        let mut processes = HashMap::new();
+        let mut threads = Vec::new();
+        for pid in procs {
+            let Ok(mut of) = rtlab_sys::procfs::threads_of(pid as i32) else {
+                continue;
+            };
+            // Read each time: an exec renames it.
+            let name = rtlab_sys::procfs::task_comm(pid as i64)
+                .or_else(|| self.processes.get(&pid).map(|p| p.0.clone()))
+                .unwrap_or_default();
+            let cgroup = rtlab_sys::procfs::cgroup_of(pid).unwrap_or_default();
+            processes.insert(pid, (name, cgroup));
+            for t in &of {
+                self.thread_process.insert(t.tid as i64, pid);
+            }
+            threads.append(&mut of);
+        }
+        for (p, what) in &processes {
+            self.know(*p, what);
+        }
+        self.thread_process.retain(|_, p| processes.contains_key(p));
         let mut alive = HashMap::new();
         let cpus_of = |tid: i64| {
             rtlab_sys::affinity::thread_cpus(tid as i32)
@@ -655,7 +793,7 @@ impl WatchState {
                 Some(w) if w.name == t.name => w,
                 // New, or renamed (a JVM names its threads after starting them): a renamed
                 // one keeps its state, under its new name's series.
-                previous => match self.new_watched(t.name, tid, rt) {
+                previous => match self.new_watched(t.name, rt) {
                     Some(fresh) => match previous {
                         Some(p) => Watched {
                             name: fresh.name,
@@ -686,6 +824,24 @@ impl WatchState {
         for (tid, rt) in reclassify {
             self.classify(tid, rt);
         }
+        // A node's or a cgroup's real-time threads: only their processes are watched in the
+        // kernel (their events in rings of their own, their wait calls recorded); the others
+        // are read again for new real-time threads at each re-read.
+        if self.spec.rt_only && !matches!(self.spec.scope, Scope::Process { .. }) {
+            let with: std::collections::HashSet<u32> = self
+                .threads
+                .keys()
+                .filter_map(|t| self.thread_process.get(t))
+                .copied()
+                .collect();
+            processes.retain(|p, _| with.contains(p));
+        }
+        if processes.len() != self.processes.len()
+            || processes.keys().any(|p| !self.processes.contains_key(p))
+        {
+            self.generation += 1;
+        }
+        self.processes = processes;
         self.generation += changed as u64;
         self.most_threads = self.most_threads.max(self.watched_threads());
         if !chosen_cpus.is_empty() {
@@ -744,9 +900,24 @@ impl WatchState {
         if self.adopted_misses.contains(&tid) {
             return;
         }
-        let pid = self.spec.pid;
-        let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-            .map(|s| s.trim_end().to_string());
+        // Its process: a watched one, or one started since the last re-read that is in scope
+        // (a child of the watched process, a new process of the cgroup).
+        let process = rtlab_sys::procfs::process_of(tid).filter(|&p| self.in_scope(p));
+        if let Some(p) = process {
+            self.thread_process.insert(tid, p);
+        }
+        if let Some(p) = process.filter(|p| !self.processes.contains_key(p)) {
+            let name = rtlab_sys::procfs::task_comm(p as i64).unwrap_or_default();
+            let cgroup = rtlab_sys::procfs::cgroup_of(p).unwrap_or_default();
+            self.know(p, &(name.clone(), cgroup.clone()));
+            self.processes.insert(p, (name, cgroup));
+            self.generation += 1;
+        }
+        let name = match process {
+            Some(_) => std::fs::read_to_string(format!("/proc/{tid}/comm"))
+                .map(|s| s.trim_end().to_string()),
+            None => Err(std::io::Error::other("not in scope")),
+        };
         let rt = rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
         let chosen = name.as_ref().is_ok_and(|n| {
             (self.spec.threads.is_empty() || self.spec.threads.iter().any(|p| p.matches(tid, n)))
@@ -754,7 +925,7 @@ impl WatchState {
         });
         match (chosen, name) {
             (true, Ok(name)) => {
-                if let Some(w) = self.new_watched(name, tid, rt) {
+                if let Some(w) = self.new_watched(name, rt) {
                     self.threads.insert(tid, w);
                     self.generation += 1;
                     self.most_threads = self.most_threads.max(self.watched_threads());
@@ -769,25 +940,21 @@ impl WatchState {
 
     /// A newly watched thread's state, with its `wakeup` series (None at the series limit,
     /// counted).
-    fn new_watched(&mut self, name: String, tid: i64, rt: bool) -> Option<Watched> {
-        match self.pair(&name, tid, DelayKind::Wakeup, rt) {
-            Some(wakeup) => Some(Watched {
-                name,
-                rt,
-                pairs: [Some(wakeup), None, None],
-                refused: [false; 3],
-                lock_since: None,
-                timer_expired: None,
-                runnable_since: None,
-                woken_since_in: false,
-                in_call: None,
-                exited_ns: None,
-            }),
-            None => {
-                self.refused += 1;
-                None
-            }
-        }
+    fn new_watched(&mut self, name: String, rt: bool) -> Option<Watched> {
+        // Its series are made at its first delay of each kind, under the name it has then
+        // (a thread named right after it starts, as most are, is counted under that name).
+        Some(Watched {
+            name,
+            rt,
+            pairs: [None; 3],
+            refused: [false; 3],
+            lock_since: None,
+            timer_expired: None,
+            runnable_since: None,
+            woken_since_in: false,
+            in_call: None,
+            exited_ns: None,
+        })
     }
 
     /// Counts the observer's time on `cpu` at a switch from `prev` to `next` (each CPU's
@@ -926,7 +1093,8 @@ impl WatchState {
                 // The switch that ended a pending delay may be among the lost events: a
                 // later one would measure too long a delay. Each is counted unmeasured, in
                 // its thread's series and its name's.
-                for w in self.threads.values_mut() {
+                let mut cut = Vec::new();
+                for (&tid, w) in self.threads.iter_mut() {
                     let in_call = w.in_call.take();
                     let pending = [
                         (w.runnable_since.take().is_some(), DelayKind::Wakeup),
@@ -940,14 +1108,13 @@ impl WatchState {
                             },
                         ),
                     ];
-                    for (_, kind) in pending.into_iter().filter(|p| p.0) {
-                        self.abandoned += 1;
-                        if let Some(pair) = w.pairs[kind as usize] {
-                            for i in [pair.own, pair.by_name] {
-                                if let Some(s) = self.series.get_mut(i as usize) {
-                                    s.unmeasured += 1;
-                                }
-                            }
+                    cut.extend(pending.into_iter().filter(|p| p.0).map(|p| (tid, p.1)));
+                }
+                for (tid, kind) in cut {
+                    self.abandoned += 1;
+                    if let Some(pair) = self.pair_of(tid, kind) {
+                        for i in [pair.own, pair.by_name] {
+                            self.series[i as usize].unmeasured += 1;
                         }
                     }
                 }
@@ -1052,6 +1219,15 @@ impl WatchState {
         if w.refused[k] {
             return None;
         }
+        // Its first series: under its name now (it may have been renamed since it was read).
+        if w.pairs.iter().all(Option::is_none) {
+            if let Some(now) = rtlab_sys::procfs::task_comm(tid) {
+                if let Some(w) = self.threads.get_mut(&tid) {
+                    w.name = now;
+                }
+            }
+        }
+        let w = self.threads.get(&tid)?;
         let (name, rt) = (w.name.clone(), w.rt);
         let pair = self.pair(&name, tid, kind, rt);
         let w = self.threads.get_mut(&tid)?;

@@ -43,6 +43,7 @@ fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
     let tid = rtlab_sys::futex::current_tid() as i64;
     let w = WatchState::new(WatchSpec {
         pid: std::process::id() as i32,
+        scope: Scope::Process { children: false },
         threads: vec![ThreadPattern::Tid(tid)],
         rt_only: false,
         threshold_ns,
@@ -71,6 +72,7 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
     let tid = rx.recv().unwrap();
     let spec = |all_cpus, threads| WatchSpec {
         pid: std::process::id() as i32,
+        scope: Scope::Process { children: false },
         threads,
         rt_only: false,
         threshold_ns: 0,
@@ -168,8 +170,14 @@ fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
         },
     ));
     w.flush(&mut |_| {});
-    assert!(w.series()[0].total.is_empty());
+    assert!(w.series().iter().all(|s| s.total.is_empty()));
     assert_eq!(w.shortfalls(), (0, 1));
+    // Counted unmeasured, in the thread's series and its name's.
+    assert!(
+        w.series().iter().all(|s| s.unmeasured == 1),
+        "{:?}",
+        w.series()
+    );
 }
 
 #[test]

@@ -33,9 +33,18 @@ each watched thread:
           them, else only with --locks, on every system call). Plain futex waits (default
           mutexes, condition variables, Java monitors) are not lock waits to the kernel and
           are not counted.
-Series: <name>/<tid>/<kind> per thread and <name>/<kind> summed over the threads of one name
-(a pool reads as one). Threads created later are picked up (the process's threads are re-read
-every 10 ms for 3 s, then every second); a command after -- is started once tracing is ready.
+What: --pid's process or a command's (after --, started once tracing is ready), with the
+processes it starts, each from its first instruction (--no-children: the process alone);
+--cgroup: every process of a container or pod; --all: every process of the machine (with
+--rt-only: its real-time threads, new ones included). Threads created later are picked up
+(re-read every 10 ms for 3 s, then every second).
+Series: <name>/<tid>/<kind> per thread; <name>/<kind> summed over the real-time threads of
+one name (a pool reads as one), <name>:ts/<kind> over its time-sharing ones; real-time first
+in the tables. JSON series carry the process name and cgroup; /metrics labels are bounded
+(process, cgroup, thread name, class, kind; never a thread id).
+Losses are never silent: the watched threads' events have rings of their own, other tasks'
+storms cannot take them; whatever is lost is counted (an 'events lost:' line, 'unmeasured'
+per series, /metrics by CPU), and --fail-on-loss exits 3 when the watched threads lost any.
 Explained, as in --explain (preempting tasks with pid and priority, IRQs and softirqs by name,
 idle exit, hypervisor gaps, wake-up IPIs, the thread's own timer slack): the --top longest
 delays of each interval and kind, only those over --threshold when given. The result keeps
@@ -62,6 +71,9 @@ Examples:
   rtlab watch --pid 4242 --rt-only --threshold 200us --hlog app.hlog
   rtlab watch --pid 4242 --metrics 127.0.0.1:9464
   rtlab watch --json loop.json -- ./control-loop --period 1ms
+  rtlab watch --json app.json -- sh -c './start-app.sh'
+  rtlab watch --cgroup system.slice/app.service --duration 1h --metrics 127.0.0.1:9464
+  rtlab watch --all --rt-only --duration 10m --fail-on-loss
 ";
 
 pub(super) const WAKEUP_HELP: &str = "\

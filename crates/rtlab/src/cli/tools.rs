@@ -10,9 +10,22 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// The process to watch (all of its threads, and those it creates later).
+    /// The process to watch (all of its threads, and those it creates later; and the
+    /// processes it starts, unless --no-children).
     #[arg(long, value_name = "PID", value_parser = parse_pid)]
     pub pid: Option<i32>,
+    /// Watch only the process itself (--pid, or the command), not the processes it starts.
+    #[arg(long)]
+    pub no_children: bool,
+    /// Watch every process of a cgroup (v2) and of the cgroups below it: a container or a
+    /// Kubernetes pod, by its directory (/sys/fs/cgroup/..., or relative to /sys/fs/cgroup)
+    /// or by the pod's UID.
+    #[arg(long, value_name = "PATH|POD-UID")]
+    pub cgroup: Option<String>,
+    /// Watch every process of the machine (with --rt-only: its real-time threads, new ones
+    /// included); until --duration or Ctrl-C.
+    #[arg(long)]
+    pub all: bool,
     /// Threads to watch, repeatable: a name as in /proc/<tid>/comm, a glob such as 'rt-*', or
     /// a TID (default: all).
     #[arg(long = "thread", value_name = "PATTERN")]

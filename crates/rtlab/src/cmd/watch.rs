@@ -84,7 +84,14 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         // A command's process is attached once it is started, after tracing is ready.
         pid: match target {
             Target::Pid(pid) => pid,
-            Target::Command(_) => 0,
+            _ => 0,
+        },
+        scope: match &target {
+            Target::Pid(_) | Target::Command(_) => rtlab_trace::watch::Scope::Process {
+                children: !args.no_children,
+            },
+            Target::Cgroup(dir) => rtlab_trace::watch::Scope::Cgroup(dir.clone()),
+            Target::All => rtlab_trace::watch::Scope::All,
         },
         threads: patterns,
         rt_only: args.rt_only,
@@ -108,6 +115,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         .clone();
     let (child, pid) = match target {
         Target::Pid(pid) => (None, pid),
+        Target::Cgroup(_) | Target::All => (None, 0),
         Target::Command(command) => {
             let child = start(command)?;
             let pid = child.id() as i32;
@@ -180,30 +188,104 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     })
 }
 
-/// What to watch: `--pid`'s process (checked now), or a command, started once tracing is
-/// ready (so its first wakeups are seen).
+/// What to watch: `--pid`'s process (checked now), a command, started once tracing is
+/// ready (so its first wakeups are seen), a cgroup's processes or the machine's.
 enum Target<'a> {
     Pid(i32),
     Command(&'a [std::ffi::OsString]),
+    Cgroup(std::path::PathBuf),
+    All,
 }
 
 fn target(args: &WatchArgs) -> anyhow::Result<Target<'_>> {
-    match (args.pid, args.command.is_empty()) {
-        (Some(_), false) => {
-            Err(BadInput("give either --pid or a command after --, not both".into()).into())
+    let given = [
+        args.pid.is_some(),
+        !args.command.is_empty(),
+        args.cgroup.is_some(),
+        args.all,
+    ];
+    match given.iter().filter(|&&g| g).count() {
+        0 => {
+            return Err(BadInput(
+                "say what to watch: --pid PID, a command after -- (rtlab watch -- ./app), --cgroup PATH or --all".into(),
+            )
+            .into())
         }
-        (None, true) => Err(BadInput(
-            "say what to watch: --pid PID, or a command after -- (rtlab watch -- ./app)".into(),
-        )
-        .into()),
-        (Some(pid), true) => {
-            if rtlab_sys::procfs::threads_of(pid).is_err() {
-                return Err(BadInput(format!("--pid {pid}: no such process")).into());
-            }
-            Ok(Target::Pid(pid))
+        1 => {}
+        _ => {
+            return Err(BadInput(
+                "give one of --pid, a command after --, --cgroup or --all".into(),
+            )
+            .into())
         }
-        (None, false) => Ok(Target::Command(&args.command)),
     }
+    if args.no_children && (args.cgroup.is_some() || args.all) {
+        return Err(BadInput("--no-children goes with --pid or a command".into()).into());
+    }
+    if let Some(pid) = args.pid {
+        if rtlab_sys::procfs::threads_of(pid).is_err() {
+            return Err(BadInput(format!("--pid {pid}: no such process")).into());
+        }
+        return Ok(Target::Pid(pid));
+    }
+    if let Some(cg) = &args.cgroup {
+        return cgroup_dir(cg)
+            .map(Target::Cgroup)
+            .map_err(|e| BadInput(format!("--cgroup {cg}: {e}")).into());
+    }
+    if args.all {
+        return Ok(Target::All);
+    }
+    Ok(Target::Command(&args.command))
+}
+
+/// The cgroup (v2) directory `text` names: a path (absolute, or under /sys/fs/cgroup), or a
+/// Kubernetes pod's UID (its directory, `...pod<uid>.slice` with `_` for `-`, or `pod<uid>`,
+/// found under /sys/fs/cgroup).
+fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, String> {
+    let roots: Vec<std::path::PathBuf> = rtlab_sys::procfs::cgroup2_mount()
+        .into_iter()
+        .chain([std::path::PathBuf::from("/sys/fs/cgroup")])
+        .collect();
+    let path = std::path::Path::new(text);
+    let candidates: Vec<std::path::PathBuf> = match path.is_absolute() {
+        true => vec![path.to_path_buf()],
+        false => roots.iter().map(|r| r.join(path)).collect(),
+    };
+    if let Some(dir) = candidates
+        .into_iter()
+        .find(|d| d.join("cgroup.procs").is_file())
+    {
+        return Ok(dir);
+    }
+    let uid = text.trim_start_matches("pod");
+    let is_uid = uid.len() >= 8
+        && uid
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
+    if !is_uid {
+        return Err(
+            "no such cgroup (a directory with cgroup.procs, under /sys/fs/cgroup or absolute, or a pod UID)"
+                .into(),
+        );
+    }
+    let wanted = [format!("pod{}", uid.replace('-', "_")), format!("pod{uid}")];
+    let mut stack: Vec<(std::path::PathBuf, usize)> = roots.into_iter().map(|r| (r, 0)).collect();
+    while let Some((d, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().to_string();
+            if wanted.iter().any(|w| name.contains(w.as_str())) {
+                return Ok(e.path());
+            }
+            if depth < 4 {
+                stack.push((e.path(), depth + 1));
+            }
+        }
+    }
+    Err(format!("no pod with UID {uid} under /sys/fs/cgroup"))
 }
 
 /// Starts the command.
@@ -240,8 +322,28 @@ fn announce(
             .copied()
             .filter(|&c| wanted.is_none_or(|m| m.contains(c)))
             .collect();
+        let what = match &s.spec().scope {
+            rtlab_trace::watch::Scope::Process { children: true } => {
+                format!("process {pid} and those it starts")
+            }
+            rtlab_trace::watch::Scope::Process { children: false } => format!("process {pid}"),
+            rtlab_trace::watch::Scope::Cgroup(dir) => format!(
+                "cgroup {} ({} process(es) now)",
+                dir.display(),
+                s.watched_processes().len()
+            ),
+            rtlab_trace::watch::Scope::All => format!(
+                "every process ({} now{})",
+                s.watched_processes().len(),
+                if args.rt_only {
+                    ", real-time threads only"
+                } else {
+                    ""
+                }
+            ),
+        };
         eprintln!(
-            "rtlab watch: process {pid}, {} thread(s) now, CPU(s) {} traced{} ({}); Ctrl-C ends",
+            "rtlab watch: {what}, {} thread(s) now, CPU(s) {} traced{} ({}); Ctrl-C ends",
             s.watched_threads(),
             CpuList::from(traced),
             if wanted.is_some() {
@@ -251,6 +353,8 @@ fn announce(
             },
             if args.duration.is_some() {
                 "until --duration"
+            } else if pid == 0 {
+                "until Ctrl-C or SIGTERM"
             } else {
                 "until it exits"
             }
@@ -387,6 +491,8 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
                     .iter()
                     .filter(|w| w.tid.is_none() && !w.total.is_empty())
                     .map(|w| DelayMetric {
+                        process: one_label(owners(&s, w).0),
+                        cgroup: one_label(owners(&s, w).1),
                         thread: w.thread.clone(),
                         class: if w.rt { "realtime" } else { "time-sharing" },
                         kind: w.kind.name(),
@@ -585,6 +691,35 @@ fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec
     warnings
 }
 
+/// The names and cgroups of the processes a series is of: its thread's, or its threads'.
+fn owners(s: &WatchState, w: &rtlab_trace::watch::WatchSeries) -> (Vec<String>, Vec<String>) {
+    let procs: std::collections::BTreeSet<u32> = match w.process {
+        Some(p) => [p].into(),
+        None => w
+            .members
+            .iter()
+            .filter_map(|&m| s.series().get(m as usize)?.process)
+            .collect(),
+    };
+    let of = |f: fn(&(String, String)) -> &String| -> Vec<String> {
+        let set: std::collections::BTreeSet<String> = procs
+            .iter()
+            .filter_map(|&p| s.process(p).map(|x| f(x).clone()))
+            .collect();
+        set.into_iter().collect()
+    };
+    (of(|p| &p.0), of(|p| &p.1))
+}
+
+/// One label value for a list: its only member, `(several)`, or empty.
+fn one_label(v: Vec<String>) -> String {
+    match v.len() {
+        0 => String::new(),
+        1 => v.into_iter().next().unwrap_or_default(),
+        _ => "(several)".into(),
+    }
+}
+
 /// The table's rows: the series of each name and class, real-time ones first, the worst
 /// (longest delay) first, each followed by its threads' own series when it sums more than
 /// one (a name with one thread is one row).
@@ -651,6 +786,13 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             .with_config("pid", pid)
             .with_config("kind", w.kind.name())
             .with_config("class", if w.rt { "realtime" } else { "time-sharing" });
+        let (processes, cgroups) = owners(s, w);
+        out = out
+            .with_config("process", processes)
+            .with_config("cgroup", cgroups);
+        if let Some(p) = w.process {
+            out = out.with_config("process_pid", p);
+        }
         out.unmeasured = Some(w.unmeasured);
         out.tags.insert("source".into(), backend.to_string().into());
         series.push(out);

@@ -51,8 +51,8 @@ impl StatusView {
     }
 
     /// Shows `iv`.
-    pub fn show(&mut self, mut iv: Interval) {
-        iv.rows.sort_by_key(|r| std::cmp::Reverse(r.interval.max()));
+    /// Rows as given: real-time series first, the worst first.
+    pub fn show(&mut self, iv: Interval) {
         let new = iv.outliers.explained - self.explained_before.min(iv.outliers.explained);
         self.explained_before = iv.outliers.explained;
         if self.terminal {
