@@ -1,5 +1,7 @@
 //! Terminal tables and status lines. Latencies are shown through `Nanos`' Display only.
 
+mod log2;
+pub use log2::log2_histogram;
 pub mod invert;
 pub mod net;
 pub mod slack;

@@ -87,6 +87,10 @@ pub struct WatchArgs {
     /// events only leave explanations incomplete, and are reported without failing.
     #[arg(long)]
     pub fail_on_loss: bool,
+    /// Print each series' delays as a histogram in power-of-two microsecond buckets after the
+    /// final table, as runqlat does.
+    #[arg(long)]
+    pub histogram: bool,
     /// CPUs for rtlab's trace reader (default: those the watched threads may not run on,
     /// where there are any). On them it never delays a watched thread.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]

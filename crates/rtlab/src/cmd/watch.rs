@@ -170,7 +170,12 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         why,
         warnings,
     };
-    let (mut doc, text) = report(&state, pid, findings.backend, ended)?;
+    let (mut doc, mut text) = report(&state, pid, findings.backend, ended)?;
+    if args.histogram {
+        text.push_str(&histograms(
+            &state.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
+    }
     let status = outputs.finish(&mut doc, &text)?;
     let lost_watched = state
         .lock()
@@ -689,6 +694,17 @@ fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec
         ));
     }
     warnings
+}
+
+/// Each series of the table (a name's, and its threads' when it has several) as a log2
+/// histogram.
+fn histograms(s: &WatchState) -> String {
+    let mut out = String::new();
+    for w in table_order(s.series()) {
+        out.push_str(&format!("\n{}:\n", rtlab_report::printable(&w.name)));
+        out.push_str(&rtlab_report::table::log2_histogram(&w.total));
+    }
+    out
 }
 
 /// The names and cgroups of the processes a series is of: its thread's, or its threads'.
