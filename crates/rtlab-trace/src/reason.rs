@@ -451,6 +451,13 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                             c.pid.unwrap_or(-1)
                         );
                     }
+                    if c.reason == Some(ReasonCode::TimerTailLowerPriority) {
+                        // A lower-priority task preempts nothing: the switch was on its way.
+                        return format!(
+                            "{d} rest of the timer interrupt, then {task} (pid {}, {prio}) until the switch",
+                            c.pid.unwrap_or(-1)
+                        );
+                    }
                     if before {
                         // Not woken yet: nothing was preempted, the timer interrupt was late.
                         return format!(

@@ -536,3 +536,44 @@ fn a_late_worst_wakeup_suggests_explain_and_one_cpu_is_singular() {
     assert!(out.status.success(), "{out:?}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("run again with --explain"));
 }
+
+#[test]
+fn a_thread_kept_off_its_cpu_by_the_fair_server_is_named_throttled_never_preempted() {
+    // Regression: beside a SCHED_FIFO busy loop and a SCHED_OTHER one on its CPU, the
+    // measuring thread (FIFO 95) waits ~50 ms once a second while the scheduler runs the
+    // time-sharing loop (RT bandwidth; on 6.12+ kernels the fair server). The part after its
+    // timer expired read "preempted by ts-loop (time-sharing)": a lower class cannot preempt.
+    let test = "wakeup throttled";
+    let Some((_serial, throttled_cpu)) = throttled_cpu_for(test) else {
+        return;
+    };
+    let (doc, stdout) = rtlab_json(&[
+        "wakeup",
+        "--cpus",
+        &throttled_cpu.cpu.to_string(),
+        "--duration",
+        "5s",
+        "--threshold",
+        "2ms",
+        "--top",
+        "100",
+        "--quiet",
+    ]);
+    drop(throttled_cpu);
+    let outliers = throttle_outliers(&doc);
+    if outliers.is_empty() {
+        return skip(
+            test,
+            "no wait over 2 ms beside ts-loop: no RT throttling here",
+        );
+    }
+    // About one a second: the fair server's period.
+    let stretches = throttle_stretches(&outliers);
+    assert!(
+        stretches >= 3,
+        "{stretches} throttled stretches in 5 s: {outliers:#?}"
+    );
+    assert_named_throttling(&outliers);
+    assert!(stdout.contains("throttled ("), "{stdout}");
+    assert!(!stdout.contains("preempted by ts-loop"), "{stdout}");
+}

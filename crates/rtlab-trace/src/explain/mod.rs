@@ -230,9 +230,9 @@ fn no_tick_key(len: u64, peer_cpu: Option<u16>, tick: Option<Tick>, rules: &Rule
 /// A slice of the thread itself silent for longer than this is worth a note.
 const SILENT_SELF_NS: u64 = 1_000_000;
 
-/// After a timer expiry on a spinner's CPU, this long may still be the interrupt (tick work,
-/// a softirq raised, the exit); longer is not.
-const SPIN_TIMER_TAIL_NS: u64 = 50_000;
+/// After a timer expiry, this long may still be the interrupt (tick work, a softirq raised,
+/// the exit); longer is not.
+const TIMER_TAIL_NS: u64 = 50_000;
 
 /// A spinning thread's own part of a gap (the way into and out of an interruption, not
 /// traced) is shorter than this; a longer silence with it current is not its own.
@@ -253,9 +253,15 @@ pub struct Rules {
     pub tick: Option<Tick>,
 }
 
-/// A time-sharing task on a real-time thread's CPU this long, while the thread could run, is
+/// Time-sharing tasks on a real-time thread's CPU this long, while the thread could run, are
 /// throttling, not a non-preemptible kernel section.
 const THROTTLE_MIN_NS: u64 = 2_000_000;
+
+/// A time-sharing task (not the idle task): one the scheduler runs over a runnable real-time
+/// thread only when that thread is throttled (or in the task's non-preemptible code).
+fn time_sharing(t: &Task) -> bool {
+    t.prio >= 100 && !t.is_idle()
+}
 
 /// Whether this kernel has the fair server (Linux 6.12 and later): SCHED_OTHER work that
 /// waits gets up to 50 ms of every second over real-time threads.
@@ -333,6 +339,12 @@ fn timer_tail(
     let t = current?;
     if t.is_idle() {
         return Some(Key::new(CauseKind::IdleExit, None, Reason::TimerTailIdle));
+    }
+    // The interrupt's rest and the switch take microseconds: a lower-priority task still on
+    // the CPU past them was not preempted (non-preemptible code, or the thread throttled),
+    // which the task's own rules name.
+    if len > TIMER_TAIL_NS {
+        return None;
     }
     woken_prio.filter(|&p| t.prio > p).map(|_| {
         Key::new(
@@ -431,12 +443,29 @@ struct Attribution<'a> {
     woken_prio: Option<i64>,
     /// Its priority as its last wakeup or switch-out showed it (a spinner is never woken).
     thread_prio: Option<i64>,
-    /// When the task on the late thread's CPU got it, and the end of the slice being charged.
-    switched_at: u64,
+    /// When time-sharing tasks began to hold the late thread's CPU (one after another: under
+    /// the fair server they share its time), and the end of the slice being charged.
+    time_sharing_since: u64,
     slice_to: u64,
+    /// When the thread last became runnable (woken, or switched out runnable); 0 for a
+    /// spinner, runnable throughout.
+    runnable_since: u64,
+    /// The current time-sharing stretch began with a time-sharing task taking the CPU from
+    /// a runnable real-time one: only throttling does that.
+    stretch_throttled: bool,
+    /// The slices of the current time-sharing stretch charged to its tasks before it had
+    /// lasted [`THROTTLE_MIN_NS`] (their non-preemptible code, a timer's tail): throttling
+    /// too once the stretch lasts that long.
+    stretch_early: Vec<(Key, u64, u64)>,
     /// Woken from this other CPU: until an interrupt arrives here, nothing can make this CPU
     /// switch (the wake-up IPI is on its way).
     ipi_pending: Option<u16>,
+    /// Its sleep timers fire on this CPU (one did, in the history): any hrtimer interrupt
+    /// here past the deadline expires its timer too.
+    timer_here: bool,
+    /// Another timer expired here past the deadline while it slept, and its own expiry was
+    /// not traced (yet: the next event says whether it came in the same interrupt).
+    expiry_unseen: Option<u64>,
     /// The last event of this CPU was a timer expiry (true: the late thread's own); the eBPF
     /// source traces no local-timer exit, so the interrupt's end is not known.
     expiry: Option<bool>,
@@ -469,9 +498,14 @@ impl<'a> Attribution<'a> {
             blocked: false,
             woken_prio: None,
             thread_prio: None,
-            switched_at: 0,
+            time_sharing_since: 0,
             slice_to: 0,
+            runnable_since: 0,
+            stretch_throttled: false,
+            stretch_early: Vec::new(),
             ipi_pending: None,
+            timer_here: false,
+            expiry_unseen: None,
             expiry: None,
             holder: late.waker.as_ref().filter(|_| late.wait.blocks()),
             blocker: if late.wait == Wait::Reply {
@@ -563,7 +597,18 @@ impl<'a> Attribution<'a> {
                 self.woken = true;
                 self.blocked = false;
                 self.woken_prio = Some(prio);
+                self.runnable_since = e.ts_ns;
                 self.ipi_pending = (from_cpu != self.late.cpu).then_some(from_cpu);
+            }
+            // Preempted (or yielded): runnable with no wakeup to wait for, as a watched
+            // thread's delay that starts at its preemption.
+            Moved::SwitchedOut {
+                asleep: false,
+                prio,
+            } if self.late.wait == Wait::Timer => {
+                self.woken = true;
+                self.woken_prio = Some(prio);
+                self.runnable_since = e.ts_ns;
             }
             Moved::SwitchedOut { asleep: true, prio } => {
                 // It went to sleep: a wakeup before this one (an earlier period's, in the
@@ -577,11 +622,21 @@ impl<'a> Attribution<'a> {
             _ => {}
         }
         if e.cpu == self.late.cpu {
+            self.expiry_seen_or_not(e, &moved);
             match &e.kind {
-                Kind::Switch { .. } => {
+                Kind::Switch {
+                    prev,
+                    prev_state,
+                    next,
+                } => {
                     // No IPI is pending any more; a new task holds the CPU.
                     self.ipi_pending = None;
-                    self.switched_at = e.ts_ns;
+                    if !(time_sharing(prev) && time_sharing(next)) {
+                        self.time_sharing_since = e.ts_ns;
+                        self.stretch_throttled =
+                            prev.prio < 100 && prev_state.is_runnable() && time_sharing(next);
+                        self.stretch_early.clear();
+                    }
                 }
                 // An interrupt arriving: no IPI is pending any more.
                 Kind::IrqEntry { .. } | Kind::VectorEntry { .. } => self.ipi_pending = None,
@@ -605,10 +660,62 @@ impl<'a> Attribution<'a> {
         self.cpu.step(e);
     }
 
+    /// A timer wait whose expiry the trace lacks: where a task the tracer does not see holds
+    /// the CPU, no event is recorded, its interrupts' included (seen on this VM: the
+    /// hypervisor agent's threads). A later expiry of another timer on this CPU, with none of
+    /// the thread's own in the same interrupt, means its timer (due at the deadline, on this
+    /// CPU) expired unseen by then: it is runnable from there, not a late timer.
+    fn expiry_seen_or_not(&mut self, e: &Event, moved: &Moved) {
+        if let Some(at) = self.expiry_unseen.take() {
+            if !self.woken && !matches!(moved, Moved::Woken { .. }) {
+                self.woken = true;
+                self.woken_prio = self.thread_prio;
+                self.runnable_since = at;
+            }
+        }
+        if let Kind::HrtimerEntry { task, .. } = &e.kind {
+            let own = task.as_ref().is_some_and(|t| t.pid == self.late.tid);
+            self.timer_here |= own;
+            let asleep = self.late.wait == Wait::Timer && !self.woken && self.timer_here;
+            if !own && asleep && e.ts_ns >= self.t0 {
+                self.expiry_unseen = Some(e.ts_ns);
+            }
+        }
+    }
+
     fn add(&mut self, key: Key, from: u64, to: u64) {
         let (a, b) = (from.max(self.t0), to.min(self.t1));
         if b > a {
             *self.totals.entry(key).or_default() += b - a;
+        }
+    }
+
+    /// Keeps the slices of a time-sharing stretch charged before it showed it was throttling,
+    /// and re-charges them as throttling (each to its own task) once it does.
+    fn follow_stretch(&mut self, key: Key, from: u64, to: u64) {
+        let time_sharing_task = key.task.as_ref().is_some_and(|t| t.2 >= 100);
+        match key.reason {
+            Some(Reason::NonPreemptible | Reason::TimerTailLowerPriority) if time_sharing_task => {
+                self.stretch_early.push((key, from, to))
+            }
+            Some(Reason::ThrottledWhileRan { fair_server }) => {
+                for (early, a, b) in std::mem::take(&mut self.stretch_early) {
+                    let (a, b) = (a.max(self.t0), b.min(self.t1));
+                    let Some(ns) = self.totals.get_mut(&early).filter(|_| b > a) else {
+                        continue;
+                    };
+                    *ns -= b - a;
+                    if *ns == 0 {
+                        self.totals.remove(&early);
+                    }
+                    let throttled = Key {
+                        reason: Some(Reason::ThrottledWhileRan { fair_server }),
+                        ..early
+                    };
+                    self.add(throttled, a, b);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -640,7 +747,8 @@ impl<'a> Attribution<'a> {
                 };
                 self.slice_to = to;
                 let key = self.owner(to - from, waking_next);
-                self.add(key, from, to);
+                self.add(key.clone(), from, to);
+                self.follow_stretch(key, from, to);
             }
         }
     }
@@ -658,7 +766,7 @@ impl<'a> Attribution<'a> {
             && self.expiry.is_some()
             && self.cpu.handlers.is_empty()
             && spinner_current
-            && len <= SPIN_TIMER_TAIL_NS
+            && len <= TIMER_TAIL_NS
         {
             return Key::new(
                 CauseKind::Irq,
@@ -817,16 +925,18 @@ impl<'a> Attribution<'a> {
                     virtualized: rules.virtualized,
                 },
             ),
-            // A time-sharing task cannot preempt a real-time thread: when one has held the
-            // CPU for long while the real-time thread could run, the scheduler gave it that
-            // time (RT throttling; on 6.12+ kernels the fair server); a shorter tenure is the
-            // task's non-preemptible kernel code.
+            // A time-sharing task cannot preempt a real-time thread: when such tasks took the
+            // CPU from a runnable real-time task, or have held it for long while the
+            // real-time thread could run, the scheduler gave them that time (RT throttling; on
+            // 6.12+ kernels the fair server, whose time they share); a shorter stretch that
+            // was already running is a task's non-preemptible kernel code.
             Some(t) if woken && t.prio >= 100 && self.thread_prio.is_some_and(|p| p < 100) => {
-                let tenure = self.slice_to.saturating_sub(self.switched_at);
+                let since = self.time_sharing_since.max(self.runnable_since);
+                let tenure = self.slice_to.saturating_sub(since);
                 Key::new(
                     CauseKind::Preemption,
                     Some(t),
-                    if tenure >= THROTTLE_MIN_NS {
+                    if self.stretch_throttled || tenure >= THROTTLE_MIN_NS {
                         Reason::ThrottledWhileRan {
                             fair_server: fair_server_kernel(),
                         }
@@ -895,24 +1005,7 @@ impl<'a> Attribution<'a> {
     }
 
     /// The causes, largest first.
-    fn causes(mut self) -> Vec<Cause> {
-        // A task's first 2 ms of a throttled stretch were charged before its tenure showed
-        // it was throttling: the same task's non-preemptible time goes with its throttled.
-        let throttled: Vec<Key> = self
-            .totals
-            .keys()
-            .filter(|k| matches!(k.reason, Some(Reason::ThrottledWhileRan { .. })))
-            .cloned()
-            .collect();
-        for t in throttled {
-            let early = Key {
-                reason: Some(Reason::NonPreemptible),
-                ..t.clone()
-            };
-            if let Some(ns) = self.totals.remove(&early) {
-                *self.totals.entry(t).or_default() += ns;
-            }
-        }
+    fn causes(self) -> Vec<Cause> {
         let mut causes: Vec<Cause> = self
             .totals
             .into_iter()

@@ -4,6 +4,8 @@ use super::*;
 use crate::event::parse_line;
 use rtlab_stats::result::ReasonCode;
 
+mod throttling;
+
 /// The rules rtlab uses (8 ms gap), on a VM or not.
 fn rules(virtualized: bool) -> Rules {
     Rules {
@@ -1008,42 +1010,4 @@ fn time_before_lost_events_is_unexplained_not_a_gap() {
         .as_deref()
         .unwrap()
         .contains("500 trace events lost"));
-}
-
-#[test]
-fn a_time_sharing_task_on_a_real_time_spinners_cpu_for_long_is_throttling_not_preemption() {
-    // A SCHED_OTHER busy loop beside a FIFO spinner took 49.8 ms slices,
-    // named "preempted by sh (time-sharing)": a lower class cannot preempt; the scheduler
-    // gave it the time (RT bandwidth, or the fair server of 6.12+ kernels).
-    let causes = spin_gap(&[
-        "sh-42 [000] d..2. 10.001000: sched_switch: prev_comm=rtlab-noise0 prev_pid=77 prev_prio=98 prev_state=R ==> next_comm=sh next_pid=42 next_prio=120",
-        "rtlab-noise0-77 [000] d..2. 10.004000: sched_switch: prev_comm=sh prev_pid=42 prev_prio=120 prev_state=R ==> next_comm=rtlab-noise0 next_pid=77 next_prio=98",
-    ]);
-    assert_eq!(causes[0].task.as_deref(), Some("sh"), "{causes:?}");
-    assert!(
-        matches!(
-            causes[0].reason,
-            Some(ReasonCode::Throttled | ReasonCode::FairServer)
-        ),
-        "{causes:?}"
-    );
-    let line = describe("cpu0", 3_003_000, 0, &causes);
-    assert!(line.contains("3.00 ms throttled ("), "{line}");
-    assert!(!line.contains("preempted by sh"), "{line}");
-    // A short stretch is the task's non-preemptible kernel code, still named as the task.
-    let causes = spin_gap(&[
-        "sh-42 [000] d..2. 10.001000: sched_switch: prev_comm=rtlab-noise0 prev_pid=77 prev_prio=98 prev_state=R ==> next_comm=sh next_pid=42 next_prio=120",
-        "rtlab-noise0-77 [000] d..2. 10.001500: sched_switch: prev_comm=sh prev_pid=42 prev_prio=120 prev_state=R ==> next_comm=rtlab-noise0 next_pid=77 next_prio=98",
-    ]);
-    let sh = causes
-        .iter()
-        .find(|c| c.task.as_deref() == Some("sh"))
-        .unwrap();
-    assert!(
-        !matches!(
-            sh.reason,
-            Some(ReasonCode::Throttled | ReasonCode::FairServer)
-        ),
-        "{causes:?}"
-    );
 }

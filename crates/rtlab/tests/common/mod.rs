@@ -329,3 +329,182 @@ fn base64_decode(text: &str) -> Vec<u8> {
     }
     out
 }
+
+/// Two busy loops pinned to one CPU in this process, until dropped: `fifo-spin`, SCHED_FIFO
+/// at a given priority, and `ts-loop`, SCHED_OTHER. The real-time loop starves the
+/// time-sharing one until the scheduler throttles it: RT bandwidth, or on 6.12+ kernels the
+/// fair server, which runs waiting SCHED_OTHER work ~50 ms of every second over real-time
+/// threads. The real-time loop sleeps 1 ms every 100 ms (the fair server still takes its
+/// 50 ms a second): a time-sharing thread woken on that CPU, rtlab's own main thread say,
+/// then waits 0.1 s at most, not a second each time (beside `stress-ng --switch 2` a 5 s
+/// `rtlab wakeup` took 34 s once with a loop that never slept). Threads of the test process:
+/// they end with it, however it ends.
+pub struct ThrottledCpu {
+    pub cpu: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// How long the real-time loop of a [`ThrottledCpu`] spins between its 1 ms sleeps.
+const SPIN_FOR: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl ThrottledCpu {
+    /// On the last usable CPU, leaving the others to rtlab's own threads; Err(why) where that
+    /// cannot be (one CPU only, or no SCHED_FIFO).
+    pub fn start(fifo_prio: u32) -> Result<ThrottledCpu, String> {
+        use rtlab_sys::sched::Policy;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let usable = rtlab_sys::affinity::usable_cpus();
+        if usable.as_slice().len() < 2 {
+            return Err("needs two usable CPUs (a starved one and one for rtlab)".into());
+        }
+        let cpu = *usable.as_slice().last().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let mut cpu_loop = ThrottledCpu {
+            cpu,
+            stop: stop.clone(),
+            threads: Vec::new(),
+        };
+        // The time-sharing loop first: started after the real-time one, it could wait up to
+        // a second for its first turn on the CPU.
+        for (name, policy, prio) in [
+            ("ts-loop", Policy::Other, 0),
+            ("fifo-spin", Policy::Fifo, fifo_prio),
+        ] {
+            let (stop, ready) = (stop.clone(), ready_tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    let one = rtlab_sys::affinity::CpuList::from(vec![cpu]);
+                    let set = rtlab_sys::affinity::set_current_thread_affinity(&one)
+                        .and_then(|()| rtlab_sys::sched::set_current_thread_scheduler(policy, prio))
+                        .map_err(|e| e.to_string());
+                    let ok = set.is_ok();
+                    let _ = ready.send(set);
+                    let mut since = std::time::Instant::now();
+                    while ok && !stop.load(Ordering::Relaxed) {
+                        if policy == Policy::Fifo && since.elapsed() >= SPIN_FOR {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                            since = std::time::Instant::now();
+                        }
+                        std::hint::spin_loop();
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            cpu_loop.threads.push(spawned);
+        }
+        for _ in 0..2 {
+            ready_rx.recv().map_err(|e| e.to_string()).and_then(|r| r)?;
+        }
+        Ok(cpu_loop)
+    }
+}
+
+/// For a test run beside a [`ThrottledCpu`] with its real-time loop at FIFO 50: the loops and
+/// the real-time tests' lock (in that order, so the loops stop first), or None after saying
+/// why the test is skipped.
+pub fn throttled_cpu_for(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, ThrottledCpu)> {
+    if !is_root() {
+        skip(test, "needs root (SCHED_FIFO, eBPF or tracefs)");
+        return None;
+    }
+    let serial = realtime_serial();
+    match ThrottledCpu::start(50) {
+        Ok(cpu) => Some((serial, cpu)),
+        Err(why) => {
+            skip(test, &why);
+            None
+        }
+    }
+}
+
+impl Drop for ThrottledCpu {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether `cause` names a time-sharing task as preempting (a lower class never preempts a
+/// real-time thread): any other sentence about such a task than throttling (`fair_server`,
+/// `throttled`), its non-preemptible kernel code, or a timer interrupt late while it ran
+/// before the wakeup.
+pub fn names_time_sharing_preemption(cause: &Value) -> bool {
+    let plain = matches!(
+        cause["reason"].as_str(),
+        None | Some("fair_server" | "throttled" | "non_preemptible" | "timer_late_while_running")
+    );
+    cause["kind"] == "preemption"
+        && cause["task"].is_string()
+        && cause["prio"].as_u64() == Some(0)
+        && !(plain && cause["reason"].is_string())
+}
+
+/// The outliers of `doc` over 2 ms in which time-sharing tasks held the measured CPU 2 ms or
+/// more in all (what throttling gives them; a host's gap is none), less those whose trace
+/// events were lost (the run says it cannot explain them).
+pub fn throttle_outliers(doc: &Value) -> Vec<&Value> {
+    doc["outliers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["latency_ns"].as_u64().unwrap_or(0) > 2_000_000)
+        .filter(|o| {
+            let causes = o["causes"].as_array().unwrap();
+            let time_sharing: u64 = causes
+                .iter()
+                .filter(|c| c["task"].is_string() && c["prio"].as_u64() == Some(0))
+                .map(|c| c["duration_ns"].as_u64().unwrap_or(0))
+                .sum();
+            let lost = causes.iter().any(|c| {
+                c["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("trace events lost"))
+            });
+            time_sharing >= 2_000_000 && !lost
+        })
+        .collect()
+}
+
+/// How many separate throttled stretches `outliers` fall in (starts 200 ms apart or more:
+/// the fair server's are a second apart).
+pub fn throttle_stretches(outliers: &[&Value]) -> usize {
+    let mut at: Vec<u64> = outliers
+        .iter()
+        .map(|o| o["at_ns"].as_u64().unwrap_or(0))
+        .collect();
+    at.sort_unstable();
+    at.windows(2).filter(|w| w[1] - w[0] >= 200_000_000).count() + usize::from(!at.is_empty())
+}
+
+/// Asserts that 95 % or more of `outliers` name throttling as their largest cause besides
+/// host gaps, and that no cause of any names a time-sharing task as preempting.
+pub fn assert_named_throttling(outliers: &[&Value]) {
+    let throttled = outliers
+        .iter()
+        .filter(|o| {
+            o["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["kind"] != "hypervisor_gap")
+                .is_some_and(|c| matches!(c["reason"].as_str(), Some("throttled" | "fair_server")))
+        })
+        .count();
+    assert!(
+        throttled * 100 >= outliers.len() * 95,
+        "{throttled} of {} outliers name throttling: {outliers:#?}",
+        outliers.len()
+    );
+    for o in outliers {
+        for c in o["causes"].as_array().unwrap() {
+            assert!(
+                !names_time_sharing_preemption(c),
+                "a time-sharing task named as preempting: {c} in {o}"
+            );
+        }
+    }
+}
