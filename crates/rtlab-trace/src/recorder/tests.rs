@@ -92,6 +92,18 @@ fn jumps_land_inside_the_program() {
             assert_eq!(insns.last().unwrap().code, 0x95, "ends with exit");
         }
     }
+    // The fork probe writes no record: every jump lands inside, on its exit at the latest.
+    let fork = fork_program(5, 12);
+    for (i, insn) in fork.iter().enumerate() {
+        if insn.code & 0x07 == 0x05 && insn.code != 0x85 && insn.code != 0x95 {
+            let to = i as i64 + 1 + insn.off as i64;
+            assert!(
+                to > i as i64 && to < fork.len() as i64,
+                "fork: jump at {i} to {to}"
+            );
+        }
+    }
+    assert_eq!(fork.last().unwrap().code, 0x95);
 }
 
 /// Two CPUs to pin threads to, when this runs as root on at least two (else says why not).
