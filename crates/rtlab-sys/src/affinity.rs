@@ -184,6 +184,16 @@ impl From<&CpuMask> for CpuList {
     }
 }
 
+/// The CPUs online (`/sys/devices/system/cpu/online`), whatever this process's affinity; its
+/// usable CPUs where that cannot be read.
+pub fn online_cpus() -> CpuList {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| CpuList::parse(s.trim()).ok())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(usable_cpus)
+}
+
 /// The CPUs this process may run on (its affinity mask, which already excludes offline CPUs).
 pub fn usable_cpus() -> CpuList {
     match sched_getaffinity(None) {

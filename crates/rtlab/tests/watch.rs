@@ -1093,3 +1093,40 @@ fn all_rt_only_finds_a_real_time_thread_started_after_the_watch_began() {
         series_names(&doc)
     );
 }
+
+#[test]
+fn a_thread_on_a_cpu_rtlab_itself_may_not_use_is_watched() {
+    // `taskset -c 0 rtlab watch -- taskset -c 1 ./prog`: the kernel's programs run on CPU 1
+    // all the same, so the watch must see the thread there.
+    let test = "a CPU outside rtlab's own affinity";
+    let Some((_dir, program)) = c_program_test(test) else {
+        return;
+    };
+    if rtlab_sys::affinity::usable_cpus().len() < 2
+        || Command::new("taskset").arg("-V").output().is_err()
+    {
+        return skip(test, "needs two CPUs and taskset");
+    }
+    let _serial = realtime_serial();
+    let out = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(rtlab_path())
+        .args(["watch", "--quiet", "--", "taskset", "-c", "1"])
+        .arg(&program)
+        .args(["0.5", "1000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = own_count(&stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("rt-loop:ts/timer"))
+        .unwrap_or_else(|| panic!("no rt-loop series: {stdout}"));
+    let count: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(count * 10 >= n * 9, "{count} of {n}: {stdout}");
+}

@@ -79,7 +79,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
             })
             .transpose()?,
     };
-    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    // Every CPU online: the watched threads may run where rtlab itself may not (`taskset -c 0
+    // rtlab watch ...`); the kernel's programs run there all the same.
+    let cpus: Vec<usize> = rtlab_sys::affinity::online_cpus().as_slice().to_vec();
     let spec = WatchSpec {
         // A command's process is attached once it is started, after tracing is ready.
         pid: match target {
@@ -570,7 +572,7 @@ fn report(
     doc.outliers = book.outliers();
     // Where the recorder looked: the watched threads' CPUs, as they changed.
     let (_, ever) = s.traced();
-    let traced: Vec<usize> = rtlab_sys::affinity::usable_cpus()
+    let traced: Vec<usize> = rtlab_sys::affinity::online_cpus()
         .as_slice()
         .iter()
         .copied()
