@@ -13,8 +13,8 @@ set -euo pipefail
 MIN=${1:-10}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO)" >&2; exit 2; fi
-cargo build --release -q
-RTLAB=$PWD/target/release/rtlab
+# RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
+if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
@@ -32,6 +32,7 @@ set -e
 kill $BUILD 2>/dev/null || true
 echo "watch exit status: $STATUS (0: nothing of the watched threads lost; 3: --fail-on-loss)"
 grep -h "events lost" "$WORK/out.txt" || true
+grep -h . "$WORK/err.txt" | head -40 || true
 python3 - "$WORK" <<'PY'
 import json, re, sys, glob
 work = sys.argv[1]

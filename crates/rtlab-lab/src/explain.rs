@@ -80,6 +80,7 @@ impl Session {
             started_ns: rtlab_sys::time::monotonic_now_ns(),
             waits: waits.to_vec(),
             rings: None,
+            stacks: false,
         };
         outcome.origin_ns = Some(options.started_ns);
         match rtlab_trace::Explainer::start(cpus, options) {

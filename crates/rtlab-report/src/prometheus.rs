@@ -274,6 +274,7 @@ mod tests {
                 detail: None,
                 reason: None,
             }],
+            stacks: Vec::new(),
         });
         let text = render(&WatchMetrics {
             delays: vec![DelayMetric {

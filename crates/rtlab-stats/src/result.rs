@@ -440,6 +440,39 @@ pub struct Outlier {
     pub until_running_ns: Option<u64>,
     /// Its causes, largest first.
     pub causes: Vec<Cause>,
+    /// Kernel stacks, where asked for (`rtlab watch --stacks`): of the late thread where its
+    /// delay began, and of the task that ran instead where it gave the CPU back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<KernelStack>,
+}
+
+/// A task's kernel stack at a switch away from it, innermost frame first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KernelStack {
+    /// Whose it is, for the outlier.
+    pub role: StackRole,
+    /// The task's name and TID.
+    pub task: String,
+    pub pid: i64,
+    /// When it left the CPU with this stack, ns since the run started.
+    pub at_ns: u64,
+    /// `function+0xoffset`, innermost first, from the scheduler's entry down.
+    pub frames: Vec<String>,
+}
+
+/// Whose stack a [`KernelStack`] is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StackRole {
+    /// The late thread's, as it left its CPU last before its delay began (where it slept,
+    /// or was preempted).
+    Late,
+    /// The task's current where the late thread was woken, at its wakeup: for a timer, the
+    /// code its interrupt stopped (as rtla's stack at a timer's threshold).
+    Waker,
+    /// The culprit's (the task of the main cause; else the task that held the CPU last
+    /// before the late thread got it), as it gave the CPU back.
+    RanInstead,
 }
 
 /// Explained outliers counted by their main cause (the first, largest one): a long run (`rtlab

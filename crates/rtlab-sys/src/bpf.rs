@@ -10,12 +10,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BPF_MAP_CREATE: i32 = 0;
+const BPF_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_MAP_DELETE_ELEM: i32 = 3;
 const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_PROG_LOAD: i32 = 5;
 const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_STACK_TRACE: u32 = 7;
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
@@ -134,6 +136,45 @@ impl Map {
             value_size,
             entries,
         })
+    }
+
+    /// A map of kernel stacks of at most `depth` return addresses (u64 each), at most
+    /// `entries` of them, filled by programs' `bpf_get_stackid` (which returns the key).
+    pub fn stack_trace(depth: u32, entries: u32) -> Result<Map, SysError> {
+        let value_size = depth * 8;
+        let mut a = Attr::new()
+            .u32(0, BPF_MAP_TYPE_STACK_TRACE)
+            .u32(4, 4)
+            .u32(8, value_size)
+            .u32(12, entries);
+        let fd = bpf(BPF_MAP_CREATE, &mut a, "bpf(BPF_MAP_CREATE, stack trace)")?;
+        Ok(Map {
+            fd: owned(fd),
+            key_size: 4,
+            value_size,
+            entries,
+        })
+    }
+
+    /// The value at `key` (exactly the key size), None when absent.
+    pub fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>, SysError> {
+        if key.len() != self.key_size as usize {
+            return Err(SysError::Invalid {
+                what: format!("bpf map lookup of a {}-byte key", key.len()),
+            });
+        }
+        let mut value = vec![0u8; self.value_size as usize];
+        let mut a = Attr::new()
+            .u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64)
+            .u64(16, value.as_mut_ptr() as u64);
+        match bpf(BPF_MAP_LOOKUP_ELEM, &mut a, "bpf(BPF_MAP_LOOKUP_ELEM)") {
+            Ok(_) => Ok(Some(value)),
+            Err(SysError::Io { ref source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Sets `key` (exactly the key size) to `value` in a hash map (inserted if new).
@@ -410,6 +451,8 @@ pub mod asm {
         pub const MAP_LOOKUP_ELEM: i32 = 1;
         /// `bpf_map_update_elem`.
         pub const MAP_UPDATE_ELEM: i32 = 2;
+        /// `bpf_get_stackid` (the current task's kernel stack, stored in a stack map).
+        pub const GET_STACKID: i32 = 27;
     }
 
     const ALU64: u8 = 0x07;

@@ -123,6 +123,7 @@ mod tests {
                 detail: None,
                 reason: None,
             }],
+            stacks: Vec::new(),
         }
     }
 

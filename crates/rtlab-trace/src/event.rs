@@ -114,6 +114,15 @@ pub enum Kind {
     /// As `Lost`, but only of other tasks than the watched threads: theirs have rings of their
     /// own, none of them was lost.
     LostOthers(u64),
+    /// The kernel stack of `task` at the event just before (where the recorder keeps
+    /// stacks): at a switch, the task leaving the CPU; at a watched thread's waking, the
+    /// waker (for a timer, the task its interrupt stopped). `id` in the recorder's stack map.
+    Stack {
+        /// The task switched out.
+        task: i64,
+        /// Its stack's key.
+        id: u32,
+    },
 }
 
 impl Kind {
@@ -521,6 +530,7 @@ pub fn format_line(e: &Event) -> String {
         Kind::Marker(m) => format!("tracing_mark_write: {m}"),
         Kind::Other(name) => format!("{name}:"),
         Kind::Lost(n) | Kind::LostOthers(n) => format!("lost_events: count={n}"),
+        Kind::Stack { task, id } => format!("kernel_stack: pid={task} id={id}"),
     };
     format!(
         "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",

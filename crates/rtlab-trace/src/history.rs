@@ -146,3 +146,96 @@ pub(crate) fn window_events(
     out.sort_by_key(|(e, _)| e.ts_ns);
     out
 }
+
+/// The stack recorded with `events[i]` (the event right after it, at the same time), if
+/// it is `task`'s.
+fn stack_after(events: &[&Event], i: usize, task: i64) -> Option<u32> {
+    let next = events.get(i + 1)?;
+    match &next.kind {
+        Kind::Stack { task: t, id } if *t == task && next.ts_ns == events[i].ts_ns => Some(*id),
+        _ => None,
+    }
+}
+
+/// The kernel stacks of the delay `r` asked about, as the recorder kept them (`resolve`
+/// turns a stack's key into its frames): the late thread's, at its last switch away before
+/// the delay began, the waker's at the wakeup, and the culprit's (`culprit`, the task of
+/// the main cause, else the task that held the CPU last) as it gave the CPU back.
+pub(crate) fn stacks_of(
+    r: &crate::Request,
+    culprit: Option<i64>,
+    histories: &[History],
+    started_ns: u64,
+    resolve: &dyn Fn(u32) -> Option<Vec<String>>,
+) -> Vec<rtlab_stats::result::KernelStack> {
+    use rtlab_stats::result::{KernelStack, StackRole};
+    let stack = |role, task: &Task, at_ns: u64, id: u32| {
+        resolve(id).map(|frames| KernelStack {
+            role,
+            task: task.comm.to_string(),
+            pid: task.pid,
+            at_ns: at_ns.saturating_sub(started_ns),
+            frames,
+        })
+    };
+    let mut out = Vec::new();
+    let ran = r.running_ns.unwrap_or(r.woke_ns);
+    // The late thread's switch away before its delay began, on whichever CPU it was.
+    let late = histories
+        .iter()
+        .flat_map(|h| {
+            let end = h.events.partition_point(|e| e.ts_ns <= r.deadline_ns);
+            h.events.range(..end).rev().find_map(|e| match &e.kind {
+                Kind::Stack { task, id } if *task == r.tid => Some((e.ts_ns, *id)),
+                _ => None,
+            })
+        })
+        .max_by_key(|&(ts, _)| ts);
+    if let Some((ts, id)) = late {
+        let task = find_task(histories, r.tid);
+        out.extend(stack(StackRole::Late, &task, ts, id));
+    }
+    // The task current where it was woken (for a timer: the code its interrupt stopped).
+    let waking = histories
+        .iter()
+        .flat_map(|h| {
+            let from = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
+            let to = h.events.partition_point(|e| e.ts_ns <= ran);
+            let events: Vec<&Event> = h.events.range(from..to).collect();
+            let i = events
+                .iter()
+                .position(|e| matches!(&e.kind, Kind::Waking { task, .. } if task.pid == r.tid))?;
+            let waker = events[i].current_pid;
+            stack_after(&events, i, waker).map(|id| (events[i].ts_ns, waker, id))
+        })
+        .min_by_key(|&(ts, _, _)| ts);
+    if let Some((ts, waker, id)) = waking {
+        let task = find_task(histories, waker);
+        out.extend(stack(StackRole::Waker, &task, ts, id));
+    }
+    // The culprit's switch away within the delay (the last; else the last switch that gave
+    // the thread its CPU), and the stack that came with it. (To the delay's end: a thread
+    // may get its CPU and lose it again before its wait returns.)
+    if let Some(h) = histories.get(r.cpu as usize) {
+        let from = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
+        let to = h.events.partition_point(|e| e.ts_ns <= r.woke_ns);
+        let events: Vec<&Event> = h.events.range(from..to).collect();
+        let away = |who: &dyn Fn(&Task, &Task) -> bool| {
+            events.iter().rposition(|e| {
+                matches!(&e.kind, Kind::Switch { prev, next, .. } if prev.pid != 0 && who(prev, next))
+            })
+        };
+        let switch = culprit
+            .filter(|&c| c != r.tid && c > 0)
+            .and_then(|c| away(&|prev, _| prev.pid == c))
+            .or_else(|| away(&|_, next| next.pid == r.tid));
+        if let Some(i) = switch {
+            if let Kind::Switch { prev, .. } = &events[i].kind {
+                if let Some(id) = stack_after(&events, i, prev.pid) {
+                    out.extend(stack(StackRole::RanInstead, prev, events[i].ts_ns, id));
+                }
+            }
+        }
+    }
+    out
+}

@@ -164,6 +164,9 @@ pub struct Options {
     /// The eBPF recorder's ring sizes (None: its defaults; a watch sizes them from the
     /// machine's event rate unless forced).
     pub rings: Option<Rings>,
+    /// Keep the kernel stacks of each explained delay's thread and of the task that ran
+    /// instead (the eBPF recorder only).
+    pub stacks: bool,
 }
 
 /// What the explainer found.
@@ -326,6 +329,7 @@ impl Explainer {
                         .follows_children()
                 }),
                 rings: options.rings.unwrap_or_default(),
+                stacks: options.stacks,
             };
             match recorder::Recorder::start_with(cpus, &traced, setup) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),

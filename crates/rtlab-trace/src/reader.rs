@@ -2,7 +2,7 @@
 //! threads' reports, and explains each once the trace has caught up with it.
 
 use crate::event::{format_line, parse_text, Event, Kind};
-use crate::history::{find_task, wakings_elsewhere, window_events, window_of, History};
+use crate::history::{find_task, stacks_of, wakings_elsewhere, window_events, window_of, History};
 use crate::reason::Reason;
 use crate::watch::WatchState;
 use crate::{explain, recorder, Options, Request};
@@ -200,6 +200,7 @@ pub(crate) fn read_loop(
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let drained_at = monotonic_now_ns();
+
         // The watcher takes the events of its threads as they are read (one lock per poll).
         let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
         let text = matches!(source, Source::Text { .. });
@@ -280,6 +281,13 @@ pub(crate) fn read_loop(
                     out.outliers.len(),
                 )?;
                 out.windows.extend(window);
+                let mut o = o;
+                if let (true, Source::Bpf(rec)) = (options.stacks, &source) {
+                    let culprit = o.causes.iter().find_map(|c| c.pid);
+                    o.stacks = stacks_of(&r, culprit, &histories, options.started_ns, &|id| {
+                        rec.stack(id)
+                    });
+                }
                 // A watch keeps its own (the worst of each interval, and counts).
                 if let Some(w) = watch {
                     w.lock()
@@ -492,6 +500,7 @@ fn explain_one(
                 .running_ns
                 .map(|t| t.saturating_sub(r.deadline_ns).min(latency)),
             causes,
+            stacks: Vec::new(),
         },
         saved,
     ))

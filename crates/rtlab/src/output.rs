@@ -323,6 +323,21 @@ pub fn described(outliers: &[rtlab_stats::result::Outlier]) -> String {
             &o.causes,
         ));
         out.push('\n');
+        for s in &o.stacks {
+            out.push_str(&format!(
+                "      kernel stack of {} {}, {}:\n",
+                rtlab_report::printable(&s.task),
+                s.pid,
+                match s.role {
+                    rtlab_stats::result::StackRole::Late => "as it left its CPU before the delay",
+                    rtlab_stats::result::StackRole::Waker => "where the thread was woken",
+                    rtlab_stats::result::StackRole::RanInstead => "as it gave the CPU back",
+                }
+            ));
+            for f in &s.frames {
+                out.push_str(&format!("        {f}\n"));
+            }
+        }
     }
     out
 }

@@ -116,40 +116,43 @@ fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_sta
     }
 }
 
-#[test]
-fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() {
-    if !can_run("watch hog") {
-        return;
-    }
-    let _serial = realtime_serial();
+/// `rtlab watch --pid P --thread rt-loop` with `watch_args` (and --json) on the periodic
+/// program on CPU 0 (started by `rtlab exec` with `exec_args`), beside a SCHED_FIFO 99 hog
+/// there for `hog_secs` from 300 ms after the program (3 ms every 200 ms): the watch's
+/// output (it must succeed) and its valid result document.
+fn watched_beside_a_hog(
+    exec_args: &[&str],
+    hog_secs: &str,
+    watch_args: &[&str],
+) -> (std::process::Output, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("w.json");
-    // The program on CPU 0, beside the hog (FIFO 99, 3 ms every 200 ms).
     let mut program = Command::new(rtlab_path())
-        .args(["exec", "--cpus", "0", "--", "python3", "-c"])
+        .args(["exec", "--cpus", "0"])
+        .args(exec_args)
+        .args(["--", "python3", "-c"])
         .arg(periodic_program(30.0, 0))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let mut hog = Command::new(rtlab_path())
-        .args(["load", "hog:99:3ms/200ms:0", "--duration", "6s", "--quiet"])
+        .args([
+            "load",
+            "hog:99:3ms/200ms:0",
+            "--duration",
+            hog_secs,
+            "--quiet",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let pid = program.id().to_string();
     let out = rtlab()
-        .args([
-            "watch",
-            "--pid",
-            &pid,
-            "--thread",
-            "rt-loop",
-            "--duration",
-            "4s",
-        ])
-        .args(["--threshold", "1500us", "--top", "50", "--quiet", "--json"])
+        .args(["watch", "--pid", &pid, "--thread", "rt-loop"])
+        .args(watch_args)
+        .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
@@ -160,6 +163,29 @@ fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc = load_valid_document(&json);
+    (out, doc)
+}
+
+#[test]
+fn a_hog_on_the_watched_threads_cpu_is_named_as_the_cause_of_its_late_wakeups() {
+    if !can_run("watch hog") {
+        return;
+    }
+    let _serial = realtime_serial();
+    // The program on CPU 0, beside the hog (FIFO 99, 3 ms every 200 ms).
+    let (_, doc) = watched_beside_a_hog(
+        &[],
+        "6s",
+        &[
+            "--duration",
+            "4s",
+            "--threshold",
+            "1500us",
+            "--top",
+            "50",
+            "--quiet",
+        ],
+    );
     // Only where the watched thread may run was traced (eBPF), or every CPU (tracefs).
     let traced = doc["verdict"]["traced_cpus"].as_str().unwrap();
     let every = rtlab_sys::affinity::usable_cpus().to_string();
@@ -1129,4 +1155,99 @@ fn a_thread_on_a_cpu_rtlab_itself_may_not_use_is_watched() {
         .unwrap_or_else(|| panic!("no rt-loop series: {stdout}"));
     let count: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(count * 10 >= n * 9, "{count} of {n}: {stdout}");
+}
+
+#[test]
+fn stacks_name_where_the_late_thread_slept_what_the_hog_ran_and_where_it_gave_way() {
+    // A SCHED_FIFO 50 thread sleeping 1 ms at a time on CPU 0 beside a SCHED_FIFO 99 hog
+    // there (3 ms every 200 ms): its delays over 1.5 ms are the hog's. With --stacks each such outlier keeps
+    // the thread's stack where it slept, the hog's where the thread's sleep timer woke it
+    // (the timer interrupt), and the hog's where it gave the CPU back.
+    let test = "watch --stacks";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = realtime_serial();
+    let (out, doc) = watched_beside_a_hog(
+        &["--policy", "fifo", "--prio", "50"],
+        "5s",
+        &[
+            "--stacks",
+            "--duration",
+            "3s",
+            "--threshold",
+            "1500us",
+            "--top",
+            "50",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if doc["series"][0]["tags"]["source"] != "bpf" {
+        assert!(stderr.contains("kernel stacks"), "{stderr}");
+        return skip(test, "kernel stacks need the eBPF recorder");
+    }
+    let by_hog: Vec<&serde_json::Value> = doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["series"].as_str().unwrap().ends_with("/timer"))
+        .filter(|o| o["causes"][0]["task"] == "rtlab-hog" && o["causes"][0]["kind"] == "preemption")
+        .collect();
+    assert!(
+        by_hog.len() >= 3,
+        "{} timer outliers named the hog",
+        by_hog.len()
+    );
+    let frames = |s: &serde_json::Value| -> Vec<String> {
+        s["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect()
+    };
+    let has = |frames: &[String], f: &str| frames.iter().any(|x| x.starts_with(&format!("{f}+")));
+    let mut complete = 0;
+    for o in &by_hog {
+        let stacks = o["stacks"].as_array().cloned().unwrap_or_default();
+        let role = |r: &str| stacks.iter().find(|s| s["role"] == r);
+        // Every stack starts below the tracepoint: no frame of the recorder's own.
+        for s in &stacks {
+            let f = frames(s);
+            assert!(
+                !f.is_empty()
+                    && !["bpf_trace_run", "__traceiter_", "_einittext+"]
+                        .iter()
+                        .any(|p| f[0].starts_with(p)),
+                "{s}"
+            );
+        }
+        let (Some(late), Some(waker), Some(ran)) =
+            (role("late"), role("waker"), role("ran_instead"))
+        else {
+            continue;
+        };
+        // The thread slept in its sleep call; its sleep timer's interrupt stopped the hog (or
+        // whatever ran, the hog's own timer due at the same time), and the hog gave the CPU
+        // back in the scheduler.
+        assert_eq!(late["task"], "rt-loop", "{o}");
+        assert!(
+            has(&frames(late), "__schedule") && has(&frames(late), "do_nanosleep"),
+            "{late}"
+        );
+        assert!(waker["pid"].as_i64().unwrap() >= 0, "{o}");
+        assert!(has(&frames(waker), "hrtimer_wakeup"), "{waker}");
+        assert_eq!(ran["task"], "rtlab-hog", "{o}");
+        assert!(frames(ran)[0].starts_with("__schedule+"), "{ran}");
+        complete += 1;
+    }
+    // (One may lack a stack: a busy machine's storm of switches can take a record.)
+    assert!(
+        complete + 1 >= by_hog.len() && complete >= 3,
+        "{complete} of {} outliers caused by the hog have all three stacks: {by_hog:#?}",
+        by_hog.len()
+    );
+    // The text says it under the worst outliers.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("kernel stack of rtlab-hog"), "{text}");
 }

@@ -156,7 +156,15 @@ pub(crate) struct Setup {
     /// Processes a watched one starts are watched from their start (in the kernel).
     pub follow_forks: bool,
     pub rings: Rings,
+    /// Each switch records the kernel stack the task leaving the CPU left it with
+    /// ([`Kind::Stack`], [`Recorder::stack`]).
+    pub stacks: bool,
 }
+
+/// Return addresses kept per kernel stack, and stacks kept (distinct ones: a stack seen
+/// again reuses its entry; one whose entry is taken by another is not kept).
+const STACK_DEPTH: u32 = 32;
+const STACK_ENTRIES: u32 = 32768;
 /// A record read, or (Err) a loss before the next one of its CPU: (CPU, how many, from when
 /// the lost ones may have been written, of the watched processes' own ring).
 type Drained = Result<[u8; REC as usize], (u16, u64, u64, bool)>;
@@ -218,6 +226,10 @@ pub(crate) struct Recorder {
     irq_names: HashMap<u32, String>,
     /// Kernel text symbols, sorted by address.
     symbols: Vec<(u64, String)>,
+    /// The switches' kernel stacks, where recorded ([`Setup::stacks`]).
+    stack_map: Option<Map>,
+    /// The stack of the switch just decoded, delivered after it.
+    stack_after: Option<Event>,
     comms: HashMap<i64, std::sync::Arc<str>>,
     /// Timer functions' names by address (a few, each named on every expiry).
     timer_functions: HashMap<u64, std::sync::Arc<str>>,
@@ -252,6 +264,7 @@ impl Recorder {
                 watched: waits,
                 follow_forks: false,
                 rings: Rings::default(),
+                stacks: false,
             },
         )
     }
@@ -269,6 +282,7 @@ impl Recorder {
             watched,
             follow_forks,
             rings: sizes,
+            stacks,
         } = setup;
         // The reader trusts a record once its sequence number is there: that needs the CPU
         // to make the programs' stores visible in order, which x86-64 does (TSO). Elsewhere a
@@ -295,6 +309,17 @@ impl Recorder {
         let own = watched_set.is_some() && offsets.tgid.is_some();
         let heads_map = Map::array(HEAD_BYTES, rings * (1 + own as u32), true).map_err(sys)?;
         let slots_map = Map::array(REC as u32, rings * sizes.slots, true).map_err(sys)?;
+        let mut missing = Vec::new();
+        let stack_map = match stacks {
+            true => match Map::stack_trace(STACK_DEPTH, STACK_ENTRIES) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    missing.push(format!("kernel stacks ({e})"));
+                    None
+                }
+            },
+            false => None,
+        };
         let own_slots_map = match own {
             true => Some(Map::array(REC as u32, rings * sizes.own_slots, true).map_err(sys)?),
             false => None,
@@ -320,6 +345,7 @@ impl Recorder {
                 _ => None,
             },
             size: sizes.slots,
+            stacks: stack_map.as_ref().map(Map::raw_fd),
         };
         let slots = slots_map.map_read().map_err(sys)?;
         let own_slots = match &own_slots_map {
@@ -328,7 +354,6 @@ impl Recorder {
         };
         let mut links = Vec::new();
         let mut programs = Vec::new();
-        let mut missing = Vec::new();
         let mut names_sleepers = false;
         for probe in probes() {
             if probe.kind == K_WAKING && !wakings && names_sleepers {
@@ -471,6 +496,8 @@ impl Recorder {
             names_timer_wakeups: names_sleepers,
             irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
+            stack_map,
+            stack_after: None,
             comms: HashMap::new(),
             timer_functions: HashMap::new(),
             comms_since: 0,
@@ -652,6 +679,9 @@ impl Recorder {
                             });
                         }
                         f(e);
+                        if let Some(stack) = self.stack_after.take() {
+                            f(stack);
+                        }
                     }
                 }
             }
@@ -682,6 +712,26 @@ impl Recorder {
             -1
         };
         let function = (kind_code == K_TIMER).then(|| self.timer_function(u64_at(OFF_X)));
+        // The stack the task leaving the CPU left it with, after the switch.
+        // (At a waking of a watched thread, the waker's: for a timer, the interrupted task's.)
+        let stack_at = match kind_code {
+            K_SWITCH => Some(OFF_PID1),
+            K_WAKING if self.own_slots.is_some() => Some(OFF_PID2),
+            _ => None,
+        };
+        if let (Some(at), Some(_)) = (stack_at, &self.stack_map) {
+            if let Ok(id) = u32::try_from(i32_at(at)) {
+                self.stack_after = Some(Event {
+                    cpu,
+                    ts_ns: u64_at(OFF_TS),
+                    current_pid,
+                    kind: Kind::Stack {
+                        task: current_pid,
+                        id,
+                    },
+                });
+            }
+        }
         let mut task = |pid: i64, prio: i64| Task {
             comm: self.comm(pid, cpu),
             pid,
@@ -843,6 +893,28 @@ impl Recorder {
         name
     }
 
+    /// Kernel stack `id` ([`Kind::Stack`]), innermost frame first, as `function+0xoffset`,
+    /// from the code that hit the tracepoint down (the tracing frames above it left out); None when
+    /// not recorded or since replaced.
+    pub fn stack(&self, id: u32) -> Option<Vec<String>> {
+        let value = self.stack_map.as_ref()?.lookup(&id.to_ne_bytes()).ok()??;
+        let frames: Vec<String> = value
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .take_while(|&a| a != 0)
+            .map(|a| self.symbol_offset(a))
+            .collect();
+        Some(below_the_tracepoint(frames))
+    }
+
+    fn symbol_offset(&self, addr: u64) -> String {
+        let i = self.symbols.partition_point(|(a, _)| *a <= addr);
+        match i.checked_sub(1).and_then(|i| self.symbols.get(i)) {
+            Some((at, name)) => format!("{name}+{:#x}", addr - at),
+            None => format!("{addr:#x}"),
+        }
+    }
+
     fn symbol(&self, addr: u64) -> String {
         let i = self.symbols.partition_point(|(a, _)| *a <= addr);
         match i.checked_sub(1).and_then(|i| self.symbols.get(i)) {
@@ -850,6 +922,17 @@ impl Recorder {
             None => format!("{addr:#x}"),
         }
     }
+}
+
+/// A stack from the code that hit the tracepoint down: the frames above it left out (the
+/// recorder's program, outside the kernel's text, and the tracepoint's own).
+fn below_the_tracepoint(frames: Vec<String>) -> Vec<String> {
+    let tracing = |f: &String| {
+        ["_einittext+", "0x", "bpf_", "__bpf_", "__traceiter_"]
+            .iter()
+            .any(|p| f.starts_with(p))
+    };
+    frames.into_iter().skip_while(tracing).collect()
 }
 
 fn monotonic_expiry(raw: u64, ts_ns: u64, offsets: &[i64; 3]) -> Option<u64> {

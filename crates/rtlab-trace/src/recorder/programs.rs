@@ -82,6 +82,8 @@ pub(super) struct Maps {
     pub(super) own: Option<OwnRings>,
     /// Slots per ring (a power of two).
     pub(super) size: u32,
+    /// The stack map switches record the kernel stack of the task leaving the CPU into.
+    pub(super) stacks: Option<i32>,
 }
 
 /// The watched processes' events go to rings of their own, one per CPU beside its ring for
@@ -441,6 +443,16 @@ impl Builder {
         self.push(asm::st32(R7, OFF_A, 1));
     }
 
+    /// `bpf_get_stackid(ctx, map, 0)` into `at` (i32: negative when not kept, the map's
+    /// entry taken by another stack, or the unwinding failed).
+    fn stack(&mut self, map: i32, at: i16) {
+        self.push(asm::mov(R1, R6));
+        self.extend(asm::ld_map_fd(R2, map));
+        self.push(asm::mov_imm(R3, 0));
+        self.push(asm::call(helper::GET_STACKID));
+        self.push(asm::stx32(R7, at, R0));
+    }
+
     /// TID and priority of the task in `ctx->args[arg]` into slot 1 or 2.
     fn task(&mut self, arg: i16, t: &TaskOffsets, second: bool) {
         let (pid, prio) = if second {
@@ -637,6 +649,9 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
             b.arg(3, OFF_X, true);
             b.task_field(1, t.prio, OFF_PRIO1, 4);
             b.task(2, t, true);
+            if let Some(map) = maps.stacks {
+                b.stack(map, OFF_PID1);
+            }
         }
         K_WAKING => {
             // The waker (for a lock wait: the holder), and the CPU the woken task last ran on.
@@ -645,6 +660,16 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
             match t.cpu {
                 Some(cpu) => b.task_field(0, cpu, OFF_A, 4),
                 None => b.push(asm::st32(R7, OFF_A, -1)),
+            }
+            // The waker's stack (a timer's: the code its interrupt stopped), for the watched
+            // threads' wakings alone.
+            if let (Some(map), Some(_)) = (maps.stacks, maps.own) {
+                b.push(asm::st32(R7, OFF_PID2, -1));
+                b.push(asm::ldx32(R1, R10, FP_OWN));
+                let at = b.insns.len();
+                b.push(asm::jeq_imm(R1, 0, 0));
+                b.stack(map, OFF_PID2);
+                b.insns[at].off = (b.insns.len() - at - 1) as i16;
             }
         }
         K_MIGRATE => {

@@ -48,13 +48,18 @@ fn jumps_land_inside_the_program() {
             size: 128,
         };
         let cases = [(true, &with), (true, &without), (false, &with)];
-        for ((direct, t), own) in cases.into_iter().flat_map(|c| [(c, None), (c, Some(own))]) {
+        let variants = cases
+            .into_iter()
+            .flat_map(|c| [(c, None), (c, Some(own))])
+            .flat_map(|v| [(v, None), (v, Some(7))]);
+        for (((direct, t), own), stacks) in variants {
             let maps = Maps {
                 cpus: 2,
                 heads: 3,
                 slots: 4,
                 own,
                 size: SLOTS,
+                stacks,
             };
             let insns = program(&probe, t, maps, direct);
             assert!(insns.len() < 200, "{} instructions", insns.len());
@@ -694,6 +699,7 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
             slots: 64,
             own_slots: OWN_SLOTS,
         },
+        stacks: false,
     };
     let mut r = match Recorder::start_with(&cpus, &CpuMask::of(&cpus), setup) {
         Ok(r) if r.has_own_rings() && r.records_wait_calls() => r,

@@ -52,6 +52,9 @@ the worst of each of the last 30 intervals and of the run, and counts every expl
 cause (verdict.outlier_summary). rtlab's own threads (its reader, writers, metrics server,
 watchdog) are the observer, never a cause: one 'observer' cause where they ran, and their
 whole time on the watched CPUs in the series watch/observer.
+--stacks adds kernel stacks to each explained delay (eBPF only): the late thread's as it left
+its CPU, the waker's at the wakeup (for a sleep timer, the code its interrupt stopped) and
+the culprit's (the main cause's task) as it gave the CPU back.
 
 It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
 the complete result (--json). Every --interval-log it shows the interval on stderr (a table
@@ -74,6 +77,7 @@ Examples:
   rtlab watch --json app.json -- sh -c './start-app.sh'
   rtlab watch --cgroup system.slice/app.service --duration 1h --metrics 127.0.0.1:9464
   rtlab watch --all --rt-only --duration 10m --fail-on-loss
+  rtlab watch --pid 4242 --threshold 500us --stacks --duration 1m
 ";
 
 pub(super) const WAKEUP_HELP: &str = "\

@@ -91,6 +91,13 @@ pub struct WatchArgs {
     /// final table, as runqlat does.
     #[arg(long)]
     pub histogram: bool,
+    /// Keep kernel stacks with each explained delay, as rtla's -s and offcputime do: the
+    /// late thread's where its delay began (where it slept or was preempted), the waker's at
+    /// the wakeup (for a sleep timer, the code its interrupt stopped) and the culprit's as it
+    /// gave the CPU back. Printed under the worst outliers and in the JSON. A stack lookup on
+    /// every context switch of the traced CPUs (eBPF only).
+    #[arg(long)]
+    pub stacks: bool,
     /// CPUs for rtlab's trace reader (default: those the watched threads may not run on,
     /// where there are any). On them it never delays a watched thread.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]

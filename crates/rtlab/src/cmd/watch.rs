@@ -78,6 +78,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
                 rtlab_trace::Rings::forced(n).map_err(|e| BadInput(format!("--ring-slots {e}")))
             })
             .transpose()?,
+        stacks: args.stacks,
     };
     // Every CPU online: the watched threads may run where rtlab itself may not (`taskset -c 0
     // rtlab watch ...`); the kernel's programs run there all the same.
@@ -165,6 +166,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         &state.lock().unwrap_or_else(|p| p.into_inner()),
         pid,
         &findings,
+        args.stacks,
     ));
     let ended = Run {
         started_realtime,
@@ -650,14 +652,23 @@ fn lost_line(s: &WatchState) -> String {
 }
 
 /// What the run could not watch or measure, as warnings.
-fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec<String> {
+fn shortfalls(
+    s: &WatchState,
+    pid: i32,
+    findings: &rtlab_trace::Findings,
+    stacks: bool,
+) -> Vec<String> {
     let (refused, abandoned) = s.shortfalls();
     let lost_events = findings.lost_events;
     let mut warnings = Vec::new();
     if findings.backend != "bpf" {
         warnings.push(format!(
-            "the {} source measures wakeup delays only: no timer or lock series",
-            findings.backend
+            "the {} source measures wakeup delays only: no timer or lock series{}",
+            findings.backend,
+            match stacks {
+                true => ", and no kernel stacks",
+                false => "",
+            }
         ));
     } else {
         let (locks, others): (Vec<&String>, Vec<&String>) = findings

@@ -177,6 +177,7 @@ mod tests {
                 detail: None,
                 reason: None,
             }],
+            stacks: Vec::new(),
         });
         Interval {
             at_ns: 20_000_000_000,
