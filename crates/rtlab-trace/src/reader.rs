@@ -115,6 +115,54 @@ impl Source {
     }
 }
 
+/// What the reader hands every event it reads to, as read (each CPU's in time order, the
+/// CPUs one after another): the per-CPU history explanations are cut from ([`Histories`]),
+/// and a watch's state ([`WatchState`]).
+pub(crate) trait Consumer {
+    /// One event.
+    fn offer(&mut self, e: &Event);
+    /// A drain (begun at `drained_at`) is over, or the run (`stopping`): act on what came,
+    /// asking for explanations through `ask`.
+    fn drained(&mut self, _drained_at: u64, _stopping: bool, _ask: &mut dyn FnMut(Request)) {}
+}
+
+/// The per-CPU histories, and the kernel's text of the event offered next where kept.
+#[derive(Debug, Default)]
+pub(crate) struct Histories {
+    per_cpu: Vec<History>,
+    raw: Option<String>,
+}
+
+impl std::ops::Deref for Histories {
+    type Target = [History];
+    fn deref(&self) -> &[History] {
+        &self.per_cpu
+    }
+}
+
+impl Consumer for Histories {
+    fn offer(&mut self, e: &Event) {
+        let cpu = e.cpu as usize;
+        if self.per_cpu.len() <= cpu {
+            self.per_cpu.resize_with(cpu + 1, History::default);
+        }
+        self.per_cpu[cpu].push(e.clone(), self.raw.take());
+    }
+}
+
+impl Consumer for WatchState {
+    fn offer(&mut self, e: &Event) {
+        WatchState::offer(self, e);
+    }
+
+    fn drained(&mut self, drained_at: u64, stopping: bool, ask: &mut dyn FnMut(Request)) {
+        match stopping {
+            true => self.flush(ask),
+            false => self.advance(drained_at, ask),
+        }
+    }
+}
+
 /// Which CPUs were traced when: the mask in effect from each change on, oldest first (the
 /// last few changes: explanations look back well under a second).
 #[derive(Debug)]
@@ -186,7 +234,7 @@ pub(crate) fn read_loop(
             .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
             .map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
     }
-    let mut histories: Vec<History> = Vec::new();
+    let mut histories = Histories::default();
     let mut traced = TracedLog::new(match &source {
         Source::Bpf(r) => r.traced().clone(),
         Source::Text { .. } => CpuMask::every(),
@@ -200,33 +248,29 @@ pub(crate) fn read_loop(
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let drained_at = monotonic_now_ns();
-
-        // The watcher takes the events of its threads as they are read (one lock per poll).
+        // Each event goes to every consumer: the history, and a watcher (which takes the
+        // events of its threads as they are read; one lock per poll).
         let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
         let text = matches!(source, Source::Text { .. });
         let got = source.poll(keep_raw, &mut |e, raw| {
             if let (true, Kind::Lost(n)) = (text, &e.kind) {
                 lost.fetch_add(*n, Ordering::Relaxed);
             }
-            let cpu = e.cpu as usize;
-            if histories.len() <= cpu {
-                histories.resize_with(cpu + 1, History::default);
+            histories.raw = raw;
+            let watcher = watching.as_deref_mut().map(|w| w as &mut dyn Consumer);
+            for c in [Some(&mut histories as &mut dyn Consumer), watcher]
+                .into_iter()
+                .flatten()
+            {
+                c.offer(&e);
             }
-            if let Some(w) = watching.as_mut() {
-                w.offer(&e);
-            }
-            histories[cpu].push(e, raw);
         })?;
         if let Some(mut w) = watching {
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
                 pending.push((r, drained_at));
             };
-            if stopping {
-                w.flush(&mut ask);
-            } else {
-                w.advance(drained_at, &mut ask);
-            }
+            w.drained(drained_at, stopping, &mut ask);
             // Follow where the watched threads may run (the tracefs source traces every CPU),
             // and record the wait calls of the threads watched now.
             match &mut source {

@@ -146,13 +146,22 @@ pub(crate) fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -
 pub(crate) enum Moved {
     /// Nothing.
     Nothing,
-    /// Woken (on `from_cpu`: a `sched_waking`, or the expiry of its sleep timer), with its
-    /// priority then.
-    Woken { from_cpu: u16, prio: i64 },
+    /// Woken (on `from_cpu`: a `sched_waking`, or `by_timer` the expiry of its sleep timer),
+    /// with its priority then.
+    Woken {
+        from_cpu: u16,
+        prio: i64,
+        by_timer: bool,
+    },
     /// Switched out on its CPU: `asleep` when it blocked (not preempted, and no wakeup since it
     /// last got the CPU: the waker traces a wakeup before the task is off its CPU, so a
     /// switch-out asleep after it is not a sleep).
-    SwitchedOut { asleep: bool, prio: i64 },
+    /// `preempted`: switched out runnable (its state says so), not merely woken already.
+    SwitchedOut {
+        asleep: bool,
+        preempted: bool,
+        prio: i64,
+    },
     /// Switched in on its CPU.
     SwitchedIn,
 }
@@ -162,8 +171,9 @@ pub(crate) enum Moved {
 pub(crate) struct Follow {
     /// The task (TID).
     pub(crate) tid: i64,
-    /// Its CPU.
-    pub(crate) cpu: u16,
+    /// Its CPU (switches on others are not its own); None: wherever it runs (a watch
+    /// follows a thread from CPU to CPU).
+    pub(crate) cpu: Option<u16>,
     /// Runnable (woken or preempted) rather than asleep; None when not known (no event of
     /// it yet, or events lost since, which may have taken its wakeup with them).
     pub(crate) runnable: Option<bool>,
@@ -174,8 +184,16 @@ pub(crate) struct Follow {
 impl Follow {
     pub(crate) fn new(tid: i64, cpu: u16) -> Follow {
         Follow {
+            cpu: Some(cpu),
+            ..Follow::anywhere(tid)
+        }
+    }
+
+    /// Following `tid` on every CPU.
+    pub(crate) fn anywhere(tid: i64) -> Follow {
+        Follow {
             tid,
-            cpu,
+            cpu: None,
             runnable: None,
             woken_since_in: false,
         }
@@ -193,6 +211,7 @@ impl Follow {
                 Moved::Woken {
                     from_cpu: e.cpu,
                     prio: task.prio,
+                    by_timer: matches!(e.kind, Kind::HrtimerEntry { .. }),
                 }
             }
             Kind::Lost(_) => {
@@ -203,12 +222,14 @@ impl Follow {
                 prev,
                 prev_state,
                 next,
-            } if e.cpu == self.cpu => {
+            } if self.cpu.is_none_or(|c| c == e.cpu) => {
                 if prev.pid == self.tid {
-                    let asleep = !prev_state.is_runnable() && !self.woken_since_in;
+                    let preempted = prev_state.is_runnable();
+                    let asleep = !preempted && !self.woken_since_in;
                     self.runnable = Some(!asleep);
                     Moved::SwitchedOut {
                         asleep,
+                        preempted,
                         prio: prev.prio,
                     }
                 } else if next.pid == self.tid {

@@ -593,7 +593,7 @@ impl<'a> Attribution<'a> {
             self.thread_prio = Some(prio);
         }
         match moved {
-            Moved::Woken { from_cpu, prio } => {
+            Moved::Woken { from_cpu, prio, .. } => {
                 self.woken = true;
                 self.blocked = false;
                 self.woken_prio = Some(prio);
@@ -605,12 +605,15 @@ impl<'a> Attribution<'a> {
             Moved::SwitchedOut {
                 asleep: false,
                 prio,
+                ..
             } if self.late.wait == Wait::Timer => {
                 self.woken = true;
                 self.woken_prio = Some(prio);
                 self.runnable_since = e.ts_ns;
             }
-            Moved::SwitchedOut { asleep: true, prio } => {
+            Moved::SwitchedOut {
+                asleep: true, prio, ..
+            } => {
                 // It went to sleep: a wakeup before this one (an earlier period's, in the
                 // history before the deadline) is spent.
                 self.woken = false;

@@ -30,6 +30,7 @@
 use crate::book::OutlierBook;
 use crate::event::{Event, Kind};
 use crate::explain::Wait;
+use crate::replay::{Follow, Moved};
 use crate::Request;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::affinity::CpuMask;
@@ -223,9 +224,10 @@ struct Watched {
     timer_expired: Option<(u64, u64)>,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
-    /// Woken since it last got a CPU: a wakeup can come while it is still on its CPU going
-    /// to sleep (the switch-out then still says asleep), and counts from the wakeup.
-    woken_since_in: bool,
+    /// The thread through its wakeups and switches, by the explainer's rules (a wakeup can
+    /// come while it is still on its CPU going to sleep: the switch-out then still says
+    /// asleep, and it counts from the wakeup).
+    follow: Follow,
     /// Inside a system call it waits in, since its entry (where the recorder sees those):
     /// its delays then end where the call returns to user space.
     in_call: Option<InCall>,
@@ -793,7 +795,7 @@ impl WatchState {
                 Some(w) if w.name == t.name => w,
                 // New, or renamed (a JVM names its threads after starting them): a renamed
                 // one keeps its state, under its new name's series.
-                previous => match self.new_watched(t.name, rt) {
+                previous => match self.new_watched(tid, t.name, rt) {
                     Some(fresh) => match previous {
                         Some(p) => Watched {
                             name: fresh.name,
@@ -925,7 +927,7 @@ impl WatchState {
         });
         match (chosen, name) {
             (true, Ok(name)) => {
-                if let Some(w) = self.new_watched(name, rt) {
+                if let Some(w) = self.new_watched(tid, name, rt) {
                     self.threads.insert(tid, w);
                     self.generation += 1;
                     self.most_threads = self.most_threads.max(self.watched_threads());
@@ -940,7 +942,7 @@ impl WatchState {
 
     /// A newly watched thread's state, with its `wakeup` series (None at the series limit,
     /// counted).
-    fn new_watched(&mut self, name: String, rt: bool) -> Option<Watched> {
+    fn new_watched(&mut self, tid: i64, name: String, rt: bool) -> Option<Watched> {
         // Its series are made at its first delay of each kind, under the name it has then
         // (a thread named right after it starts, as most are, is counted under that name).
         Some(Watched {
@@ -951,7 +953,7 @@ impl WatchState {
             lock_since: None,
             timer_expired: None,
             runnable_since: None,
-            woken_since_in: false,
+            follow: Follow::anywhere(tid),
             in_call: None,
             exited_ns: None,
         })
@@ -1010,8 +1012,8 @@ impl WatchState {
                 // A waking only comes for a task that set itself asleep, so the latest one
                 // marks the start (an earlier one was for a sleep it never entered).
                 if let Some(w) = self.threads.get_mut(&task.pid) {
+                    w.follow.step(e);
                     w.runnable_since = Some(e.ts_ns);
-                    w.woken_since_in = true;
                     if let Some(c) = w.in_call.as_mut() {
                         c.woken_ns = Some(e.ts_ns);
                         c.running_ns = None;
@@ -1025,14 +1027,12 @@ impl WatchState {
                 slack_ns,
             } if &**function == "hrtimer_wakeup" => {
                 if let Some(w) = self.threads.get_mut(&task.pid) {
+                    // (Its wakeup counts from the `sched_waking` that follows.)
+                    w.follow.step(e);
                     w.timer_expired = Some((*expires, *slack_ns));
                 }
             }
-            Kind::Switch {
-                prev,
-                prev_state,
-                next,
-            } => {
+            Kind::Switch { prev, next, .. } => {
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
                     // An expiry seen before it left its CPU ended no wait of it (a sleep
                     // timer that fired while it ran, woken otherwise, before it was
@@ -1043,13 +1043,16 @@ impl WatchState {
                     }
                     // Preempted: runnable from now on; asleep: not until woken, unless the
                     // wakeup already came (then from that wakeup).
-                    w.runnable_since = if prev_state.is_runnable() {
-                        Some(e.ts_ns)
-                    } else if w.woken_since_in {
-                        w.runnable_since
-                    } else {
-                        None
-                    };
+                    if let Moved::SwitchedOut {
+                        asleep, preempted, ..
+                    } = w.follow.step(e)
+                    {
+                        w.runnable_since = match (preempted, asleep) {
+                            (true, _) => Some(e.ts_ns),
+                            (false, false) => w.runnable_since,
+                            (false, true) => None,
+                        };
+                    }
                 }
                 // Its class as the scheduler has it now (a thread made real-time after it
                 // started counts to its name's real-time series from here on).
@@ -1129,7 +1132,7 @@ impl WatchState {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        w.woken_since_in = false;
+        w.follow.step(e);
         if let Some(c) = w.in_call.as_mut() {
             c.running_ns.get_or_insert(e.ts_ns);
             w.runnable_since = None;
