@@ -72,6 +72,7 @@ typedef struct rtlab_channel rtlab_channel_t;
 uint64_t rtlab_now_ns(void);                    /* CLOCK_MONOTONIC, ns */
 int64_t rtlab_gettid(void);
 int rtlab_thread_set_fifo(int prio);            /* SCHED_FIFO 1-99; RTLAB_EPERM without privilege */
+int rtlab_thread_set_scheduler(int policy, int prio); /* 0 OTHER (prio 0), 1 FIFO, 2 RR (1-99) */
 int rtlab_thread_set_affinity(const int *cpus, size_t n);
 int rtlab_thread_set_timer_slack_ns(uint64_t ns); /* 1 ns: timed sleeps wake on time */
 int rtlab_mlockall(void);                        /* mlockall(MCL_CURRENT | MCL_FUTURE) */

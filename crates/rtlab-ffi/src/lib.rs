@@ -181,6 +181,27 @@ pub extern "C" fn rtlab_thread_set_fifo(prio: c_int) -> c_int {
     })
 }
 
+/// `policy` as Linux numbers it (0 `SCHED_OTHER`, 1 `SCHED_FIFO`, 2 `SCHED_RR`) at `prio`
+/// (1-99 for FIFO and RR, 0 for OTHER).
+#[no_mangle]
+pub extern "C" fn rtlab_thread_set_scheduler(policy: c_int, prio: c_int) -> c_int {
+    use rtlab_sys::sched::Policy;
+    call(|| {
+        let policy = match policy {
+            0 => Policy::Other,
+            1 => Policy::Fifo,
+            2 => Policy::Rr,
+            _ => return Err(RTLAB_EINVAL),
+        };
+        let prio = u32::try_from(prio).map_err(|_| RTLAB_EINVAL)?;
+        let (low, high) = policy.priority_range();
+        if !(low..=high).contains(&prio) {
+            return Err(RTLAB_EINVAL);
+        }
+        rtlab_sys::sched::set_current_thread_scheduler(policy, prio).map_err(sys_code)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn rtlab_thread_set_affinity(cpus: *const c_int, n: usize) -> c_int {
     call(|| {

@@ -33,7 +33,13 @@ final class Native {
     private static final Linker LINKER = Linker.nativeLinker();
     private static final SymbolLookup LIB = load();
 
-    /** Where librtlab.so is: -Drtlab.library, $RTLAB_LIBRARY, else java.library.path. */
+    /** Where the jar carries librtlab.so for this platform. */
+    static final String BUNDLED = "/native/linux-x86_64/librtlab.so";
+
+    /**
+     * Where librtlab.so is: -Drtlab.library or $RTLAB_LIBRARY when set; else the copy inside
+     * this jar (linux-x86_64); else java.library.path.
+     */
     private static SymbolLookup load() {
         String path = System.getProperty("rtlab.library");
         if (path == null || path.isEmpty()) {
@@ -47,15 +53,65 @@ final class Native {
             }
             return SymbolLookup.libraryLookup(p, Arena.global());
         }
+        if (bundledFits()) {
+            java.net.URL bundled = Native.class.getResource(BUNDLED);
+            if (bundled != null) {
+                return loadBundled(bundled);
+            }
+        }
         try {
             System.loadLibrary("rtlab");
         } catch (UnsatisfiedLinkError e) {
-            throw new UnsatisfiedLinkError("rtlab: cannot find librtlab.so: build it with "
-                    + "`cargo build --release` and pass -Drtlab.library=<repo>/target/release/librtlab.so "
+            throw new UnsatisfiedLinkError("rtlab: cannot find librtlab.so: this jar carries none for "
+                    + System.getProperty("os.name") + "/" + System.getProperty("os.arch")
+                    + "; build it with `cargo build --release` and pass -Drtlab.library=<repo>/target/release/librtlab.so "
                     + "(or set RTLAB_LIBRARY, or put its directory on java.library.path): "
                     + e.getMessage());
         }
         return SymbolLookup.loaderLookup();
+    }
+
+    private static boolean bundledFits() {
+        String arch = System.getProperty("os.arch", "");
+        return System.getProperty("os.name", "").equals("Linux")
+                && (arch.equals("amd64") || arch.equals("x86_64"));
+    }
+
+    /**
+     * Loads the jar's librtlab.so from a private copy: a new directory only this user may
+     * enter (0700), the file created exclusively in it (O_EXCL: nothing planted there
+     * beforehand is loaded), both deleted as soon as the library is mapped (the mapping
+     * stays), and at exit should loading fail.
+     */
+    private static SymbolLookup loadBundled(java.net.URL bundled) {
+        var owner = java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+        Path dir = null;
+        Path file = null;
+        try {
+            dir = Files.createTempDirectory("rtlab-", owner);
+            dir.toFile().deleteOnExit();
+            file = Files.createFile(dir.resolve("librtlab.so"), owner);
+            file.toFile().deleteOnExit();
+            try (var in = bundled.openStream();
+                    var out = Files.newOutputStream(file, java.nio.file.StandardOpenOption.WRITE)) {
+                in.transferTo(out);
+            }
+            return SymbolLookup.libraryLookup(file, Arena.global());
+        } catch (java.io.IOException e) {
+            throw new UnsatisfiedLinkError("rtlab: cannot copy the jar's librtlab.so to a temporary file: " + e);
+        } finally {
+            try {
+                if (file != null) {
+                    Files.deleteIfExists(file);
+                }
+                if (dir != null) {
+                    Files.deleteIfExists(dir);
+                }
+            } catch (java.io.IOException ignored) {
+                // deleteOnExit stays registered
+            }
+        }
     }
 
     private static MethodHandle fn(String name, FunctionDescriptor d, Linker.Option... options) {
@@ -72,6 +128,7 @@ final class Native {
     static final MethodHandle GETTID = fn("rtlab_gettid", FunctionDescriptor.of(JAVA_LONG), Linker.Option.critical(false));
     static final MethodHandle STRERROR = fn("rtlab_strerror", FunctionDescriptor.of(ADDRESS, JAVA_INT));
     static final MethodHandle SET_FIFO = fn("rtlab_thread_set_fifo", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+    static final MethodHandle SET_SCHEDULER = fn("rtlab_thread_set_scheduler", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
     static final MethodHandle SET_AFFINITY = fn("rtlab_thread_set_affinity", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG));
     static final MethodHandle SET_SLACK = fn("rtlab_thread_set_timer_slack_ns", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle MLOCKALL = fn("rtlab_mlockall", FunctionDescriptor.of(JAVA_INT));

@@ -6,19 +6,45 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Lock;
 
 /**
  * A priority-inheritance mutex on a Linux PI futex: while a thread waits for it, the kernel runs
  * the holder at the waiter's priority, so a low-priority holder cannot be kept off the CPU by
  * medium-priority threads (the inversion {@code ReentrantLock} and {@code synchronized} allow).
  *
+ * <p>It is a {@link Lock}, so it can replace {@code ReentrantLock} where code holds the lock
+ * once per thread at a time:
+ * <ul>
+ * <li><b>Not reentrant.</b> A thread that holds it and locks it again ({@code lock},
+ * {@code lockInterruptibly}, {@code tryLock} in any form) gets an
+ * {@link IllegalMonitorStateException} at once, never a silent deadlock.
+ * <li>{@link #unlock()} by a thread that does not hold it throws
+ * {@link IllegalMonitorStateException}, as do its conditions' {@code await} and {@code signal}.
+ * <li>{@link #lockInterruptibly()} and {@link #tryLock(long, TimeUnit)} throw
+ * {@link InterruptedException} (and clear the interrupt status) when the thread is interrupted
+ * on entry or while it waits. A thread blocked in the kernel cannot be woken by
+ * {@link Thread#interrupt()}, so a waiting thread looks at its interrupt status every
+ * {@value #INTERRUPT_CHECK_MS} ms: it notices an interrupt within that time. Between two looks
+ * it stays queued with priority inheritance; each look re-queues it behind waiters of its own
+ * priority.
+ * <li>{@link #lock()} ignores interrupts, as {@code ReentrantLock.lock()} does.
+ * <li>Acquisition is in priority order (the kernel's PI wait queue), not in arrival order.
+ * </ul>
+ *
  * <p>The uncontended lock and unlock stay in Java: a compare-and-set of the futex word from 0 to
- * the calling thread's TID and back. Only a contended lock or an unlock with waiters calls into
- * rtlab (the kernel's slow path). Not reentrant. For platform threads only: a virtual thread has
- * no kernel thread of its own to boost.
+ * the calling thread's TID and back, with no native call. Only a contended lock or an unlock
+ * with waiters calls into rtlab (the kernel's slow path). For platform threads only: a virtual
+ * thread has no kernel thread of its own to boost.
  */
-public final class PiMutex implements AutoCloseable {
+public final class PiMutex implements Lock, AutoCloseable {
     static final VarHandle WORD = JAVA_INT.varHandle();
+    /** The futex word's owner TID bits (the others: FUTEX_WAITERS, FUTEX_OWNER_DIED). */
+    static final int TID_MASK = 0x3fffffff;
+    /** How often a thread waiting interruptibly looks at its interrupt status. */
+    static final long INTERRUPT_CHECK_MS = 10;
+    static final long INTERRUPT_CHECK_NANOS = INTERRUPT_CHECK_MS * 1_000_000L;
 
     /** The calling thread's TID, read once per thread. */
     private static final ThreadLocal<Integer> TID = ThreadLocal.withInitial(() -> {
@@ -74,7 +100,13 @@ public final class PiMutex implements AutoCloseable {
         }
     }
 
-    /** Takes the lock, waiting with priority inheritance while another thread holds it. */
+    /**
+     * Takes the lock, waiting with priority inheritance while another thread holds it;
+     * interrupts do not end the wait.
+     *
+     * @throws IllegalMonitorStateException if the calling thread holds it already
+     */
+    @Override
     public void lock() {
         if (!WORD.compareAndSet(segment, 0L, 0, myTid())) {
             lockSlow();
@@ -87,17 +119,68 @@ public final class PiMutex implements AutoCloseable {
         Native.checkLock("PiMutex.lock", Native.call(Native.PI_LOCK, segment));
     }
 
-    /** Takes the lock if no other thread holds it. */
+    /**
+     * Takes the lock unless the thread is interrupted first (see the class comment for how
+     * soon an interrupt is noticed).
+     *
+     * @throws InterruptedException if the thread was interrupted on entry or while waiting
+     *     (its interrupt status is cleared)
+     * @throws IllegalMonitorStateException if the calling thread holds it already
+     */
+    @Override
+    public void lockInterruptibly() throws InterruptedException {
+        if (Thread.interrupted()) {
+            throw new InterruptedException();
+        }
+        if (!WORD.compareAndSet(segment, 0L, 0, myTid())) {
+            lockUntil(Long.MAX_VALUE, true);
+        }
+    }
+
+    /**
+     * Waits for the lock until {@code deadline} ({@link System#nanoTime()} terms; MAX_VALUE:
+     * no deadline), in slices so that an interrupt is noticed; false when the deadline passed.
+     */
+    private boolean lockUntil(long deadline, boolean forever) throws InterruptedException {
+        checkOpen();
+        while (true) {
+            long now = System.nanoTime();
+            long sliceEnd = now + INTERRUPT_CHECK_NANOS;
+            if (!forever) {
+                if (deadline - now <= 0) {
+                    return false;
+                }
+                if (deadline - sliceEnd < 0) {
+                    sliceEnd = deadline;
+                }
+            }
+            int code = Native.call(Native.PI_LOCK_UNTIL, segment, Native.monotonicDeadline(sliceEnd));
+            if (code != Native.ETIMEDOUT) {
+                Native.checkLock("PiMutex.lock", code);
+                return true;
+            }
+            if (Thread.interrupted()) {
+                throw new InterruptedException();
+            }
+        }
+    }
+
+    /**
+     * Takes the lock if no other thread holds it.
+     *
+     * @throws IllegalMonitorStateException if the calling thread holds it already
+     */
+    @Override
     public boolean tryLock() {
         int tid = myTid();
         if (WORD.compareAndSet(segment, 0L, 0, tid)) {
             return true;
         }
         int word = (int) WORD.getVolatile(segment, 0L);
-        if ((word & 0x3fffffff) == tid) {
+        if ((word & TID_MASK) == tid) {
             throw new IllegalMonitorStateException("PiMutex is not reentrant: this thread holds it");
         }
-        if ((word & 0x3fffffff) != 0) {
+        if ((word & TID_MASK) != 0) {
             return false;
         }
         // Waiters queued but no owner (the kernel is handing it over): let the kernel decide.
@@ -109,7 +192,34 @@ public final class PiMutex implements AutoCloseable {
         return true;
     }
 
-    /** Takes the lock, giving up after {@code timeout}; false when it timed out. */
+    /**
+     * Takes the lock, waiting at most {@code time}; false when it timed out.
+     *
+     * @throws InterruptedException if the thread was interrupted on entry or while waiting
+     *     (its interrupt status is cleared)
+     * @throws IllegalMonitorStateException if the calling thread holds it already
+     */
+    @Override
+    public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
+        if (Thread.interrupted()) {
+            throw new InterruptedException();
+        }
+        long nanos = unit.toNanos(time);
+        if (WORD.compareAndSet(segment, 0L, 0, myTid())) {
+            return true;
+        }
+        if (nanos <= 0) {
+            return tryLock();
+        }
+        long now = System.nanoTime();
+        long deadline = now + nanos < now ? Long.MAX_VALUE : now + nanos;
+        return lockUntil(deadline, false);
+    }
+
+    /**
+     * Takes the lock, giving up after {@code timeout}; false when it timed out. Interrupts do
+     * not end the wait.
+     */
     public boolean lock(Duration timeout) {
         if (WORD.compareAndSet(segment, 0L, 0, myTid())) {
             return true;
@@ -123,7 +233,12 @@ public final class PiMutex implements AutoCloseable {
         return true;
     }
 
-    /** Releases the lock (only its holder may); the kernel hands it to the top waiter. */
+    /**
+     * Releases the lock; the kernel hands it to the highest-priority waiter.
+     *
+     * @throws IllegalMonitorStateException if the calling thread does not hold it
+     */
+    @Override
     public void unlock() {
         if (!WORD.compareAndSet(segment, 0L, myTid(), 0)) {
             unlockSlow();
@@ -136,10 +251,22 @@ public final class PiMutex implements AutoCloseable {
 
     /** Whether the calling thread holds it. */
     public boolean isHeldByCurrentThread() {
-        return (((int) WORD.getVolatile(segment, 0L)) & 0x3fffffff) == myTid();
+        return (((int) WORD.getVolatile(segment, 0L)) & TID_MASK) == myTid();
+    }
+
+    void requireHeld(String what) {
+        if (!isHeldByCurrentThread()) {
+            throw new IllegalMonitorStateException(what + ": the calling thread does not hold the PiMutex");
+        }
+    }
+
+    /** Whether some thread holds it (a snapshot, for monitoring). */
+    public boolean isLocked() {
+        return (((int) WORD.getVolatile(segment, 0L)) & TID_MASK) != 0;
     }
 
     /** A condition variable of this mutex (its memory is the mutex's). */
+    @Override
     public PiCondition newCondition() {
         return new PiCondition(this, arena);
     }
@@ -150,7 +277,7 @@ public final class PiMutex implements AutoCloseable {
      */
     @Override
     public void close() {
-        if ((((int) WORD.getVolatile(segment, 0L)) & 0x3fffffff) != 0) {
+        if (isLocked()) {
             throw new IllegalStateException("PiMutex closed while held");
         }
         closed = true;

@@ -21,6 +21,21 @@ public final class RtThread {
         Native.check("RtThread.setFifo(" + prio + ")", code);
     }
 
+    /**
+     * The calling thread's scheduling policy and priority: 1-99 for {@link SchedPolicy#FIFO}
+     * and {@link SchedPolicy#RR} (which need CAP_SYS_NICE or RLIMIT_RTPRIO), 0 for
+     * {@link SchedPolicy#OTHER}.
+     */
+    public static void setScheduler(SchedPolicy policy, int prio) {
+        int code;
+        try {
+            code = (int) Native.SET_SCHEDULER.invokeExact(policy.linuxNumber, prio);
+        } catch (Throwable t) {
+            throw new IllegalStateException("rtlab: rtlab_thread_set_scheduler failed", t);
+        }
+        Native.check("RtThread.setScheduler(" + policy + ", " + prio + ")", code);
+    }
+
     /** Runs the calling thread on {@code cpus} only. */
     public static void setAffinity(int... cpus) {
         try (Arena arena = Arena.ofConfined()) {

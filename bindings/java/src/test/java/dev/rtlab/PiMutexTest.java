@@ -37,7 +37,7 @@ class PiMutexTest {
             m.lock();
             assertTrue(m.isHeldByCurrentThread());
             assertThrows(IllegalMonitorStateException.class, m::lock);
-            assertFalse(onOtherThread(m::tryLock));
+            assertFalse(onOtherThread(() -> m.tryLock()));
             long t0 = System.nanoTime();
             assertFalse(onOtherThread(() -> m.lock(Duration.ofMillis(5))));
             assertTrue(System.nanoTime() - t0 >= 5_000_000);
@@ -81,7 +81,10 @@ class PiMutexTest {
     void aConditionTimesOutHoldingTheMutexAndSignalsWakeWaiters() throws Exception {
         try (PiMutex m = new PiMutex()) {
             PiCondition c = m.newCondition();
+            m.lock();
             c.signal(); // nobody waits yet
+            m.unlock();
+            assertThrows(IllegalMonitorStateException.class, c::signal);
             m.lock();
             long t0 = System.nanoTime();
             assertFalse(c.awaitUntil(t0 + 3_000_000));
