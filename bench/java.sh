@@ -26,7 +26,7 @@ JAVA_HOME=${JAVA_HOME:-$(ls -d /usr/lib/jvm/temurin-25* 2>/dev/null | head -1)}
 if [ ! -x "$JAVA_HOME/bin/java" ]; then echo "skipped: no JDK 22+ (set JAVA_HOME)"; exit 0; fi
 export JAVA_HOME
 cargo build --profile profiling -q
-(cd bindings/java && mvn -B -q package -DskipTests)
+(cd bindings/java && mvn -B -q package -DskipTests -Drtlab.native="$PWD/../../target/profiling/librtlab.so")
 JAR=$(ls bindings/java/target/rtlab-java-*.jar | head -1)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
