@@ -18,8 +18,8 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO)" >&2; exit 2; fi
 command -v cyclictest >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests >/dev/null; }
 command -v stress-ng >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null; }
-cargo build --release -q
-RTLAB=$PWD/target/release/rtlab
+# RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
+if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; kill $(jobs -p) 2>/dev/null || true' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c

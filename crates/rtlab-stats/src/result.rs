@@ -293,6 +293,9 @@ pub enum CauseKind {
     Syscall,
     /// rtlab's own threads (the observer: the watch's reader, writers, servers).
     Observer,
+    /// A JVM's safepoint: its threads stopped by the JVM itself (a collection, a VM
+    /// operation), as HotSpot's probes tell it.
+    Safepoint,
     Unexplained,
 }
 
@@ -311,6 +314,7 @@ impl CauseKind {
             CauseKind::PageFault => "page_fault",
             CauseKind::Syscall => "syscall",
             CauseKind::Observer => "observer",
+            CauseKind::Safepoint => "safepoint",
             CauseKind::Unexplained => "unexplained",
         }
     }
@@ -407,6 +411,7 @@ reason_codes! {
     TimerSlack = "timer_slack",
     Observer = "observer",
     FairServer = "fair_server",
+    JvmSafepoint = "jvm_safepoint",
 }
 
 impl Serialize for ReasonCode {

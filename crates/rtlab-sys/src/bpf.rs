@@ -19,6 +19,7 @@ const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_STACK_TRACE: u32 = 7;
 const BPF_F_MMAPABLE: u32 = 1 << 10;
+const BPF_PROG_TYPE_KPROBE: u32 = 2;
 const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
 const BPF_TRACE_RAW_TP: u32 = 23;
@@ -277,6 +278,17 @@ impl Program {
         Self::load(insns, BPF_PROG_TYPE_RAW_TRACEPOINT, None)
     }
 
+    /// Loads a `BPF_PROG_TYPE_KPROBE` program (its context the probed task's registers,
+    /// `struct pt_regs`), for a uprobe ([`crate::perf::uprobe`]).
+    pub fn load_kprobe(insns: &[Insn]) -> Result<Program, LoadError> {
+        Self::load(insns, BPF_PROG_TYPE_KPROBE, None)
+    }
+
+    /// The descriptor, for attaching to a perf event ([`crate::perf::attach_bpf`]).
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
     /// Loads a BTF-typed raw-tracepoint program (`tp_btf`): its pointer arguments are typed,
     /// so it reads kernel structures with plain loads instead of `bpf_probe_read_kernel`.
     /// `typedef_id` is the BTF id of the tracepoint's `btf_trace_<name>` typedef in vmlinux.
@@ -326,6 +338,7 @@ impl Program {
         let what = match btf_target {
             Some((BPF_TRACE_FENTRY, _)) => "bpf(BPF_PROG_LOAD, fentry)",
             Some((BPF_TRACE_FEXIT, _)) => "bpf(BPF_PROG_LOAD, fexit)",
+            None if prog_type == BPF_PROG_TYPE_KPROBE => "bpf(BPF_PROG_LOAD, kprobe)",
             _ => "bpf(BPF_PROG_LOAD, raw_tracepoint)",
         };
         match bpf(BPF_PROG_LOAD, &mut a, what) {

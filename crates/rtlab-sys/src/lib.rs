@@ -23,6 +23,7 @@ pub mod mem;
 pub mod membarrier;
 #[allow(unsafe_code)]
 pub mod net;
+pub mod perf;
 pub mod probe;
 #[allow(unsafe_code)]
 pub mod process;

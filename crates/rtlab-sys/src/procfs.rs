@@ -64,6 +64,19 @@ pub fn process_tree(root: u32) -> Vec<u32> {
     tree
 }
 
+/// The file process `pid` maps whose name is `file_name` (`libjvm.so`), as a path rtlab can
+/// open whatever the process's mount namespace (through `/proc/<pid>/root`).
+pub fn mapped_file(pid: u32, file_name: &str) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let suffix = format!("/{file_name}");
+    let path = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with(&suffix))?;
+    let rooted = std::path::PathBuf::from(format!("/proc/{pid}/root{path}"));
+    Some(if rooted.exists() { rooted } else { path.into() })
+}
+
 /// The process a thread belongs to (`Tgid:` of `/proc/<tid>/status`).
 pub fn process_of(tid: i64) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;

@@ -114,6 +114,14 @@ pub enum Kind {
     /// As `Lost`, but only of other tasks than the watched threads: theirs have rings of their
     /// own, none of them was lost.
     LostOthers(u64),
+    /// A probe of a JVM fired (HotSpot's USDT probes, where they are attached), in thread
+    /// `current_pid` of process `process`: a safepoint's or a VM operation's or a
+    /// collection's begin or end. `name`: the VM operation's (`G1CollectForAllocation`).
+    Jvm {
+        probe: JvmProbe,
+        process: u32,
+        name: Option<std::sync::Arc<str>>,
+    },
     /// The kernel stack of `task` at the event just before (where the recorder keeps
     /// stacks): at a switch, the task leaving the CPU; at a watched thread's waking, the
     /// waker (for a timer, the task its interrupt stopped). `id` in the recorder's stack map.
@@ -123,6 +131,40 @@ pub enum Kind {
         /// Its stack's key.
         id: u32,
     },
+}
+
+/// The HotSpot probes rtlab attaches to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JvmProbe {
+    /// `safepoint__begin`: the VM thread starts to bring every Java thread to a stop ...
+    SafepointBegin,
+    /// ... `safepoint__end`: and lets them go on.
+    SafepointEnd,
+    /// `vmops__begin` / `vmops__end`: a VM operation (inside a safepoint, or not).
+    VmopBegin,
+    VmopEnd,
+    /// `gc__begin` / `gc__end`: a collection.
+    GcBegin,
+    GcEnd,
+}
+
+impl JvmProbe {
+    /// Every one, with the USDT probe names it is attached at (any provider).
+    pub const ALL: [(JvmProbe, &'static str); 6] = [
+        (JvmProbe::SafepointBegin, "safepoint__begin"),
+        (JvmProbe::SafepointEnd, "safepoint__end"),
+        (JvmProbe::VmopBegin, "vmops__begin"),
+        (JvmProbe::VmopEnd, "vmops__end"),
+        (JvmProbe::GcBegin, "gc__begin"),
+        (JvmProbe::GcEnd, "gc__end"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        JvmProbe::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("?", |(_, n)| n)
+    }
 }
 
 impl Kind {
@@ -531,6 +573,17 @@ pub fn format_line(e: &Event) -> String {
         Kind::Other(name) => format!("{name}:"),
         Kind::Lost(n) | Kind::LostOthers(n) => format!("lost_events: count={n}"),
         Kind::Stack { task, id } => format!("kernel_stack: pid={task} id={id}"),
+        Kind::Jvm {
+            probe,
+            process,
+            name,
+        } => format!(
+            "hotspot:{}: process={process}{}",
+            probe.name(),
+            name.as_ref()
+                .map(|n| format!(" name={n}"))
+                .unwrap_or_default()
+        ),
     };
     format!(
         "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",

@@ -239,3 +239,110 @@ pub(crate) fn stacks_of(
     }
     out
 }
+
+/// How far before a delay a JVM's safepoint may have begun and still be found.
+const STOP_LEAD_NS: u64 = 900_000_000;
+
+/// The late thread's delay `r` as its JVM's safepoints overlapping it made it (from
+/// HotSpot's events in the history; none for a thread of no JVM): a cause each, first. The
+/// kernel's causes (what its CPU did while the JVM held the thread: the collector's threads,
+/// others) are named in it and shrunk in proportion to the rest of the delay, so that the
+/// causes still add up to the delay.
+pub(crate) fn with_jvm_stops(
+    o: &mut rtlab_stats::result::Outlier,
+    r: &crate::Request,
+    histories: &[History],
+) {
+    use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
+    let Some(process) = rtlab_sys::procfs::process_of(r.tid) else {
+        return;
+    };
+    let from = r.deadline_ns.saturating_sub(STOP_LEAD_NS);
+    let mut events: Vec<&Event> = histories
+        .iter()
+        .flat_map(|h| {
+            let a = h.events.partition_point(|e| e.ts_ns < from);
+            let b = h.events.partition_point(|e| e.ts_ns <= r.woke_ns);
+            h.events.range(a..b)
+        })
+        .filter(|e| matches!(&e.kind, Kind::Jvm { process: p, .. } if *p == process))
+        .collect();
+    if events.is_empty() {
+        return;
+    }
+    events.sort_by_key(|e| e.ts_ns);
+    let mut jvm = crate::watch::jvm::Jvms::default();
+    let mut stops = Vec::new();
+    let mut vm_thread = None;
+    for e in &events {
+        if matches!(
+            &e.kind,
+            Kind::Jvm {
+                probe: crate::event::JvmProbe::SafepointBegin,
+                ..
+            }
+        ) {
+            vm_thread = Some(e.current_pid);
+        }
+        stops.extend(jvm.step(e));
+    }
+    // One still in progress when the delay ended.
+    stops.extend(jvm.open_at(process, r.woke_ns));
+    let vm_thread = vm_thread.map(|t| find_task(histories, t));
+    let meanwhile: Vec<String> = o
+        .causes
+        .iter()
+        .filter_map(|c| {
+            Some(format!(
+                "{} {}",
+                c.task.as_deref()?,
+                rtlab_stats::Nanos(c.duration_ns)
+            ))
+        })
+        .take(3)
+        .collect();
+    let mut added = Vec::new();
+    for s in stops {
+        let overlap = s
+            .end_ns
+            .min(r.woke_ns)
+            .saturating_sub(s.begin_ns.max(r.deadline_ns));
+        if overlap == 0 {
+            continue;
+        }
+        let reach = s.reached_ns.map(|t| t.saturating_sub(s.begin_ns));
+        let detail = format!(
+            "JVM safepoint: {} ({}at safepoint {}{})",
+            s.operation.as_deref().unwrap_or("VM operation unnamed"),
+            reach.map_or(String::new(), |r| format!(
+                "reaching {}, ",
+                rtlab_stats::Nanos(r)
+            )),
+            rtlab_stats::Nanos(s.end_ns.saturating_sub(s.reached_ns.unwrap_or(s.begin_ns))),
+            match meanwhile.is_empty() {
+                true => String::new(),
+                false => format!("; on its CPU meanwhile: {}", meanwhile.join(", ")),
+            }
+        );
+        added.push(Cause {
+            kind: CauseKind::Safepoint,
+            duration_ns: overlap,
+            task: vm_thread.as_ref().map(|t| t.comm.to_string()),
+            pid: vm_thread.as_ref().map(|t| t.pid),
+            prio: vm_thread.as_ref().map(|t| t.prio),
+            detail: Some(detail),
+            reason: Some(ReasonCode::JvmSafepoint),
+        });
+    }
+    let stopped: u64 = added.iter().map(|c| c.duration_ns).sum();
+    let rest = o.latency_ns.saturating_sub(stopped);
+    let kernel: u64 = o.causes.iter().map(|c| c.duration_ns).sum();
+    if kernel > rest {
+        for c in o.causes.iter_mut() {
+            c.duration_ns = (c.duration_ns as u128 * rest as u128 / kernel as u128) as u64;
+        }
+    }
+    o.causes.retain(|c| c.duration_ns > 0);
+    o.causes.extend(added);
+    o.causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+}

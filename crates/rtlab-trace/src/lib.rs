@@ -24,6 +24,7 @@ pub mod reason;
 mod recorder;
 mod replay;
 mod tick;
+pub mod usdt;
 pub mod watch;
 
 pub use error::TraceError;

@@ -2,7 +2,9 @@
 //! threads' reports, and explains each once the trace has caught up with it.
 
 use crate::event::{format_line, parse_text, Event, Kind};
-use crate::history::{find_task, stacks_of, wakings_elsewhere, window_events, window_of, History};
+use crate::history::{
+    find_task, stacks_of, wakings_elsewhere, window_events, window_of, with_jvm_stops, History,
+};
 use crate::reason::Reason;
 use crate::watch::WatchState;
 use crate::{explain, recorder, Options, Request};
@@ -273,6 +275,14 @@ pub(crate) fn read_loop(
             w.drained(drained_at, stopping, &mut ask);
             // Follow where the watched threads may run (the tracefs source traces every CPU),
             // and record the wait calls of the threads watched now.
+            // A watched JVM's probes, once it is found.
+            for lib in w.take_jvm_libraries() {
+                let attached = match &mut source {
+                    Source::Bpf(r) => r.probe_jvm(&lib),
+                    Source::Text { .. } => Err("the tracefs source attaches no uprobes".into()),
+                };
+                w.jvm_probed(&lib, attached);
+            }
             match &mut source {
                 Source::Bpf(r) => {
                     if r.takes_watched() && w.threads_generation() != watched_generation {
@@ -326,6 +336,7 @@ pub(crate) fn read_loop(
                 )?;
                 out.windows.extend(window);
                 let mut o = o;
+                with_jvm_stops(&mut o, &r, &histories);
                 if let (true, Source::Bpf(rec)) = (options.stacks, &source) {
                     let culprit = o.causes.iter().find_map(|c| c.pid);
                     o.stacks = stacks_of(&r, culprit, &histories, options.started_ns, &|id| {

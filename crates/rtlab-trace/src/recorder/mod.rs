@@ -23,7 +23,7 @@
 //! `sched_waking` is left out: a timer wakeup of a busy CPU crosses two events, not four.
 
 use crate::btf::Btf;
-use crate::event::{Event, Kind, Task, TaskState};
+use crate::event::{Event, JvmProbe, Kind, Task, TaskState};
 use crate::TraceError;
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
@@ -62,6 +62,8 @@ const K_LOCK_PI_DONE: i32 = 11;
 /// A watched thread's entry into, and return from, a system call it waits in.
 const K_WAIT_ENTER: i32 = 12;
 const K_WAIT_EXIT: i32 = 13;
+/// A USDT probe (a JVM's), A the attached probe's index.
+const K_USDT: i32 = 14;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
 const K_VECTOR: i32 = 16;
 
@@ -230,6 +232,15 @@ pub(crate) struct Recorder {
     stack_map: Option<Map>,
     /// The stack of the switch just decoded, delivered after it.
     stack_after: Option<Event>,
+    /// The maps the programs write (for probes attached later: a JVM's).
+    maps: Maps,
+    /// JVM probes attached: by index, what each is and the sizes of its two arguments; the
+    /// files probed; their programs and perf events; VM operations' names by address.
+    usdt: Vec<(JvmProbe, [i8; 2])>,
+    /// (By device and inode: one file seen through two processes' roots is probed once.)
+    usdt_files: std::collections::HashSet<(u64, u64)>,
+    _usdt_links: Vec<(Program, Vec<OwnedFd>)>,
+    vmop_names: HashMap<u64, std::sync::Arc<str>>,
     comms: HashMap<i64, std::sync::Arc<str>>,
     /// Timer functions' names by address (a few, each named on every expiry).
     timer_functions: HashMap<u64, std::sync::Arc<str>>,
@@ -498,6 +509,11 @@ impl Recorder {
             symbols,
             stack_map,
             stack_after: None,
+            maps,
+            usdt: Vec::new(),
+            usdt_files: std::collections::HashSet::new(),
+            _usdt_links: Vec::new(),
+            vmop_names: HashMap::new(),
             comms: HashMap::new(),
             timer_functions: HashMap::new(),
             comms_since: 0,
@@ -706,6 +722,7 @@ impl Recorder {
                 | K_LOCK_PI_DONE
                 | K_WAIT_ENTER
                 | K_WAIT_EXIT
+                | K_USDT
         ) {
             u32_at(OFF_CUR) as i64
         } else {
@@ -794,6 +811,20 @@ impl Recorder {
                 call: i32_at(OFF_A) as i32,
                 deadline_ns: self.sleep_deadline(r),
             },
+            K_USDT => {
+                let (probe, _) = *self.usdt.get(u32_at(OFF_A) as usize)?;
+                let name = match probe {
+                    JvmProbe::VmopBegin | JvmProbe::VmopEnd => {
+                        self.vmop_name(current_pid, u64_at(OFF_X), u32_at(OFF_PID2))
+                    }
+                    _ => None,
+                };
+                Kind::Jvm {
+                    probe,
+                    process: u32_at(OFF_PID1),
+                    name,
+                }
+            }
             K_WAIT_EXIT => Kind::WaitExit {
                 call: i32_at(OFF_A) as i32,
                 ret: u64_at(OFF_X) as i64,
@@ -891,6 +922,75 @@ impl Recorder {
         let name: std::sync::Arc<str> = self.symbol(addr).into();
         self.timer_functions.insert(addr, name.clone());
         name
+    }
+
+    /// Attaches to the HotSpot probes of `libjvm` (a JVM's libjvm.so, as a watched process
+    /// maps it): its safepoints, VM operations and collections become [`Kind::Jvm`] events,
+    /// for every process that maps it. Returns the probes attached (0: already done); or
+    /// says why none (a libjvm.so without probes, or no uprobes here).
+    pub fn probe_jvm(&mut self, libjvm: &std::path::Path) -> Result<usize, String> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
+        if !self.usdt_files.insert((meta.dev(), meta.ino())) {
+            return Ok(0);
+        }
+        let sites = crate::usdt::sites(libjvm)?;
+        let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
+            .into_iter()
+            .filter(|s| s.provider == "hotspot" || s.provider == "hs_private")
+            .filter_map(|s| {
+                let (p, _) = JvmProbe::ALL.iter().find(|(_, n)| *n == s.name)?;
+                (s.semaphore == 0).then_some((*p, s))
+            })
+            .collect();
+        if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin) {
+            return Err(format!(
+                "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
+                libjvm.display()
+            ));
+        }
+        let cpus: Vec<usize> = self.next.iter().take(self.n_rings).map(|n| n.0).collect();
+        let mut attached = 0;
+        for (probe, site) in wanted {
+            let index = self.usdt.len() as u32;
+            let insns = usdt_program(index, &site.args, self.maps);
+            let prog = Program::load_kprobe(&insns).map_err(|e| {
+                let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
+                format!("{} ({}): {}", e.error, probe.name(), last.unwrap_or(""))
+            })?;
+            let mut events = Vec::new();
+            for &cpu in &cpus {
+                let ev =
+                    rtlab_sys::perf::uprobe(libjvm, site.offset, cpu).map_err(|e| e.to_string())?;
+                rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(|e| e.to_string())?;
+                events.push(ev);
+            }
+            let size = |i: usize| match site.args.get(i) {
+                Some(crate::usdt::Arg::Register { size, .. }) => *size,
+                _ => 8,
+            };
+            self.usdt.push((probe, [size(0), size(1)]));
+            self._usdt_links.push((prog, events));
+            attached += 1;
+        }
+        Ok(attached)
+    }
+
+    /// A VM operation's name, at `addr` (`len` bytes) in the memory of thread `tid`'s process
+    /// (a string in libjvm.so's data: read once per address).
+    fn vmop_name(&mut self, tid: i64, addr: u64, len: u32) -> Option<std::sync::Arc<str>> {
+        if let Some(n) = self.vmop_names.get(&addr) {
+            return Some(n.clone());
+        }
+        let bytes =
+            rtlab_sys::perf::read_process_memory(tid as i32, addr, (len as usize).clamp(1, 128))
+                .ok()?;
+        let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+        let name: std::sync::Arc<str> = String::from_utf8_lossy(&bytes[..end]).into();
+        if self.vmop_names.len() < 4096 {
+            self.vmop_names.insert(addr, name.clone());
+        }
+        Some(name)
     }
 
     /// Kernel stack `id` ([`Kind::Stack`]), innermost frame first, as `function+0xoffset`,

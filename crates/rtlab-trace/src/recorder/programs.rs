@@ -855,6 +855,40 @@ pub(super) fn attach_wait_probes(
     attach_syscall_programs(btf, |exit| wait_call_program(exit, regs, maps, watched))
 }
 
+/// A USDT probe's program (a uprobe's: its context the thread's registers): the thread, its
+/// process (PID1), `index` (A: which attached probe), and its first two arguments where in
+/// registers or constant (X, 64 bits; PID2, the low 32). Recorded on every CPU.
+pub(super) fn usdt_program(index: u32, args: &[crate::usdt::Arg], maps: Maps) -> Vec<Insn> {
+    use crate::usdt::Arg;
+    let mut b = Builder::new(K_USDT, maps, AlsoIf::Any, false, Whose::Current);
+    b.current();
+    b.push(asm::rsh_imm(R0, 32));
+    b.push(asm::stx32(R7, OFF_PID1, R0));
+    b.push(asm::st32(R7, OFF_A, index as i32));
+    for (arg, (dst, wide)) in args.iter().zip([(OFF_X, true), (OFF_PID2, false)]) {
+        match *arg {
+            Arg::Register { regs_offset, .. } => {
+                b.push(asm::ldx64(R1, R6, regs_offset));
+                b.push(if wide {
+                    asm::stx64(R7, dst, R1)
+                } else {
+                    asm::stx32(R7, dst, R1)
+                });
+            }
+            Arg::Constant(c) => {
+                b.extend(asm::ld_imm64(R1, c as u64));
+                b.push(if wide {
+                    asm::stx64(R7, dst, R1)
+                } else {
+                    asm::stx32(R7, dst, R1)
+                });
+            }
+            Arg::Unsupported => b.push(asm::st32(R7, dst, 0)),
+        }
+    }
+    b.finish()
+}
+
 /// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`: a process
 /// started by a watched one is watched from its first instruction (its process added to the
 /// set in map `watched`, before it can run), so a command's children (a wrapper script's

@@ -187,6 +187,9 @@ pub enum DelayKind {
     Timer,
     /// Blocked waiting for a PI futex.
     Lock,
+    /// A JVM's safepoint, from its begin to its end (a series per VM operation, not a
+    /// thread's).
+    Safepoint,
 }
 
 impl DelayKind {
@@ -196,6 +199,7 @@ impl DelayKind {
             DelayKind::Wakeup => "wakeup",
             DelayKind::Timer => "timer",
             DelayKind::Lock => "lock",
+            DelayKind::Safepoint => "safepoint",
         }
     }
 }
@@ -231,10 +235,21 @@ struct Watched {
     /// Inside a system call it waits in, since its entry (where the recorder sees those):
     /// its delays then end where the call returns to user space.
     in_call: Option<InCall>,
+    /// Delays whose wait returned while its JVM was at a safepoint: the thread runs no Java
+    /// code until the safepoint is over, so they end at its first return after it.
+    held: Vec<(DelayKind, Delay)>,
+    /// Its period, where its timer delays begin at a steady interval (two in a row within
+    /// 5 %), and where its last one began.
+    period_ns: Option<u64>,
+    last_timer_ns: Option<(u64, u64)>,
     /// When a re-read found it gone: its last events may still be on their way through
     /// the merge, so it is kept a while longer.
     exited_ns: Option<u64>,
 }
+
+/// A delay begun: since when, the timer's slack in it, and when the thread got a CPU in
+/// between (where that is not its end).
+type Delay = (u64, u64, Option<u64>);
 
 /// A wait call in progress (see [`Watched::in_call`]).
 #[derive(Debug, Clone, Copy)]
@@ -335,6 +350,8 @@ pub struct WatchState {
     /// Events lost, by CPU: of the watched threads (or of every task, where they have no
     /// rings of their own), and of other tasks only.
     lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
+    /// The watched JVMs, through HotSpot's probes.
+    jvms: jvm::Jvms,
 }
 
 impl WatchState {
@@ -366,6 +383,7 @@ impl WatchState {
             adopted_misses: Default::default(),
             generation: 0,
             lost_by_cpu: Default::default(),
+            jvms: jvm::Jvms::default(),
             processes: HashMap::new(),
             thread_process: HashMap::new(),
             known: HashMap::new(),
@@ -631,6 +649,7 @@ impl WatchState {
         rt: bool,
     ) -> Option<u16> {
         let name = match (tid, rt) {
+            _ if kind == DelayKind::Safepoint => format!("jvm:{thread}/safepoint"),
             (Some(tid), _) => format!("{thread}/{tid}/{}", kind.name()),
             (None, true) => format!("{thread}/{}", kind.name()),
             (None, false) => format!("{thread}:ts/{}", kind.name()),
@@ -759,6 +778,7 @@ impl WatchState {
         for (p, what) in &processes {
             self.know(*p, what);
         }
+        self.jvms.look(processes.keys().copied(), now);
         self.thread_process.retain(|_, p| processes.contains_key(p));
         let mut alive = HashMap::new();
         let cpus_of = |tid: i64| {
@@ -887,6 +907,7 @@ impl WatchState {
             | Kind::WaitEnter { .. }
             | Kind::WaitExit { .. } => watched(&e.current_pid),
             Kind::Lost(_) => true,
+            Kind::Jvm { process, .. } => self.processes.contains_key(process),
             _ => false,
         };
         if relevant {
@@ -955,6 +976,9 @@ impl WatchState {
             runnable_since: None,
             follow: Follow::anywhere(tid),
             in_call: None,
+            held: Vec::new(),
+            period_ns: None,
+            last_timer_ns: None,
             exited_ns: None,
         })
     }
@@ -1077,6 +1101,7 @@ impl WatchState {
                 }
             }
             Kind::WaitEnter { deadline_ns, .. } => {
+                self.release_held(e, request);
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.timer_expired = None;
                     w.in_call = Some(InCall {
@@ -1088,7 +1113,21 @@ impl WatchState {
                 }
             }
             Kind::WaitExit { ret, .. } => self.returned(e, *ret, request),
+            Kind::Jvm { .. } => {
+                if let Some(stop) = self.jvms.step(e) {
+                    self.jvms.keep(&stop);
+                    let op = stop.operation.as_deref().unwrap_or("unnamed");
+                    if let Some(i) = self.series_index(op, None, DelayKind::Safepoint, true) {
+                        let s = &mut self.series[i as usize];
+                        s.process = Some(stop.process);
+                        let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
+                        s.total.record(d);
+                        s.interval.record(d);
+                    }
+                }
+            }
             Kind::Lost(_) => {
+                self.jvms.forget();
                 // The observer's switch away may be among them too.
                 if let Some(since) = self.observer_since.get_mut(e.cpu as usize) {
                     *since = None;
@@ -1099,6 +1138,7 @@ impl WatchState {
                 let mut cut = Vec::new();
                 for (&tid, w) in self.threads.iter_mut() {
                     let in_call = w.in_call.take();
+                    cut.extend(w.held.drain(..).map(|(kind, _)| (tid, kind)));
                     let pending = [
                         (w.runnable_since.take().is_some(), DelayKind::Wakeup),
                         (w.timer_expired.take().is_some(), DelayKind::Timer),
@@ -1180,14 +1220,131 @@ impl WatchState {
             (None, t) => t,
             _ => None,
         };
+        let mut delays = Vec::new();
         if let Some((since, slack)) = start.filter(|s| s.0 <= e.ts_ns) {
-            let split = running.filter(|&r| r >= since);
-            self.sample_kind(DelayKind::Timer, tid, (since, slack, split), e, request);
+            delays.push((
+                DelayKind::Timer,
+                (since, slack, running.filter(|&r| r >= since)),
+            ));
         }
         if let Some(woken) = call.woken_ns {
-            let split = running.filter(|&r| r >= woken);
-            self.sample_kind(DelayKind::Wakeup, tid, (woken, 0, split), e, request);
+            delays.push((
+                DelayKind::Wakeup,
+                (woken, 0, running.filter(|&r| r >= woken)),
+            ));
         }
+        // Its JVM at a safepoint: no Java code runs until it is over, so these delays end at
+        // its first return after it (the safepoint's barrier); delays held so far end here.
+        let jvm_stopped = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|&p| self.jvms.at_safepoint(p));
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if jvm_stopped {
+            w.held.extend(delays);
+            return;
+        }
+        let held = std::mem::take(&mut w.held);
+        for (kind, delay) in &held {
+            self.sample_kind(*kind, tid, *delay, e, request);
+            self.absorbed(*kind, tid, delay.0, e.ts_ns);
+        }
+        for (kind, delay) in delays {
+            self.sample_kind(kind, tid, delay, e, request);
+        }
+    }
+
+    /// The periods of a periodic thread that a JVM's stop absorbed: its deadlines after
+    /// `since` (one period apart) that passed before it ran again at `end` are late as the
+    /// thread sees them (it runs them at once, without waiting), each by what is left of the
+    /// delay. (A period the kernel never sees, as HdrHistogram's correction for an expected
+    /// interval counts it.)
+    fn absorbed(&mut self, kind: DelayKind, tid: i64, since: u64, end: u64) {
+        let Some(period) = self.threads.get(&tid).and_then(|w| w.period_ns) else {
+            return;
+        };
+        if kind != DelayKind::Timer {
+            return;
+        }
+        let Some(pair) = self.pair_of(tid, kind) else {
+            return;
+        };
+        let mut deadline = since + period;
+        while deadline < end {
+            for i in [pair.own, pair.by_name] {
+                let s = &mut self.series[i as usize];
+                s.total.record(Nanos(end - deadline));
+                s.interval.record(Nanos(end - deadline));
+            }
+            deadline += period;
+        }
+    }
+
+    /// Thread `e.current_pid` enters a wait with delays held since a safepoint, its JVM no
+    /// longer stopped: it went on without waiting at the safepoint's barrier (the safepoint
+    /// ended just before it got there), so they end where the safepoint did.
+    fn release_held(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
+        let Some(process) = self.thread_process.get(&tid).copied() else {
+            return;
+        };
+        if self.jvms.at_safepoint(process) {
+            return; // the barrier's own wait
+        }
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if w.held.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut w.held);
+        let latest = held.iter().map(|(_, d)| d.0).max().unwrap_or(0);
+        let end = Event {
+            ts_ns: self
+                .jvms
+                .last_end(process)
+                .unwrap_or(e.ts_ns)
+                .max(latest)
+                .min(e.ts_ns),
+            ..e.clone()
+        };
+        for (kind, delay) in held {
+            self.sample_kind(kind, tid, delay, &end, request);
+            self.absorbed(kind, tid, delay.0, end.ts_ns);
+        }
+    }
+
+    /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
+    /// attach to their probes).
+    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<std::path::PathBuf> {
+        self.jvms.take_found()
+    }
+
+    /// What came of attaching to a JVM's probes.
+    pub(crate) fn jvm_probed(&mut self, libjvm: &std::path::Path, r: Result<usize, String>) {
+        let note = match r {
+            Ok(0) => return,
+            Ok(n) => format!(
+                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections)",
+                n,
+                libjvm.display()
+            ),
+            Err(why) => format!("JVM: no probes ({why}): its threads are watched from the kernel only"),
+        };
+        self.jvms.notes.push(note);
+    }
+
+    /// The watched JVMs' latest safepoints (at most a thousand, oldest first), and how many
+    /// there were in all.
+    pub fn jvm_stops(&self) -> (impl Iterator<Item = &Stop>, u64) {
+        (self.jvms.stops.iter(), self.jvms.stops_seen)
+    }
+
+    /// What the watch did with the JVMs it watched (one line each).
+    pub fn jvm_notes(&self) -> &[String] {
+        &self.jvms.notes
     }
 
     /// One `kind` delay of thread `tid` from `since` to `e`, `running` the time it got a CPU
@@ -1200,6 +1357,9 @@ impl WatchState {
         e: &Event,
         request: &mut dyn FnMut(Request),
     ) {
+        if kind == DelayKind::Timer {
+            self.learn_period(tid, since);
+        }
         if let Some(pair) = self.pair_of(tid, kind) {
             self.sample(
                 (pair, tid),
@@ -1208,6 +1368,23 @@ impl WatchState {
                 Wait::Timer,
                 request,
             );
+        }
+    }
+
+    /// Thread `tid`'s timer delay began at `since`: its period, where two intervals in a row
+    /// agree within 5 %.
+    fn learn_period(&mut self, tid: i64, since: u64) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if let Some((last, interval)) = w.last_timer_ns {
+            let now = since.saturating_sub(last);
+            if interval > 0 && now.abs_diff(interval) * 20 <= interval {
+                w.period_ns = Some(now);
+            }
+            w.last_timer_ns = Some((since, now));
+        } else {
+            w.last_timer_ns = Some((since, 0));
         }
     }
 
@@ -1274,3 +1451,6 @@ impl WatchState {
 
 #[cfg(test)]
 mod tests;
+
+pub(crate) mod jvm;
+pub use jvm::Stop;

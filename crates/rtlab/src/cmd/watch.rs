@@ -170,6 +170,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     ));
     let ended = Run {
         started_realtime,
+        started_ns,
         duration: Nanos(monotonic_now_ns().saturating_sub(started_ns)),
         why,
         warnings,
@@ -488,6 +489,15 @@ impl Watching<'_> {
     }
 }
 
+/// A series' class: of real-time or time-sharing threads, or a JVM's (its safepoints).
+fn class_of(w: &rtlab_trace::watch::WatchSeries) -> &'static str {
+    match (w.kind, w.rt) {
+        (DelayKind::Safepoint, _) => "jvm",
+        (_, true) => "realtime",
+        (_, false) => "time-sharing",
+    }
+}
+
 /// The `/metrics` page: the figures copied under the watcher's lock, the text made outside it.
 fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::metrics::Page {
     use rtlab_report::prometheus::{render, DelayMetric, LostOnCpu, WatchMetrics};
@@ -503,7 +513,7 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
                         process: one_label(owners(&s, w).0),
                         cgroup: one_label(owners(&s, w).1),
                         thread: w.thread.clone(),
-                        class: if w.rt { "realtime" } else { "time-sharing" },
+                        class: class_of(w),
                         kind: w.kind.name(),
                         total: w.total.clone(),
                         last_interval_max_ns: w.last_interval_max.get(),
@@ -547,6 +557,8 @@ fn serve(
 /// How the run went, for its report.
 struct Run {
     started_realtime: u64,
+    /// CLOCK_MONOTONIC at the start (the time base of the events).
+    started_ns: u64,
     duration: Nanos,
     why: &'static str,
     warnings: Vec<String>,
@@ -588,6 +600,26 @@ fn report(
         "outlier_summary".into(),
         serde_json::to_value(book.summary())?,
     );
+    // A watched JVM's safepoints one by one (the latest thousand), as HotSpot's probes told
+    // them: -Xlog:safepoint's figures, from outside.
+    let (stops, seen) = s.jvm_stops();
+    let stops: Vec<serde_json::Value> = stops
+        .map(|st| {
+            serde_json::json!({
+                "process": st.process,
+                "operation": st.operation.as_deref(),
+                "at_ns": st.begin_ns.saturating_sub(run.started_ns),
+                "reaching_ns": st.reached_ns.map(|r| r.saturating_sub(st.begin_ns)),
+                "total_ns": st.end_ns.saturating_sub(st.begin_ns),
+            })
+        })
+        .collect();
+    if seen > 0 {
+        doc.verdict.details.insert(
+            "jvm_safepoints".into(),
+            serde_json::json!({ "count": seen, "latest": stops }),
+        );
+    }
     let mut text = table.render();
     text.push_str(&format!("ended: {}\n", run.why));
     let secs = (run.duration.get() as f64 / 1e9).max(1e-9);
@@ -602,6 +634,10 @@ fn report(
         );
     }
     text.push_str(&lost_line(&s));
+    for note in s.jvm_notes() {
+        text.push_str(note);
+        text.push('\n');
+    }
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
 }
@@ -810,11 +846,12 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             DelayKind::Wakeup => "wakeup_latency",
             DelayKind::Timer => "timer_latency",
             DelayKind::Lock => "lock_wait",
+            DelayKind::Safepoint => "safepoint_duration",
         };
         let mut out = Series::distribution(w.name.clone(), metric, &w.total)?
             .with_config("pid", pid)
             .with_config("kind", w.kind.name())
-            .with_config("class", if w.rt { "realtime" } else { "time-sharing" });
+            .with_config("class", class_of(w));
         let (processes, cgroups) = owners(s, w);
         out = out
             .with_config("process", processes)

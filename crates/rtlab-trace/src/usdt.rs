@@ -1,0 +1,271 @@
+//! USDT probe sites (SystemTap's `.note.stapsdt`, which DTrace-style probes compiled into a
+//! program or library leave in its ELF file: HotSpot's `hotspot` and `hs_private` probes in
+//! libjvm.so), read from the file itself: no tool, no agent, nothing asked of the program.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// One probe site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub provider: String,
+    pub name: String,
+    /// The probed instruction's offset in the file (where a uprobe goes).
+    pub offset: u64,
+    /// Its semaphore's address (0: none; the probe always fires).
+    pub semaphore: u64,
+    /// Its arguments, as the note gives them (`8@%r14 8@%r15 -4@%eax`).
+    pub args: Vec<Arg>,
+}
+
+/// Where a probe's argument is, at the probed instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// In a register: its offset in x86-64 `struct pt_regs`; `size` bytes (negative:
+    /// signed).
+    Register { regs_offset: i16, size: i8 },
+    /// A constant.
+    Constant(i64),
+    /// Elsewhere (a memory operand): not read.
+    Unsupported,
+}
+
+/// The USDT probe sites of ELF file `path` (none when it has no `.note.stapsdt`).
+pub fn sites(path: &Path) -> Result<Vec<Site>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let read = |at: u64, len: usize| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; len];
+        file.read_exact_at(&mut b, at)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(b)
+    };
+    let header = read(0, 64)?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+        return Err(format!(
+            "{}: not a 64-bit little-endian ELF file",
+            path.display()
+        ));
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let (phoff, phentsize, phnum) = (
+        u64_at(&header, 0x20),
+        u16_at(&header, 0x36),
+        u16_at(&header, 0x38),
+    );
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(&header, 0x28),
+        u16_at(&header, 0x3a),
+        u16_at(&header, 0x3c),
+        u16_at(&header, 0x3e),
+    );
+    if shentsize < 64 || phentsize < 56 || shstrndx >= shnum {
+        return Err(format!("{}: unexpected ELF headers", path.display()));
+    }
+    let sections = read(shoff, shentsize * shnum)?;
+    let section = |i: usize| &sections[i * shentsize..(i + 1) * shentsize];
+    let names = {
+        let s = section(shstrndx);
+        read(u64_at(s, 24), u64_at(s, 32) as usize)?
+    };
+    let name_of = |s: &[u8]| {
+        let at = u32_at(s, 0) as usize;
+        let end = names[at.min(names.len())..]
+            .iter()
+            .position(|&c| c == 0)
+            .map_or(names.len(), |e| at + e);
+        String::from_utf8_lossy(&names[at.min(names.len())..end]).into_owned()
+    };
+    let find = |wanted: &str| (0..shnum).map(section).find(|s| name_of(s) == wanted);
+    let Some(notes) = find(".note.stapsdt") else {
+        return Ok(Vec::new());
+    };
+    // A prelinked file moved its text: its `.stapsdt.base` says by how much.
+    let base_now = find(".stapsdt.base").map(|s| u64_at(s, 16));
+    let loads: Vec<(u64, u64, u64)> = {
+        let ph = read(phoff, phentsize * phnum)?;
+        (0..phnum)
+            .map(|i| &ph[i * phentsize..(i + 1) * phentsize])
+            .filter(|p| u32_at(p, 0) == 1)
+            .map(|p| (u64_at(p, 16), u64_at(p, 32), u64_at(p, 8)))
+            .collect()
+    };
+    let data = read(u64_at(notes, 24), u64_at(notes, 32) as usize)?;
+    let mut out = Vec::new();
+    let mut at = 0;
+    let align = |n: usize| n.div_ceil(4) * 4;
+    while at + 12 <= data.len() {
+        let (namesz, descsz, kind) = (
+            u32_at(&data, at) as usize,
+            u32_at(&data, at + 4) as usize,
+            u32_at(&data, at + 8),
+        );
+        let name_at = at + 12;
+        let desc_at = name_at + align(namesz);
+        let next = desc_at + align(descsz);
+        if next > data.len() {
+            break;
+        }
+        if kind == 3 && &data[name_at..name_at + namesz.min(8)] == b"stapsdt\0" && descsz >= 24 {
+            let desc = &data[desc_at..desc_at + descsz];
+            let (mut pc, base, semaphore) = (u64_at(desc, 0), u64_at(desc, 8), u64_at(desc, 16));
+            if let Some(now) = base_now {
+                pc = pc.wrapping_add(now.wrapping_sub(base));
+            }
+            let mut strings = desc[24..]
+                .split(|&c| c == 0)
+                .map(|s| String::from_utf8_lossy(s).into_owned());
+            let (provider, name, args) = (
+                strings.next().unwrap_or_default(),
+                strings.next().unwrap_or_default(),
+                strings.next().unwrap_or_default(),
+            );
+            // The file offset of the instruction: through the loadable segment holding it.
+            if let Some(&(vaddr, _, offset)) =
+                loads.iter().find(|&&(v, size, _)| pc >= v && pc < v + size)
+            {
+                out.push(Site {
+                    provider,
+                    name,
+                    offset: pc - vaddr + offset,
+                    semaphore,
+                    args: args.split_whitespace().map(parse_arg).collect(),
+                });
+            }
+        }
+        at = next;
+    }
+    Ok(out)
+}
+
+/// One argument's spec (`SIZE@OPERAND`, GNU assembler syntax).
+fn parse_arg(spec: &str) -> Arg {
+    let Some((size, operand)) = spec.split_once('@') else {
+        return Arg::Unsupported;
+    };
+    let Ok(size) = size.parse::<i8>() else {
+        return Arg::Unsupported;
+    };
+    if let Some(c) = operand.strip_prefix('$') {
+        return c.parse().map_or(Arg::Unsupported, Arg::Constant);
+    }
+    match operand.strip_prefix('%').and_then(regs_offset) {
+        Some(regs_offset) => Arg::Register { regs_offset, size },
+        None => Arg::Unsupported,
+    }
+}
+
+/// A register's offset in x86-64 `struct pt_regs`, by any of its names (`rax`, `eax`, `ax`,
+/// `al`; `r8`, `r8d`, `r8w`, `r8b`).
+fn regs_offset(name: &str) -> Option<i16> {
+    const CLASSIC: [(&[&str], i16); 8] = [
+        (&["rbp", "ebp", "bp", "bpl"], 32),
+        (&["rbx", "ebx", "bx", "bl"], 40),
+        (&["rax", "eax", "ax", "al"], 80),
+        (&["rcx", "ecx", "cx", "cl"], 88),
+        (&["rdx", "edx", "dx", "dl"], 96),
+        (&["rsi", "esi", "si", "sil"], 104),
+        (&["rdi", "edi", "di", "dil"], 112),
+        (&["rsp", "esp", "sp", "spl"], 152),
+    ];
+    if let Some((_, o)) = CLASSIC.iter().find(|(names, _)| names.contains(&name)) {
+        return Some(*o);
+    }
+    let n: u8 = name
+        .strip_prefix('r')?
+        .trim_end_matches(['d', 'w', 'b'])
+        .parse()
+        .ok()?;
+    // r15 first in pt_regs: r15 0, r14 8, r13 16, r12 24, (bp, bx), r11 48, r10 56, r9 64, r8 72.
+    match n {
+        12..=15 => Some((15 - n as i16) * 8),
+        8..=11 => Some(48 + (11 - n as i16) * 8),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_specs_name_their_registers_in_pt_regs() {
+        assert_eq!(
+            parse_arg("8@%r14"),
+            Arg::Register {
+                regs_offset: 8,
+                size: 8
+            }
+        );
+        assert_eq!(
+            parse_arg("-4@%eax"),
+            Arg::Register {
+                regs_offset: 80,
+                size: -4
+            }
+        );
+        assert_eq!(
+            parse_arg("1@%dil"),
+            Arg::Register {
+                regs_offset: 112,
+                size: 1
+            }
+        );
+        assert_eq!(
+            parse_arg("8@%r8"),
+            Arg::Register {
+                regs_offset: 72,
+                size: 8
+            }
+        );
+        assert_eq!(
+            parse_arg("4@%r11d"),
+            Arg::Register {
+                regs_offset: 48,
+                size: 4
+            }
+        );
+        assert_eq!(parse_arg("1@$1"), Arg::Constant(1));
+        assert_eq!(parse_arg("8@-24(%rbp)"), Arg::Unsupported);
+    }
+
+    #[test]
+    fn the_jdks_here_carry_hotspots_probes() {
+        // Every libjvm.so installed: its safepoint and VM operation probes, at offsets inside
+        // the file, as readelf -n lists them.
+        let jvms: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/jvm")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|d| d.path().join("lib/server/libjvm.so"))
+            .filter(|p| p.exists())
+            .collect();
+        if jvms.is_empty() {
+            eprintln!("skipped: no libjvm.so under /usr/lib/jvm");
+            return;
+        }
+        for jvm in jvms {
+            let sites = sites(&jvm).unwrap();
+            let size = std::fs::metadata(&jvm).unwrap().len();
+            for name in [
+                "safepoint__begin",
+                "safepoint__end",
+                "vmops__begin",
+                "vmops__end",
+            ] {
+                let s = sites
+                    .iter()
+                    .find(|s| s.name == name)
+                    .unwrap_or_else(|| panic!("{name} in {}", jvm.display()));
+                assert!(s.offset > 0 && s.offset < size, "{s:?}");
+            }
+            let vmops = sites.iter().find(|s| s.name == "vmops__begin").unwrap();
+            assert_eq!(vmops.provider, "hotspot");
+            assert!(
+                matches!(vmops.args[0], Arg::Register { size: 8, .. }),
+                "{vmops:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The watched JVMs, seen through HotSpot's own probes (its USDT probes, which the seeds'
+//! engineers read with DTrace): which watched processes are JVMs, and when each is at a
+//! safepoint (every Java thread stopped).
+
+use crate::event::{Event, JvmProbe, Kind};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A JVM maps libjvm.so within milliseconds of its start: a process is looked at this long.
+const MAPS_NS: u64 = 3_000_000_000;
+/// The latest safepoints kept one by one (for the result).
+const KEEP_STOPS: usize = 1000;
+
+/// One safepoint of a watched JVM, as its probes told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    pub process: u32,
+    pub begin_ns: u64,
+    /// When its VM operation began (every thread stopped by then: the time to reach the
+    /// safepoint is `reached_ns - begin_ns`).
+    pub reached_ns: Option<u64>,
+    pub end_ns: u64,
+    /// Its VM operation (`SerialGCCollect`, `ThreadDump`), where seen.
+    pub operation: Option<Arc<str>>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    begin_ns: u64,
+    reached_ns: Option<u64>,
+    operation: Option<Arc<str>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Jvms {
+    /// Processes looked at (since when; `u64::MAX`: a JVM, found).
+    checked: HashMap<u32, u64>,
+    /// libjvm.so files found, not yet handed to the recorder.
+    found: Vec<PathBuf>,
+    /// What became of each file found: probes attached, or why none.
+    pub(crate) notes: Vec<String>,
+    /// Per JVM process, its safepoint in progress, and when its last one ended.
+    open: HashMap<u32, Open>,
+    ended: HashMap<u32, u64>,
+    /// The latest safepoints, oldest first, and how many there were in all.
+    pub(crate) stops: std::collections::VecDeque<Stop>,
+    pub(crate) stops_seen: u64,
+}
+
+impl Jvms {
+    /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
+    /// seen).
+    pub(crate) fn look(&mut self, processes: impl Iterator<Item = u32> + Clone, now: u64) {
+        for pid in processes.clone() {
+            let first = *self.checked.entry(pid).or_insert(now);
+            if first == u64::MAX || now > first.saturating_add(MAPS_NS) {
+                continue;
+            }
+            if let Some(lib) = rtlab_sys::procfs::mapped_file(pid, "libjvm.so") {
+                self.checked.insert(pid, u64::MAX);
+                self.found.push(lib);
+            }
+        }
+        let alive: std::collections::HashSet<u32> = processes.collect();
+        self.checked.retain(|p, _| alive.contains(p));
+        self.open.retain(|p, _| alive.contains(p));
+        self.ended.retain(|p, _| alive.contains(p));
+    }
+
+    /// The libjvm.so files found since the last call.
+    pub(crate) fn take_found(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.found)
+    }
+
+    /// A JVM's event: its safepoint begun or ended (returned, with what it did).
+    pub(crate) fn step(&mut self, e: &Event) -> Option<Stop> {
+        let Kind::Jvm {
+            probe,
+            process,
+            name,
+        } = &e.kind
+        else {
+            return None;
+        };
+        match probe {
+            JvmProbe::SafepointBegin => {
+                self.open.insert(
+                    *process,
+                    Open {
+                        begin_ns: e.ts_ns,
+                        ..Open::default()
+                    },
+                );
+            }
+            JvmProbe::VmopBegin => {
+                if let Some(o) = self.open.get_mut(process) {
+                    o.reached_ns.get_or_insert(e.ts_ns);
+                    if o.operation.is_none() {
+                        o.operation = name.clone();
+                    }
+                }
+            }
+            JvmProbe::SafepointEnd => {
+                self.ended.insert(*process, e.ts_ns);
+                let o = self.open.remove(process)?;
+                return Some(Stop {
+                    process: *process,
+                    begin_ns: o.begin_ns,
+                    reached_ns: o.reached_ns,
+                    end_ns: e.ts_ns,
+                    operation: o.operation,
+                });
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// Keeps `stop` among the latest.
+    pub(crate) fn keep(&mut self, stop: &Stop) {
+        if self.stops.len() >= KEEP_STOPS {
+            self.stops.pop_front();
+        }
+        self.stops.push_back(stop.clone());
+        self.stops_seen += 1;
+    }
+
+    /// When JVM `process`'s last safepoint ended.
+    pub(crate) fn last_end(&self, process: u32) -> Option<u64> {
+        self.ended.get(&process).copied()
+    }
+
+    /// Whether JVM `process` is at a safepoint (its threads stopped).
+    pub(crate) fn at_safepoint(&self, process: u32) -> bool {
+        self.open.contains_key(&process)
+    }
+
+    /// JVM `process`'s safepoint in progress, as if it ended at `now_ns`.
+    pub(crate) fn open_at(&self, process: u32, now_ns: u64) -> Option<Stop> {
+        let o = self.open.get(&process)?;
+        Some(Stop {
+            process,
+            begin_ns: o.begin_ns,
+            reached_ns: o.reached_ns,
+            end_ns: now_ns,
+            operation: o.operation.clone(),
+        })
+    }
+
+    /// Events lost: a safepoint's end may be among them.
+    pub(crate) fn forget(&mut self) {
+        self.open.clear();
+    }
+}

@@ -1,0 +1,210 @@
+//! `rtlab watch` on a JVM: its safepoints, seen from outside through HotSpot's USDT probes,
+//! timed as the JVM's own `-Xlog:safepoint` times them and named as the causes of its
+//! threads' lateness.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The JDKs installed with a javac (Debian's 17, Temurin's 25).
+fn jdks() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path())
+        .filter(|p| p.join("bin/javac").exists() && p.join("lib/server/libjvm.so").exists())
+        .filter(|p| !p.is_symlink())
+        .collect();
+    v.sort();
+    v.dedup_by_key(|p| std::fs::canonicalize(p).unwrap_or_default());
+    v
+}
+
+/// One safepoint of `-Xlog:safepoint`: its VM operation and its total time (ns).
+fn logged_safepoints(log: &Path) -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let op = l
+                .split("Safepoint \"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .to_string();
+            let total = l.split("Total: ").nth(1)?;
+            let mut it = total.split_whitespace();
+            let n: f64 = it.next()?.trim_end_matches(',').parse().ok()?;
+            let unit = it.next().unwrap_or("ns").trim_end_matches(',');
+            let scale = match unit {
+                "ns" => 1.0,
+                "us" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                _ => return None,
+            };
+            Some((op, (n * scale) as u64))
+        })
+        .collect()
+}
+
+#[test]
+fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_periods() {
+    let test = "watch a JVM";
+    if !is_root() {
+        return skip(test, "needs root (eBPF, uprobes)");
+    }
+    let jdks = jdks();
+    if jdks.is_empty() {
+        return skip(test, "no JDK with javac under /usr/lib/jvm");
+    }
+    let _serial = realtime_serial();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/java/Periodic.java");
+    for jdk in jdks {
+        let dir = tempfile::tempdir().unwrap();
+        let javac = Command::new(jdk.join("bin/javac"))
+            .arg("-d")
+            .arg(dir.path())
+            .arg(&source)
+            .output()
+            .unwrap();
+        assert!(
+            javac.status.success(),
+            "{}",
+            String::from_utf8_lossy(&javac.stderr)
+        );
+        let log = dir.path().join("safepoint.log");
+        let json = dir.path().join("w.json");
+        // 6 s of 1 ms periods beside a full collection of 100 MB of small objects every 250
+        // ms (SerialGC: the VM thread collects, every Java thread stopped). SCHED_FIFO: the
+        // periods late by over 1 ms are then the JVM's doing, not the machine's.
+        let out = rtlab()
+            .args([
+                "watch",
+                "--thread",
+                "rt-loop",
+                "--threshold",
+                "1ms",
+                "--top",
+                "100",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .arg("--")
+            .arg(rtlab_path())
+            .args(["exec", "--policy", "fifo", "--prio", "50", "--"])
+            .arg(jdk.join("bin/java"))
+            .arg("-XX:+UseSerialGC")
+            .arg(format!("-Xlog:safepoint:file={}", log.display()))
+            .arg("-cp")
+            .arg(dir.path())
+            .args(["Periodic", "6", "1000", "250", "100"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{}: {stdout}\n{stderr}",
+            jdk.display()
+        );
+        assert!(
+            stdout.contains("HotSpot's probes attached"),
+            "{}: {stdout}",
+            jdk.display()
+        );
+        let doc = load_valid_document(&json);
+        // Every safepoint the JVM logged, in order, with its operation, and its length
+        // within 5 % (or 50 us for the short ones).
+        let logged = logged_safepoints(&log);
+        let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|s| {
+                (
+                    s["operation"].as_str().unwrap_or("?").to_string(),
+                    s["total_ns"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        // System.gc() under SerialGC: SerialGCCollect (JDK 25) or GenCollectFull (JDK 17).
+        let collection = |op: &str| op == "SerialGCCollect" || op == "GenCollectFull";
+        let collections = logged.iter().filter(|l| collection(&l.0)).count();
+        assert!(collections >= 10, "{}: {logged:?}", jdk.display());
+        assert_eq!(
+            seen.len(),
+            logged.len(),
+            "{}: seen {seen:?}\nlogged {logged:?}",
+            jdk.display()
+        );
+        for (s, l) in seen.iter().zip(&logged) {
+            assert_eq!(s.0, l.0, "{}: {seen:?} {logged:?}", jdk.display());
+            let tolerance = (l.1 / 20).max(50_000);
+            assert!(
+                s.1.abs_diff(l.1) <= tolerance,
+                "{}: {s:?} against the JVM's {l:?}",
+                jdk.display()
+            );
+        }
+        // The thread's own figures (every period, those a collection absorbed too, as the
+        // thread lived them): the count within 1 %, the p99 and the max within 5 %.
+        let own: Vec<f64> = stdout
+            .lines()
+            .find(|l| l.starts_with("samples "))
+            .unwrap_or_else(|| panic!("{}: {stdout}", jdk.display()))
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let (n, p99, max) = (own[0], own[2], own[3]);
+        let timer = series_named(&doc, "rt-loop/timer");
+        let count = timer["count"].as_f64().unwrap();
+        assert!(
+            (count - n).abs() <= n * 0.01,
+            "{}: {count} of {n} periods",
+            jdk.display()
+        );
+        for (what, watched, theirs) in [
+            ("p99", timer["p99"].as_f64().unwrap(), p99),
+            ("max", timer["max"].as_f64().unwrap(), max),
+        ] {
+            assert!(
+                (watched - theirs).abs() <= theirs * 0.05,
+                "{}: {what} {watched} against the thread's own {theirs}",
+                jdk.display()
+            );
+        }
+        // The thread's periods late by over 1 ms (as it counts them): at least 90 % lie in a
+        // delay explained as a collection's safepoint. A delay of L absorbs the periods due
+        // in it, one a millisecond, each late by what is left of L.
+        let late_own = own[4];
+        let by_collection: f64 = doc["outliers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["series"].as_str().unwrap().ends_with("/timer"))
+            .filter(|o| {
+                o["causes"].as_array().unwrap().iter().any(|c| {
+                    let detail = c["detail"].as_str().unwrap_or("");
+                    c["kind"] == "safepoint"
+                        && (detail.contains("SerialGCCollect") || detail.contains("GenCollectFull"))
+                })
+            })
+            .map(|o| ((o["latency_ns"].as_f64().unwrap() - 1e6) / 1e6).floor() + 1.0)
+            .sum();
+        assert!(
+            late_own >= 100.0,
+            "{}: {late_own} late periods",
+            jdk.display()
+        );
+        assert!(
+            by_collection >= late_own * 0.9,
+            "{}: {by_collection} of the thread's {late_own} periods late by over 1 ms named the collection: {:#}",
+            jdk.display(),
+            doc["outliers"]
+        );
+    }
+}
