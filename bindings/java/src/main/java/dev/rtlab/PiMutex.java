@@ -5,6 +5,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.VarHandle;
+import java.lang.ref.Reference;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
@@ -40,6 +41,14 @@ import java.util.concurrent.locks.Lock;
  */
 public final class PiMutex implements Lock, AutoCloseable {
     static final VarHandle WORD = JAVA_INT.varHandle();
+    /**
+     * All of memory, for the fast paths: an access through this constant segment is checked
+     * only for its offset's range and alignment (the JIT folds its size and liveness), where
+     * an access through the word's own segment loads and tests the segment's kind, size,
+     * address and liveness on every lock and unlock. The word's own segment is kept in
+     * {@link #segment}, so its memory lives as long as this object.
+     */
+    private static final MemorySegment ALL = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
     /** The futex word's owner TID bits (the others: FUTEX_WAITERS, FUTEX_OWNER_DIED). */
     static final int TID_MASK = 0x3fffffff;
     /** How often a thread waiting interruptibly looks at its interrupt status. */
@@ -63,6 +72,8 @@ public final class PiMutex implements Lock, AutoCloseable {
     // the uncontended cost).
     private final Arena arena;
     final MemorySegment segment;
+    /** The futex word's address (in {@link #ALL}). */
+    private final long word;
     /** The last thread that locked it, with its TID: its next lock needs no ThreadLocal. */
     private Owner last;
     private boolean closed;
@@ -71,6 +82,7 @@ public final class PiMutex implements Lock, AutoCloseable {
     public PiMutex() {
         arena = Arena.ofAuto();
         segment = arena.allocate(8, 4);
+        word = segment.address();
         Native.check("rtlab_pi_mutex_init", Native.call(Native.PI_INIT, segment, 0));
     }
 
@@ -108,9 +120,11 @@ public final class PiMutex implements Lock, AutoCloseable {
      */
     @Override
     public void lock() {
-        if (!WORD.compareAndSet(segment, 0L, 0, myTid())) {
+        if (!WORD.compareAndSet(ALL, word, 0, myTid())) {
             lockSlow();
         }
+        // The word is in memory this object owns: it must stay reachable until the CAS is done.
+        Reference.reachabilityFence(this);
     }
 
     // The slow paths are methods of their own: the fast ones stay small enough to inline.
@@ -240,9 +254,10 @@ public final class PiMutex implements Lock, AutoCloseable {
      */
     @Override
     public void unlock() {
-        if (!WORD.compareAndSet(segment, 0L, myTid(), 0)) {
+        if (!WORD.compareAndSet(ALL, word, myTid(), 0)) {
             unlockSlow();
         }
+        Reference.reachabilityFence(this);
     }
 
     private void unlockSlow() {
