@@ -121,8 +121,8 @@ impl Source {
 /// CPUs one after another): the per-CPU history explanations are cut from ([`Histories`]),
 /// and a watch's state ([`WatchState`]).
 pub(crate) trait Consumer {
-    /// One event.
-    fn offer(&mut self, e: &Event);
+    /// One event: kept (None), or handed back for the next consumer.
+    fn offer(&mut self, e: Event) -> Option<Event>;
     /// A drain (begun at `drained_at`) is over, or the run (`stopping`): act on what came,
     /// asking for explanations through `ask`.
     fn drained(&mut self, _drained_at: u64, _stopping: bool, _ask: &mut dyn FnMut(Request)) {}
@@ -143,18 +143,20 @@ impl std::ops::Deref for Histories {
 }
 
 impl Consumer for Histories {
-    fn offer(&mut self, e: &Event) {
+    fn offer(&mut self, e: Event) -> Option<Event> {
         let cpu = e.cpu as usize;
         if self.per_cpu.len() <= cpu {
             self.per_cpu.resize_with(cpu + 1, History::default);
         }
-        self.per_cpu[cpu].push(e.clone(), self.raw.take());
+        self.per_cpu[cpu].push(e, self.raw.take());
+        None
     }
 }
 
 impl Consumer for WatchState {
-    fn offer(&mut self, e: &Event) {
-        WatchState::offer(self, e);
+    fn offer(&mut self, e: Event) -> Option<Event> {
+        WatchState::offer(self, &e);
+        Some(e)
     }
 
     fn drained(&mut self, drained_at: u64, stopping: bool, ask: &mut dyn FnMut(Request)) {
@@ -259,12 +261,14 @@ pub(crate) fn read_loop(
                 lost.fetch_add(*n, Ordering::Relaxed);
             }
             histories.raw = raw;
+            // The history keeps every event: it is offered each one last, so none is copied.
             let watcher = watching.as_deref_mut().map(|w| w as &mut dyn Consumer);
-            for c in [Some(&mut histories as &mut dyn Consumer), watcher]
+            let mut e = Some(e);
+            for c in [watcher, Some(&mut histories as &mut dyn Consumer)]
                 .into_iter()
                 .flatten()
             {
-                c.offer(&e);
+                e = e.and_then(|e| c.offer(e));
             }
         })?;
         if let Some(mut w) = watching {

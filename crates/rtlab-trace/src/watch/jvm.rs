@@ -73,6 +73,16 @@ impl Jvms {
         std::mem::take(&mut self.found)
     }
 
+    /// A JVM about to start will map `libjvm`.
+    pub(crate) fn expect(&mut self, libjvm: PathBuf) {
+        self.found.push(libjvm);
+    }
+
+    /// Files found not yet handed to the recorder.
+    pub(crate) fn pending(&self) -> bool {
+        !self.found.is_empty()
+    }
+
     /// A JVM's event: its safepoint begun or ended (returned, with what it did).
     pub(crate) fn step(&mut self, e: &Event) -> Option<Stop> {
         let Kind::Jvm {

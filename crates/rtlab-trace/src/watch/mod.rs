@@ -1316,6 +1316,17 @@ impl WatchState {
         }
     }
 
+    /// The JVM about to be started uses `libjvm`: its probes are attached now, before it
+    /// runs (see [`WatchState::jvm_pending`]).
+    pub fn expect_jvm(&mut self, libjvm: std::path::PathBuf) {
+        self.jvms.expect(libjvm);
+    }
+
+    /// A libjvm.so given to [`WatchState::expect_jvm`] is not attached to yet.
+    pub fn jvm_pending(&self) -> bool {
+        self.jvms.pending()
+    }
+
     /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
     /// attach to their probes).
     pub(crate) fn take_jvm_libraries(&mut self) -> Vec<std::path::PathBuf> {
@@ -1324,6 +1335,15 @@ impl WatchState {
 
     /// What came of attaching to a JVM's probes.
     pub(crate) fn jvm_probed(&mut self, libjvm: &std::path::Path, r: Result<usize, String>) {
+        // Named as the process maps it (opened through its /proc/<pid>/root).
+        let shown = libjvm.to_string_lossy();
+        let shown = match shown.strip_prefix("/proc/") {
+            Some(rest) => rest
+                .split_once("/root")
+                .map_or(shown.to_string(), |(_, p)| p.to_string()),
+            None => shown.to_string(),
+        };
+        let libjvm = std::path::Path::new(&shown);
         let note = match r {
             Ok(0) => return,
             Ok(n) => format!(

@@ -120,6 +120,16 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         Target::Pid(pid) => (None, pid),
         Target::Cgroup(_) | Target::All => (None, 0),
         Target::Command(command) => {
+            // A JVM started here: its probes attached before it starts (its first
+            // safepoint can come within a few hundred milliseconds).
+            if let Some(libjvm) = command.iter().find_map(|a| libjvm_of(a.as_ref())) {
+                let s = || state.lock().unwrap_or_else(|p| p.into_inner());
+                s().expect_jvm(libjvm);
+                let until = monotonic_now_ns() + 2_000_000_000;
+                while s().jvm_pending() && monotonic_now_ns() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
             let child = start(command)?;
             let pid = child.id() as i32;
             state.lock().unwrap_or_else(|p| p.into_inner()).attach(pid);
@@ -487,6 +497,28 @@ impl Watching<'_> {
         }
         Ok(())
     }
+}
+
+/// The libjvm.so of a `java` launcher named by command argument `arg` (a path, or a name on
+/// the PATH): `<java home>/lib/server/libjvm.so` beside it, where that exists.
+fn libjvm_of(arg: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    let arg = std::path::Path::new(arg);
+    if arg.file_name()? != "java" {
+        return None;
+    }
+    let exe = match arg.components().count() {
+        1 => std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(arg))
+            .find(|p| p.is_file())?,
+        _ => arg.to_path_buf(),
+    };
+    let home = std::fs::canonicalize(exe)
+        .ok()?
+        .parent()?
+        .parent()?
+        .to_path_buf();
+    let lib = home.join("lib/server/libjvm.so");
+    lib.is_file().then_some(lib)
 }
 
 /// A series' class: of real-time or time-sharing threads, or a JVM's (its safepoints).

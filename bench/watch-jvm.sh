@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# rtlab watch on a JVM against the JVM's own figures: its -Xlog:safepoint, and a Java thread
+# timing its own parks.
+#
+#   sudo bench/watch-jvm.sh [RUNS] [SECONDS]      (defaults: 10 runs of 6 s)
+#
+# examples/java/Periodic.java (thread rt-loop parks to 1 ms deadlines and measures its own
+# lateness; another thread calls System.gc() every 250 ms on 100 MB of small objects), run
+# SCHED_FIFO 50 under every JDK of /usr/lib/jvm, with SerialGC and G1, each watched by
+# `rtlab watch -- rtlab exec ... java -Xlog:safepoint:file=...`. Per run: safepoints the JVM
+# logged and the watch saw (matched in order, same operation), the largest relative difference
+# of a safepoint's total; the watch's rt-loop/timer series over the thread's own figures
+# (count, p50, p99, max); the share of the thread's periods late by over 1 ms that lie in
+# delays the watch named a safepoint. Medians with 95 % intervals (bench/ci.py).
+set -euo pipefail
+RUNS=${1:-10}
+SECS=${2:-6}
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, uprobes, SCHED_FIFO)" >&2; exit 2; fi
+# RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
+if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+echo "# rtlab watch on a JVM vs its own figures: $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+: >"$WORK/rows.txt"
+for jdk in /usr/lib/jvm/*/; do
+  jdk=${jdk%/}
+  [ -L "$jdk" ] && continue
+  [ -x "$jdk/bin/javac" ] && [ -f "$jdk/lib/server/libjvm.so" ] || continue
+  mkdir -p "$WORK/classes"
+  "$jdk/bin/javac" -d "$WORK/classes" examples/java/Periodic.java
+  for gc in SerialGC G1GC; do
+    for run in $(seq 1 "$RUNS"); do
+      rm -f "$WORK/sp.log"
+      "$RTLAB" watch --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
+        "$RTLAB" exec --policy fifo --prio 50 -- "$jdk/bin/java" -XX:+Use$gc \
+        "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 250 100 \
+        >"$WORK/out.txt" 2>/dev/null || true
+      python3 - "$WORK" "$(basename "$jdk")" "$gc" >>"$WORK/rows.txt" <<'PY'
+import json, re, sys
+work, jdk, gc = sys.argv[1:4]
+out = open(f"{work}/out.txt").read()
+m = re.search(r"samples (\d+) p50 (\d+) p99 (\d+) max (\d+) late1ms (\d+)", out)
+d = json.load(open(f"{work}/w.json"))
+t = [s for s in d["series"] if s["name"] == "rt-loop/timer"]
+if not m or not t:
+    sys.exit(0)
+n, p50, p99, mx, late = map(int, m.groups())
+t = t[0]
+logged = []
+for l in open(f"{work}/sp.log"):
+    a = re.search(r'Safepoint "([^"]+)".*Total: (\d+) ns', l)
+    if a:
+        logged.append((a.group(1), int(a.group(2))))
+seen = [(s["operation"], s["total_ns"]) for s in d["verdict"].get("jvm_safepoints", {}).get("latest", [])]
+same = sum(1 for a, b in zip(seen, logged) if a[0] == b[0])
+worst = max([abs(a[1] - b[1]) / b[1] for a, b in zip(seen, logged) if a[0] == b[0]] or [0])
+# A delay of L absorbs the periods due in it, one a millisecond, each late by what is left.
+named = sum(int((o["latency_ns"] - 1e6) // 1e6) + 1 for o in d["outliers"]
+            if o["series"].startswith("rt-loop/") and o["series"].endswith("/timer")
+            and o["latency_ns"] > 1e6 and any(c["kind"] == "safepoint" for c in o["causes"]))
+print(json.dumps({"jdk": jdk, "gc": gc, "logged": len(logged), "seen": len(seen), "same": same, "worst": worst,
+                  "n": t["count"] / n, "p50": t["p50"] / p50, "p99": t["p99"] / p99, "max": t["max"] / mx,
+                  "named": min(named / late, 1.0) if late else None, "late": late}))
+PY
+    done
+  done
+done
+python3 - "$WORK/rows.txt" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+from ci import median_ci
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def f(v, d=3):
+    v = [x for x in v if x is not None]
+    if not v:
+        return "-"
+    m, lo, hi = median_ci(v)
+    return f"{m:.{d}f}" + (f" [{lo:.{d}f}, {hi:.{d}f}]" if lo is not None else "")
+print("| JDK | GC | runs | safepoints logged / seen / same operation | worst safepoint total vs the log | count ratio | p50 ratio | p99 ratio | max ratio | periods late > 1 ms in delays named a safepoint |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for jdk in sorted({r["jdk"] for r in rows}):
+    for gc in ["SerialGC", "G1GC"]:
+        r = [x for x in rows if x["jdk"] == jdk and x["gc"] == gc]
+        if r:
+            print(f"| {jdk} | {gc} | {len(r)} | {sum(x['logged'] for x in r)} / {sum(x['seen'] for x in r)} / {sum(x['same'] for x in r)} | {max(x['worst'] for x in r):.4f} | {f([x['n'] for x in r], 4)} | {f([x['p50'] for x in r])} | {f([x['p99'] for x in r])} | {f([x['max'] for x in r])} | {f([x['named'] for x in r])} |")
+PY
