@@ -56,6 +56,26 @@ class PiMutexTest {
     }
 
     @Test
+    void aSecondLockByTheHolderFailsLoudlyInEveryForm() throws Exception {
+        // Not reentrant: every way of locking again throws instead of deadlocking, and the
+        // holder still holds it afterwards.
+        try (PiMutex m = new PiMutex()) {
+            m.lock();
+            assertThrows(IllegalMonitorStateException.class, m::lock);
+            assertThrows(IllegalMonitorStateException.class, () -> m.tryLock());
+            assertThrows(IllegalMonitorStateException.class, m::lockInterruptibly);
+            assertThrows(IllegalMonitorStateException.class,
+                    () -> m.tryLock(1, java.util.concurrent.TimeUnit.SECONDS));
+            assertThrows(IllegalMonitorStateException.class,
+                    () -> m.tryLock(0, java.util.concurrent.TimeUnit.SECONDS));
+            assertThrows(IllegalMonitorStateException.class, () -> m.lock(Duration.ofSeconds(1)));
+            assertTrue(m.isHeldByCurrentThread());
+            m.unlock();
+            assertFalse(m.isLocked());
+        }
+    }
+
+    @Test
     void excludesMutuallyUnderContention() throws Exception {
         try (PiMutex m = new PiMutex()) {
             int[] counter = {0};
