@@ -340,7 +340,11 @@ pub(crate) fn read_loop(
                 )?;
                 out.windows.extend(window);
                 let mut o = o;
-                with_jvm_stops(&mut o, &r, &histories);
+                // (Only where a JVM's probes are attached: the search spans a second of every
+                // CPU's history.)
+                if matches!(&source, Source::Bpf(rec) if rec.probes_jvm()) {
+                    with_jvm_stops(&mut o, &r, &histories);
+                }
                 if let (true, Source::Bpf(rec)) = (options.stacks, &source) {
                     let culprit = o.causes.iter().find_map(|c| c.pid);
                     o.stacks = stacks_of(&r, culprit, &histories, options.started_ns, &|id| {

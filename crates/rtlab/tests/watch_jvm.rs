@@ -23,6 +23,24 @@ fn jdks() -> Vec<PathBuf> {
     v
 }
 
+/// examples/java/Periodic.java compiled by `jdk`'s javac, in a fresh directory.
+fn periodic_classes(jdk: &Path) -> tempfile::TempDir {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/java/Periodic.java");
+    let dir = tempfile::tempdir().unwrap();
+    let javac = Command::new(jdk.join("bin/javac"))
+        .arg("-d")
+        .arg(dir.path())
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        javac.status.success(),
+        "{}",
+        String::from_utf8_lossy(&javac.stderr)
+    );
+    dir
+}
+
 /// One safepoint of `-Xlog:safepoint`: its VM operation and its total time (ns).
 fn logged_safepoints(log: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -61,20 +79,8 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
         return skip(test, "no JDK with javac under /usr/lib/jvm");
     }
     let _serial = realtime_serial();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/java/Periodic.java");
     for jdk in jdks {
-        let dir = tempfile::tempdir().unwrap();
-        let javac = Command::new(jdk.join("bin/javac"))
-            .arg("-d")
-            .arg(dir.path())
-            .arg(&source)
-            .output()
-            .unwrap();
-        assert!(
-            javac.status.success(),
-            "{}",
-            String::from_utf8_lossy(&javac.stderr)
-        );
+        let dir = periodic_classes(&jdk);
         let log = dir.path().join("safepoint.log");
         let json = dir.path().join("w.json");
         // 6 s of 1 ms periods beside a full collection of 100 MB of small objects every 250
@@ -207,4 +213,58 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
             doc["outliers"]
         );
     }
+}
+
+#[test]
+fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
+    let test = "watch --pid of a JVM";
+    if !is_root() {
+        return skip(test, "needs root (eBPF, uprobes)");
+    }
+    let Some(jdk) = jdks().pop() else {
+        return skip(test, "no JDK with javac under /usr/lib/jvm");
+    };
+    let _serial = realtime_serial();
+    let dir = periodic_classes(&jdk);
+    // Running already (started by something else), a collection every 200 ms.
+    let mut jvm = Command::new(jdk.join("bin/java"))
+        .args(["-XX:+UseSerialGC", "-cp"])
+        .arg(dir.path())
+        .args(["Periodic", "8", "1000", "200", "20"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let json = dir.path().join("w.json");
+    let out = rtlab()
+        .args([
+            "watch",
+            "--pid",
+            &jvm.id().to_string(),
+            "--duration",
+            "3s",
+            "--quiet",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let _ = jvm.kill();
+    let _ = jvm.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("HotSpot's probes attached"), "{stdout}");
+    let doc = load_valid_document(&json);
+    let seen = doc["verdict"]["jvm_safepoints"]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    // About 15 collections in 3 s (and the JVM's own small safepoints).
+    assert!(seen >= 8, "{seen} safepoints seen: {stdout}");
+    assert!(
+        series_names(&doc)
+            .iter()
+            .any(|n| n.starts_with("jvm:") && n.ends_with("/safepoint")),
+        "{:?}",
+        series_names(&doc)
+    );
 }

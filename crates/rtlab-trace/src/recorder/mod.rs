@@ -976,6 +976,11 @@ impl Recorder {
         Ok(attached)
     }
 
+    /// Whether any JVM's probes are attached ([`Recorder::probe_jvm`]).
+    pub fn probes_jvm(&self) -> bool {
+        !self.usdt.is_empty()
+    }
+
     /// A VM operation's name, at `addr` (`len` bytes) in the memory of thread `tid`'s process
     /// (a string in libjvm.so's data: read once per address).
     fn vmop_name(&mut self, tid: i64, addr: u64, len: u32) -> Option<std::sync::Arc<str>> {

@@ -7,8 +7,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// A JVM maps libjvm.so within milliseconds of its start: a process is looked at this long.
+/// A JVM maps libjvm.so within milliseconds of its start: a process started during the
+/// watch is looked at this long, at most every `MAPS_EVERY_NS` (one running when the watch
+/// began, once).
 const MAPS_NS: u64 = 3_000_000_000;
+const MAPS_EVERY_NS: u64 = 100_000_000;
 /// The latest safepoints kept one by one (for the result).
 const KEEP_STOPS: usize = 1000;
 
@@ -34,8 +37,10 @@ struct Open {
 
 #[derive(Debug, Default)]
 pub(crate) struct Jvms {
-    /// Processes looked at (since when; `u64::MAX`: a JVM, found).
-    checked: HashMap<u32, u64>,
+    /// Processes looked at: since when and when last (`u64::MAX`: done with it).
+    checked: HashMap<u32, (u64, u64)>,
+    /// The processes in scope were looked at once.
+    looked: bool,
     /// libjvm.so files found, not yet handed to the recorder.
     found: Vec<PathBuf>,
     /// What became of each file found: probes attached, or why none.
@@ -52,20 +57,32 @@ impl Jvms {
     /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
     /// seen).
     pub(crate) fn look(&mut self, processes: impl Iterator<Item = u32> + Clone, now: u64) {
+        let started_since = self.looked;
+        self.looked = true;
         for pid in processes.clone() {
-            let first = *self.checked.entry(pid).or_insert(now);
-            if first == u64::MAX || now > first.saturating_add(MAPS_NS) {
+            let (first, last) = *self.checked.entry(pid).or_insert((now, 0));
+            if first == u64::MAX
+                || now > first.saturating_add(MAPS_NS)
+                || now < last + MAPS_EVERY_NS
+            {
                 continue;
             }
-            if let Some(lib) = rtlab_sys::procfs::mapped_file(pid, "libjvm.so") {
-                self.checked.insert(pid, u64::MAX);
-                self.found.push(lib);
-            }
+            let lib = rtlab_sys::procfs::mapped_file(pid, "libjvm.so");
+            // Running before the watch began: it has mapped whatever it maps.
+            let done = lib.is_some() || !started_since;
+            self.checked
+                .insert(pid, if done { (u64::MAX, 0) } else { (first, now) });
+            self.found.extend(lib);
         }
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
         self.open.retain(|p, _| alive.contains(p));
         self.ended.retain(|p, _| alive.contains(p));
+    }
+
+    /// Every process from now on is one started during the watch (a command's).
+    pub(crate) fn all_new(&mut self) {
+        self.looked = true;
     }
 
     /// The libjvm.so files found since the last call.

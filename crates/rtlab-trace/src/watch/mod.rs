@@ -587,6 +587,8 @@ impl WatchState {
     /// threads are read at once, and every 10 ms for the next 3 s).
     pub fn attach(&mut self, pid: i32) {
         self.spec.pid = pid;
+        // A command started for the watch: its processes are new, however early.
+        self.jvms.all_new();
         self.generation += 1;
         self.started_ns = rtlab_sys::time::monotonic_now_ns();
         self.rescan(self.started_ns);
