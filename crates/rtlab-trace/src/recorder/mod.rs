@@ -931,9 +931,22 @@ impl Recorder {
     pub fn probe_jvm(&mut self, libjvm: &std::path::Path) -> Result<usize, String> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
-        if !self.usdt_files.insert((meta.dev(), meta.ino())) {
+        let key = (meta.dev(), meta.ino());
+        if !self.usdt_files.insert(key) {
             return Ok(0);
         }
+        let (probes_before, links_before) = (self.usdt.len(), self._usdt_links.len());
+        let attached = self.attach_jvm(libjvm);
+        if attached.is_err() {
+            // All or none: a safepoint's begin without its end would hold delays for ever.
+            self.usdt.truncate(probes_before);
+            self._usdt_links.truncate(links_before);
+            self.usdt_files.remove(&key);
+        }
+        attached
+    }
+
+    fn attach_jvm(&mut self, libjvm: &std::path::Path) -> Result<usize, String> {
         let sites = crate::usdt::sites(libjvm)?;
         let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
             .into_iter()
@@ -943,7 +956,9 @@ impl Recorder {
                 (s.semaphore == 0).then_some((*p, s))
             })
             .collect();
-        if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin) {
+        if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin)
+            || !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointEnd)
+        {
             return Err(format!(
                 "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
                 libjvm.display()

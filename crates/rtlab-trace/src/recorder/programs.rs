@@ -883,7 +883,14 @@ pub(super) fn usdt_program(index: u32, args: &[crate::usdt::Arg], maps: Maps) ->
                     asm::stx32(R7, dst, R1)
                 });
             }
-            Arg::Unsupported => b.push(asm::st32(R7, dst, 0)),
+            Arg::Unsupported => {
+                b.push(asm::mov_imm(R1, 0));
+                b.push(if wide {
+                    asm::stx64(R7, dst, R1)
+                } else {
+                    asm::stx32(R7, dst, R1)
+                });
+            }
         }
     }
     b.finish()
