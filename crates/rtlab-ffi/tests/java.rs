@@ -48,21 +48,29 @@ fn toolchain() -> Result<PathBuf, &'static str> {
     Ok(home)
 }
 
+/// The JDK and Maven (else says why the test is skipped), and the library the tests load.
+fn toolchain_and_library() -> Option<(PathBuf, PathBuf)> {
+    let home = match toolchain() {
+        Ok(home) => home,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let library = common::libdir().join("librtlab.so");
+    assert!(library.exists(), "no {}", library.display());
+    Some((home, library))
+}
+
 fn binding_project() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bindings/java")
 }
 
 #[test]
 fn the_java_bindings_junit_tests_pass() {
-    let home = match toolchain() {
-        Ok(home) => home,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((home, library)) = toolchain_and_library() else {
+        return;
     };
-    let library = common::libdir().join("librtlab.so");
-    assert!(library.exists(), "no {}", library.display());
     let project = binding_project();
     let _build = BINDING_BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let _ = std::fs::remove_dir_all(project.join("target/surefire-reports"));
@@ -198,15 +206,9 @@ fn mvn(dir: &Path, home: &Path, args: &[&str]) {
 
 #[test]
 fn the_installed_jar_carries_librtlab_and_another_project_locks_a_pi_mutex_with_no_flag() {
-    let home = match toolchain() {
-        Ok(home) => home,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((home, library)) = toolchain_and_library() else {
+        return;
     };
-    let library = common::libdir().join("librtlab.so");
-    assert!(library.exists(), "no {}", library.display());
     let scratch = tempfile::tempdir().unwrap();
     let repo = scratch_repository(scratch.path());
     let repo_flag = format!("-Dmaven.repo.local={}", repo.display());
