@@ -782,14 +782,16 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
         "{count} periods watched, {n} measured by the program"
     );
     if !lost {
-        // Every period, each seen no later than the program saw it: dominated quantile by
-        // quantile (0.1 % for the histogram's buckets), and not far below.
+        // Every period, each seen no later than the program saw it: the maximum is dominated
+        // (0.1 % for the histogram's buckets), and not far below. The median may sit a little
+        // above the program's: up to 0.5 % of periods (the first ones, before the watch sees
+        // the thread) are missing from the watch, and where they were short the rank moves.
         assert!(
             wmax <= max as f64 * 1.001 && wmax >= max as f64 * 0.5,
             "max {wmax} vs {max}"
         );
         assert!(
-            wp50 <= p50 as f64 * 1.001 && wp50 >= p50 as f64 * 0.8,
+            wp50 <= p50 as f64 * 1.01 && wp50 >= p50 as f64 * 0.8,
             "p50 {wp50} vs {p50}"
         );
     }
