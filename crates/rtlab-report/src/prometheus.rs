@@ -49,17 +49,34 @@ pub struct DelayMetric {
 }
 
 impl DelayMetric {
-    /// Its labels: bounded (names and classes, never thread ids).
+    /// Its labels: bounded (names and classes, never thread ids), with a Kubernetes pod's
+    /// UID and its container's ID where the cgroup is one's (one per cgroup, so no more
+    /// series).
     fn labels(&self) -> String {
         format!(
-            "process=\"{}\",cgroup=\"{}\",thread=\"{}\",class=\"{}\",kind=\"{}\"",
+            "process=\"{}\",cgroup=\"{}\",{}thread=\"{}\",class=\"{}\",kind=\"{}\"",
             label(&self.process),
             label(&self.cgroup),
+            pod_labels(&self.cgroup),
             label(&self.thread),
             self.class,
             self.kind
         )
     }
+}
+
+/// `pod_uid="..",container_id="..",` for a cgroup in a Kubernetes pod (the container's only
+/// when the path names one), else nothing. The UID joins kube-state-metrics'
+/// `kube_pod_info{uid}` for the pod's name and namespace.
+fn pod_labels(cgroup: &str) -> String {
+    let Some(pod) = rtlab_sys::cgroup::kubernetes_container(cgroup) else {
+        return String::new();
+    };
+    let container = pod
+        .container_id
+        .map(|id| format!("container_id=\"{id}\","))
+        .unwrap_or_default();
+    format!("pod_uid=\"{}\",{container}", pod.pod_uid)
 }
 
 /// Trace events lost on one CPU.
@@ -70,6 +87,28 @@ pub struct LostOnCpu {
     pub watched: u64,
     /// Of other tasks only (explanations near them are incomplete).
     pub others: u64,
+}
+
+/// The losses of every CPU in `cpus` (zero where none was lost) and of any other CPU in
+/// `lost` (`[watched, others]`): a counter that exists from the first scrape, so that
+/// Prometheus's `increase()` sees the first loss (a series born at 5 has no increase).
+pub fn lost_on_cpus(
+    cpus: &[usize],
+    lost: &std::collections::BTreeMap<u16, [u64; 2]>,
+) -> Vec<LostOnCpu> {
+    let mut all: std::collections::BTreeMap<u16, [u64; 2]> = cpus
+        .iter()
+        .filter_map(|&c| u16::try_from(c).ok())
+        .map(|c| (c, [0, 0]))
+        .collect();
+    all.extend(lost);
+    all.into_iter()
+        .map(|(cpu, [watched, others])| LostOnCpu {
+            cpu,
+            watched,
+            others,
+        })
+        .collect()
 }
 
 /// What a scrape shows.
@@ -339,5 +378,44 @@ mod tests {
         }
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
         assert_eq!(types, 9);
+    }
+
+    #[test]
+    fn every_cpu_has_a_loss_counter_from_the_start() {
+        let lost = [(1u16, [0u64, 3u64]), (7, [2, 0])].into_iter().collect();
+        let got: Vec<(u16, u64, u64)> = lost_on_cpus(&[0, 1], &lost)
+            .iter()
+            .map(|l| (l.cpu, l.watched, l.others))
+            .collect();
+        assert_eq!(got, [(0, 0, 0), (1, 0, 3), (7, 2, 0)]);
+    }
+
+    #[test]
+    fn a_pods_series_carry_its_uid_and_container_and_others_do_not() {
+        let metric = |cgroup: &str| DelayMetric {
+            thread: "rt".into(),
+            class: "realtime",
+            process: "app".into(),
+            cgroup: cgroup.into(),
+            kind: "wakeup",
+            total: LatencyHistogram::compact(),
+            last_interval_max_ns: 0,
+            unmeasured: 0,
+        };
+        let pod = metric("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b_2c3d.slice/cri-containerd-9f8e.scope");
+        assert_eq!(
+            pod.labels(),
+            format!(
+                "process=\"app\",cgroup=\"{}\",pod_uid=\"0a1b-2c3d\",container_id=\"9f8e\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\"",
+                pod.cgroup
+            )
+        );
+        assert_eq!(
+            metric("/kubepods/besteffort/pod0a1b-2c3d").labels(),
+            "process=\"app\",cgroup=\"/kubepods/besteffort/pod0a1b-2c3d\",pod_uid=\"0a1b-2c3d\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\""
+        );
+        for cgroup in ["/system.slice/app.service", "(several)", ""] {
+            assert!(!metric(cgroup).labels().contains("pod_uid"), "{cgroup}");
+        }
     }
 }

@@ -82,6 +82,61 @@ pub fn kubernetes_qos(path: &str) -> Option<&'static str> {
     })
 }
 
+/// A Kubernetes pod's container, recognised from a cgroup path: the pod's UID (as the API
+/// server writes it, with dashes) and the container runtime's ID of the container, when the
+/// path reaches one (a process of the pod's own cgroup has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeContainer {
+    pub pod_uid: String,
+    pub container_id: Option<String>,
+}
+
+/// The pod and container of a cgroup path, for the kubelet's two cgroup drivers:
+///
+/// | driver | path |
+/// |---|---|
+/// | systemd | `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid, _ for ->.slice/cri-containerd-<id>.scope` (also `crio-`, `docker-`) |
+/// | cgroupfs | `/kubepods/burstable/pod<uid>/<id>` |
+///
+/// A guaranteed pod has no QoS level (`kubepods-pod<uid>.slice`, `/kubepods/pod<uid>`); kind
+/// and other nested kubelets put `kubelet-` before every slice name. Anything below the
+/// container's cgroup (its own sub-cgroups) belongs to that container; CRI-O's `crio-conmon-`
+/// scope is the runtime's monitor, not a container. None for a path outside a pod.
+pub fn kubernetes_container(path: &str) -> Option<KubeContainer> {
+    let mut parts = path.split('/').skip_while(|p| !p.contains("kubepods"));
+    let pod_uid = parts.by_ref().find_map(pod_uid_of)?;
+    let container_id = parts.next().and_then(container_id_of);
+    Some(KubeContainer {
+        pod_uid,
+        container_id,
+    })
+}
+
+/// `kubepods-burstable-pod<uid>.slice` or `pod<uid>`: the UID with dashes.
+fn pod_uid_of(part: &str) -> Option<String> {
+    let uid = match part.strip_suffix(".slice") {
+        Some(slice) => slice.rsplit_once("-pod")?.1,
+        None => part.strip_prefix("pod")?,
+    };
+    let uid = uid.replace('_', "-");
+    let valid = !uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    valid.then_some(uid)
+}
+
+/// `cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope` or a bare `<id>`.
+fn container_id_of(part: &str) -> Option<String> {
+    let name = part.strip_suffix(".scope").unwrap_or(part);
+    if name.starts_with("crio-conmon-") {
+        return None;
+    }
+    let id = ["cri-containerd-", "crio-", "docker-", "containerd-"]
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix))
+        .unwrap_or(name);
+    let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit());
+    valid.then(|| id.to_string())
+}
+
 /// The real-time budget of a v1 `cpu` cgroup: `cpu.rt_runtime_us` (microseconds per
 /// `cpu.rt_period_us`; -1 unlimited, 0 none: SCHED_FIFO is refused in it).
 pub fn rt_runtime_us(cpu_v1_path: &str) -> Option<i64> {
@@ -221,6 +276,55 @@ mod tests {
         );
         assert_eq!(kubernetes_qos("/kubepods/pod1/c"), Some("guaranteed"));
         assert_eq!(kubernetes_qos("/system.slice/ssh.service"), None);
+    }
+
+    #[test]
+    fn kubernetes_pod_and_container_from_both_drivers_paths() {
+        let uid = "3c5d8f2e-1b7a-4a4e-9c1d-2f6b8e0a7c11";
+        let id = "4f1b2c9d0e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+        let found = |path: &str| kubernetes_container(path);
+        let both = Some(KubeContainer {
+            pod_uid: uid.into(),
+            container_id: Some(id.into()),
+        });
+        let systemd_uid = uid.replace('-', "_");
+        // The systemd driver, each runtime, each QoS class, and kind's nested kubelet.
+        for path in [
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice/cri-containerd-{id}.scope"),
+            format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{systemd_uid}.slice/crio-{id}.scope"),
+            format!("/kubepods.slice/kubepods-pod{systemd_uid}.slice/docker-{id}.scope"),
+            format!("/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod{systemd_uid}.slice/cri-containerd-{id}.scope"),
+            // A sub-cgroup the container made itself belongs to the container.
+            format!("/kubepods.slice/kubepods-pod{systemd_uid}.slice/cri-containerd-{id}.scope/init.scope"),
+            // The cgroupfs driver.
+            format!("/kubepods/burstable/pod{uid}/{id}"),
+            format!("/kubepods/pod{uid}/{id}"),
+        ] {
+            assert_eq!(found(&path), both, "{path}");
+        }
+        // The pod's own cgroup, and CRI-O's monitor beside the container: a pod, no container.
+        let pod_only = Some(KubeContainer {
+            pod_uid: uid.into(),
+            container_id: None,
+        });
+        assert_eq!(found(&format!("/kubepods/besteffort/pod{uid}")), pod_only);
+        assert_eq!(
+            found(&format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice/crio-conmon-{id}.scope")),
+            pod_only
+        );
+        // Not a pod: the QoS slices alone, other services, containers outside Kubernetes.
+        for path in [
+            "/kubepods.slice/kubepods-burstable.slice",
+            "/kubepods/burstable",
+            "/system.slice/containerd.service",
+            &format!("/system.slice/docker-{id}.scope"),
+            "/user.slice/user-1000.slice/session-3.scope",
+            "/",
+            "",
+            "(several)",
+        ] {
+            assert_eq!(found(path), None, "{path}");
+        }
     }
 
     #[test]

@@ -469,7 +469,7 @@ rtlab-net-run ...), made from the same text as --help.
 Examples:
   rtlab man | man -l -
   rtlab man wakeup | man -l -
-  for c in '' wakeup watch survey; do rtlab man $c > rtlab${c:+-$c}.1; done";
+  rtlab man --out-dir /usr/local/share/man/man1     # every page, as a package has them";
 
 pub(super) const NET_SERVE_HELP: &str = "\
 The peer obeys its owner, not its clients: a client asks for priorities, socket options,

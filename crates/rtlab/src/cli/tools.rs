@@ -239,6 +239,10 @@ pub struct ManArgs {
     /// The command whose page to print, e.g. `wakeup` or `net run` (default: rtlab's own).
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
+    /// Write every page (rtlab.1, rtlab-wakeup.1, rtlab-net-run.1, ...) into DIR instead, as
+    /// a package installs them.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub out_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

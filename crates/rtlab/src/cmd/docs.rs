@@ -24,6 +24,15 @@ pub fn completions(args: CompletionsArgs) -> anyhow::Result<Status> {
 pub fn man(args: ManArgs) -> anyhow::Result<Status> {
     let mut command = Cli::command();
     command.build();
+    if let Some(dir) = &args.out_dir {
+        if !dir.is_dir() {
+            let why = format!("--out-dir {}: not a directory", dir.display());
+            return Err(BadInput(why).into());
+        }
+        let written = write_pages(dir, command, "rtlab".into())?;
+        eprintln!("rtlab man: {written} pages in {}", dir.display());
+        return Ok(Status::Ok);
+    }
     let mut title = "rtlab".to_string();
     for part in &args.command {
         let names: Vec<String> = command
@@ -43,6 +52,29 @@ pub fn man(args: ManArgs) -> anyhow::Result<Status> {
         command = sub;
     }
     print(&page(command, title)?)
+}
+
+/// Writes the page of `command` and of every command below it into `dir` as `<title>.1`;
+/// returns how many.
+fn write_pages(
+    dir: &std::path::Path,
+    command: clap::Command,
+    title: String,
+) -> anyhow::Result<usize> {
+    let subcommands: Vec<clap::Command> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+        .cloned()
+        .collect();
+    let path = dir.join(format!("{title}.1"));
+    std::fs::write(&path, page(command, title.clone())?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut written = 1;
+    for sub in subcommands {
+        let sub_title = format!("{title}-{}", sub.get_name());
+        written += write_pages(dir, sub, sub_title)?;
+    }
+    Ok(written)
 }
 
 /// A piece of a help text: a paragraph to fill, or lines to keep as written (examples,

@@ -532,7 +532,8 @@ fn class_of(w: &rtlab_trace::watch::WatchSeries) -> &'static str {
 
 /// The `/metrics` page: the figures copied under the watcher's lock, the text made outside it.
 fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::metrics::Page {
-    use rtlab_report::prometheus::{render, DelayMetric, LostOnCpu, WatchMetrics};
+    use rtlab_report::prometheus::{lost_on_cpus, render, DelayMetric, WatchMetrics};
+    let online = rtlab_sys::affinity::online_cpus();
     std::sync::Arc::new(move || {
         let metrics = {
             let s = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -553,15 +554,7 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
                     })
                     .collect(),
                 outliers: s.book().summary().clone(),
-                events_lost: s
-                    .lost_by_cpu()
-                    .iter()
-                    .map(|(&cpu, l)| LostOnCpu {
-                        cpu,
-                        watched: l[0],
-                        others: l[1],
-                    })
-                    .collect(),
+                events_lost: lost_on_cpus(online.as_slice(), s.lost_by_cpu()),
                 delays_abandoned: s.shortfalls().1,
                 threads: s.watched_threads(),
                 pid,
