@@ -402,17 +402,17 @@ mod tests {
             last_interval_max_ns: 0,
             unmeasured: 0,
         };
-        let pod = metric("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b_2c3d.slice/cri-containerd-9f8e.scope");
+        let pod = metric("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3c5d8f2e_1b7a_4a4e_9c1d_2f6b8e0a7c11.slice/cri-containerd-9f8e.scope");
         assert_eq!(
             pod.labels(),
             format!(
-                "process=\"app\",cgroup=\"{}\",pod_uid=\"0a1b-2c3d\",container_id=\"9f8e\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\"",
+                "process=\"app\",cgroup=\"{}\",pod_uid=\"3c5d8f2e-1b7a-4a4e-9c1d-2f6b8e0a7c11\",container_id=\"9f8e\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\"",
                 pod.cgroup
             )
         );
         assert_eq!(
-            metric("/kubepods/besteffort/pod0a1b-2c3d").labels(),
-            "process=\"app\",cgroup=\"/kubepods/besteffort/pod0a1b-2c3d\",pod_uid=\"0a1b-2c3d\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\""
+            metric("/kubepods/besteffort/pod3c5d8f2e-1b7a-4a4e-9c1d-2f6b8e0a7c11").labels(),
+            "process=\"app\",cgroup=\"/kubepods/besteffort/pod3c5d8f2e-1b7a-4a4e-9c1d-2f6b8e0a7c11\",pod_uid=\"3c5d8f2e-1b7a-4a4e-9c1d-2f6b8e0a7c11\",thread=\"rt\",class=\"realtime\",kind=\"wakeup\""
         );
         for cgroup in ["/system.slice/app.service", "(several)", ""] {
             assert!(!metric(cgroup).labels().contains("pod_uid"), "{cgroup}");

@@ -99,11 +99,15 @@ pub struct KubeContainer {
 /// | cgroupfs | `/kubepods/burstable/pod<uid>/<id>` |
 ///
 /// A guaranteed pod has no QoS level (`kubepods-pod<uid>.slice`, `/kubepods/pod<uid>`); kind
-/// and other nested kubelets put `kubelet-` before every slice name. Anything below the
-/// container's cgroup (its own sub-cgroups) belongs to that container; CRI-O's `crio-conmon-`
-/// scope is the runtime's monitor, not a container. None for a path outside a pod.
+/// and other nested kubelets put `kubelet-` before every slice name. Read from inside a pod
+/// (a private cgroup namespace, as a DaemonSet's container has), another pod's path is
+/// relative to its own: `/../../kubepods-besteffort-pod<uid>.slice/...`, `/../../burstable/
+/// pod<uid>/<id>`, so the pod is found by its UID (a UUID, or a static pod's 32 hex digits),
+/// not by `kubepods`. Anything below the container's cgroup (its own sub-cgroups) belongs to
+/// that container; CRI-O's `crio-conmon-` scope is the runtime's monitor, not a container.
+/// None for a path outside a pod.
 pub fn kubernetes_container(path: &str) -> Option<KubeContainer> {
-    let mut parts = path.split('/').skip_while(|p| !p.contains("kubepods"));
+    let mut parts = path.split('/');
     let pod_uid = parts.by_ref().find_map(pod_uid_of)?;
     let container_id = parts.next().and_then(container_id_of);
     Some(KubeContainer {
@@ -119,7 +123,8 @@ fn pod_uid_of(part: &str) -> Option<String> {
         None => part.strip_prefix("pod")?,
     };
     let uid = uid.replace('_', "-");
-    let valid = !uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    let digits = uid.chars().filter(char::is_ascii_hexdigit).count();
+    let valid = digits == 32 && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
     valid.then_some(uid)
 }
 
@@ -299,6 +304,9 @@ mod tests {
             // The cgroupfs driver.
             format!("/kubepods/burstable/pod{uid}/{id}"),
             format!("/kubepods/pod{uid}/{id}"),
+            // Seen from another pod's cgroup namespace (rtlab in a DaemonSet): relative.
+            format!("/../../kubepods-burstable-pod{systemd_uid}.slice/cri-containerd-{id}.scope"),
+            format!("/../../burstable/pod{uid}/{id}"),
         ] {
             assert_eq!(found(&path), both, "{path}");
         }
@@ -308,6 +316,15 @@ mod tests {
             container_id: None,
         });
         assert_eq!(found(&format!("/kubepods/besteffort/pod{uid}")), pod_only);
+        // A static pod's UID: the hash of its manifest, 32 hex digits without dashes.
+        let static_uid = "0f3c5d8e2a1b4c6d9e7f8a0b1c2d3e4f";
+        assert_eq!(
+            found(&format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{static_uid}.slice/cri-containerd-{id}.scope")),
+            Some(KubeContainer {
+                pod_uid: static_uid.into(),
+                container_id: Some(id.into()),
+            })
+        );
         assert_eq!(
             found(&format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice/crio-conmon-{id}.scope")),
             pod_only
@@ -319,6 +336,9 @@ mod tests {
             "/system.slice/containerd.service",
             &format!("/system.slice/docker-{id}.scope"),
             "/user.slice/user-1000.slice/session-3.scope",
+            // Named like a pod, but no UID.
+            "/pods/pod1/c",
+            "/system.slice/ipod-sync.slice/x",
             "/",
             "",
             "(several)",
