@@ -122,6 +122,8 @@ pub struct WatchMetrics {
     pub events_lost: Vec<LostOnCpu>,
     /// Delays not measured because events around them were lost.
     pub delays_abandoned: u64,
+    /// Threads (one per kind of delay) left unwatched at the series limit.
+    pub threads_refused: u64,
     /// Threads watched now.
     pub threads: usize,
     /// The watched process.
@@ -267,6 +269,12 @@ pub fn render(m: &WatchMetrics) -> String {
             m.delays_abandoned,
         ),
         (
+            "rtlab_watch_threads_unwatched_total",
+            "counter",
+            "Threads left unwatched (counted once per kind of delay) because the watch holds as many series as it may (512): a restart watches them again.",
+            m.threads_refused,
+        ),
+        (
             "rtlab_watch_threads",
             "gauge",
             "Threads of the process watched now.",
@@ -333,6 +341,7 @@ mod tests {
                 others: 3,
             }],
             delays_abandoned: 1,
+            threads_refused: 3,
             threads: 2,
             pid: 42,
             version: "0.1.0".into(),
@@ -370,6 +379,7 @@ mod tests {
             "rtlab_watch_delays_unmeasured_total{{{labels}}} 1"
         ));
         has("rtlab_watch_threads{pid=\"42\"} 2");
+        has("rtlab_watch_threads_unwatched_total{pid=\"42\"} 3");
         has("rtlab_build_info{version=\"0.1.0\"} 1");
         // Every sample line is `name{labels} value`, every metric declared once.
         for l in text.lines().filter(|l| !l.starts_with('#')) {
@@ -377,7 +387,7 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{l}");
         }
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
-        assert_eq!(types, 9);
+        assert_eq!(types, 10);
     }
 
     #[test]

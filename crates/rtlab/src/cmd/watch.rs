@@ -556,6 +556,7 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
                 outliers: s.book().summary().clone(),
                 events_lost: lost_on_cpus(online.as_slice(), s.lost_by_cpu()),
                 delays_abandoned: s.shortfalls().1,
+                threads_refused: s.shortfalls().0,
                 threads: s.watched_threads(),
                 pid,
                 version: env!("CARGO_PKG_VERSION").into(),
