@@ -5,6 +5,7 @@
 # set; no_new_privs; nice 5), scraped every 2 s as Prometheus would.
 #
 #   sudo bench/watch-service.sh [MINUTES]        (default 15)
+#   CHURN=0 sudo bench/watch-service.sh 10       (no short-lived threads)
 #
 # Meanwhile a FIFO 50 loop runs for the whole time (examples/c/periodic.c, 1 ms) and a
 # short-lived FIFO 10 process with a thread of the same name starts every 3 s (a new pid and
@@ -48,13 +49,15 @@ scrape() { curl -s -o "$WORK/page" -w '%{time_total}' "http://127.0.0.1:$PORT/me
 
 chrt -f 50 "$WORK/periodic" $((MINUTES * 60 + 120)) 1000 >/dev/null &
 PIDS+=($!)
-(while :; do chrt -f 10 "$WORK/periodic" 2 1000 >/dev/null; sleep 1; done) &
-PIDS+=($!)
+if [ "${CHURN:-1}" = 1 ]; then
+  (while :; do chrt -f 10 "$WORK/periodic" 2 1000 >/dev/null; sleep 1; done) &
+  PIDS+=($!)
+fi
 start_watch
 (sleep 3; while :; do scrape >/dev/null || true; sleep 2; done) &
 PIDS+=($!)
 sleep 5
-echo "# rtlab watch as a service: $MINUTES min, $(uname -r), $(nproc) CPUs, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
+echo "# rtlab watch as a service: $MINUTES min, churn ${CHURN:-1}, $(uname -r), $(nproc) CPUs, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 grep -E '^Cap(Bnd|Eff)|^NoNewPrivs' "/proc/$WATCH/status" | tr '\n' ' '; echo
 for m in $(seq 1 "$MINUTES"); do
   sleep 60

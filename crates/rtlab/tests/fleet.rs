@@ -262,6 +262,16 @@ fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
             .current_dir(&dir),
     );
     assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
+    // The example scrape configuration, which loads them.
+    let said = run_ok(
+        Command::new("promtool")
+            .args(["check", "config", "prometheus.yml"])
+            .current_dir(&dir),
+    );
+    assert!(
+        said.contains("is valid prometheus config file syntax"),
+        "{said}"
+    );
     let said = run_ok(
         Command::new("promtool")
             .args(["test", "rules", "rtlab.rules.test.yml"])
