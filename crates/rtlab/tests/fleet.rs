@@ -551,6 +551,31 @@ fn watched_and_scraped(dir: &Path, program: &Path) -> (Started, u16) {
     (started, prom_port)
 }
 
+#[test]
+fn man_out_dir_writes_a_page_per_command_and_refuses_a_missing_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    run_ok(
+        Command::new(rtlab_path())
+            .args(["man", "--out-dir"])
+            .arg(dir.path()),
+    );
+    for page in [
+        "rtlab.1",
+        "rtlab-watch.1",
+        "rtlab-net-run.1",
+        "rtlab-slack-set.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        let title = format!(".TH {} 1", page.trim_end_matches(".1"));
+        assert!(text.contains(&title), "{page}");
+    }
+    assert_bad_input(
+        &["man", "--out-dir", "/nonexistent/man1"],
+        &["--out-dir", "not a directory"],
+    );
+    assert_bad_input(&["man", "--out-dir", "/tmp", "watch"], &["--out-dir"]);
+}
+
 /// Removes the package however the test ends, so the machine is left as found.
 struct Installed;
 
