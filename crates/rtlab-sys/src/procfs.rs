@@ -20,15 +20,17 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 
 /// Every process of the machine with its parent (`/proc/<pid>/stat`, field 4), by pid.
 pub fn processes() -> Vec<(u32, u32)> {
+    Parents::default().read()
+}
+
+/// Every process of the machine, by pid (the listing of `/proc`).
+pub fn pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut all: Vec<(u32, u32)> = dir
+    let mut all: Vec<u32> = dir
         .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            Some((pid, parent_of(pid)?))
-        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
     all.sort_unstable();
     all
@@ -49,19 +51,54 @@ pub fn parent_of(pid: u32) -> Option<u32> {
 /// `root` and every process it started, and they started, that is still there (from one
 /// reading of every process's parent).
 pub fn process_tree(root: u32) -> Vec<u32> {
-    let all = processes();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(
-            all.iter()
-                .filter(|p| p.1 == parent && p.0 != root)
-                .map(|p| p.0),
-        );
-        i += 1;
+    Parents::default().tree(root)
+}
+
+/// Every process's parent, kept from one reading to the next: a process's parent is read once
+/// (its `/proc/<pid>/stat`: a read that sums the whole process in the kernel), again only when
+/// that parent is gone (it was re-parented). Reading the tree of a process every second then
+/// costs one listing of `/proc` and a read per new process, not a read per process.
+#[derive(Debug, Default)]
+pub struct Parents {
+    known: std::collections::HashMap<u32, u32>,
+}
+
+impl Parents {
+    /// Every process of the machine with its parent, by pid.
+    pub fn read(&mut self) -> Vec<(u32, u32)> {
+        let pids = pids();
+        let alive: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        self.known.retain(|p, _| alive.contains(p));
+        let mut all = Vec::with_capacity(pids.len());
+        for pid in pids {
+            let parent = match self.known.get(&pid) {
+                Some(&parent) if parent <= 1 || alive.contains(&parent) => Some(parent),
+                _ => parent_of(pid),
+            };
+            if let Some(parent) = parent {
+                self.known.insert(pid, parent);
+                all.push((pid, parent));
+            }
+        }
+        all
     }
-    tree
+
+    /// `root` and every process it started, and they started, that is still there.
+    pub fn tree(&mut self, root: u32) -> Vec<u32> {
+        let all = self.read();
+        let mut tree = vec![root];
+        let mut i = 0;
+        while i < tree.len() {
+            let parent = tree[i];
+            tree.extend(
+                all.iter()
+                    .filter(|p| p.1 == parent && p.0 != root)
+                    .map(|p| p.0),
+            );
+            i += 1;
+        }
+        tree
+    }
 }
 
 /// The file process `pid` maps whose name is `file_name` (`libjvm.so`), as a path rtlab can
@@ -138,6 +175,15 @@ fn classify(what: String, e: io::Error) -> SysError {
 
 /// Every thread of `pid`, by tid.
 pub fn threads_of(pid: i32) -> Result<Vec<ThreadInfo>, SysError> {
+    threads_read(pid, true)
+}
+
+/// [`threads_of`] without their timer slack (a file that takes a ptrace check to read).
+pub fn thread_names_of(pid: i32) -> Result<Vec<ThreadInfo>, SysError> {
+    threads_read(pid, false)
+}
+
+fn threads_read(pid: i32, slack: bool) -> Result<Vec<ThreadInfo>, SysError> {
     let dir = format!("/proc/{pid}/task");
     let entries = std::fs::read_dir(&dir).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
@@ -156,7 +202,7 @@ pub fn threads_of(pid: i32) -> Result<Vec<ThreadInfo>, SysError> {
             name: std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
                 .map(|s| s.trim_end().to_string())
                 .unwrap_or_default(),
-            timer_slack_ns: thread_timer_slack_ns(tid).ok(),
+            timer_slack_ns: slack.then(|| thread_timer_slack_ns(tid).ok()).flatten(),
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
@@ -369,6 +415,29 @@ pub fn pids_named(name: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tree_kept_from_reading_to_reading_gains_and_loses_children() {
+        let me = std::process::id();
+        let mut parents = Parents::default();
+        let before = parents.tree(me);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let grown = parents.tree(me);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let after = parents.tree(me);
+        assert!(!before.contains(&pid) && grown.contains(&pid), "{grown:?}");
+        assert!(!after.contains(&pid) && after[0] == me, "{after:?}");
+        // What it keeps is what a fresh reading finds (this process and its parent).
+        let kept = parents.read();
+        let parent = std::os::unix::process::parent_id();
+        assert!(kept.contains(&(me, parent)), "{kept:?}");
+        assert!(processes().contains(&(me, parent)));
+    }
 
     #[test]
     fn only_the_kernels_threads_are_kernel_threads() {

@@ -100,6 +100,16 @@ pub fn set_thread_scheduler(tid: i32, policy: Policy, prio: u32) -> Result<(), S
     }
 }
 
+/// Whether thread `tid` runs under a real-time policy (FIFO, RR or DEADLINE), None where it
+/// is gone. C: `sched_getscheduler(tid)` (a system call, no `/proc` file to read).
+pub fn thread_is_realtime(tid: i32) -> Option<bool> {
+    // SAFETY: no pointer arguments; the kernel checks `tid`.
+    let raw = unsafe { libc::sched_getscheduler(tid) };
+    let policy = raw & !libc::SCHED_RESET_ON_FORK;
+    // 6: SCHED_DEADLINE.
+    (raw >= 0).then_some(matches!(policy, libc::SCHED_FIFO | libc::SCHED_RR | 6))
+}
+
 /// Policy and priority of the calling thread, as the kernel reports them.
 pub fn current_thread_scheduler() -> (Option<Policy>, u32) {
     // SAFETY: pid 0 is the calling thread; sched_getscheduler has no pointer arguments.
@@ -173,6 +183,19 @@ mod tests {
         assert!(matches!(err, SysError::Invalid { .. }), "{err}");
         let err = set_current_thread_scheduler(Policy::Other, 5).unwrap_err();
         assert!(matches!(err, SysError::Invalid { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_thread_is_real_time_as_its_policy_says() {
+        assert_eq!(thread_is_realtime(0), Some(false));
+        assert_eq!(thread_is_realtime(i32::MAX), None);
+        std::thread::spawn(|| {
+            if set_current_thread_scheduler(Policy::Fifo, 1).is_ok() {
+                assert_eq!(thread_is_realtime(0), Some(true));
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

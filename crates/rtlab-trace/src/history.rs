@@ -293,11 +293,16 @@ pub(crate) fn with_jvm_stops(
         .causes
         .iter()
         .filter_map(|c| {
-            Some(format!(
-                "{} {}",
-                c.task.as_deref()?,
-                rtlab_stats::Nanos(c.duration_ns)
-            ))
+            let task = c.task.as_deref()?;
+            // rtlab's own threads are the observer, never named as a cause.
+            let ours = c
+                .pid
+                .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32));
+            let task = match ours && crate::reader::is_observer_thread(task) {
+                true => "the observer (rtlab itself)",
+                false => task,
+            };
+            Some(format!("{task} {}", rtlab_stats::Nanos(c.duration_ns)))
         })
         .take(3)
         .collect();

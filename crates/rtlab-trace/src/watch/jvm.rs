@@ -45,9 +45,8 @@ pub(crate) struct Jvms {
     found: Vec<PathBuf>,
     /// What became of each file found: probes attached, or why none.
     pub(crate) notes: Vec<String>,
-    /// Per JVM process, its safepoint in progress, and when its last one ended.
+    /// Per JVM process, its safepoint in progress.
     open: HashMap<u32, Open>,
-    ended: HashMap<u32, u64>,
     /// The latest safepoints, oldest first, and how many there were in all.
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pub(crate) stops_seen: u64,
@@ -77,7 +76,6 @@ impl Jvms {
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
         self.open.retain(|p, _| alive.contains(p));
-        self.ended.retain(|p, _| alive.contains(p));
     }
 
     /// Every process from now on is one started during the watch (a command's).
@@ -129,7 +127,6 @@ impl Jvms {
                 }
             }
             JvmProbe::SafepointEnd => {
-                self.ended.insert(*process, e.ts_ns);
                 let o = self.open.remove(process)?;
                 return Some(Stop {
                     process: *process,
@@ -151,11 +148,6 @@ impl Jvms {
         }
         self.stops.push_back(stop.clone());
         self.stops_seen += 1;
-    }
-
-    /// When JVM `process`'s last safepoint ended.
-    pub(crate) fn last_end(&self, process: u32) -> Option<u64> {
-        self.ended.get(&process).copied()
     }
 
     /// Whether JVM `process` is at a safepoint (its threads stopped).

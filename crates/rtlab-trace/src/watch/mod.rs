@@ -235,9 +235,9 @@ struct Watched {
     /// Inside a system call it waits in, since its entry (where the recorder sees those):
     /// its delays then end where the call returns to user space.
     in_call: Option<InCall>,
-    /// Delays whose wait returned while its JVM was at a safepoint: the thread runs no Java
-    /// code until the safepoint is over, so they end at its first return after it.
-    held: Vec<(DelayKind, Delay)>,
+    /// Delays whose wait returned while its JVM was at a safepoint: a Java thread runs no
+    /// Java code until the safepoint is over, so they may end later (see [`Held`]).
+    held: Option<Held>,
     /// Its period, where its timer delays begin at a steady interval (two in a row within
     /// 5 %), and where its last one began.
     period_ns: Option<u64>,
@@ -250,6 +250,31 @@ struct Watched {
 /// A delay begun: since when, the timer's slack in it, and when the thread got a CPU in
 /// between (where that is not its end).
 type Delay = (u64, u64, Option<u64>);
+
+/// A thread's delays whose wait returned while its JVM was at a safepoint. A Java thread
+/// then blocks at the safepoint's barrier until the VM thread lets every thread go, at the
+/// safepoint's end: its delays end where that barrier wait returns, as the thread lives
+/// them. A thread the safepoint does not stop (the VM's own, a collector's, native code)
+/// goes on: its delays end where they returned. Which one it is shows at its next return:
+/// a wait woken within [`BARRIER_NS`] of the safepoint's end is the barrier's.
+#[derive(Debug, Clone)]
+struct Held {
+    /// The return that held them.
+    at: Event,
+    delays: Vec<(DelayKind, Delay)>,
+    /// Its next return, while the safepoint was still on (the barrier's wait is woken just
+    /// before the JVM's end probe fires): when its wait was woken, and its own delays.
+    next: Option<NextReturn>,
+    /// When that safepoint ended, if it has (its next return, or its next wait, decides).
+    ended_ns: Option<u64>,
+}
+
+/// A return from a wait: where, when its wait was woken, and the delays it ends.
+type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
+
+/// How close to a safepoint's end a barrier's wait is woken (the VM thread wakes them, then
+/// fires the end probe; on a busy machine the wake can lag).
+const BARRIER_NS: u64 = 1_000_000;
 
 /// A wait call in progress (see [`Watched::in_call`]).
 #[derive(Debug, Clone, Copy)]
@@ -309,6 +334,8 @@ pub struct WatchState {
     heap: BinaryHeap<Reverse<Timed>>,
     arrived: u64,
     scanned_ns: u64,
+    /// Every process's parent, as last read (for a process tree, or every process).
+    parents: rtlab_sys::procfs::Parents,
     /// When the watch began.
     started_ns: u64,
     /// The process is gone (its /proc directory vanished).
@@ -366,6 +393,7 @@ impl WatchState {
             heap: BinaryHeap::new(),
             arrived: 0,
             scanned_ns: 0,
+            parents: Default::default(),
             started_ns: rtlab_sys::time::monotonic_now_ns(),
             gone: false,
             refused: 0,
@@ -430,7 +458,7 @@ impl WatchState {
 
     /// The processes in scope now (by [`WatchSpec::scope`], as last read), or None before a
     /// command's process is attached.
-    fn processes_in_scope(&self) -> Option<Vec<u32>> {
+    fn processes_in_scope(&mut self) -> Option<Vec<u32>> {
         let ours = std::process::id();
         match &self.spec.scope {
             Scope::Process { .. } if self.spec.pid <= 0 => None,
@@ -440,7 +468,7 @@ impl WatchState {
                     return Some(Vec::new());
                 }
                 Some(match children {
-                    true => rtlab_sys::procfs::process_tree(pid),
+                    true => self.parents.tree(pid),
                     false => vec![pid],
                 })
             }
@@ -452,7 +480,8 @@ impl WatchState {
                     .collect(),
             ),
             Scope::All => Some(
-                rtlab_sys::procfs::processes()
+                self.parents
+                    .read()
                     .into_iter()
                     .filter(|&(pid, ppid)| pid != 2 && ppid != 2 && pid != ours)
                     .map(|(pid, _)| pid)
@@ -633,7 +662,7 @@ impl WatchState {
         let threads: Vec<_> = self
             .processes
             .keys()
-            .flat_map(|&p| rtlab_sys::procfs::threads_of(p as i32).unwrap_or_default())
+            .flat_map(|&p| rtlab_sys::procfs::thread_names_of(p as i32).unwrap_or_default())
             .collect();
         self.spec
             .threads
@@ -739,7 +768,7 @@ impl WatchState {
     /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
     fn rescan(&mut self, now: u64) {
         self.scanned_ns = now;
-        if let Ok(ours) = rtlab_sys::procfs::threads_of(std::process::id() as i32) {
+        if let Ok(ours) = rtlab_sys::procfs::thread_names_of(std::process::id() as i32) {
             self.ours = ours
                 .iter()
                 .filter(|t| crate::reader::is_observer_thread(&t.name))
@@ -763,7 +792,7 @@ impl WatchState {
         let mut processes = HashMap::new();
         let mut threads = Vec::new();
         for pid in procs {
-            let Ok(mut of) = rtlab_sys::procfs::threads_of(pid as i32) else {
+            let Ok(mut of) = rtlab_sys::procfs::thread_names_of(pid as i32) else {
                 continue;
             };
             // Read each time: an exec renames it.
@@ -806,7 +835,7 @@ impl WatchState {
             if !chosen {
                 continue;
             }
-            let rt = rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
+            let rt = rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
             if self.spec.rt_only && !rt {
                 continue;
             }
@@ -943,7 +972,7 @@ impl WatchState {
                 .map(|s| s.trim_end().to_string()),
             None => Err(std::io::Error::other("not in scope")),
         };
-        let rt = rtlab_sys::procfs::task_kernel_prio(tid).is_some_and(|p| p < 100);
+        let rt = rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
         let chosen = name.as_ref().is_ok_and(|n| {
             (self.spec.threads.is_empty() || self.spec.threads.iter().any(|p| p.matches(tid, n)))
                 && (!self.spec.rt_only || rt)
@@ -978,7 +1007,7 @@ impl WatchState {
             runnable_since: None,
             follow: Follow::anywhere(tid),
             in_call: None,
-            held: Vec::new(),
+            held: None,
             period_ns: None,
             last_timer_ns: None,
             exited_ns: None,
@@ -1118,6 +1147,7 @@ impl WatchState {
             Kind::Jvm { .. } => {
                 if let Some(stop) = self.jvms.step(e) {
                     self.jvms.keep(&stop);
+                    self.settle_held(&stop, request);
                     let op = stop.operation.as_deref().unwrap_or("unnamed");
                     if let Some(i) = self.series_index(op, None, DelayKind::Safepoint, true) {
                         let s = &mut self.series[i as usize];
@@ -1140,7 +1170,10 @@ impl WatchState {
                 let mut cut = Vec::new();
                 for (&tid, w) in self.threads.iter_mut() {
                     let in_call = w.in_call.take();
-                    cut.extend(w.held.drain(..).map(|(kind, _)| (tid, kind)));
+                    if let Some(h) = w.held.take() {
+                        let next = h.next.into_iter().flat_map(|n| n.2);
+                        cut.extend(h.delays.into_iter().chain(next).map(|(k, _)| (tid, k)));
+                    }
                     let pending = [
                         (w.runnable_since.take().is_some(), DelayKind::Wakeup),
                         (w.timer_expired.take().is_some(), DelayKind::Timer),
@@ -1235,26 +1268,112 @@ impl WatchState {
                 (woken, 0, running.filter(|&r| r >= woken)),
             ));
         }
-        // Its JVM at a safepoint: no Java code runs until it is over, so these delays end at
-        // its first return after it (the safepoint's barrier); delays held so far end here.
-        let jvm_stopped = self
-            .thread_process
-            .get(&tid)
-            .is_some_and(|&p| self.jvms.at_safepoint(p));
+        // Its JVM at a safepoint: no Java code runs until it is over (see `Held`).
+        let process = self.thread_process.get(&tid).copied();
+        let jvm_stopped = process.is_some_and(|p| self.jvms.at_safepoint(p));
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        if jvm_stopped {
-            w.held.extend(delays);
+        // A call that returned without being woken (a lock taken at once on the way back
+        // from a timed wait) is no sign either way.
+        if w.held.is_some() && call.woken_ns.is_none() && delays.is_empty() {
             return;
         }
-        let held = std::mem::take(&mut w.held);
-        for (kind, delay) in &held {
-            self.sample_kind(*kind, tid, *delay, e, request);
-            self.absorbed(*kind, tid, delay.0, e.ts_ns);
+        // Held in a safepoint since ended: this first return after it was the barrier's
+        // where its wake came at the end, else the thread had gone on.
+        if let Some(h) = w.held.take_if(|h| h.ended_ns.is_some()) {
+            let end = h.ended_ns.unwrap_or(0);
+            match call.woken_ns {
+                Some(woken) if woken.abs_diff(end) <= BARRIER_NS => {
+                    self.stretch(tid, h.delays, e, request)
+                }
+                _ => self.release_at_own_returns(tid, h, request),
+            }
+        }
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        match w.held.take() {
+            None if jvm_stopped && !delays.is_empty() => {
+                w.held = Some(Held {
+                    at: e.clone(),
+                    delays,
+                    next: None,
+                    ended_ns: None,
+                });
+                return;
+            }
+            None => {}
+            // Its next return, the safepoint still on: the barrier's, if the JVM's end comes
+            // soon after its wake (decided then, in `settle_held`).
+            Some(mut h) if jvm_stopped && h.next.is_none() => {
+                h.next = Some((e.clone(), call.woken_ns, delays));
+                w.held = Some(h);
+                return;
+            }
+            // A third return in one safepoint: it runs on through it. (Or its end was lost
+            // from sight: nothing is stretched.)
+            Some(h) => self.release_at_own_returns(tid, h, request),
         }
         for (kind, delay) in delays {
             self.sample_kind(kind, tid, delay, e, request);
+        }
+    }
+
+    /// Held delays that end at `end`: each, and the periods it absorbed.
+    fn stretch(
+        &mut self,
+        tid: i64,
+        delays: Vec<(DelayKind, Delay)>,
+        end: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
+        for (kind, delay) in delays {
+            self.sample_kind(kind, tid, delay, end, request);
+            self.absorbed(kind, tid, delay.0, end.ts_ns);
+        }
+    }
+
+    /// Held delays of a thread the safepoint did not stop: each ends where it returned.
+    fn release_at_own_returns(&mut self, tid: i64, h: Held, request: &mut dyn FnMut(Request)) {
+        for (kind, delay) in h.delays {
+            self.sample_kind(kind, tid, delay, &h.at, request);
+        }
+        if let Some((at, _, delays)) = h.next {
+            for (kind, delay) in delays {
+                self.sample_kind(kind, tid, delay, &at, request);
+            }
+        }
+    }
+
+    /// JVM `stop.process`'s safepoint ended: its threads' held delays with a second return
+    /// in it are settled (that return was the barrier's where woken at the end); the others
+    /// wait for their next return or wait, knowing the end.
+    fn settle_held(&mut self, stop: &Stop, request: &mut dyn FnMut(Request)) {
+        let mut settled = Vec::new();
+        for (tid, w) in self.threads.iter_mut() {
+            if self.thread_process.get(tid) != Some(&stop.process) {
+                continue;
+            }
+            match w.held.as_mut() {
+                Some(h) if h.next.is_some() => settled.push((*tid, w.held.take().expect("some"))),
+                Some(h) => h.ended_ns = Some(stop.end_ns),
+                None => {}
+            }
+        }
+        for (tid, mut h) in settled {
+            let barrier = h.next.as_ref().is_some_and(|n| {
+                n.1.is_some_and(|woken| woken.abs_diff(stop.end_ns) <= BARRIER_NS)
+            });
+            if !barrier {
+                self.release_at_own_returns(tid, h, request);
+                continue;
+            }
+            let (at, _, delays) = h.next.take().expect("checked");
+            self.stretch(tid, h.delays, &at, request);
+            for (kind, delay) in delays {
+                self.sample_kind(kind, tid, delay, &at, request);
+            }
         }
     }
 
@@ -1285,8 +1404,9 @@ impl WatchState {
     }
 
     /// Thread `e.current_pid` enters a wait with delays held since a safepoint, its JVM no
-    /// longer stopped: it went on without waiting at the safepoint's barrier (the safepoint
-    /// ended just before it got there), so they end where the safepoint did.
+    /// longer stopped: it went on without waiting at the safepoint's barrier. A Java thread
+    /// (the safepoint ended just after its return, before it got there) lived them to the
+    /// safepoint's end; another thread to its return.
     fn release_held(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
         let tid = e.current_pid;
         let Some(process) = self.thread_process.get(&tid).copied() else {
@@ -1295,27 +1415,20 @@ impl WatchState {
         if self.jvms.at_safepoint(process) {
             return; // the barrier's own wait
         }
-        let Some(w) = self.threads.get_mut(&tid) else {
+        let Some(h) = self.threads.get_mut(&tid).and_then(|w| w.held.take()) else {
             return;
         };
-        if w.held.is_empty() {
-            return;
+        // A Java thread gets to the barrier within microseconds of its return: one that
+        // missed it saw the safepoint end soon after. Another thread just went on.
+        let end = h.ended_ns.unwrap_or(e.ts_ns);
+        if h.next.is_some() || end.saturating_sub(h.at.ts_ns) > BARRIER_NS {
+            return self.release_at_own_returns(tid, h, request);
         }
-        let held = std::mem::take(&mut w.held);
-        let latest = held.iter().map(|(_, d)| d.0).max().unwrap_or(0);
         let end = Event {
-            ts_ns: self
-                .jvms
-                .last_end(process)
-                .unwrap_or(e.ts_ns)
-                .max(latest)
-                .min(e.ts_ns),
+            ts_ns: end.max(h.at.ts_ns).min(e.ts_ns),
             ..e.clone()
         };
-        for (kind, delay) in held {
-            self.sample_kind(kind, tid, delay, &end, request);
-            self.absorbed(kind, tid, delay.0, end.ts_ns);
-        }
+        self.stretch(tid, h.delays, &end, request);
     }
 
     /// The JVM about to be started uses `libjvm`: its probes are attached now, before it

@@ -569,3 +569,135 @@ fn a_names_series_sums_threads_of_one_class_and_a_thread_made_real_time_moves_to
     let own = w.series().iter().find(|s| s.tid == Some(tid)).unwrap();
     assert_eq!(own.total.len(), 3);
 }
+
+const FUTEX: i32 = 202;
+
+/// This process as a JVM: its safepoint begun (`true`) or ended at `ts`.
+fn safepoint(ts: u64, begin: bool) -> Event {
+    let probe = match begin {
+        true => crate::event::JvmProbe::SafepointBegin,
+        false => crate::event::JvmProbe::SafepointEnd,
+    };
+    ev(
+        1,
+        ts,
+        Kind::Jvm {
+            probe,
+            process: std::process::id(),
+            name: None,
+        },
+    )
+}
+
+/// Thread `tid` in a futex wait from `enter`, woken at `woken`, back in user space at `back`.
+fn futex_wait(w: &mut WatchState, tid: i64, enter: u64, woken: u64, back: u64) {
+    let call = FUTEX;
+    w.offer(&own(
+        tid,
+        0,
+        enter,
+        Kind::WaitEnter {
+            call,
+            deadline_ns: None,
+        },
+    ));
+    let waking = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    w.offer(&ev(0, woken, waking));
+    w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
+}
+
+fn series_of(w: &WatchState, kind: DelayKind) -> &WatchSeries {
+    w.series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == kind)
+        .expect("the thread's series")
+}
+
+#[test]
+fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_absorbed() {
+    // A 1 ms periodic thread whose timer returns while its JVM is at a safepoint: it blocks
+    // at the barrier until the VM thread wakes it, just before the end probe.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    let sleep = |w: &mut WatchState, deadline: u64, back: u64| {
+        let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(deadline));
+        w.offer(&own(
+            tid,
+            0,
+            deadline - 500_000,
+            Kind::WaitEnter { call, deadline_ns },
+        ));
+        w.offer(&ev(0, deadline, sleeper_timer(tid, deadline)));
+        w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
+    };
+    for k in 1..=3 {
+        sleep(&mut w, k * 1_000_000, k * 1_000_000 + 20_000);
+    }
+    w.offer(&safepoint(3_500_000, true));
+    sleep(&mut w, 4_000_000, 4_020_000);
+    // On its way back, a lock taken at once (a call that returns without a wake).
+    let call = FUTEX;
+    w.offer(&own(
+        tid,
+        0,
+        4_021_000,
+        Kind::WaitEnter {
+            call,
+            deadline_ns: None,
+        },
+    ));
+    w.offer(&own(tid, 0, 4_022_000, Kind::WaitExit { call, ret: 0 }));
+    futex_wait(&mut w, tid, 4_030_000, 9_000_000, 9_010_000);
+    w.offer(&safepoint(9_020_000, false));
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    // Three on time, the one the safepoint held (4 ms to 9.01 ms), the five deadlines it
+    // absorbed (5 ms to 9 ms, each late to 9.01 ms).
+    assert_eq!(timer.total.len(), 9);
+    assert_eq!(timer.total.max(), Nanos(5_010_000));
+    assert_eq!(timer.total.summary().min, 10_000);
+}
+
+#[test]
+fn a_thread_that_runs_through_a_safepoint_keeps_its_own_delays() {
+    // A collector's worker: woken again and again while its JVM is at a safepoint, then
+    // asleep until the next collection. Its delays end where its waits returned.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&safepoint(1_000_000, true));
+    futex_wait(&mut w, tid, 500_000, 1_100_000, 1_150_000); // 50 us
+    futex_wait(&mut w, tid, 1_300_000, 1_500_000, 1_520_000); // 20 us
+    futex_wait(&mut w, tid, 1_600_000, 1_700_000, 1_750_000); // 50 us: runs on
+    futex_wait(&mut w, tid, 1_800_000, 2_000_000, 2_040_000); // 40 us
+    futex_wait(&mut w, tid, 2_100_000, 2_300_000, 2_350_000); // 50 us, long before the end
+    w.offer(&safepoint(8_000_000, false));
+    futex_wait(&mut w, tid, 2_400_000 + 6_000_000, 20_000_000, 20_010_000); // 10 us
+    w.advance(MERGE_LAG_NS + 30_000_000, &mut |_| {});
+    let wakeup = series_of(&w, DelayKind::Wakeup);
+    assert_eq!(wakeup.total.len(), 6);
+    assert_eq!(wakeup.total.max(), Nanos(50_000));
+}
+
+#[test]
+fn a_delay_held_in_one_safepoint_is_not_stretched_over_the_next() {
+    // A service thread woken in a safepoint, asleep past its end, woken again in the next
+    // one and on its way: its delays ended where they returned. (One that returns within
+    // a millisecond of the end and goes on is taken for a Java thread that just missed the
+    // barrier: lived to the end.)
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&safepoint(1_000_000, true));
+    futex_wait(&mut w, tid, 500_000, 1_100_000, 1_130_000); // 30 us
+    w.offer(&safepoint(5_000_000, false));
+    w.offer(&safepoint(300_000_000, true));
+    futex_wait(&mut w, tid, 1_300_000, 300_500_000, 300_520_000); // 20 us
+    w.offer(&safepoint(302_000_000, false));
+    futex_wait(&mut w, tid, 302_100_000, 350_000_000, 350_010_000); // 10 us
+    w.advance(MERGE_LAG_NS + 400_000_000, &mut |_| {});
+    let wakeup = series_of(&w, DelayKind::Wakeup);
+    assert_eq!(wakeup.total.len(), 3);
+    assert_eq!(wakeup.total.max(), Nanos(30_000));
+}
