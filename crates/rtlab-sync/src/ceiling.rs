@@ -13,51 +13,45 @@
 //! as POSIX requires. The lock word itself is a [`RawPiMutex`] (bit table there), so waiters on
 //! other CPUs also lend their priority if they are above the ceiling's holder.
 
+use crate::mutex::{Mutex, MutexGuard, RawLock};
 use crate::{LockError, RawPiMutex};
 use rtlab_sys::sched::{current_thread_scheduler, set_current_thread_scheduler, Policy};
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::RefCell;
 use std::fmt;
-use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 
-/// A priority-protect mutex protecting a `T`.
-pub struct CeilingMutex<T: ?Sized> {
+/// The ceiling lock alone: a ceiling priority and a [`RawPiMutex`] (process-private).
+pub struct RawCeilingMutex {
     ceiling: u32,
     raw: RawPiMutex,
-    data: UnsafeCell<T>,
 }
 
-// SAFETY: one owner at a time gets access to `T`, as for any mutex.
-unsafe impl<T: ?Sized + Send> Send for CeilingMutex<T> {}
-// SAFETY: as above.
-unsafe impl<T: ?Sized + Send> Sync for CeilingMutex<T> {}
-
-impl<T> CeilingMutex<T> {
-    /// A process-private mutex with `ceiling` (1-99, a SCHED_FIFO priority).
+impl RawCeilingMutex {
+    /// An unlocked lock with `ceiling` (1-99, a SCHED_FIFO priority).
     ///
     /// # Panics
     /// If `ceiling` is outside 1-99.
-    pub fn new(ceiling: u32, value: T) -> Self {
+    pub fn new(ceiling: u32) -> Self {
         assert!(
             (1..=99).contains(&ceiling),
             "ceiling {ceiling} outside 1-99"
         );
-        CeilingMutex {
+        RawCeilingMutex {
             ceiling,
             raw: RawPiMutex::new(),
-            data: UnsafeCell::new(value),
         }
     }
-}
 
-impl<T: ?Sized> CeilingMutex<T> {
     /// The ceiling priority.
     pub fn ceiling(&self) -> u32 {
         self.ceiling
     }
 
-    /// Raises the caller to the ceiling, then locks.
-    pub fn lock(&self) -> Result<CeilingGuard<'_, T>, LockError> {
+    /// Raises the caller to the ceiling (recording what it had), then runs `take` on the
+    /// word; on failure puts the caller's scheduling back.
+    fn raise_then(
+        &self,
+        take: impl FnOnce(&RawPiMutex) -> Result<(), LockError>,
+    ) -> Result<(), LockError> {
         let (policy, prio) = current_thread_scheduler();
         let policy = policy.unwrap_or(Policy::Other);
         if policy.is_realtime() && prio > self.ceiling {
@@ -83,14 +77,62 @@ impl<T: ?Sized> CeilingMutex<T> {
             }
             h.ceilings.push(self.ceiling);
         });
-        if let Err(e) = self.raw.lock() {
-            release_ceiling(self.ceiling);
-            return Err(e);
-        }
-        Ok(CeilingGuard {
-            mutex: self,
-            _not_send: PhantomData,
-        })
+        take(&self.raw).inspect_err(|_| release_ceiling(self.ceiling))
+    }
+}
+
+// SAFETY: exclusion is the inner `RawPiMutex`'s; the ceiling only changes the holder's
+// scheduling.
+unsafe impl RawLock for RawCeilingMutex {
+    /// Raises the caller to the ceiling, then locks.
+    fn lock(&self) -> Result<(), LockError> {
+        self.raise_then(RawPiMutex::lock)
+    }
+
+    /// Raises the caller to the ceiling, then locks if free (and lowers it again if not).
+    fn try_lock(&self) -> Result<(), LockError> {
+        self.raise_then(RawPiMutex::try_lock)
+    }
+
+    unsafe fn unlock(&self) {
+        // SAFETY: forwarded: the caller holds the lock.
+        unsafe { self.raw.unlock() };
+        // Only after the release: lowering first could let a medium thread preempt the holder.
+        release_ceiling(self.ceiling);
+    }
+}
+
+impl fmt::Debug for RawCeilingMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCeilingMutex")
+            .field("ceiling", &self.ceiling)
+            .field("raw", &self.raw)
+            .finish()
+    }
+}
+
+/// A priority-protect mutex protecting a `T`. `lock` raises the caller to the ceiling, then
+/// locks; dropping the guard unlocks, then restores the caller's scheduling.
+pub type CeilingMutex<T> = Mutex<RawCeilingMutex, T>;
+
+/// Access to a [`CeilingMutex`]'s value; unlocks, then restores the caller's scheduling, on
+/// drop.
+pub type CeilingGuard<'a, T> = MutexGuard<'a, RawCeilingMutex, T>;
+
+impl<T> Mutex<RawCeilingMutex, T> {
+    /// A process-private mutex with `ceiling` (1-99, a SCHED_FIFO priority).
+    ///
+    /// # Panics
+    /// If `ceiling` is outside 1-99.
+    pub fn new(ceiling: u32, value: T) -> Self {
+        Mutex::from_raw(RawCeilingMutex::new(ceiling), value)
+    }
+}
+
+impl<T: ?Sized> Mutex<RawCeilingMutex, T> {
+    /// The ceiling priority.
+    pub fn ceiling(&self) -> u32 {
+        self.raw().ceiling()
     }
 }
 
@@ -136,51 +178,5 @@ fn restore(saved: Option<(Policy, u32)>) {
             result.is_ok(),
             "restoring {policy} {prio} failed: {result:?}"
         );
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for CeilingMutex<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CeilingMutex")
-            .field("ceiling", &self.ceiling)
-            .field("raw", &self.raw)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Access to the value; unlocks, then restores the caller's scheduling, on drop.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct CeilingGuard<'a, T: ?Sized> {
-    mutex: &'a CeilingMutex<T>,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for CeilingGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<T: ?Sized> Deref for CeilingGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard proves this thread owns the lock.
-        unsafe { &*self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for CeilingGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard proves exclusive ownership of the lock, hence of `T`.
-        unsafe { &mut *self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> Drop for CeilingGuard<'_, T> {
-    fn drop(&mut self) {
-        // SAFETY: this thread (the guard is !Send) owns the lock.
-        unsafe { self.mutex.raw.unlock() };
-        // Only after the release: lowering first could let a medium thread preempt the holder.
-        release_ceiling(self.mutex.ceiling);
     }
 }

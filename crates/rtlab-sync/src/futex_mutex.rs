@@ -11,57 +11,24 @@
 //! without bound by medium-priority work preempting a low-priority owner (priority
 //! inversion). Use [`PiMutex`](crate::PiMutex) for real-time work.
 
+use crate::mutex::{Mutex, MutexGuard, RawLock};
 use crate::LockError;
 use rtlab_sys::futex::{self, Scope};
-use std::cell::UnsafeCell;
 use std::fmt;
-use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A non-PI mutex protecting a `T` (process-private).
-pub struct FutexMutex<T: ?Sized> {
+/// The non-PI lock word alone (process-private).
+#[derive(Default)]
+pub struct RawFutexMutex {
     word: AtomicU32,
-    data: UnsafeCell<T>,
 }
 
-// SAFETY: one owner at a time gets access to `T`.
-unsafe impl<T: ?Sized + Send> Send for FutexMutex<T> {}
-// SAFETY: as above.
-unsafe impl<T: ?Sized + Send> Sync for FutexMutex<T> {}
-
-impl<T: Default> Default for FutexMutex<T> {
-    fn default() -> Self {
-        FutexMutex::new(T::default())
-    }
-}
-
-impl<T> FutexMutex<T> {
-    /// An unlocked mutex.
-    pub const fn new(value: T) -> Self {
-        FutexMutex {
+impl RawFutexMutex {
+    /// An unlocked word.
+    pub const fn new() -> Self {
+        RawFutexMutex {
             word: AtomicU32::new(0),
-            data: UnsafeCell::new(value),
         }
-    }
-}
-
-impl<T: ?Sized> FutexMutex<T> {
-    /// Locks, sleeping in `FUTEX_WAIT` while held.
-    #[inline]
-    pub fn lock(&self) -> Result<FutexMutexGuard<'_, T>, LockError> {
-        // Acquire: see the previous owner's writes (its Release unlock).
-        if self
-            .word
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            self.lock_contended();
-        }
-        Ok(FutexMutexGuard {
-            mutex: self,
-            _not_send: PhantomData,
-        })
     }
 
     #[cold]
@@ -73,48 +40,58 @@ impl<T: ?Sized> FutexMutex<T> {
     }
 }
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for FutexMutex<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FutexMutex")
-            .field("word", &self.word.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-/// Access to the value; unlocks on drop.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct FutexMutexGuard<'a, T: ?Sized> {
-    mutex: &'a FutexMutex<T>,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for FutexMutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<T: ?Sized> Deref for FutexMutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard proves this thread owns the lock.
-        unsafe { &*self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for FutexMutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard proves exclusive ownership of the lock.
-        unsafe { &mut *self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> Drop for FutexMutexGuard<'_, T> {
+// SAFETY: the word leaves 0 only through a CAS or swap that found it 0, which one thread wins;
+// it is 0 again only after the owner's `unlock`.
+unsafe impl RawLock for RawFutexMutex {
+    /// Locks, sleeping in `FUTEX_WAIT` while held; never fails.
     #[inline]
-    fn drop(&mut self) {
-        // Release: publish the critical section. 2 means someone may sleep: wake one.
-        if self.mutex.word.swap(0, Ordering::Release) == 2 {
-            futex::wake(&self.mutex.word, Scope::Private, 1);
+    fn lock(&self) -> Result<(), LockError> {
+        // Acquire: see the previous owner's writes (its Release unlock).
+        if self
+            .word
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
         }
+        Ok(())
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Result<(), LockError> {
+        // Acquire: as in `lock`.
+        self.word
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .map(drop)
+            .map_err(|_| LockError::WouldBlock)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // Release: publish the critical section. 2 means someone may sleep: wake one.
+        if self.word.swap(0, Ordering::Release) == 2 {
+            futex::wake(&self.word, Scope::Private, 1);
+        }
+    }
+}
+
+impl fmt::Debug for RawFutexMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawFutexMutex")
+            .field("word", &self.word.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// A non-PI mutex protecting a `T` (process-private). `lock` never fails.
+pub type FutexMutex<T> = Mutex<RawFutexMutex, T>;
+
+/// Access to a [`FutexMutex`]'s value; unlocks on drop.
+pub type FutexMutexGuard<'a, T> = MutexGuard<'a, RawFutexMutex, T>;
+
+impl<T> Mutex<RawFutexMutex, T> {
+    /// An unlocked mutex.
+    pub const fn new(value: T) -> Self {
+        Mutex::from_raw(RawFutexMutex::new(), value)
     }
 }

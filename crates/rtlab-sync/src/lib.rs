@@ -12,6 +12,9 @@
 //!   (`OwnerDied` once, then `make_consistent` or `NotRecoverable`), coexisting with glibc's
 //!   own robust list.
 //!
+//! The three mutexes are one [`Mutex`] and one [`MutexGuard`] over a [`RawLock`] (lock_api's
+//! pattern): the lock words differ, the guard and its unsafe parts are written once.
+//!
 //! Every primitive documents its futex word as a bit/state table and justifies each memory
 //! ordering where it is used.
 #![deny(unsafe_code)]
@@ -23,6 +26,8 @@ mod condvar;
 mod error;
 #[allow(unsafe_code)]
 mod futex_mutex;
+#[allow(unsafe_code)]
+mod mutex;
 mod parker;
 #[allow(unsafe_code)]
 mod pi_mutex;
@@ -31,10 +36,11 @@ pub mod probe;
 mod robust;
 mod semaphore;
 
-pub use ceiling::{CeilingGuard, CeilingMutex};
+pub use ceiling::{CeilingGuard, CeilingMutex, RawCeilingMutex};
 pub use condvar::{PiCondvar, WaitResult};
 pub use error::LockError;
-pub use futex_mutex::{FutexMutex, FutexMutexGuard};
+pub use futex_mutex::{FutexMutex, FutexMutexGuard, RawFutexMutex};
+pub use mutex::{Mutex, MutexGuard, RawLock, RawLockUntil};
 pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
 pub use robust::{RobustError, RobustGuard, RobustMutex, RobustWait, MAX_HELD};

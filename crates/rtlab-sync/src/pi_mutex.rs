@@ -13,12 +13,10 @@
 //! While a thread waits in `FUTEX_LOCK_PI`, the kernel boosts the owner to the waiter's
 //! priority (priority inheritance), which is the point of the whole exercise.
 
+use crate::mutex::{Mutex, MutexGuard, RawLock, RawLockUntil};
 use crate::LockError;
 use rtlab_sys::futex::{self, current_tid, Scope, TID_MASK};
-use std::cell::UnsafeCell;
 use std::fmt;
-use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The lock word alone, `#[repr(C)]` and pointer-free so it can live in shared memory.
@@ -168,7 +166,36 @@ impl RawPiMutex {
     }
 }
 
-/// A priority-inheritance mutex protecting a `T`.
+// SAFETY: the PI word admits one owner at a time: `lock`/`try_lock` return `Ok` only after a
+// CAS from 0 to this thread's TID (or the kernel's LOCK_PI/TRYLOCK_PI wrote it), and the word
+// is 0 again only after the owner's `unlock`.
+unsafe impl RawLock for RawPiMutex {
+    #[inline]
+    fn lock(&self) -> Result<(), LockError> {
+        RawPiMutex::lock(self)
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Result<(), LockError> {
+        RawPiMutex::try_lock(self)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: forwarded: the caller holds the lock.
+        unsafe { RawPiMutex::unlock(self) }
+    }
+}
+
+impl RawLockUntil for RawPiMutex {
+    fn lock_until(&self, deadline_ns: u64) -> Result<(), LockError> {
+        RawPiMutex::lock_until(self, deadline_ns)
+    }
+}
+
+/// A priority-inheritance mutex protecting a `T` (process-private). `lock` fails only with
+/// `Deadlock` (the calling thread already holds it) or an `Os` error from a corrupted word;
+/// `lock_until` takes an absolute `CLOCK_MONOTONIC` deadline.
 ///
 /// ```
 /// use rtlab_sync::PiMutex;
@@ -176,130 +203,15 @@ impl RawPiMutex {
 /// *m.lock().unwrap() += 1;
 /// assert_eq!(*m.lock().unwrap(), 1);
 /// ```
-pub struct PiMutex<T: ?Sized> {
-    raw: RawPiMutex,
-    data: UnsafeCell<T>,
-}
+pub type PiMutex<T> = Mutex<RawPiMutex, T>;
 
-// SAFETY: the mutex hands out access to `T` to one thread at a time, so it may be shared
-// and sent between threads whenever `T` itself may be sent.
-unsafe impl<T: ?Sized + Send> Send for PiMutex<T> {}
-// SAFETY: as above; `&PiMutex<T>` only gives `&mut T` through a guard, one owner at a time.
-unsafe impl<T: ?Sized + Send> Sync for PiMutex<T> {}
+/// Access to a [`PiMutex`]'s value; unlocks on drop. Not `Send`: the kernel knows the owner
+/// by TID, so the thread that locked must be the one that unlocks.
+pub type PiMutexGuard<'a, T> = MutexGuard<'a, RawPiMutex, T>;
 
-impl<T> PiMutex<T> {
+impl<T> Mutex<RawPiMutex, T> {
     /// A process-private PI mutex.
     pub const fn new(value: T) -> Self {
-        PiMutex {
-            raw: RawPiMutex::new(),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// Consumes the mutex, returning the value.
-    pub fn into_inner(self) -> T {
-        self.data.into_inner()
-    }
-}
-
-impl<T: ?Sized> PiMutex<T> {
-    /// Locks, blocking with priority inheritance. Fails only with `Deadlock` (the calling
-    /// thread already holds it) or an `Os` error from a corrupted lock word.
-    #[inline]
-    pub fn lock(&self) -> Result<PiMutexGuard<'_, T>, LockError> {
-        self.raw.lock()?;
-        Ok(PiMutexGuard {
-            mutex: self,
-            _not_send: PhantomData,
-        })
-    }
-
-    /// Locks or gives up at `deadline_ns` (absolute `CLOCK_MONOTONIC`).
-    pub fn lock_until(&self, deadline_ns: u64) -> Result<PiMutexGuard<'_, T>, LockError> {
-        self.raw.lock_until(deadline_ns)?;
-        Ok(PiMutexGuard {
-            mutex: self,
-            _not_send: PhantomData,
-        })
-    }
-
-    /// Locks if free right now.
-    pub fn try_lock(&self) -> Result<PiMutexGuard<'_, T>, LockError> {
-        self.raw.try_lock()?;
-        Ok(PiMutexGuard {
-            mutex: self,
-            _not_send: PhantomData,
-        })
-    }
-
-    /// The raw lock (for condition variables).
-    pub fn raw(&self) -> &RawPiMutex {
-        &self.raw
-    }
-
-    /// Mutable access without locking (the borrow proves exclusivity).
-    pub fn get_mut(&mut self) -> &mut T {
-        self.data.get_mut()
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for PiMutex<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PiMutex")
-            .field("raw", &self.raw)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T: Default> Default for PiMutex<T> {
-    fn default() -> Self {
-        PiMutex::new(T::default())
-    }
-}
-
-/// Access to the protected value; unlocks on drop. Not `Send`: the kernel knows the owner
-/// by TID, so the thread that locked must be the one that unlocks.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct PiMutexGuard<'a, T: ?Sized> {
-    mutex: &'a PiMutex<T>,
-    _not_send: PhantomData<*const ()>,
-}
-
-// SAFETY: sharing `&PiMutexGuard` between threads only shares `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for PiMutexGuard<'_, T> {}
-
-impl<'a, T: ?Sized> PiMutexGuard<'a, T> {
-    /// The mutex this guard holds (for condition variables).
-    pub fn mutex(&self) -> &'a PiMutex<T> {
-        self.mutex
-    }
-}
-
-impl<T: ?Sized> Deref for PiMutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard proves this thread owns the lock, so no `&mut T` exists elsewhere.
-        unsafe { &*self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for PiMutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard proves exclusive ownership of the lock, hence of `T`.
-        unsafe { &mut *self.mutex.data.get() }
-    }
-}
-
-impl<T: ?Sized> Drop for PiMutexGuard<'_, T> {
-    fn drop(&mut self) {
-        // SAFETY: a guard exists only while its thread owns the lock; it is !Send, so this is
-        // that thread.
-        unsafe { self.mutex.raw.unlock() }
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for PiMutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+        Mutex::from_raw(RawPiMutex::new(), value)
     }
 }

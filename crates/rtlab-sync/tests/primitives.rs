@@ -98,6 +98,32 @@ fn ceiling_mutex_excludes() {
     assert_eq!(*m.lock().unwrap(), 4 * per_thread);
 }
 
+/// try_lock on a held ceiling mutex refuses and leaves the caller's scheduling as it was
+/// (the raise before the attempt is taken back).
+#[test]
+fn ceiling_try_lock_refuses_a_held_mutex_and_restores_the_caller() {
+    if !can_fifo("ceiling_try_lock_refuses_a_held_mutex_and_restores_the_caller") {
+        return;
+    }
+    let m = CeilingMutex::new(10, ());
+    let held = m.lock().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let before = rtlab_sys::sched::current_thread_scheduler();
+            assert_eq!(m.try_lock().err(), Some(LockError::WouldBlock));
+            assert_eq!(rtlab_sys::sched::current_thread_scheduler(), before);
+        });
+    });
+    drop(held);
+    let again = m.try_lock().expect("free again");
+    assert_eq!(
+        rtlab_sys::sched::current_thread_scheduler(),
+        (Some(rtlab_sys::sched::Policy::Fifo), 10),
+        "try_lock raises to the ceiling"
+    );
+    drop(again);
+}
+
 #[test]
 fn parker_token_timeout_and_wakeup() {
     let p = Parker::new();
@@ -419,6 +445,17 @@ fn shared_condvar_and_pi_mutex_ping_pong_across_fork() {
     );
     assert!(parent_ok, "parent lost a wakeup");
     assert_eq!(shared.turn.load(Ordering::Relaxed), 2 * rounds);
+}
+
+#[test]
+fn futex_mutex_try_lock_refuses_while_held() {
+    let m = rtlab_sync::FutexMutex::new(1u32);
+    let held = m.try_lock().expect("free");
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(m.try_lock().err(), Some(LockError::WouldBlock)));
+    });
+    drop(held);
+    assert_eq!(*m.try_lock().expect("free again"), 1);
 }
 
 #[test]
