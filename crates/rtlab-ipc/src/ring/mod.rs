@@ -41,7 +41,10 @@
 //! it (the producer sees `tail`). So the message path of the consumer, which the round trip
 //! waits on, has no fence, and the cost (an interrupt to each CPU running a registered
 //! process) falls on a full ring. The creator chooses this when the kernel has the command
-//! (`wake_barrier` in the header); otherwise both sides fence.
+//! (`wake_barrier` in the header); otherwise both sides fence. `wake_model.rs` checks this
+//! argument with loom over every interleaving, and shows the wake-up lost without the
+//! membarrier, with a fence on one side only, or with the consumer's read moved above its
+//! store.
 //!
 //! The consumer's fenceless path needs its store of `tail` to come before its read of the flag
 //! in the machine code, which the compiler must promise (`compiler_fence` here). A consumer in
@@ -71,7 +74,8 @@ const RECORD_ALIGN: u64 = 16;
 /// The stamp slot past the newest record, which the producer zeroes and so keeps free.
 const STAMP_LEN: u64 = 8;
 /// How long a side that finds the ring empty (or full) spins before it sleeps: a peer on
-/// another CPU usually answers within this, and a futex sleep plus wake costs ~5 us each way.
+/// another CPU usually answers within this, sooner than a futex sleep and wake would (their
+/// cost: bench/RESULTS.md, "Figures the code's comments used to carry").
 /// Bounded, so a silent peer costs at most this much CPU before the thread blocks.
 const SPIN_NS: u64 = 20_000;
 /// Producer slots of an mpsc channel.
@@ -770,3 +774,7 @@ mod tests;
 /// The shared-memory boundary under arbitrary scribbles (proptest).
 #[cfg(test)]
 mod fuzz;
+
+/// The sleep/wake protocol under a model checker (loom), with the barrier and without.
+#[cfg(test)]
+mod wake_model;
