@@ -167,45 +167,60 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, JAVA_LONG));
     static final MethodHandle CH_WAKE = fn("rtlab_channel_wake", INT_PTR_INT);
 
-    static long nowNs() {
+    /** A native call, as {@link #invoke} runs it: {@code invokeExact} declares Throwable. */
+    @FunctionalInterface
+    interface IntCall {
+        int call() throws Throwable;
+    }
+
+    /** As {@link IntCall}, for a function returning a long. */
+    @FunctionalInterface
+    interface LongCall {
+        long call() throws Throwable;
+    }
+
+    /**
+     * Runs a call of the native {@code function}. What it throws unchecked passes through (an
+     * exception thrown by the caller's own code in {@code call}, a closed segment's
+     * IllegalStateException, an Error); anything else, which {@code invokeExact} declares and a
+     * call matching its descriptor never throws, becomes IllegalStateException naming it.
+     */
+    static int invoke(String function, IntCall call) {
         try {
-            return (long) NOW_NS.invokeExact();
+            return call.call();
         } catch (Throwable t) {
-            throw unexpected(t);
+            throw unexpected(function, t);
         }
     }
 
-    static long gettid() {
+    /** {@link #invoke} for a function returning a long. */
+    static long invokeLong(String function, LongCall call) {
         try {
-            return (long) GETTID.invokeExact();
+            return call.call();
         } catch (Throwable t) {
-            throw unexpected(t);
+            throw unexpected(function, t);
         }
+    }
+
+    static long nowNs() {
+        return invokeLong("rtlab_now_ns", () -> (long) NOW_NS.invokeExact());
+    }
+
+    static long gettid() {
+        return invokeLong("rtlab_gettid", () -> (long) GETTID.invokeExact());
     }
 
     /** Calls a function taking one object, returning its code. */
     static int call(MethodHandle h, MemorySegment object) {
-        try {
-            return (int) h.invokeExact(object);
-        } catch (Throwable t) {
-            throw unexpected(t);
-        }
+        return invoke("an rtlab function", () -> (int) h.invokeExact(object));
     }
 
     static int call(MethodHandle h, MemorySegment object, long arg) {
-        try {
-            return (int) h.invokeExact(object, arg);
-        } catch (Throwable t) {
-            throw unexpected(t);
-        }
+        return invoke("an rtlab function", () -> (int) h.invokeExact(object, arg));
     }
 
     static int call(MethodHandle h, MemorySegment object, int arg) {
-        try {
-            return (int) h.invokeExact(object, arg);
-        } catch (Throwable t) {
-            throw unexpected(t);
-        }
+        return invoke("an rtlab function", () -> (int) h.invokeExact(object, arg));
     }
 
     /** The text of a code. */
@@ -214,7 +229,7 @@ final class Native {
             MemorySegment text = (MemorySegment) STRERROR.invokeExact(code);
             return text.reinterpret(256).getString(0);
         } catch (Throwable t) {
-            throw unexpected(t);
+            throw unexpected("rtlab_strerror", t);
         }
     }
 
@@ -277,13 +292,13 @@ final class Native {
         return now + ns < now ? FOREVER : now + ns;
     }
 
-    private static RuntimeException unexpected(Throwable t) {
+    private static RuntimeException unexpected(String function, Throwable t) {
         if (t instanceof RuntimeException r) {
             return r;
         }
         if (t instanceof Error e) {
             throw e;
         }
-        return new IllegalStateException("rtlab: unexpected failure of a native call", t);
+        return new IllegalStateException("rtlab: " + function + " failed", t);
     }
 }

@@ -52,13 +52,9 @@ public final class PiCondition implements Condition {
      * Interrupts do not end the wait.
      */
     public boolean awaitUntil(long deadlineNanos) {
-        int code;
-        try {
-            code = (int) Native.COND_WAIT_UNTIL.invokeExact(segment, mutex.segment,
-                    Native.monotonicDeadline(deadlineNanos));
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_pi_cond_wait_until failed", t);
-        }
+        long deadline = Native.monotonicDeadline(deadlineNanos);
+        int code = Native.invoke("rtlab_pi_cond_wait_until",
+                () -> (int) Native.COND_WAIT_UNTIL.invokeExact(segment, mutex.segment, deadline));
         if (code == Native.ETIMEDOUT) {
             return false;
         }
@@ -110,12 +106,8 @@ public final class PiCondition implements Condition {
     }
 
     private boolean awaitForever() {
-        int code;
-        try {
-            code = (int) Native.COND_WAIT_UNTIL.invokeExact(segment, mutex.segment, Native.FOREVER);
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_pi_cond_wait_until failed", t);
-        }
+        int code = Native.invoke("rtlab_pi_cond_wait_until",
+                () -> (int) Native.COND_WAIT_UNTIL.invokeExact(segment, mutex.segment, Native.FOREVER));
         Native.checkLock("PiCondition.await", code);
         return true;
     }

@@ -12,12 +12,7 @@ public final class RtThread {
 
     /** SCHED_FIFO at {@code prio} (1-99); needs CAP_SYS_NICE or RLIMIT_RTPRIO. */
     public static void setFifo(int prio) {
-        int code;
-        try {
-            code = (int) Native.SET_FIFO.invokeExact(prio);
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_thread_set_fifo failed", t);
-        }
+        int code = Native.invoke("rtlab_thread_set_fifo", () -> (int) Native.SET_FIFO.invokeExact(prio));
         Native.check("RtThread.setFifo(" + prio + ")", code);
     }
 
@@ -27,12 +22,8 @@ public final class RtThread {
      * {@link SchedPolicy#OTHER}.
      */
     public static void setScheduler(SchedPolicy policy, int prio) {
-        int code;
-        try {
-            code = (int) Native.SET_SCHEDULER.invokeExact(policy.linuxNumber, prio);
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_thread_set_scheduler failed", t);
-        }
+        int code = Native.invoke("rtlab_thread_set_scheduler",
+                () -> (int) Native.SET_SCHEDULER.invokeExact(policy.linuxNumber, prio));
         Native.check("RtThread.setScheduler(" + policy + ", " + prio + ")", code);
     }
 
@@ -40,34 +31,22 @@ public final class RtThread {
     public static void setAffinity(int... cpus) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment list = arena.allocateFrom(JAVA_INT, cpus);
-            int code = (int) Native.SET_AFFINITY.invokeExact(list, (long) cpus.length);
+            int code = Native.invoke("rtlab_thread_set_affinity",
+                    () -> (int) Native.SET_AFFINITY.invokeExact(list, (long) cpus.length));
             Native.check("RtThread.setAffinity", code);
-        } catch (RtlabException e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_thread_set_affinity failed", t);
         }
     }
 
     /** The calling thread's timer slack (how late the kernel may wake its timed sleeps; 50 us by default). */
     public static void setTimerSlack(Duration slack) {
-        int code;
-        try {
-            code = (int) Native.SET_SLACK.invokeExact(slack.toNanos());
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_thread_set_timer_slack_ns failed", t);
-        }
+        long ns = slack.toNanos();
+        int code = Native.invoke("rtlab_thread_set_timer_slack_ns", () -> (int) Native.SET_SLACK.invokeExact(ns));
         Native.check("RtThread.setTimerSlack", code);
     }
 
     /** Locks the process's memory (now and future) against paging. */
     public static void mlockAll() {
-        int code;
-        try {
-            code = (int) Native.MLOCKALL.invokeExact();
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_mlockall failed", t);
-        }
+        int code = Native.invoke("rtlab_mlockall", () -> (int) Native.MLOCKALL.invokeExact());
         Native.check("RtThread.mlockAll", code);
     }
 

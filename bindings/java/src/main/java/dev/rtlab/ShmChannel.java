@@ -4,6 +4,7 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static dev.rtlab.RingDescriptor.*;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -42,11 +43,8 @@ import java.util.concurrent.locks.LockSupport;
  * Java path of a message).
  */
 public final class ShmChannel implements AutoCloseable {
-    /** The ring format this class was written for (RTLAB_CHANNEL_FORMAT). */
-    private static final int FORMAT = 4;
     private static final int SEND = 1;
     private static final int RECV = 2;
-    private static final int LAYOUT_WORDS = 13;
     /** How long a receive polls in Java before it waits in rtlab (as rtlab's own spin). */
     private static final long SPIN_NS = 20_000;
     private static final Duration SPIN = Duration.ofNanos(SPIN_NS);
@@ -57,16 +55,14 @@ public final class ShmChannel implements AutoCloseable {
      */
     private static final long NATIVE_SLICE_NS = 10_000_000;
     private static final Duration NATIVE_SLICE = Duration.ofNanos(NATIVE_SLICE_NS);
-    private static final long RECORD_HEADER = 16;
     /**
      * Payloads up to this many bytes are copied in one piece. Longer ones are copied in two,
-     * the part in the stamp's cache line last. The second copy costs ~10 ns in one thread,
-     * more than it saves on a short copy: ping-pong with Aeron, 64 B, 1.08x/1.04x/1.05x Aeron's
-     * round trip with two copies, 1.02x/1.03x/1.00x with one; at 1 KiB two copies win
-     * (0.89x/0.88x/0.95x against 0.95x/0.98x). bench/RESULTS.md, issue 18.
+     * the part in the stamp's cache line last, so the receiver loses that line once per
+     * message; the second copy costs more than that saves on a short payload, and less on a
+     * long one (measured in bench/RESULTS.md, "ShmChannel from Java: one copy for short
+     * messages").
      */
     private static final int ONE_COPY_MAX = 128;
-    private static final int WRAP = -1;
     /** tryReceive: nothing there yet; anything else the native path must see. */
     private static final int EMPTY = -1;
     private static final int NATIVE = -2;
@@ -134,18 +130,18 @@ public final class ShmChannel implements AutoCloseable {
         final long producerWaitingAt;
 
         Ring(MemorySegment words, Arena arena) {
-            magic = words.getAtIndex(JAVA_LONG, 4);
-            capacity = words.getAtIndex(JAVA_LONG, 5);
-            ringAt = words.getAtIndex(JAVA_LONG, 7);
-            headAt = words.getAtIndex(JAVA_LONG, 8);
-            tailAt = words.getAtIndex(JAVA_LONG, 9);
-            consumerWaitingAt = words.getAtIndex(JAVA_LONG, 10);
-            producerWaitingAt = words.getAtIndex(JAVA_LONG, 11);
-            // Word 12 (the consumer may leave out its fence) is not read: a receive in Java
-            // always fences (tryReceive says why), which is correct on either kind of ring.
+            magic = words.getAtIndex(JAVA_LONG, MAGIC_WORD);
+            capacity = words.getAtIndex(JAVA_LONG, CAPACITY_WORD);
+            ringAt = words.getAtIndex(JAVA_LONG, RING_OFFSET_WORD);
+            headAt = words.getAtIndex(JAVA_LONG, HEAD_OFFSET_WORD);
+            tailAt = words.getAtIndex(JAVA_LONG, TAIL_OFFSET_WORD);
+            consumerWaitingAt = words.getAtIndex(JAVA_LONG, CONSUMER_WAITING_OFFSET_WORD);
+            producerWaitingAt = words.getAtIndex(JAVA_LONG, PRODUCER_WAITING_OFFSET_WORD);
+            // CONSUMER_FENCELESS_WORD is not read: a receive in Java always fences (tryReceive
+            // says why), which is correct on either kind of ring.
             // The mapping lives until rtlab_channel_close; close() closes `arena` first.
-            map = MemorySegment.ofAddress(words.getAtIndex(JAVA_LONG, 2))
-                    .reinterpret(words.getAtIndex(JAVA_LONG, 3), arena, null);
+            map = MemorySegment.ofAddress(words.getAtIndex(JAVA_LONG, BASE_WORD))
+                    .reinterpret(words.getAtIndex(JAVA_LONG, LENGTH_WORD), arena, null);
         }
 
         boolean usable() {
@@ -159,24 +155,18 @@ public final class ShmChannel implements AutoCloseable {
         int code;
         try {
             code = create
-                    ? (int) Native.CH_CREATE.invokeExact(cname, capacity, out)
-                    : (int) Native.CH_OPEN.invokeExact(cname, out);
-        } catch (Throwable t) {
+                    ? Native.invoke("rtlab_channel_create", () -> (int) Native.CH_CREATE.invokeExact(cname, capacity, out))
+                    : Native.invoke("rtlab_channel_open", () -> (int) Native.CH_OPEN.invokeExact(cname, out));
+            if (code != 0) {
+                throw Native.failure((create ? "ShmChannel.create(" : "ShmChannel.open(") + name + ")", code);
+            }
+        } catch (RuntimeException | Error e) {
             arena.close();
             ringArena.close();
-            throw new IllegalStateException("rtlab: channel call failed", t);
-        }
-        if (code != 0) {
-            arena.close();
-            ringArena.close();
-            throw Native.failure((create ? "ShmChannel.create(" : "ShmChannel.open(") + name + ")", code);
+            throw e;
         }
         handle = out.get(ADDRESS, 0);
-        try {
-            maxMessage = (int) (long) Native.CH_MAX.invokeExact(handle);
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_channel_max_message failed", t);
-        }
+        maxMessage = (int) Native.invokeLong("rtlab_channel_max_message", () -> (long) Native.CH_MAX.invokeExact(handle));
         sendBuffer = arena.allocate(Math.max(1, maxMessage));
         receiveBuffer = arena.allocate(Math.max(1, maxMessage));
         length = arena.allocate(JAVA_LONG);
@@ -226,6 +216,20 @@ public final class ShmChannel implements AutoCloseable {
         }
     }
 
+    /**
+     * Runs {@code call}, a call of the native {@code function} on {@link #handle} (and what
+     * must happen before close() may free the handle's buffers), counted in as a native
+     * caller: IllegalStateException when close() has begun.
+     */
+    private int onHandle(String function, Native.IntCall call) {
+        enter();
+        try {
+            return Native.invoke(function, call);
+        } finally {
+            leave();
+        }
+    }
+
     /** The end of the next native wait for {@code deadline} (CLOCK_MONOTONIC ns, 0: poll, FOREVER). */
     private static long sliceOf(long deadline) {
         if (deadline == 0) {
@@ -250,17 +254,11 @@ public final class ShmChannel implements AutoCloseable {
         long until = timeout.compareTo(NATIVE_SLICE) <= 0 ? deadline : sliceOf(deadline);
         int code;
         while (true) {
-            enter();
-            try {
+            long slice = until;
+            code = onHandle("rtlab_channel_send", () -> {
                 MemorySegment.copy(b, off, sendBuffer, JAVA_BYTE, 0, len);
-                code = (int) Native.CH_SEND.invokeExact(handle, sendBuffer, (long) len, until);
-            } catch (RuntimeException | Error e) {
-                throw e;
-            } catch (Throwable t) {
-                throw new IllegalStateException("rtlab: rtlab_channel_send failed", t);
-            } finally {
-                leave();
-            }
+                return (int) Native.CH_SEND.invokeExact(handle, sendBuffer, (long) len, slice);
+            });
             if (code != Native.ETIMEDOUT || until == deadline) {
                 break;
             }
@@ -322,28 +320,22 @@ public final class ShmChannel implements AutoCloseable {
         long until = left.compareTo(NATIVE_SLICE) <= 0 ? deadline : sliceOf(deadline);
         int got;
         while (true) {
-            enter();
-            try {
+            long slice = until;
+            got = onHandle("rtlab_channel_recv", () -> {
                 int code = (int) Native.CH_RECV.invokeExact(handle, receiveBuffer,
-                        Math.min(buf.length, receiveBuffer.byteSize()), length, until);
+                        Math.min(buf.length, receiveBuffer.byteSize()), length, slice);
                 if (code == Native.ETIMEDOUT) {
-                    got = -1;
+                    return -1;
                 } else if (code == Native.ENOBUFS) {
                     throw tooSmall(buf.length, length.get(JAVA_LONG, 0));
-                } else {
-                    Native.check("ShmChannel.receive", code);
-                    // Copied out before close() may free the buffer: a message taken from the
-                    // ring is always handed over.
-                    got = (int) length.get(JAVA_LONG, 0);
-                    MemorySegment.copy(receiveBuffer, JAVA_BYTE, 0, buf, 0, got);
                 }
-            } catch (RuntimeException | Error e) {
-                throw e;
-            } catch (Throwable t) {
-                throw new IllegalStateException("rtlab: rtlab_channel_recv failed", t);
-            } finally {
-                leave();
-            }
+                Native.check("ShmChannel.receive", code);
+                // Copied out before close() may free the buffer: a message taken from the
+                // ring is always handed over.
+                int received = (int) length.get(JAVA_LONG, 0);
+                MemorySegment.copy(receiveBuffer, JAVA_BYTE, 0, buf, 0, received);
+                return received;
+            });
             if (got >= 0 || until == deadline) {
                 break;
             }
@@ -368,36 +360,26 @@ public final class ShmChannel implements AutoCloseable {
      * round (close() waits for those while it holds the lock).
      */
     private synchronized Ring attach(int end, boolean sender) {
-        enter();
-        try {
-            int code = (int) Native.CH_LAYOUT.invokeExact(handle, end, words, (long) LAYOUT_WORDS);
-            if (code != 0 || words.getAtIndex(JAVA_LONG, 0) != FORMAT || (sender && words.getAtIndex(JAVA_LONG, 1) != 1)) {
-                return null;
-            }
-            if (ring == null) {
-                ring = new Ring(words, ringArena);
-            }
-            return ring.usable() ? ring : null;
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_channel_layout failed", t);
-        } finally {
-            leave();
+        int code = onHandle("rtlab_channel_layout",
+                () -> (int) Native.CH_LAYOUT.invokeExact(handle, end, words, (long) LAYOUT_WORDS));
+        // `words` stays allocated past the call: close() takes this object's lock to free it.
+        if (code != 0 || words.getAtIndex(JAVA_LONG, FORMAT_WORD) != FORMAT
+                || (sender && words.getAtIndex(JAVA_LONG, SPSC_WORD) != 1)) {
+            return null;
         }
+        if (ring == null) {
+            ring = new Ring(words, ringArena);
+        }
+        return ring.usable() ? ring : null;
     }
 
-    private static long recordLength(long len) {
-        return RECORD_HEADER + ((len + 15) & ~15L);
-    }
-
-    /** head or tail (at {@code at}) if the header is intact and it is 16-aligned, else -1. */
+    /** head or tail (at {@code at}) if the header is intact and it is aligned, else -1. */
     private static long position(Ring r, MemorySegment m, long at) {
-        if ((long) LONG.get(m, 0L) != r.magic) {
+        if ((long) LONG.get(m, MAGIC_OFFSET) != r.magic) {
             return -1;
         }
         long p = (long) LONG.get(m, at);
-        return (p & 15) == 0 ? p : -1;
+        return aligned(p) ? p : -1;
     }
 
     /** Sends in Java when the record fits before the ring's end and there is room: true if sent. */
@@ -409,7 +391,7 @@ public final class ShmChannel implements AutoCloseable {
         if (head == -1) {
             return false;
         }
-        long offset = head & (capacity - 1);
+        long offset = offset(head, capacity);
         // No look at the stamp at head (for a record a dead sender published without moving
         // head): rtlab did that on this end's first send, and since then only this end
         // writes head. The receiver is polling that cache line; reading it would fetch it
@@ -420,31 +402,31 @@ public final class ShmChannel implements AutoCloseable {
         }
         long end = head + need;
         // Room for the record and the stamp slot past it, which is zeroed below.
-        if (end + 8 > tailSeen + capacity) {
+        if (end + STAMP_LENGTH > tailSeen + capacity) {
             long tail = (long) LONG.getAcquire(m, r.tailAt);
-            if (tail > head || head - tail > capacity || (tail & 15) != 0) {
+            if (tail > head || head - tail > capacity || !aligned(tail)) {
                 return false; // rtlab reports it
             }
             tailSeen = tail;
-            if (end + 8 > tail + capacity) {
+            if (end + STAMP_LENGTH > tail + capacity) {
                 return false; // full: rtlab waits
             }
         }
         long at = ringAt + offset;
-        LONG.set(m, ringAt + (end & (capacity - 1)), 0L);
-        long data = at + RECORD_HEADER;
+        LONG.set(m, ringAt + offset(end, capacity) + STAMP_OFFSET, 0L);
+        long data = at + RECORD_HEADER_LENGTH;
         if (len <= ONE_COPY_MAX) {
             MemorySegment.copy(b, off, m, JAVA_BYTE, data, len);
         } else {
             // The stores to the stamp's cache line go last and together: the receiver polls
             // that line, and while the rest of a long payload is copied it would take the line
             // back once more.
-            int first = (int) Math.min(len, ((at | 63) + 1) - data); // payload in the stamp's line
+            int first = (int) Math.min(len, lineEnd(at) - data); // payload in the stamp's line
             MemorySegment.copy(b, off + first, m, JAVA_BYTE, data + first, len - first);
             MemorySegment.copy(b, off, m, JAVA_BYTE, data, first);
         }
-        INT.set(m, at + 8, len);
-        LONG.setRelease(m, at, head + 1); // the stamp: the record's bytes before it
+        INT.set(m, at + LENGTH_OFFSET, len);
+        LONG.setRelease(m, at + STAMP_OFFSET, head + 1); // the stamp: the record's bytes before it
         LONG.setRelease(m, r.headAt, end);
         VarHandle.fullFence(); // store head, then load the consumer's flag (see tryReceive)
         if ((int) INT.get(m, r.consumerWaitingAt) == 1) {
@@ -479,11 +461,9 @@ public final class ShmChannel implements AutoCloseable {
      * that of C++'s {@code atomic_thread_fence(memory_order_seq_cst)}: with the producer's
      * own SeqCst fence or membarrier after it stores its flag, one of the two sides always
      * sees the other, on either kind of ring. (Making both accesses volatile would order them
-     * too, at the same price on x86: a locked instruction.) Measured on the 2-CPU VM of
-     * bench/RESULTS.md (Temurin 25): one thread sending and receiving costs 29 ns per message
-     * with the fence, 25 ns without (64 B; 52 against 47 ns at 1 KiB); a round trip between
-     * two threads, blocks with and without it interleaved, is 0.96-1.02x as long without it at
-     * 64 B (no difference told from noise) and 0.92-0.98x at 1 KiB.
+     * too, at the same price on x86: a locked instruction.) Its cost, a few nanoseconds in
+     * one thread and none told from noise on a round trip at 64 B, is measured in
+     * bench/RESULTS.md ("Hardening, second review": a receive in Java fences again).
      */
     private int tryReceive(Ring r, byte[] buf) {
         MemorySegment m = r.map;
@@ -493,32 +473,32 @@ public final class ShmChannel implements AutoCloseable {
         if (tail == -1) {
             return NATIVE;
         }
-        long offset = tail & (capacity - 1);
-        long stamp = (long) LONG.getAcquire(m, ringAt + offset);
+        long offset = offset(tail, capacity);
+        long stamp = (long) LONG.getAcquire(m, ringAt + offset + STAMP_OFFSET);
         if (stamp == 0) {
             // After a short message, expect another, and while the stamp's line is polled read
             // the line after it too. A record longer than what its first line holds continues
             // there, and the sender writes that line first: read here, it arrives while the
             // stamp is still awaited rather than after it, one transfer between CPUs fewer
-            // (64 B ping-pong: 0.90-0.96x the round trip without it, bench/RESULTS.md). Not
+            // (bench/RESULTS.md, "The receiver pulls in the record's second line"). Not
             // after a long message: read while the sender copies into it, the line would be
             // taken from the sender mid-copy (rtlab-ipc's receiver does the same).
             if (lastLength <= ONE_COPY_MAX) {
-                pulled += (long) LONG.getOpaque(m, ringAt + (((offset | 63) + 1) & (capacity - 1)));
+                pulled += (long) LONG.getOpaque(m, ringAt + nextLine(offset, capacity));
             }
             return EMPTY;
         }
         if (stamp != tail + 1) {
             return NATIVE;
         }
-        int len = (int) INT.get(m, ringAt + offset + 8);
+        int len = (int) INT.get(m, ringAt + offset + LENGTH_OFFSET);
         if (len == WRAP || len < 0 || len > maxMessage || offset + recordLength(len) > capacity) {
             return NATIVE;
         }
         if (len > buf.length) {
             throw tooSmall(buf.length, len);
         }
-        MemorySegment.copy(m, JAVA_BYTE, ringAt + offset + RECORD_HEADER, buf, 0, len);
+        MemorySegment.copy(m, JAVA_BYTE, ringAt + offset + RECORD_HEADER_LENGTH, buf, 0, len);
         lastLength = len;
         LONG.setRelease(m, r.tailAt, tail + recordLength(len)); // done with the bytes before it
         VarHandle.fullFence(); // store tail, then load the producer's flag: see above
@@ -530,18 +510,8 @@ public final class ShmChannel implements AutoCloseable {
     }
 
     private void wake(int end) {
-        int code;
-        enter();
-        try {
-            code = (int) Native.CH_WAKE.invokeExact(handle, end);
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_channel_wake failed", t);
-        } finally {
-            leave();
-        }
-        Native.check("ShmChannel wake", code);
+        Native.check("ShmChannel wake",
+                onHandle("rtlab_channel_wake", () -> (int) Native.CH_WAKE.invokeExact(handle, end)));
     }
 
     /**
@@ -564,9 +534,10 @@ public final class ShmChannel implements AutoCloseable {
             LockSupport.parkNanos(this, 100_000); // leave() unparks this thread sooner
         }
         try {
-            Native.CH_CLOSE.invokeExact(handle);
-        } catch (Throwable t) {
-            throw new IllegalStateException("rtlab: rtlab_channel_close failed", t);
+            Native.invoke("rtlab_channel_close", () -> {
+                Native.CH_CLOSE.invokeExact(handle);
+                return 0;
+            });
         } finally {
             closeShared(arena);
         }
