@@ -185,7 +185,7 @@ thread_local! {
 
 /// This thread's list record. A plain pointer read out of the thread-local (instead of
 /// running the lock and unlock paths inside `LocalKey::with`, which the compiler then keeps
-/// out of line: measured +5 ns per lock+unlock).
+/// out of line: two calls per lock+unlock; bench/RESULTS.md).
 #[inline(always)]
 fn thread_list<R>(f: impl FnOnce(&ThreadList) -> R) -> R {
     let list: *const ThreadList = LIST.with(|l| l as *const ThreadList);
@@ -285,7 +285,7 @@ fn look_up_thread_head() -> Result<NonNull<RobustListHead>, String> {
 /// `next_field` (PI bit cleared) must be the `next` field of a live entry of this thread's
 /// list, or the head's `list` field (whose slot before it glibc and `OwnHead` provide).
 // Always inlined: called from the fast path after that is inlined into another crate, where a
-// plain call becomes an indirect one through the GOT (measured: +50 % per lock+unlock).
+// plain call becomes an indirect one through the GOT, on every lock+unlock (bench/RESULTS.md).
 #[inline(always)]
 unsafe fn set_prev_of(next_field: usize, value: usize) {
     let slot = ((next_field & !PI_BIT) - PREV_SLOT) as *const AtomicUsize;

@@ -136,7 +136,8 @@ impl<'a> Sender<'a> {
     /// An spsc end looks only on its first send: from then on it alone writes `head`. Not
     /// reading the stamp at `head` matters: the consumer is polling that cache line, and the
     /// read would fetch it back before the record's first store (a whole transfer between
-    /// CPUs on every message: 1.3x against 1.05x Aeron's round trip from Java, RESULTS).
+    /// CPUs on every message; bench/RESULTS.md, "the sender read the line the receiver
+    /// polls").
     fn head(&self) -> Result<u64, IpcError> {
         let ch = self.ch;
         let h = ch.header();
@@ -234,7 +235,8 @@ impl<'a> Receiver<'a> {
             if stamp == 0 {
                 // After a short message, expect another: pull in the line after the stamp's
                 // (not after a long one: read while the producer copies into it, it would be
-                // taken from the producer mid-copy; 1 KiB round trips 1.12x as long).
+                // taken from the producer mid-copy and lengthen the round trip; bench/RESULTS.md,
+                // "The receiver pulls in the record's second line").
                 let short = self.last_len.load(Ordering::Relaxed) <= PULL_AFTER_MAX;
                 let arrived = || {
                     if short {
