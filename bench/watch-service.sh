@@ -6,6 +6,7 @@
 #
 #   sudo bench/watch-service.sh [MINUTES]        (default 15)
 #   CHURN=0 sudo bench/watch-service.sh 10       (no short-lived threads)
+#   CHURNERS=4 sudo bench/watch-service.sh 8     (four such streams: the series limit sooner)
 #
 # Meanwhile a FIFO 50 loop runs for the whole time (examples/c/periodic.c, 1 ms) and a
 # short-lived FIFO 10 process with a thread of the same name starts every 3 s (a new pid and
@@ -50,14 +51,16 @@ scrape() { curl -s -o "$WORK/page" -w '%{time_total}' "http://127.0.0.1:$PORT/me
 chrt -f 50 "$WORK/periodic" $((MINUTES * 60 + 120)) 1000 >/dev/null &
 PIDS+=($!)
 if [ "${CHURN:-1}" = 1 ]; then
-  (while :; do chrt -f 10 "$WORK/periodic" 2 1000 >/dev/null; sleep 1; done) &
-  PIDS+=($!)
+  for _ in $(seq 1 "${CHURNERS:-1}"); do
+    (while :; do chrt -f 10 "$WORK/periodic" 2 1000 >/dev/null; sleep 1; done) &
+    PIDS+=($!)
+  done
 fi
 start_watch
 (sleep 3; while :; do scrape >/dev/null || true; sleep 2; done) &
 PIDS+=($!)
 sleep 5
-echo "# rtlab watch as a service: $MINUTES min, churn ${CHURN:-1}, $(uname -r), $(nproc) CPUs, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
+echo "# rtlab watch as a service: $MINUTES min, churn ${CHURN:-1} x ${CHURNERS:-1}, $(uname -r), $(nproc) CPUs, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 grep -E '^Cap(Bnd|Eff)|^NoNewPrivs' "/proc/$WATCH/status" | tr '\n' ' '; echo
 for m in $(seq 1 "$MINUTES"); do
   sleep 60
@@ -66,7 +69,9 @@ for m in $(seq 1 "$MINUTES"); do
   lines=$(grep -vc '^#' "$WORK/page" || true)
   sets=$(grep -v '^#' "$WORK/page" | sed -e 's/ [^ ]*$//' -e 's/,le="[^"]*"//' -e 's/_\(bucket\|sum\|count\){/{/' | sort -u | wc -l)
   tids=$(grep -c 'tid=' "$WORK/page" || true)
-  echo "minute $m: VmRSS $rss KiB, /metrics $lines samples in $sets label sets (tid labels: $tids), scrape ${t}s"
+  unwatched=$(awk '/^rtlab_watch_threads_unwatched_total/ {s += $2} END {print s + 0}' "$WORK/page")
+  loops=$(awk '/^rtlab_watch_delay_seconds_count\{.*rt-loop/ {s += $2} END {print s + 0}' "$WORK/page")
+  echo "minute $m: VmRSS $rss KiB, /metrics $lines samples in $sets label sets (tid labels: $tids), scrape ${t}s, threads unwatched $unwatched, rt-loop delays counted $loops"
 done
 grep -E 'rtlab_watch_delay_seconds_count\{.*rt-loop' "$WORK/page" || true
 { grep -E '^rtlab_watch_events_lost_total' "$WORK/page" || true; } | awk '{s += $2} END {print "events lost, all CPUs:", s + 0}'

@@ -234,6 +234,17 @@ pub fn set_current_thread_name(name: &str) -> Result<(), SysError> {
     rustix::thread::set_name(cname).map_err(|e| SysError::from_errno("prctl(PR_SET_NAME)", e))
 }
 
+/// Whether this process sees the machine's own PID namespace (not a container's without
+/// `hostPID`): the kernel's trace events name tasks by the PIDs of that namespace. The
+/// initial namespace's inode is a constant of the kernel (`PROC_PID_INIT_INO`). None where
+/// `/proc/self/ns/pid` cannot be read.
+pub fn in_initial_pid_namespace() -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?;
+    Some(ns.ino() == PROC_PID_INIT_INO)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -241,5 +252,21 @@ mod tests {
         for _ in 0..10 {
             super::fork_and_reap_trivial_child().unwrap();
         }
+    }
+
+    #[test]
+    fn this_machine_runs_the_tests_in_its_own_pid_namespace_or_says_it_does_not() {
+        // Where the tests run in a container, the answer is no; here (a VM) yes. Either way
+        // it agrees with init's namespace as /proc shows it, where that is readable.
+        let here = super::in_initial_pid_namespace();
+        if let (Ok(me), Ok(init)) = (
+            std::fs::read_link("/proc/self/ns/pid"),
+            std::fs::read_link("/proc/1/ns/pid"),
+        ) {
+            if here == Some(true) {
+                assert_eq!(me, init);
+            }
+        }
+        assert!(here.is_some());
     }
 }

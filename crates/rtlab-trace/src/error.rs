@@ -33,6 +33,14 @@ pub enum TraceError {
     /// The eBPF recorder failed where only it was asked for.
     #[error("eBPF recorder: {0}")]
     Recorder(Box<TraceError>),
+    /// Neither event source could start: why the eBPF recorder failed, then tracefs.
+    #[error("eBPF: {bpf}; tracefs: {tracefs}")]
+    NoSource {
+        /// Why the eBPF recorder could not start.
+        bpf: String,
+        /// Why tracefs could not be used either.
+        tracefs: Box<TraceError>,
+    },
     /// The reader thread failed, or could not start.
     #[error("{0}")]
     Reader(String),

@@ -360,10 +360,18 @@ impl Explainer {
                 s
             }
             None => {
-                let inst = Instance::create(cpus, 8192)?;
+                // Where eBPF failed first, both reasons: the tracefs one alone would hide it.
+                let both = |e: TraceError| match &fallback {
+                    Some(bpf) => TraceError::NoSource {
+                        bpf: bpf.clone(),
+                        tracefs: Box::new(e),
+                    },
+                    None => e,
+                };
+                let inst = Instance::create(cpus, 8192).map_err(both)?;
                 let path = inst.dir.join("trace_pipe");
-                let pipe =
-                    rtlab_sys::fs::open_nonblocking(&path).map_err(|e| TraceError::io(&path, e))?;
+                let pipe = rtlab_sys::fs::open_nonblocking(&path)
+                    .map_err(|e| both(TraceError::io(&path, e)))?;
                 instance = Some(inst);
                 Source::Text {
                     pipe,

@@ -253,6 +253,22 @@ fn bad_input_gets_one_line_and_exit_2() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
     if is_root() {
+        // In a PID namespace of its own (a container without the host's PIDs) nothing the
+        // kernel reports could be matched: one line saying so, instead of a watch of nothing.
+        let unshared = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc"])
+            .arg(rtlab_path())
+            .args(["watch", "--all", "--duration", "1s"])
+            .output();
+        match unshared {
+            Ok(out) if out.status.code() != Some(127) => {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{stderr}");
+                assert!(stderr.contains("hostPID"), "{stderr}");
+                assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+            }
+            _ => skip("watch in a PID namespace", "no unshare (util-linux)"),
+        }
         let dir = tempfile::tempdir().unwrap();
         let out = rtlab_unprivileged(&["watch", "--pid", "1", "--duration", "1s"], dir.path());
         let stderr = String::from_utf8_lossy(&out.stderr);

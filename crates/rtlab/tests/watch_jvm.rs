@@ -225,8 +225,11 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
                 c["task"].as_str().unwrap_or(""),
                 c["detail"].as_str().unwrap_or("")
             );
+            // (Other rtlab processes' threads, a lab's on the same machine, are fair causes.)
             assert!(
-                !named.contains("rtlab-"),
+                !["rtlab-explain", "rtlab-metrics", "rtlab-hlog"]
+                    .iter()
+                    .any(|ours| named.contains(ours)),
                 "{}: rtlab named: {c}",
                 jdk.display()
             );

@@ -259,6 +259,15 @@ const THROTTLE_MIN_NS: u64 = 2_000_000;
 
 /// A time-sharing task (not the idle task): one the scheduler runs over a runnable real-time
 /// thread only when that thread is throttled (or in the task's non-preemptible code).
+/// How a task that ran is named in a reason: rtlab's own observing threads as the observer.
+fn shown(t: &Task) -> String {
+    let ours = t.pid > 0 && rtlab_sys::process::thread_in_this_process(t.pid as u32);
+    match ours && crate::reader::is_observer_thread(&t.comm) {
+        true => "the observer (rtlab itself)".into(),
+        false => t.comm.to_string(),
+    }
+}
+
 fn time_sharing(t: &Task) -> bool {
     t.prio >= 100 && !t.is_idle()
 }
@@ -828,7 +837,7 @@ impl<'a> Attribution<'a> {
                         None,
                         Reason::IpiLateOnHost {
                             from_cpu: from,
-                            running: t.comm.to_string(),
+                            running: shown(t),
                         },
                     )
                 } else {
@@ -904,7 +913,7 @@ impl<'a> Attribution<'a> {
                 None,
                 Reason::SilentWhileRunning {
                     len_ns: len,
-                    running: t.comm.to_string(),
+                    running: shown(t),
                 },
             ),
             // Woken on an idle CPU: the way out of idle to the switch. Only a silence past the

@@ -24,6 +24,8 @@ pub struct Stop {
     /// safepoint is `reached_ns - begin_ns`).
     pub reached_ns: Option<u64>,
     pub end_ns: u64,
+    /// When its (last) VM operation ended: the VM thread lets the Java threads go after it.
+    pub done_ns: Option<u64>,
     /// Its VM operation (`SerialGCCollect`, `ThreadDump`), where seen.
     pub operation: Option<Arc<str>>,
 }
@@ -32,6 +34,7 @@ pub struct Stop {
 struct Open {
     begin_ns: u64,
     reached_ns: Option<u64>,
+    done_ns: Option<u64>,
     operation: Option<Arc<str>>,
 }
 
@@ -47,6 +50,8 @@ pub(crate) struct Jvms {
     pub(crate) notes: Vec<String>,
     /// Per JVM process, its safepoint in progress.
     open: HashMap<u32, Open>,
+    /// The processes that map a libjvm.so.
+    jvms: std::collections::HashSet<u32>,
     /// The latest safepoints, oldest first, and how many there were in all.
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pub(crate) stops_seen: u64,
@@ -69,6 +74,9 @@ impl Jvms {
             let lib = rtlab_sys::procfs::mapped_file(pid, "libjvm.so");
             // Running before the watch began: it has mapped whatever it maps.
             let done = lib.is_some() || !started_since;
+            if lib.is_some() {
+                self.jvms.insert(pid);
+            }
             self.checked
                 .insert(pid, if done { (u64::MAX, 0) } else { (first, now) });
             self.found.extend(lib);
@@ -76,6 +84,12 @@ impl Jvms {
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
         self.open.retain(|p, _| alive.contains(p));
+        self.jvms.retain(|p| alive.contains(p));
+    }
+
+    /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
+    pub(crate) fn is_jvm(&self, process: u32) -> bool {
+        self.jvms.contains(&process) || self.open.contains_key(&process)
     }
 
     /// Every process from now on is one started during the watch (a command's).
@@ -108,6 +122,7 @@ impl Jvms {
         else {
             return None;
         };
+        self.jvms.insert(*process);
         match probe {
             JvmProbe::SafepointBegin => {
                 self.open.insert(
@@ -133,8 +148,14 @@ impl Jvms {
                     begin_ns: o.begin_ns,
                     reached_ns: o.reached_ns,
                     end_ns: e.ts_ns,
+                    done_ns: o.done_ns,
                     operation: o.operation,
                 });
+            }
+            JvmProbe::VmopEnd => {
+                if let Some(o) = self.open.get_mut(process) {
+                    o.done_ns = Some(e.ts_ns);
+                }
             }
             _ => {}
         }
@@ -163,6 +184,7 @@ impl Jvms {
             begin_ns: o.begin_ns,
             reached_ns: o.reached_ns,
             end_ns: now_ns,
+            done_ns: o.done_ns,
             operation: o.operation.clone(),
         })
     }

@@ -159,6 +159,9 @@ pub struct WatchSeries {
     pub rt: bool,
     /// For a name's series: the series of the threads it has summed (indices).
     pub members: Vec<u16>,
+    /// For a name's series: the processes its threads were of (at most [`MAX_OWNERS`]),
+    /// kept when their threads' own series give way to new ones.
+    pub owners: Vec<u32>,
     /// For a thread's series: its process (pid).
     pub process: Option<u32>,
     /// The thread name.
@@ -242,6 +245,8 @@ struct Watched {
     /// 5 %), and where its last one began.
     period_ns: Option<u64>,
     last_timer_ns: Option<(u64, u64)>,
+    /// Its last timer delay: from when, to when.
+    last_timer_delay: Option<(u64, u64)>,
     /// When a re-read found it gone: its last events may still be on their way through
     /// the merge, so it is kept a while longer.
     exited_ns: Option<u64>,
@@ -255,8 +260,9 @@ type Delay = (u64, u64, Option<u64>);
 /// then blocks at the safepoint's barrier until the VM thread lets every thread go, at the
 /// safepoint's end: its delays end where that barrier wait returns, as the thread lives
 /// them. A thread the safepoint does not stop (the VM's own, a collector's, native code)
-/// goes on: its delays end where they returned. Which one it is shows at its next return:
-/// a wait woken within [`BARRIER_NS`] of the safepoint's end is the barrier's.
+/// goes on: its delays end where they returned. Which one it is shows at its returns after:
+/// a wait woken within [`BARRIER_NS`] of the safepoint's end is the barrier's; more than
+/// [`MAX_RETURNS_TO_BARRIER`] woken returns in one safepoint, a thread running through it.
 #[derive(Debug, Clone)]
 struct Held {
     /// The return that held them.
@@ -267,10 +273,33 @@ struct Held {
     next: Option<NextReturn>,
     /// When that safepoint ended, if it has (its next return, or its next wait, decides).
     ended_ns: Option<u64>,
+    /// When its VM operation ended, where seen.
+    done_ns: Option<u64>,
+    /// Its woken returns since (a Java thread's way to the barrier has one or two: a lock
+    /// handed over on its way back, then the barrier's; a thread that runs through the
+    /// safepoint has more).
+    returns: u32,
 }
 
 /// A return from a wait: where, when its wait was woken, and the delays it ends.
 type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
+
+/// How long an ended thread's own series stays before another may take its place.
+const RETIRED_NS: u64 = 2_000_000_000;
+
+/// The most processes a name's series remembers its threads were of (for its labels).
+pub const MAX_OWNERS: usize = 16;
+
+/// Whether a wait woken at `woken` is a safepoint's barrier (ended at `end_ns`, its VM
+/// operation at `done_ns`): the VM thread wakes the Java threads after its operation, just
+/// before the end probe (later where it is itself kept off its CPU meanwhile).
+fn barrier_wake(woken: u64, end_ns: u64, done_ns: Option<u64>) -> bool {
+    woken.abs_diff(end_ns) <= BARRIER_NS
+        || done_ns.is_some_and(|done| woken >= done && woken <= end_ns + BARRIER_NS)
+}
+
+/// The most woken returns a thread makes in a safepoint on its way to the barrier.
+const MAX_RETURNS_TO_BARRIER: u32 = 3;
 
 /// How close to a safepoint's end a barrier's wait is woken (the VM thread wakes them, then
 /// fires the end probe; on a busy machine the wake can lag).
@@ -318,8 +347,10 @@ const EARLY_RESCAN_NS: u64 = 10_000_000;
 const EARLY_NS: u64 = 3_000_000_000;
 /// How long after an attach the reader polls every millisecond.
 const JUST_ATTACHED_NS: u64 = 100_000_000;
-/// At most this many series (a thread's and its name's each count): past it, new threads
-/// are not watched and the run says so.
+/// At most this many series (a thread's and its name's each count): past it, a new thread's
+/// series take the places of ended threads' own series (their delays stay counted in their
+/// names' series); where no thread has ended, new threads are not watched and the run says
+/// so.
 pub const MAX_SERIES: usize = 512;
 /// Processes whose names the report keeps.
 const MAX_KNOWN: usize = 65536;
@@ -331,6 +362,9 @@ pub struct WatchState {
     threads: HashMap<i64, Watched>,
     series: Vec<WatchSeries>,
     index: HashMap<String, u16>,
+    /// The own series of threads that ended, oldest first: at the series limit a new
+    /// thread's series takes the place of the oldest (its delays stay in its name's series).
+    retired: std::collections::VecDeque<(u16, u64)>,
     heap: BinaryHeap<Reverse<Timed>>,
     arrived: u64,
     scanned_ns: u64,
@@ -390,6 +424,7 @@ impl WatchState {
             threads: HashMap::new(),
             series: Vec::new(),
             index: HashMap::new(),
+            retired: Default::default(),
             heap: BinaryHeap::new(),
             arrived: 0,
             scanned_ns: 0,
@@ -686,16 +721,15 @@ impl WatchState {
             (None, false) => format!("{thread}:ts/{}", kind.name()),
         };
         if let Some(&i) = self.index.get(&name) {
+            // A thread of an ended one's TID and name: the series is its own again.
+            self.retired.retain(|&(r, _)| r != i);
             return Some(i);
         }
-        if self.series.len() >= MAX_SERIES {
-            return None;
-        }
-        let i = self.series.len() as u16;
-        self.series.push(WatchSeries {
+        let fresh = WatchSeries {
             name: name.clone(),
             rt,
             members: Vec::new(),
+            owners: Vec::new(),
             process: tid.and_then(|t| self.thread_process.get(&t).copied()),
             thread: thread.to_string(),
             tid,
@@ -704,7 +738,26 @@ impl WatchState {
             interval: LatencyHistogram::compact(),
             last_interval_max: Nanos(0),
             unmeasured: 0,
-        });
+        };
+        let i = if self.series.len() < MAX_SERIES {
+            self.series.push(fresh);
+            self.series.len() as u16 - 1
+        } else {
+            // At the limit: in the place of an ended thread's own series, one ended a while
+            // ago (an explanation still pending names its series by index) whose interval
+            // has gone to the log.
+            let now = self.scanned_ns;
+            let free = self.retired.iter().position(|&(r, at)| {
+                now >= at + RETIRED_NS && self.series[r as usize].interval.is_empty()
+            })?;
+            let (i, _) = self.retired.remove(free)?;
+            let old = std::mem::replace(&mut self.series[i as usize], fresh);
+            self.index.remove(&old.name);
+            for s in &mut self.series {
+                s.members.retain(|&m| m != i);
+            }
+            i
+        };
         self.index.insert(name, i);
         Some(i)
     }
@@ -712,16 +765,26 @@ impl WatchState {
     /// The series of thread `tid` called `name`, and of its name and class, for `kind`.
     fn pair(&mut self, name: &str, tid: i64, kind: DelayKind, rt: bool) -> Option<Pair> {
         let own = self.series_index(name, Some(tid), kind, rt)?;
-        let by_name = self.series_index(name, None, kind, rt)?;
+        let Some(by_name) = self.series_index(name, None, kind, rt) else {
+            // In no pair: free for the next thread.
+            self.retired.push_front((own, 0));
+            return None;
+        };
         self.join(by_name, own);
         Some(Pair { own, by_name })
     }
 
     /// Thread series `own` counts to name series `by_name` (from now on).
     fn join(&mut self, by_name: u16, own: u16) {
-        let members = &mut self.series[by_name as usize].members;
-        if !members.contains(&own) {
-            members.push(own);
+        let process = self.series[own as usize].process;
+        let s = &mut self.series[by_name as usize];
+        if !s.members.contains(&own) {
+            s.members.push(own);
+        }
+        if let Some(p) = process {
+            if !s.owners.contains(&p) && s.owners.len() < MAX_OWNERS {
+                s.owners.push(p);
+            }
         }
     }
 
@@ -848,13 +911,17 @@ impl WatchState {
                 // one keeps its state, under its new name's series.
                 previous => match self.new_watched(tid, t.name, rt) {
                     Some(fresh) => match previous {
-                        Some(p) => Watched {
-                            name: fresh.name,
-                            rt: fresh.rt,
-                            pairs: fresh.pairs,
-                            refused: fresh.refused,
-                            ..p
-                        },
+                        Some(p) => {
+                            let old = p.pairs.iter().flatten().map(|q| (q.own, now));
+                            self.retired.extend(old);
+                            Watched {
+                                name: fresh.name,
+                                rt: fresh.rt,
+                                pairs: fresh.pairs,
+                                refused: fresh.refused,
+                                ..p
+                            }
+                        }
                         None => fresh,
                     },
                     None => continue,
@@ -871,6 +938,20 @@ impl WatchState {
             let since = *w.exited_ns.get_or_insert(now);
             if now < since + 4 * MERGE_LAG_NS {
                 alive.insert(tid, w);
+            } else {
+                self.retired
+                    .extend(w.pairs.iter().flatten().map(|p| (p.own, now)));
+                // Delays it still held (its JVM's safepoint never seen to end) are lost.
+                if let Some(h) = w.held.take() {
+                    let next = h.next.into_iter().flat_map(|n| n.2);
+                    for (kind, _) in h.delays.into_iter().chain(next) {
+                        self.abandoned += 1;
+                        if let Some(p) = w.pairs.get(kind as usize).copied().flatten() {
+                            self.series[p.own as usize].unmeasured += 1;
+                            self.series[p.by_name as usize].unmeasured += 1;
+                        }
+                    }
+                }
             }
         }
         self.threads = alive;
@@ -1010,6 +1091,7 @@ impl WatchState {
             held: None,
             period_ns: None,
             last_timer_ns: None,
+            last_timer_delay: None,
             exited_ns: None,
         })
     }
@@ -1284,7 +1366,7 @@ impl WatchState {
         if let Some(h) = w.held.take_if(|h| h.ended_ns.is_some()) {
             let end = h.ended_ns.unwrap_or(0);
             match call.woken_ns {
-                Some(woken) if woken.abs_diff(end) <= BARRIER_NS => {
+                Some(woken) if barrier_wake(woken, end, h.done_ns) => {
                     self.stretch(tid, h.delays, e, request)
                 }
                 _ => self.release_at_own_returns(tid, h, request),
@@ -1300,18 +1382,27 @@ impl WatchState {
                     delays,
                     next: None,
                     ended_ns: None,
+                    done_ns: None,
+                    returns: 0,
                 });
                 return;
             }
             None => {}
-            // Its next return, the safepoint still on: the barrier's, if the JVM's end comes
-            // soon after its wake (decided then, in `settle_held`).
-            Some(mut h) if jvm_stopped && h.next.is_none() => {
-                h.next = Some((e.clone(), call.woken_ns, delays));
+            // Its latest return, the safepoint still on: the barrier's, if the JVM's end
+            // comes soon after its wake (decided then, in `settle_held`); an earlier one was
+            // on its way there and ends where it returned.
+            Some(mut h) if jvm_stopped && h.returns < MAX_RETURNS_TO_BARRIER => {
+                h.returns += 1;
+                let earlier = h.next.replace((e.clone(), call.woken_ns, delays));
                 w.held = Some(h);
+                if let Some((at, _, delays)) = earlier {
+                    for (kind, delay) in delays {
+                        self.sample_kind(kind, tid, delay, &at, request);
+                    }
+                }
                 return;
             }
-            // A third return in one safepoint: it runs on through it. (Or its end was lost
+            // More returns in one safepoint: it runs on through it. (Or its end was lost
             // from sight: nothing is stretched.)
             Some(h) => self.release_at_own_returns(tid, h, request),
         }
@@ -1330,7 +1421,6 @@ impl WatchState {
     ) {
         for (kind, delay) in delays {
             self.sample_kind(kind, tid, delay, end, request);
-            self.absorbed(kind, tid, delay.0, end.ts_ns);
         }
     }
 
@@ -1356,15 +1446,23 @@ impl WatchState {
                 continue;
             }
             match w.held.as_mut() {
-                Some(h) if h.next.is_some() => settled.push((*tid, w.held.take().expect("some"))),
-                Some(h) => h.ended_ns = Some(stop.end_ns),
+                // Held since an earlier safepoint, asleep through this one: they were not
+                // this one's to stretch.
+                Some(h) if h.next.is_some() || h.ended_ns.is_some() => {
+                    settled.push((*tid, w.held.take().expect("some")))
+                }
+                Some(h) => {
+                    h.ended_ns = Some(stop.end_ns);
+                    h.done_ns = stop.done_ns;
+                }
                 None => {}
             }
         }
         for (tid, mut h) in settled {
-            let barrier = h.next.as_ref().is_some_and(|n| {
-                n.1.is_some_and(|woken| woken.abs_diff(stop.end_ns) <= BARRIER_NS)
-            });
+            let barrier = h.ended_ns.is_none()
+                && h.next.as_ref().is_some_and(|n| {
+                    n.1.is_some_and(|woken| barrier_wake(woken, stop.end_ns, stop.done_ns))
+                });
             if !barrier {
                 self.release_at_own_returns(tid, h, request);
                 continue;
@@ -1377,23 +1475,33 @@ impl WatchState {
         }
     }
 
-    /// The periods of a periodic thread that a JVM's stop absorbed: its deadlines after
-    /// `since` (one period apart) that passed before it ran again at `end` are late as the
-    /// thread sees them (it runs them at once, without waiting), each by what is left of the
-    /// delay. (A period the kernel never sees, as HdrHistogram's correction for an expected
-    /// interval counts it.)
-    fn absorbed(&mut self, kind: DelayKind, tid: i64, since: u64, end: u64) {
-        let Some(period) = self.threads.get(&tid).and_then(|w| w.period_ns) else {
+    /// The periods of a periodic Java thread that its last timer delay absorbed, seen when its
+    /// next one begins at `next`: its deadlines after the last delay's start (one period
+    /// apart) that passed before that delay ended and that it never waited for (a JVM's stop,
+    /// or any delay over a period, after which the thread runs the periods it missed at once:
+    /// `LockSupport.parkNanos` with a time already past makes no system call) are late as the
+    /// thread sees them, each by what was left of the delay. (A period the kernel never sees,
+    /// as HdrHistogram's correction for an expected interval counts it; a deadline the thread
+    /// did wait for, even one already past, is its own delay.)
+    fn skipped(&mut self, tid: i64, next: u64) {
+        // Only a Java thread: a C program's sleep to a time already past is a call of its
+        // own (counted), and one that skips the periods it missed (cyclictest) does not
+        // count them.
+        let jvm = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|&p| self.jvms.is_jvm(p));
+        let Some(w) = self.threads.get(&tid).filter(|_| jvm) else {
             return;
         };
-        if kind != DelayKind::Timer {
+        let (Some(period), Some((since, end))) = (w.period_ns, w.last_timer_delay) else {
             return;
-        }
-        let Some(pair) = self.pair_of(tid, kind) else {
+        };
+        let Some(pair) = w.pairs[DelayKind::Timer as usize] else {
             return;
         };
         let mut deadline = since + period;
-        while deadline < end {
+        while deadline < end && deadline + period / 2 < next {
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
                 s.total.record(Nanos(end - deadline));
@@ -1493,7 +1601,11 @@ impl WatchState {
         request: &mut dyn FnMut(Request),
     ) {
         if kind == DelayKind::Timer {
+            self.skipped(tid, since);
             self.learn_period(tid, since);
+            if let Some(w) = self.threads.get_mut(&tid) {
+                w.last_timer_delay = Some((since, e.ts_ns));
+            }
         }
         if let Some(pair) = self.pair_of(tid, kind) {
             self.sample(
@@ -1531,7 +1643,7 @@ impl WatchState {
         if let Some(p) = w.pairs[k] {
             return Some(p);
         }
-        if w.refused[k] {
+        if w.refused[k] && self.retired.is_empty() {
             return None;
         }
         // Its first series: under its name now (it may have been renamed since it was read).
@@ -1547,8 +1659,9 @@ impl WatchState {
         let pair = self.pair(&name, tid, kind, rt);
         let w = self.threads.get_mut(&tid)?;
         w.pairs[k] = pair;
+        // Counted once per thread and kind, however often it is tried again.
+        self.refused += (pair.is_none() && !w.refused[k]) as u64;
         w.refused[k] = pair.is_none();
-        self.refused += pair.is_none() as u64;
         pair
     }
 

@@ -609,6 +609,16 @@ fn futex_wait(w: &mut WatchState, tid: i64, enter: u64, woken: u64, back: u64) {
     w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
 }
 
+/// This test's thread watched, its wait woken (at 1.1 ms) and returned (1.13 ms: a 30 us
+/// wakeup) in a safepoint of its process begun at 1 ms.
+fn held_in_a_safepoint() -> (i64, WatchState) {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&safepoint(1_000_000, true));
+    futex_wait(&mut w, tid, 500_000, 1_100_000, 1_130_000);
+    (tid, w)
+}
+
 fn series_of(w: &WatchState, kind: DelayKind) -> &WatchSeries {
     w.series()
         .iter()
@@ -650,13 +660,17 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
         },
     ));
     w.offer(&own(tid, 0, 4_022_000, Kind::WaitExit { call, ret: 0 }));
+    // A lock handed over to it on its way (woken), then the barrier.
+    futex_wait(&mut w, tid, 4_023_000, 4_025_000, 4_026_000);
     futex_wait(&mut w, tid, 4_030_000, 9_000_000, 9_010_000);
     w.offer(&safepoint(9_020_000, false));
+    // Its next wait: the deadline after those it ran at once without waiting.
+    sleep(&mut w, 10_000_000, 10_020_000);
     w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     // Three on time, the one the safepoint held (4 ms to 9.01 ms), the five deadlines it
-    // absorbed (5 ms to 9 ms, each late to 9.01 ms).
-    assert_eq!(timer.total.len(), 9);
+    // absorbed (5 ms to 9 ms, each late to 9.01 ms), the next.
+    assert_eq!(timer.total.len(), 10);
     assert_eq!(timer.total.max(), Nanos(5_010_000));
     assert_eq!(timer.total.summary().min, 10_000);
 }
@@ -687,10 +701,7 @@ fn a_delay_held_in_one_safepoint_is_not_stretched_over_the_next() {
     // one and on its way: its delays ended where they returned. (One that returns within
     // a millisecond of the end and goes on is taken for a Java thread that just missed the
     // barrier: lived to the end.)
-    let (tid, mut w) = watch_this_thread(u64::MAX);
-    w.set_wait_calls(true);
-    w.offer(&safepoint(1_000_000, true));
-    futex_wait(&mut w, tid, 500_000, 1_100_000, 1_130_000); // 30 us
+    let (tid, mut w) = held_in_a_safepoint();
     w.offer(&safepoint(5_000_000, false));
     w.offer(&safepoint(300_000_000, true));
     futex_wait(&mut w, tid, 1_300_000, 300_500_000, 300_520_000); // 20 us
@@ -700,4 +711,109 @@ fn a_delay_held_in_one_safepoint_is_not_stretched_over_the_next() {
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.len(), 3);
     assert_eq!(wakeup.total.max(), Nanos(30_000));
+}
+
+#[test]
+fn at_the_series_limit_a_new_threads_series_takes_an_ended_ones_place() {
+    let (_, mut w) = watch_this_thread(u64::MAX);
+    let by_name = w
+        .series_index("churn", None, DelayKind::Timer, true)
+        .unwrap();
+    let mut own = Vec::new();
+    for tid in 1.. {
+        match w.series_index("churn", Some(tid), DelayKind::Timer, true) {
+            Some(i) => {
+                w.join(by_name, i);
+                own.push(i);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(w.series().len(), MAX_SERIES);
+    // Thread 1 ended (and was dropped) a while ago: its place goes to the next new thread.
+    w.retired.push_back((own[0], 0));
+    w.scanned_ns = RETIRED_NS;
+    let i = w.series_index("churn", Some(100_000), DelayKind::Timer, true);
+    assert_eq!(i, Some(own[0]));
+    assert_eq!(w.series()[own[0] as usize].name, "churn/100000/timer");
+    assert!(!w.series()[by_name as usize].members.contains(&own[0]));
+    assert!(!w.index.contains_key("churn/1/timer"));
+    // None left to take.
+    assert_eq!(
+        w.series_index("churn", Some(100_001), DelayKind::Timer, true),
+        None
+    );
+    // One ended just now is not given away yet.
+    w.retired.push_back((own[2], RETIRED_NS));
+    assert_eq!(
+        w.series_index("churn", Some(100_001), DelayKind::Timer, true),
+        None
+    );
+    // A retired series found again by its name (a new thread of its TID) is not given away.
+    w.retired.push_back((own[1], 0));
+    assert_eq!(
+        w.series_index("churn", Some(2), DelayKind::Timer, true),
+        Some(own[1])
+    );
+    assert_eq!(
+        w.series_index("churn", Some(100_002), DelayKind::Timer, true),
+        None
+    );
+}
+
+#[test]
+fn a_delay_held_in_one_safepoint_and_asleep_through_the_next_ends_where_it_returned() {
+    // Woken in safepoint 1, asleep through safepoint 2, woken just after safepoint 2's end
+    // (a thread notified when a VM operation it asked for is done): not stretched over both.
+    let (tid, mut w) = held_in_a_safepoint();
+    w.offer(&safepoint(5_000_000, false));
+    w.offer(&safepoint(300_000_000, true));
+    w.offer(&safepoint(302_000_000, false));
+    futex_wait(&mut w, tid, 1_300_000, 302_300_000, 302_320_000); // 20 us
+    w.advance(MERGE_LAG_NS + 400_000_000, &mut |_| {});
+    let wakeup = series_of(&w, DelayKind::Wakeup);
+    assert_eq!(wakeup.total.len(), 2);
+    assert_eq!(wakeup.total.max(), Nanos(30_000));
+}
+
+#[test]
+fn up_to_three_woken_returns_lead_to_the_barrier_and_a_fourth_runs_through() {
+    // Held at 1.13 ms in a safepoint ending at 9 ms; then `n` woken returns, the last one
+    // woken at the end: with three it is the barrier's (the held delay lives to it), with
+    // four the thread ran through the safepoint (every delay its own).
+    for (n, longest) in [(3, 9_010_000 - 1_100_000), (4, 30_000)] {
+        let (tid, mut w) = held_in_a_safepoint();
+        for k in 1..n {
+            let t = 1_200_000 + k * 100_000;
+            futex_wait(&mut w, tid, t, t + 10_000, t + 15_000); // 5 us
+        }
+        futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000); // 10 us
+        w.offer(&safepoint(9_020_000, false));
+        w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+        let wakeup = series_of(&w, DelayKind::Wakeup);
+        assert_eq!(wakeup.total.len(), n + 1, "{n} returns");
+        assert_eq!(wakeup.total.max(), Nanos(longest), "{n} returns");
+    }
+}
+
+#[test]
+fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end() {
+    // The VM thread ends its operation at 8.9 ms, lets the Java threads go at 9 ms, then is
+    // kept off its CPU 3 ms before its end probe fires: the thread's delay still ends at its
+    // barrier's return, not where it returned first.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&safepoint(1_000_000, true));
+    futex_wait(&mut w, tid, 500_000, 1_100_000, 1_130_000);
+    let done = Kind::Jvm {
+        probe: crate::event::JvmProbe::VmopEnd,
+        process: std::process::id(),
+        name: None,
+    };
+    w.offer(&ev(1, 8_900_000, done));
+    futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000);
+    w.offer(&safepoint(12_000_000, false));
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let wakeup = series_of(&w, DelayKind::Wakeup);
+    assert_eq!(wakeup.total.max(), Nanos(9_010_000 - 1_100_000));
 }

@@ -108,6 +108,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         all_cpus: args.all_cpus,
         user_view: !args.until_running,
     };
+    if rtlab_sys::process::in_initial_pid_namespace() == Some(false) {
+        anyhow::bail!(
+            "cannot watch: rtlab runs in a PID namespace of its own (a container without the \
+             host's PIDs), where no task the kernel reports can be matched; run it in the \
+             host's PID namespace (Kubernetes: hostPID: true; docker/podman: --pid=host)"
+        );
+    }
     let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
         TraceError::NotRoot(_) => anyhow::Error::from(BadInput(e.to_string())),
         e => anyhow::anyhow!("cannot watch: {e}"),
@@ -786,11 +793,8 @@ fn histograms(s: &WatchState) -> String {
 fn owners(s: &WatchState, w: &rtlab_trace::watch::WatchSeries) -> (Vec<String>, Vec<String>) {
     let procs: std::collections::BTreeSet<u32> = match w.process {
         Some(p) => [p].into(),
-        None => w
-            .members
-            .iter()
-            .filter_map(|&m| s.series().get(m as usize)?.process)
-            .collect(),
+        // Kept on the name's series: its threads' own series may have given way since.
+        None => w.owners.iter().copied().collect(),
     };
     let of = |f: fn(&(String, String)) -> &String| -> Vec<String> {
         let set: std::collections::BTreeSet<String> = procs
