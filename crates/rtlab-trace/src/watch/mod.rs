@@ -247,6 +247,8 @@ struct Watched {
     last_timer_ns: Option<(u64, u64)>,
     /// Its last timer delay: from when, to when.
     last_timer_delay: Option<(u64, u64)>,
+    /// When it last entered a wait call.
+    entered_ns: Option<u64>,
     /// When a re-read found it gone: its last events may still be on their way through
     /// the merge, so it is kept a while longer.
     exited_ns: Option<u64>,
@@ -1092,6 +1094,7 @@ impl WatchState {
             period_ns: None,
             last_timer_ns: None,
             last_timer_delay: None,
+            entered_ns: None,
             exited_ns: None,
         })
     }
@@ -1217,6 +1220,7 @@ impl WatchState {
                 self.release_held(e, request);
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.timer_expired = None;
+                    w.entered_ns = Some(e.ts_ns);
                     w.in_call = Some(InCall {
                         entered_ns: e.ts_ns,
                         deadline_ns: *deadline_ns,
@@ -1319,8 +1323,10 @@ impl WatchState {
             return; // entered before the watch saw it: ended at its switch-in
         };
         w.runnable_since = None;
-        // A timer that expired within the call (a relative one is armed just after entry).
-        let timer = w.timer_expired.take().filter(|t| t.0 >= call.entered_ns);
+        // The timer that fired within the call (the entry clears an older one). Its expiry
+        // may be before the entry: a wait to a deadline that passed on the way into the call
+        // (a Java park of a few microseconds left) is late from that deadline.
+        let timer = w.timer_expired.take();
         let running = call.running_ns;
         // The time the program asked for where the call says (what it measures its lateness
         // against), else the timer's expiry; a sleep cut short (a signal) is no lateness.
@@ -1475,14 +1481,14 @@ impl WatchState {
         }
     }
 
-    /// The periods of a periodic Java thread that its last timer delay absorbed, seen when its
-    /// next one begins at `next`: its deadlines after the last delay's start (one period
-    /// apart) that passed before that delay ended and that it never waited for (a JVM's stop,
-    /// or any delay over a period, after which the thread runs the periods it missed at once:
-    /// `LockSupport.parkNanos` with a time already past makes no system call) are late as the
-    /// thread sees them, each by what was left of the delay. (A period the kernel never sees,
-    /// as HdrHistogram's correction for an expected interval counts it; a deadline the thread
-    /// did wait for, even one already past, is its own delay.)
+    /// The periods of a periodic Java thread it ran without waiting, seen when its next
+    /// timer delay begins at `next`: its deadlines after the last one's start (one period
+    /// apart) that it never waited for. After any delay over a period (a JVM's stop, while it
+    /// waited or while it ran, or the machine's), a Java thread runs the periods it missed at
+    /// once (`LockSupport.parkNanos` with a time already past makes no system call), then
+    /// waits for the next: each such period is late, as it sees it, by the time from its
+    /// deadline to that wait's entry. (Periods the kernel never sees, as HdrHistogram's
+    /// correction for an expected interval counts them.)
     fn skipped(&mut self, tid: i64, next: u64) {
         // Only a Java thread: a C program's sleep to a time already past is a call of its
         // own (counted), and one that skips the periods it missed (cyclictest) does not
@@ -1500,12 +1506,14 @@ impl WatchState {
         let Some(pair) = w.pairs[DelayKind::Timer as usize] else {
             return;
         };
+        // Caught up just before it entered this wait (else, where the last delay ended).
+        let caught_up = w.entered_ns.filter(|&t| t >= end).unwrap_or(end);
         let mut deadline = since + period;
-        while deadline < end && deadline + period / 2 < next {
+        while deadline + period / 2 < next && deadline < caught_up {
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
-                s.total.record(Nanos(end - deadline));
-                s.interval.record(Nanos(end - deadline));
+                s.total.record(Nanos(caught_up - deadline));
+                s.interval.record(Nanos(caught_up - deadline));
             }
             deadline += period;
         }

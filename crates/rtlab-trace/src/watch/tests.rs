@@ -664,15 +664,49 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
     futex_wait(&mut w, tid, 4_023_000, 4_025_000, 4_026_000);
     futex_wait(&mut w, tid, 4_030_000, 9_000_000, 9_010_000);
     w.offer(&safepoint(9_020_000, false));
-    // Its next wait: the deadline after those it ran at once without waiting.
-    sleep(&mut w, 10_000_000, 10_020_000);
+    // It runs the deadlines it missed at once, then waits for the next (entered at 9.012 ms).
+    let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(10_000_000));
+    w.offer(&own(
+        tid,
+        0,
+        9_012_000,
+        Kind::WaitEnter { call, deadline_ns },
+    ));
+    w.offer(&ev(0, 10_000_000, sleeper_timer(tid, 10_000_000)));
+    w.offer(&own(tid, 0, 10_030_000, Kind::WaitExit { call, ret: 0 }));
     w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
-    // Three on time, the one the safepoint held (4 ms to 9.01 ms), the five deadlines it
-    // absorbed (5 ms to 9 ms, each late to 9.01 ms), the next.
+    // Three on time (20 us), the one the safepoint held (4 ms to 9.01 ms), the five
+    // deadlines it ran at once (5 ms to 9 ms, each late to 9.012 ms), the next (30 us).
     assert_eq!(timer.total.len(), 10);
     assert_eq!(timer.total.max(), Nanos(5_010_000));
-    assert_eq!(timer.total.summary().min, 10_000);
+    assert_eq!(timer.total.summary().min, 12_000);
+}
+
+#[test]
+fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait() {
+    // Stopped by a safepoint while it ran (no wait of its own returned in it): its deadlines
+    // at 4 and 5 ms passed meanwhile, run at once after it; its next wait entered at 5.5 ms.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    let sleep = |w: &mut WatchState, enter: u64, deadline: u64, back: u64| {
+        let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(deadline));
+        w.offer(&own(tid, 0, enter, Kind::WaitEnter { call, deadline_ns }));
+        w.offer(&ev(0, deadline, sleeper_timer(tid, deadline)));
+        w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
+    };
+    w.offer(&safepoint(100_000, true)); // a JVM
+    w.offer(&safepoint(200_000, false));
+    for k in 0..3 {
+        let d = k * 1_000_000 + 1_000_000;
+        sleep(&mut w, d - 500_000, d, d + 20_000);
+    }
+    sleep(&mut w, 5_500_000, 6_000_000, 6_020_000);
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    // 1 to 3 ms waited for; 4 and 5 ms run at once at 5.5 ms; 6 ms waited for.
+    assert_eq!(timer.total.len(), 6);
+    assert_eq!(timer.total.max(), Nanos(1_500_000));
 }
 
 #[test]
