@@ -310,7 +310,6 @@ const BARRIER_NS: u64 = 1_000_000;
 /// A wait call in progress (see [`Watched::in_call`]).
 #[derive(Debug, Clone, Copy)]
 struct InCall {
-    entered_ns: u64,
     /// The time a sleep call asked for (CLOCK_MONOTONIC), where known.
     deadline_ns: Option<u64>,
     /// Its latest wakeup within the call, and when it got a CPU after it.
@@ -1222,7 +1221,6 @@ impl WatchState {
                     w.timer_expired = None;
                     w.entered_ns = Some(e.ts_ns);
                     w.in_call = Some(InCall {
-                        entered_ns: e.ts_ns,
                         deadline_ns: *deadline_ns,
                         woken_ns: None,
                         running_ns: None,
