@@ -619,6 +619,15 @@ fn held_in_a_safepoint() -> (i64, WatchState) {
     (tid, w)
 }
 
+/// Thread `tid` in a sleep to a time, `(entered, deadline, back)`: its timer fires at the
+/// deadline, it is back in user space at `back`.
+fn sleep_to(w: &mut WatchState, tid: i64, (enter, deadline, back): (u64, u64, u64)) {
+    let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(deadline));
+    w.offer(&own(tid, 0, enter, Kind::WaitEnter { call, deadline_ns }));
+    w.offer(&ev(0, deadline, sleeper_timer(tid, deadline)));
+    w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
+}
+
 fn series_of(w: &WatchState, kind: DelayKind) -> &WatchSeries {
     w.series()
         .iter()
@@ -632,22 +641,12 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
     // at the barrier until the VM thread wakes it, just before the end probe.
     let (tid, mut w) = watch_this_thread(u64::MAX);
     w.set_wait_calls(true);
-    let sleep = |w: &mut WatchState, deadline: u64, back: u64| {
-        let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(deadline));
-        w.offer(&own(
-            tid,
-            0,
-            deadline - 500_000,
-            Kind::WaitEnter { call, deadline_ns },
-        ));
-        w.offer(&ev(0, deadline, sleeper_timer(tid, deadline)));
-        w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
-    };
     for k in 1..=3 {
-        sleep(&mut w, k * 1_000_000, k * 1_000_000 + 20_000);
+        let d = k * 1_000_000;
+        sleep_to(&mut w, tid, (d - 500_000, d, d + 20_000));
     }
     w.offer(&safepoint(3_500_000, true));
-    sleep(&mut w, 4_000_000, 4_020_000);
+    sleep_to(&mut w, tid, (3_500_000, 4_000_000, 4_020_000));
     // On its way back, a lock taken at once (a call that returns without a wake).
     let call = FUTEX;
     w.offer(&own(
@@ -665,15 +664,7 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
     futex_wait(&mut w, tid, 4_030_000, 9_000_000, 9_010_000);
     w.offer(&safepoint(9_020_000, false));
     // It runs the deadlines it missed at once, then waits for the next (entered at 9.012 ms).
-    let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(10_000_000));
-    w.offer(&own(
-        tid,
-        0,
-        9_012_000,
-        Kind::WaitEnter { call, deadline_ns },
-    ));
-    w.offer(&ev(0, 10_000_000, sleeper_timer(tid, 10_000_000)));
-    w.offer(&own(tid, 0, 10_030_000, Kind::WaitExit { call, ret: 0 }));
+    sleep_to(&mut w, tid, (9_012_000, 10_000_000, 10_030_000));
     w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     // Three on time (20 us), the one the safepoint held (4 ms to 9.01 ms), the five
@@ -689,19 +680,13 @@ fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait(
     // at 4 and 5 ms passed meanwhile, run at once after it; its next wait entered at 5.5 ms.
     let (tid, mut w) = watch_this_thread(u64::MAX);
     w.set_wait_calls(true);
-    let sleep = |w: &mut WatchState, enter: u64, deadline: u64, back: u64| {
-        let (call, deadline_ns) = (CLOCK_NANOSLEEP, Some(deadline));
-        w.offer(&own(tid, 0, enter, Kind::WaitEnter { call, deadline_ns }));
-        w.offer(&ev(0, deadline, sleeper_timer(tid, deadline)));
-        w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret: 0 }));
-    };
     w.offer(&safepoint(100_000, true)); // a JVM
     w.offer(&safepoint(200_000, false));
     for k in 0..3 {
         let d = k * 1_000_000 + 1_000_000;
-        sleep(&mut w, d - 500_000, d, d + 20_000);
+        sleep_to(&mut w, tid, (d - 500_000, d, d + 20_000));
     }
-    sleep(&mut w, 5_500_000, 6_000_000, 6_020_000);
+    sleep_to(&mut w, tid, (5_500_000, 6_000_000, 6_020_000));
     w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     // 1 to 3 ms waited for; 4 and 5 ms run at once at 5.5 ms; 6 ms waited for.
