@@ -8,7 +8,10 @@
 # safepoint begin/end, VM operation begin/end) and prints its time per call every 100 ms;
 # the JVM logs each safepoint (-Xlog:safepoint). The VM operation's two probes fire inside
 # the time the JVM logs as "At safepoint": their cost is the rise of its median.
-# Beside it, windows in turn: no watch; `rtlab watch --pid` of another process (the kernel's
+# Then the same JVM program parks with its permit already given (LockSupport.unpark of
+# itself, then park: two probe hits, thread park begin and end, and no system call): one hit
+# costs half the rise of its time per call, JVM watched over another process watched.
+# Beside each, windows in turn: no watch; `rtlab watch --pid` of another process (the kernel's
 # scheduler events are recorded, no probe is on this JVM); `rtlab watch --pid` of the JVM (its
 # probes attached too). Per cycle: the time per call watched over not watched, and the cost
 # of one probe hit = (median "At safepoint", JVM watched - other watched) / 2. Medians with
@@ -33,29 +36,31 @@ for jdk in /usr/lib/jvm/*/; do
   [ -x "$jdk/bin/javac" ] && [ -f "$jdk/lib/server/libjvm.so" ] || continue
   mkdir -p "$WORK/classes"
   "$jdk/bin/javac" -d "$WORK/classes" bench/java/SafepointLoop.java
-  "$jdk/bin/java" "-Xlog:safepoint:file=$WORK/sp.log::filecount=0" -cp "$WORK/classes" SafepointLoop $((CYCLES * 20 + 10)) 100 >"$WORK/blocks.txt" &
-  JVM=$!
-  sleep 2
-  : >"$WORK/windows.txt"
-  for c in $(seq 1 "$CYCLES"); do
-    for mode in off other jvm; do
-      start=$(now_ms)
-      case $mode in
-        off) sleep 3 ;;
-        other) "$RTLAB" watch --pid "$OTHER" --duration 3s --quiet >/dev/null 2>&1 || true ;;
-        jvm) "$RTLAB" watch --pid "$JVM" --duration 3s --quiet --json "$WORK/w$c.json" >/dev/null 2>&1 || true ;;
-      esac
-      echo "$c $mode $start $(now_ms)" >>"$WORK/windows.txt"
+  for loop in safepoint park; do
+    rm -f "$WORK"/w*.json "$WORK/sp.log"
+    "$jdk/bin/java" "-Xlog:safepoint:file=$WORK/sp.log::filecount=0" -cp "$WORK/classes" SafepointLoop $((CYCLES * 20 + 10)) 100 "$loop" >"$WORK/blocks.txt" &
+    JVM=$!
+    sleep 2
+    : >"$WORK/windows.txt"
+    for c in $(seq 1 "$CYCLES"); do
+      for mode in off other jvm; do
+        start=$(now_ms)
+        case $mode in
+          off) sleep 3 ;;
+          other) "$RTLAB" watch --pid "$OTHER" --duration 3s --quiet >/dev/null 2>&1 || true ;;
+          jvm) "$RTLAB" watch --pid "$JVM" --duration 3s --quiet --json "$WORK/w$c.json" >/dev/null 2>&1 || true ;;
+        esac
+        echo "$c $mode $start $(now_ms)" >>"$WORK/windows.txt"
+      done
     done
-  done
-  sleep 0.3
-  kill "$JVM" 2>/dev/null || true
-  wait "$JVM" 2>/dev/null || true
-  python3 - "$WORK" "$(basename "$jdk")" "$CYCLES" <<'PY'
+    sleep 0.3
+    kill "$JVM" 2>/dev/null || true
+    wait "$JVM" 2>/dev/null || true
+    python3 - "$WORK" "$(basename "$jdk")" "$CYCLES" "$loop" <<'PY'
 import json, os, sys
 sys.path.insert(0, "bench")
 from ci import fmt_ci
-work, jdk, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, jdk, cycles, loop = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 import re
 blocks, start = [], 0
 for l in open(f"{work}/blocks.txt"):
@@ -94,6 +99,17 @@ for c in range(1, cycles + 1):
         seen.append(doc["verdict"].get("jvm_safepoints", {}).get("count", 0))
     except (OSError, ValueError):
         seen.append(0)
+if loop == "park":
+    full = [c for c in range(1, cycles + 1) if all((c, m) in means for m in ("off", "other", "jvm"))]
+    if len(full) < 6:
+        print(f"{jdk} (parks): skipped: {len(full)} complete cycles")
+        sys.exit(0)
+    hit = [(means[(c, "jvm")] - means[(c, "other")]) / 2 for c in full]
+    print(f"{jdk} (parks): {fmt_ci([means[(c, 'off')] for c in full], 1)} ns per park unwatched; "
+          f"watching another process {fmt_ci([means[(c, 'other')] / means[(c, 'off')] for c in full])}x, "
+          f"watching the JVM {fmt_ci([means[(c, 'jvm')] / means[(c, 'off')] for c in full])}x; "
+          f"one probe hit {fmt_ci([h / 1000 for h in hit], 2)} us")
+    sys.exit(0)
 full = [c for c in range(1, cycles + 1)
         if all((c, m) in means and (c, m) in at_med for m in ("off", "other", "jvm"))]
 if len(full) < 6:
@@ -110,4 +126,5 @@ print(f"{jdk}: {fmt_ci([b / 1000 for b in base], 1)} us per safepoint unwatched;
       f"one probe hit {fmt_ci([h / 1000 for h in hit], 2)} us; "
       f"safepoints the watch counted per window: median {sorted(seen)[len(seen) // 2]}")
 PY
+  done
 done

@@ -8,12 +8,18 @@ import java.lang.management.ThreadMXBean;
  * line per block of BLOCK_MS: "block END_EPOCH_MS CALLS NS_PER_CALL", after one "start EPOCH_MS"
  * (the JVM's start, from which -Xlog's uptime counts).
  *
- * Usage: java SafepointLoop [SECONDS] [BLOCK_MS]
+ * With "park" as third argument, each call is instead a park with its permit already given
+ * (LockSupport.unpark of itself, then LockSupport.park): no system call, no safepoint, two
+ * hotspot probe hits (thread park begin and end).
+ *
+ * Usage: java SafepointLoop [SECONDS] [BLOCK_MS] [park]
  */
 public final class SafepointLoop {
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 60;
         long blockMs = args.length > 1 ? Long.parseLong(args[1]) : 100;
+        boolean park = args.length > 2 && args[2].equals("park");
+        Thread self = Thread.currentThread();
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         // What -Xlog's uptime decorations count from.
         System.out.println("start " + ManagementFactory.getRuntimeMXBean().getStartTime());
@@ -25,8 +31,13 @@ public final class SafepointLoop {
             long calls = 0;
             long now = start;
             while (now < stop) {
-                long[] ids = mx.findDeadlockedThreads();
-                sink += ids == null ? 0 : ids.length;
+                if (park) {
+                    java.util.concurrent.locks.LockSupport.unpark(self);
+                    java.util.concurrent.locks.LockSupport.park();
+                } else {
+                    long[] ids = mx.findDeadlockedThreads();
+                    sink += ids == null ? 0 : ids.length;
+                }
                 calls++;
                 now = System.nanoTime();
             }

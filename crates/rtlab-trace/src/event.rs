@@ -121,6 +121,9 @@ pub enum Kind {
         probe: JvmProbe,
         process: u32,
         name: Option<std::sync::Arc<str>>,
+        /// A park's time asked for (`LockSupport.parkNanos`: relative, in nanoseconds),
+        /// where it is one.
+        park_ns: Option<u64>,
     },
     /// The kernel stack of `task` at the event just before (where the recorder keeps
     /// stacks): at a switch, the task leaving the CPU; at a watched thread's waking, the
@@ -146,18 +149,48 @@ pub enum JvmProbe {
     /// `gc__begin` / `gc__end`: a collection.
     GcBegin,
     GcEnd,
+    /// `thread__park__begin` / `thread__park__end`: a Java thread's park
+    /// (`LockSupport.park*`), from its call to its return to Java code ...
+    ParkBegin,
+    ParkEnd,
+    /// ... `thread__sleep__begin` / `thread__sleep__end`: its `Thread.sleep`.
+    SleepBegin,
+    SleepEnd,
 }
 
 impl JvmProbe {
     /// Every one, with the USDT probe names it is attached at (any provider).
-    pub const ALL: [(JvmProbe, &'static str); 6] = [
+    pub const ALL: [(JvmProbe, &'static str); 10] = [
         (JvmProbe::SafepointBegin, "safepoint__begin"),
         (JvmProbe::SafepointEnd, "safepoint__end"),
         (JvmProbe::VmopBegin, "vmops__begin"),
         (JvmProbe::VmopEnd, "vmops__end"),
         (JvmProbe::GcBegin, "gc__begin"),
         (JvmProbe::GcEnd, "gc__end"),
+        (JvmProbe::ParkBegin, "thread__park__begin"),
+        (JvmProbe::ParkEnd, "thread__park__end"),
+        (JvmProbe::SleepBegin, "thread__sleep__begin"),
+        (JvmProbe::SleepEnd, "thread__sleep__end"),
     ];
+
+    /// A thread's own wait (a park, a sleep): recorded for the watched processes' threads
+    /// only (they fire at every wait of every thread).
+    pub fn of_thread(self) -> bool {
+        matches!(
+            self,
+            JvmProbe::ParkBegin | JvmProbe::ParkEnd | JvmProbe::SleepBegin | JvmProbe::SleepEnd
+        )
+    }
+
+    /// Which of the probe's arguments the recorder keeps (its 64-bit value, and the low 32
+    /// bits of another): a VM operation's name (address, length), a park's time and whether
+    /// it is absolute.
+    pub fn kept_args(self) -> [usize; 2] {
+        match self {
+            JvmProbe::ParkBegin => [2, 1],
+            _ => [0, 1],
+        }
+    }
 
     pub fn name(self) -> &'static str {
         JvmProbe::ALL
@@ -577,12 +610,14 @@ pub fn format_line(e: &Event) -> String {
             probe,
             process,
             name,
+            park_ns,
         } => format!(
-            "hotspot:{}: process={process}{}",
+            "hotspot:{}: process={process}{}{}",
             probe.name(),
             name.as_ref()
                 .map(|n| format!(" name={n}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            park_ns.map(|t| format!(" time={t}")).unwrap_or_default()
         ),
     };
     format!(

@@ -234,9 +234,9 @@ pub(crate) struct Recorder {
     stack_after: Option<Event>,
     /// The maps the programs write (for probes attached later: a JVM's).
     maps: Maps,
-    /// JVM probes attached: by index, what each is and the sizes of its two arguments; the
+    /// JVM probes attached: by index, what each is; the
     /// files probed; their programs and perf events; VM operations' names by address.
-    usdt: Vec<(JvmProbe, [i8; 2])>,
+    usdt: Vec<JvmProbe>,
     /// (By device and inode: one file seen through two processes' roots is probed once.)
     usdt_files: std::collections::HashSet<(u64, u64)>,
     _usdt_links: Vec<(Program, Vec<OwnedFd>)>,
@@ -812,17 +812,22 @@ impl Recorder {
                 deadline_ns: self.sleep_deadline(r),
             },
             K_USDT => {
-                let (probe, _) = *self.usdt.get(u32_at(OFF_A) as usize)?;
+                let probe = *self.usdt.get(u32_at(OFF_A) as usize)?;
                 let name = match probe {
                     JvmProbe::VmopBegin | JvmProbe::VmopEnd => {
                         self.vmop_name(current_pid, u64_at(OFF_X), u32_at(OFF_PID2))
                     }
                     _ => None,
                 };
+                // A park's relative time (an absolute one is in wall-clock milliseconds).
+                let park_ns = (probe == JvmProbe::ParkBegin && u32_at(OFF_PID2) == 0)
+                    .then(|| u64_at(OFF_X))
+                    .filter(|&t| (1..i64::MAX as u64).contains(&t));
                 Kind::Jvm {
                     probe,
                     process: u32_at(OFF_PID1),
                     name,
+                    park_ns,
                 }
             }
             K_WAIT_EXIT => Kind::WaitExit {
@@ -964,28 +969,31 @@ impl Recorder {
                 libjvm.display()
             ));
         }
-        let cpus: Vec<usize> = self.next.iter().take(self.n_rings).map(|n| n.0).collect();
+        let cpu = self.next.first().map_or(0, |n| n.0);
         let mut attached = 0;
+        // A thread's waits only where the watched processes are known (they fire at every
+        // wait of every Java thread).
+        let watched = self.watched_map.as_ref().map(|m| m.raw_fd());
         for (probe, site) in wanted {
+            if probe.of_thread() && watched.is_none() {
+                continue;
+            }
             let index = self.usdt.len() as u32;
-            let insns = usdt_program(index, &site.args, self.maps);
+            let args = probe.kept_args().map(|i| site.args.get(i));
+            let filter = watched.filter(|_| probe.of_thread());
+            let insns = usdt_program(index, args, self.maps, filter);
             let prog = Program::load_kprobe(&insns).map_err(|e| {
                 let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
                 format!("{} ({}): {}", e.error, probe.name(), last.unwrap_or(""))
             })?;
-            let mut events = Vec::new();
-            for &cpu in &cpus {
-                let ev =
-                    rtlab_sys::perf::uprobe(libjvm, site.offset, cpu).map_err(|e| e.to_string())?;
-                rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(|e| e.to_string())?;
-                events.push(ev);
-            }
-            let size = |i: usize| match site.args.get(i) {
-                Some(crate::usdt::Arg::Register { size, .. }) => *size,
-                _ => 8,
-            };
-            self.usdt.push((probe, [size(0), size(1)]));
-            self._usdt_links.push((prog, events));
+            // One perf event: its program runs at every hit, on any CPU (the kernel calls a
+            // uprobe's programs once per event attached, whatever CPU the event is for: one
+            // per CPU would record each hit once per CPU).
+            let ev =
+                rtlab_sys::perf::uprobe(libjvm, site.offset, cpu).map_err(|e| e.to_string())?;
+            rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(|e| e.to_string())?;
+            self.usdt.push(probe);
+            self._usdt_links.push((prog, vec![ev]));
             attached += 1;
         }
         Ok(attached)

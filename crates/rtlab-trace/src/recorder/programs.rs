@@ -856,17 +856,30 @@ pub(super) fn attach_wait_probes(
 }
 
 /// A USDT probe's program (a uprobe's: its context the thread's registers): the thread, its
-/// process (PID1), `index` (A: which attached probe), and its first two arguments where in
-/// registers or constant (X, 64 bits; PID2, the low 32). Recorded on every CPU.
-pub(super) fn usdt_program(index: u32, args: &[crate::usdt::Arg], maps: Maps) -> Vec<Insn> {
+/// process (PID1), `index` (A: which attached probe), and two of its arguments where in
+/// registers or constant (X, 64 bits; PID2, the low 32). Recorded on every CPU; with
+/// `watched`, only in the processes of that map.
+pub(super) fn usdt_program(
+    index: u32,
+    args: [Option<&crate::usdt::Arg>; 2],
+    maps: Maps,
+    watched: Option<i32>,
+) -> Vec<Insn> {
     use crate::usdt::Arg;
-    let mut b = Builder::new(K_USDT, maps, AlsoIf::Any, false, Whose::Current);
+    let mut b = Builder::start(false);
+    if let Some(watched) = watched {
+        b.push(asm::call(helper::GET_CURRENT_PID_TGID));
+        b.push(asm::mov(R8, R0));
+        b.push(asm::rsh_imm(R8, 32));
+        b.lookup(watched, R8);
+    }
+    b.prologue(K_USDT, maps, AlsoIf::Any, Whose::Current);
     b.current();
     b.push(asm::rsh_imm(R0, 32));
     b.push(asm::stx32(R7, OFF_PID1, R0));
     b.push(asm::st32(R7, OFF_A, index as i32));
     for (arg, (dst, wide)) in args.iter().zip([(OFF_X, true), (OFF_PID2, false)]) {
-        match *arg {
+        match arg.copied().unwrap_or(Arg::Unsupported) {
             Arg::Register { regs_offset, .. } => {
                 b.push(asm::ldx64(R1, R6, regs_offset));
                 b.push(if wide {

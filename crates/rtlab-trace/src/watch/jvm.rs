@@ -118,6 +118,7 @@ impl Jvms {
             probe,
             process,
             name,
+            ..
         } = &e.kind
         else {
             return None;

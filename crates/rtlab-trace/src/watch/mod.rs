@@ -28,7 +28,7 @@
 //! are picked up; JVM threads appear under their Java names once the JVM has set them).
 
 use crate::book::OutlierBook;
-use crate::event::{Event, Kind};
+use crate::event::{Event, JvmProbe, Kind};
 use crate::explain::Wait;
 use crate::replay::{Follow, Moved};
 use crate::Request;
@@ -241,13 +241,16 @@ struct Watched {
     /// Delays whose wait returned while its JVM was at a safepoint: a Java thread runs no
     /// Java code until the safepoint is over, so they may end later (see [`Held`]).
     held: Option<Held>,
+    /// In a Java park or sleep (where its JVM's probes tell): its delays end where the JVM
+    /// returns to Java code, not where a wait call inside it returns.
+    java_wait: Option<JavaWait>,
     /// Its period, where its timer delays begin at a steady interval (two in a row within
     /// 5 %), and where its last one began.
     period_ns: Option<u64>,
     last_timer_ns: Option<(u64, u64)>,
     /// Its last timer delay: from when, to when.
     last_timer_delay: Option<(u64, u64)>,
-    /// When it last entered a wait call.
+    /// When it last entered a wait call (or a Java park or sleep).
     entered_ns: Option<u64>,
     /// When a re-read found it gone: its last events may still be on their way through
     /// the merge, so it is kept a while longer.
@@ -282,6 +285,24 @@ struct Held {
     /// safepoint has more).
     returns: u32,
 }
+
+/// A Java thread's park or sleep in progress (its JVM's `thread__park__begin`, or
+/// `thread__sleep__begin`, came; its end has not): the wait calls it makes inside (the
+/// park's own, a lock taken back, a safepoint's barrier) are one wait, as the Java code
+/// lives it, from its first timer's expiry or wakeup to the probe at its end.
+#[derive(Debug, Clone, Default)]
+struct JavaWait {
+    /// The time the park asked for, as its begin probe says (`parkNanos`' relative time from
+    /// there: nearer the program's own deadline than the time the JVM asks the kernel for,
+    /// computed later).
+    deadline_ns: Option<u64>,
+    /// The delays its first woken wait call returned with.
+    delays: Vec<(DelayKind, Delay)>,
+}
+
+/// How far before the kernel's deadline a park's own may be (the JVM's way from the probe
+/// to its wait call; more: not this wait's).
+const PARK_DEADLINE_NS: u64 = 1_000_000;
 
 /// A return from a wait: where, when its wait was woken, and the delays it ends.
 type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
@@ -1001,10 +1022,13 @@ impl WatchState {
         }
         // A wait call is recorded only for the watched process: a thread of it not watched
         // yet (started since the last re-read) is taken on at its first call.
-        if let Kind::WaitEnter { .. } | Kind::WaitExit { .. } = &e.kind {
-            if !self.threads.contains_key(&e.current_pid) {
-                self.adopt(e.current_pid);
-            }
+        let own_call = match &e.kind {
+            Kind::WaitEnter { .. } | Kind::WaitExit { .. } => true,
+            Kind::Jvm { probe, .. } => probe.of_thread(),
+            _ => false,
+        };
+        if own_call && !self.threads.contains_key(&e.current_pid) {
+            self.adopt(e.current_pid);
         }
         let watched = |pid: &i64| self.threads.contains_key(pid);
         let relevant = match &e.kind {
@@ -1020,6 +1044,7 @@ impl WatchState {
             | Kind::WaitEnter { .. }
             | Kind::WaitExit { .. } => watched(&e.current_pid),
             Kind::Lost(_) => true,
+            Kind::Jvm { probe, .. } if probe.of_thread() => watched(&e.current_pid),
             Kind::Jvm { process, .. } => self.processes.contains_key(process),
             _ => false,
         };
@@ -1090,6 +1115,7 @@ impl WatchState {
             follow: Follow::anywhere(tid),
             in_call: None,
             held: None,
+            java_wait: None,
             period_ns: None,
             last_timer_ns: None,
             last_timer_delay: None,
@@ -1219,7 +1245,10 @@ impl WatchState {
                 self.release_held(e, request);
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.timer_expired = None;
-                    w.entered_ns = Some(e.ts_ns);
+                    // (A Java park's own entry is its begin probe's.)
+                    if w.java_wait.is_none() {
+                        w.entered_ns = Some(e.ts_ns);
+                    }
                     w.in_call = Some(InCall {
                         deadline_ns: *deadline_ns,
                         woken_ns: None,
@@ -1228,6 +1257,9 @@ impl WatchState {
                 }
             }
             Kind::WaitExit { ret, .. } => self.returned(e, *ret, request),
+            Kind::Jvm { probe, park_ns, .. } if probe.of_thread() => {
+                self.java_wait(e, *probe, *park_ns, request)
+            }
             Kind::Jvm { .. } => {
                 if let Some(stop) = self.jvms.step(e) {
                     self.jvms.keep(&stop);
@@ -1257,6 +1289,9 @@ impl WatchState {
                     if let Some(h) = w.held.take() {
                         let next = h.next.into_iter().flat_map(|n| n.2);
                         cut.extend(h.delays.into_iter().chain(next).map(|(k, _)| (tid, k)));
+                    }
+                    if let Some(j) = w.java_wait.take() {
+                        cut.extend(j.delays.into_iter().map(|(k, _)| (tid, k)));
                     }
                     let pending = [
                         (w.runnable_since.take().is_some(), DelayKind::Wakeup),
@@ -1354,6 +1389,19 @@ impl WatchState {
                 (woken, 0, running.filter(|&r| r >= woken)),
             ));
         }
+        // In a Java park or sleep: they end where it returns to Java code. (Its first wait
+        // call is the park's own; later ones take its lock back or wait at a safepoint's
+        // barrier on its way out.)
+        if let Some(j) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|w| w.java_wait.as_mut())
+        {
+            if j.delays.is_empty() {
+                j.delays = delays;
+            }
+            return;
+        }
         // Its JVM at a safepoint: no Java code runs until it is over (see `Held`).
         let process = self.thread_process.get(&tid).copied();
         let jvm_stopped = process.is_some_and(|p| self.jvms.at_safepoint(p));
@@ -1412,6 +1460,48 @@ impl WatchState {
         }
         for (kind, delay) in delays {
             self.sample_kind(kind, tid, delay, e, request);
+        }
+    }
+
+    /// A Java thread's park or sleep begun or ended at `e` (its JVM's probe): at its end, the
+    /// delays its wait calls returned with end here, where its Java code goes on. A timer
+    /// delay counts from the time the park asked for, where its begin probe said.
+    fn java_wait(
+        &mut self,
+        e: &Event,
+        probe: JvmProbe,
+        park_ns: Option<u64>,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let tid = e.current_pid;
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if matches!(probe, JvmProbe::ParkBegin | JvmProbe::SleepBegin) {
+            // One begun before without its end (lost from sight): nothing measured from it.
+            if w.java_wait.take().is_some_and(|j| !j.delays.is_empty()) {
+                self.abandoned += 1;
+            }
+            let Some(w) = self.threads.get_mut(&tid) else {
+                return;
+            };
+            w.entered_ns = Some(e.ts_ns);
+            w.java_wait = Some(JavaWait {
+                deadline_ns: park_ns.map(|t| e.ts_ns.saturating_add(t)),
+                delays: Vec::new(),
+            });
+            return;
+        }
+        let Some(j) = w.java_wait.take() else {
+            return; // begun before the watch saw it: ended where its call returned
+        };
+        for (kind, (mut since, slack, running)) in j.delays {
+            if let Some(asked) = j.deadline_ns.filter(|_| kind == DelayKind::Timer) {
+                if asked < since && since - asked <= PARK_DEADLINE_NS {
+                    since = asked;
+                }
+            }
+            self.sample_kind(kind, tid, (since, slack, running), e, request);
         }
     }
 
@@ -1576,7 +1666,7 @@ impl WatchState {
         let note = match r {
             Ok(0) => return,
             Ok(n) => format!(
-                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections)",
+                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections, the watched threads' parks and sleeps)",
                 n,
                 libjvm.display()
             ),

@@ -585,6 +585,7 @@ fn safepoint(ts: u64, begin: bool) -> Event {
             probe,
             process: std::process::id(),
             name: None,
+            park_ns: None,
         },
     )
 }
@@ -828,6 +829,7 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
         probe: crate::event::JvmProbe::VmopEnd,
         process: std::process::id(),
         name: None,
+        park_ns: None,
     };
     w.offer(&ev(1, 8_900_000, done));
     futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000);
@@ -835,4 +837,77 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
     w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.max(), Nanos(9_010_000 - 1_100_000));
+}
+
+/// Thread `tid`'s Java park begun (`Some(time asked)`: a `parkNanos`) or ended at `ts`.
+fn park(tid: i64, ts: u64, begin: Option<u64>) -> Event {
+    let probe = match begin {
+        Some(_) => crate::event::JvmProbe::ParkBegin,
+        None => crate::event::JvmProbe::ParkEnd,
+    };
+    let kind = Kind::Jvm {
+        probe,
+        process: std::process::id(),
+        name: None,
+        park_ns: begin,
+    };
+    own(tid, 0, ts, kind)
+}
+
+#[test]
+fn a_java_park_ends_where_its_java_code_goes_on_from_the_time_it_asked_for() {
+    // parkNanos(900 us) at 100 us: the JVM asks the kernel for 1.002 ms (its clock read
+    // later), the timer fires then, the wait returns at 1.02 ms, the mutex taken back (a
+    // woken lock wait), the park's end probe at 1.03 ms.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 100_000, Some(900_000)));
+    sleep_to(&mut w, tid, (101_000, 1_002_000, 1_020_000));
+    futex_wait(&mut w, tid, 1_021_000, 1_024_000, 1_026_000);
+    w.offer(&park(tid, 1_030_000, None));
+    // The next park, to 2 ms: no end yet.
+    w.offer(&park(tid, 1_040_000, Some(960_000)));
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 1);
+    assert_eq!(timer.total.max(), Nanos(30_000));
+    // The lock handed back inside the park is not a wakeup of its own.
+    let wakeups = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == DelayKind::Wakeup)
+        .map_or(0, |s| s.total.len());
+    assert_eq!(wakeups, 0);
+}
+
+#[test]
+fn a_java_park_held_at_a_safepoints_barrier_ends_at_the_park_s_end() {
+    // Its timer fires in a safepoint (at 1 ms); it blocks at the barrier until 6 ms; the
+    // park ends at 6.01 ms. No held logic is needed: the probe says where Java goes on.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 0, Some(1_000_000)));
+    w.offer(&safepoint(500_000, true));
+    sleep_to(&mut w, tid, (1_000, 1_000_000, 1_020_000));
+    futex_wait(&mut w, tid, 1_030_000, 5_990_000, 6_000_000);
+    w.offer(&safepoint(5_995_000, false));
+    w.offer(&park(tid, 6_010_000, None));
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 1);
+    assert_eq!(timer.total.max(), Nanos(5_010_000));
+}
+
+#[test]
+fn a_loss_inside_a_java_park_counts_its_delay_unmeasured() {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 0, Some(1_000_000)));
+    sleep_to(&mut w, tid, (1_000, 1_000_000, 1_020_000));
+    w.offer(&ev(0, 1_025_000, Kind::Lost(3)));
+    w.offer(&park(tid, 1_030_000, None));
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert!(timer.total.is_empty());
+    assert_eq!(timer.unmeasured, 1);
 }

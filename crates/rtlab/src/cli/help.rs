@@ -54,8 +54,9 @@ watchdog) are the observer, never a cause: one 'observer' cause where they ran, 
 whole time on the watched CPUs in the series watch/observer.
 A JVM (a process mapping a libjvm.so with HotSpot's USDT probes) is watched through them too,
 with no agent or flag: its safepoints are series jvm:<operation>/safepoint, a Java thread's
-delay runs to where its Java code resumes after a safepoint, and outliers overlapping one are
-named by it (JVM safepoint: <VM operation>, the time to reach it and at it).
+park or sleep is late from the time it asked for to where its Java code goes on (after a
+safepoint, too), and outliers overlapping one are named by it (JVM safepoint: <VM
+operation>, the time to reach it and at it).
 --stacks adds kernel stacks to each explained delay (eBPF only): the late thread's as it left
 its CPU, the waker's at the wakeup (for a sleep timer, the code its interrupt stopped) and
 the culprit's (the main cause's task) as it gave the CPU back.
