@@ -14,7 +14,7 @@ fn globs_match_whole_names() {
         ("a*b*c", "axxbyyc", true),
         ("a*b*c", "axxbyy", false),
     ] {
-        assert_eq!(glob(p.as_bytes(), s.as_bytes()), ok, "{p} vs {s}");
+        assert_eq!(spec::glob(p.as_bytes(), s.as_bytes()), ok, "{p} vs {s}");
     }
     assert_eq!(ThreadPattern::parse("42"), Ok(ThreadPattern::Tid(42)));
     assert!(ThreadPattern::parse("0").is_err() && ThreadPattern::parse("").is_err());

@@ -1,0 +1,377 @@
+//! A Java thread's own view: its waits end where its Java code goes on. Inside a park or a
+//! sleep (where its JVM's probes mark them) that is the probe at its end; elsewhere, a wait
+//! that returned while its JVM was at a safepoint ends where the safepoint's barrier lets the
+//! thread go ([`Held`]); and the periods a periodic Java thread runs at once after a long
+//! delay are counted late as it counts them.
+
+use super::*;
+
+/// A thread's delays whose wait returned while its JVM was at a safepoint. A Java thread
+/// then blocks at the safepoint's barrier until the VM thread lets every thread go, at the
+/// safepoint's end: its delays end where that barrier wait returns, as the thread lives
+/// them. A thread the safepoint does not stop (the VM's own, a collector's, native code)
+/// goes on: its delays end where they returned. Which one it is shows at its returns after:
+/// a wait woken within [`BARRIER_NS`] of the safepoint's end is the barrier's; more than
+/// [`MAX_RETURNS_TO_BARRIER`] woken returns in one safepoint, a thread running through it.
+#[derive(Debug, Clone)]
+pub(super) struct Held {
+    /// The return that held them.
+    pub(super) at: Event,
+    pub(super) delays: Vec<(DelayKind, Delay)>,
+    /// Its next return, while the safepoint was still on (the barrier's wait is woken just
+    /// before the JVM's end probe fires): when its wait was woken, and its own delays.
+    pub(super) next: Option<NextReturn>,
+    /// When that safepoint ended, if it has (its next return, or its next wait, decides).
+    pub(super) ended_ns: Option<u64>,
+    /// When its VM operation ended, where seen.
+    pub(super) done_ns: Option<u64>,
+    /// Its woken returns since (a Java thread's way to the barrier has one or two: a lock
+    /// handed over on its way back, then the barrier's; a thread that runs through the
+    /// safepoint has more).
+    pub(super) returns: u32,
+}
+
+/// A Java thread's park or sleep in progress (its JVM's `thread__park__begin`, or
+/// `thread__sleep__begin`, came; its end has not): the wait calls it makes inside (the
+/// park's own, a lock taken back, a safepoint's barrier) are one wait, as the Java code
+/// lives it, from its first timer's expiry or wakeup to the probe at its end.
+#[derive(Debug, Clone, Default)]
+pub(super) struct JavaWait {
+    /// The time the park asked for, as its begin probe says (`parkNanos`' relative time from
+    /// there: nearer the program's own deadline than the time the JVM asks the kernel for,
+    /// computed later).
+    pub(super) deadline_ns: Option<u64>,
+    /// The delays its first woken wait call returned with.
+    pub(super) delays: Vec<(DelayKind, Delay)>,
+}
+
+/// How far before the kernel's deadline a park's own may be (the JVM's way from the probe
+/// to its wait call; more: not this wait's).
+pub(super) const PARK_DEADLINE_NS: u64 = 1_000_000;
+
+/// A return from a wait: where, when its wait was woken, and the delays it ends.
+pub(super) type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
+
+/// Whether a wait woken at `woken` is a safepoint's barrier (ended at `end_ns`, its VM
+/// operation at `done_ns`): the VM thread wakes the Java threads after its operation, just
+/// before the end probe (later where it is itself kept off its CPU meanwhile).
+pub(super) fn barrier_wake(woken: u64, end_ns: u64, done_ns: Option<u64>) -> bool {
+    woken.abs_diff(end_ns) <= BARRIER_NS
+        || done_ns.is_some_and(|done| woken >= done && woken <= end_ns + BARRIER_NS)
+}
+
+/// The most woken returns a thread makes in a safepoint on its way to the barrier.
+pub(super) const MAX_RETURNS_TO_BARRIER: u32 = 3;
+
+/// How close to a safepoint's end a barrier's wait is woken (the VM thread wakes them, then
+/// fires the end probe; on a busy machine the wake can lag).
+pub(super) const BARRIER_NS: u64 = 1_000_000;
+
+impl WatchState {
+    /// A Java thread's park or sleep begun or ended at `e` (its JVM's probe): at its end, the
+    /// delays its wait calls returned with end here, where its Java code goes on. A timer
+    /// delay counts from the time the park asked for, where its begin probe said.
+    pub(super) fn java_wait(
+        &mut self,
+        e: &Event,
+        probe: JvmProbe,
+        park_ns: Option<u64>,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let tid = e.current_pid;
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if matches!(probe, JvmProbe::ParkBegin | JvmProbe::SleepBegin) {
+            // One begun before without its end (lost from sight): nothing measured from it.
+            if w.java_wait.take().is_some_and(|j| !j.delays.is_empty()) {
+                self.abandoned += 1;
+            }
+            let Some(w) = self.threads.get_mut(&tid) else {
+                return;
+            };
+            w.entered_ns = Some(e.ts_ns);
+            w.java_wait = Some(JavaWait {
+                deadline_ns: park_ns.map(|t| e.ts_ns.saturating_add(t)),
+                delays: Vec::new(),
+            });
+            return;
+        }
+        let Some(j) = w.java_wait.take() else {
+            return; // begun before the watch saw it: ended where its call returned
+        };
+        for (kind, (mut since, slack, running)) in j.delays {
+            if let Some(asked) = j.deadline_ns.filter(|_| kind == DelayKind::Timer) {
+                if asked < since && since - asked <= PARK_DEADLINE_NS {
+                    since = asked;
+                }
+            }
+            self.sample_kind(kind, tid, (since, slack, running), e, request);
+        }
+    }
+
+    /// Held delays that end at `end`: each, and the periods it absorbed.
+    pub(super) fn stretch(
+        &mut self,
+        tid: i64,
+        delays: Vec<(DelayKind, Delay)>,
+        end: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
+        for (kind, delay) in delays {
+            self.sample_kind(kind, tid, delay, end, request);
+        }
+    }
+
+    /// Held delays of a thread the safepoint did not stop: each ends where it returned.
+    pub(super) fn release_at_own_returns(
+        &mut self,
+        tid: i64,
+        h: Held,
+        request: &mut dyn FnMut(Request),
+    ) {
+        for (kind, delay) in h.delays {
+            self.sample_kind(kind, tid, delay, &h.at, request);
+        }
+        if let Some((at, _, delays)) = h.next {
+            for (kind, delay) in delays {
+                self.sample_kind(kind, tid, delay, &at, request);
+            }
+        }
+    }
+
+    /// JVM `stop.process`'s safepoint ended: its threads' held delays with a second return
+    /// in it are settled (that return was the barrier's where woken at the end); the others
+    /// wait for their next return or wait, knowing the end.
+    pub(super) fn settle_held(&mut self, stop: &Stop, request: &mut dyn FnMut(Request)) {
+        let mut settled = Vec::new();
+        for (tid, w) in self.threads.iter_mut() {
+            if self.thread_process.get(tid) != Some(&stop.process) {
+                continue;
+            }
+            match w.held.as_mut() {
+                // Held since an earlier safepoint, asleep through this one: they were not
+                // this one's to stretch.
+                Some(h) if h.next.is_some() || h.ended_ns.is_some() => {
+                    settled.push((*tid, w.held.take().expect("some")))
+                }
+                Some(h) => {
+                    h.ended_ns = Some(stop.end_ns);
+                    h.done_ns = stop.done_ns;
+                }
+                None => {}
+            }
+        }
+        for (tid, mut h) in settled {
+            let barrier = h.ended_ns.is_none()
+                && h.next.as_ref().is_some_and(|n| {
+                    n.1.is_some_and(|woken| barrier_wake(woken, stop.end_ns, stop.done_ns))
+                });
+            if !barrier {
+                self.release_at_own_returns(tid, h, request);
+                continue;
+            }
+            let (at, _, delays) = h.next.take().expect("checked");
+            self.stretch(tid, h.delays, &at, request);
+            for (kind, delay) in delays {
+                self.sample_kind(kind, tid, delay, &at, request);
+            }
+        }
+    }
+
+    /// The periods of a periodic Java thread it ran without waiting, seen when its next
+    /// timer delay begins at `next`: its deadlines after the last one's start (one period
+    /// apart) that it never waited for. After any delay over a period (a JVM's stop, while it
+    /// waited or while it ran, or the machine's), a Java thread runs the periods it missed at
+    /// once (`LockSupport.parkNanos` with a time already past makes no system call), then
+    /// waits for the next: each such period is late, as it sees it, by the time from its
+    /// deadline to that wait's entry. (Periods the kernel never sees, as HdrHistogram's
+    /// correction for an expected interval counts them.)
+    pub(super) fn skipped(&mut self, tid: i64, next: u64) {
+        // Only a Java thread: a C program's sleep to a time already past is a call of its
+        // own (counted), and one that skips the periods it missed (cyclictest) does not
+        // count them.
+        let jvm = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|&p| self.jvms.is_jvm(p));
+        let Some(w) = self.threads.get(&tid).filter(|_| jvm) else {
+            return;
+        };
+        let (Some(period), Some((since, end))) = (w.period_ns, w.last_timer_delay) else {
+            return;
+        };
+        let Some(pair) = w.pairs[DelayKind::Timer as usize] else {
+            return;
+        };
+        // Caught up just before it entered this wait (else, where the last delay ended).
+        let caught_up = w.entered_ns.filter(|&t| t >= end).unwrap_or(end);
+        let mut deadline = since + period;
+        while deadline + period / 2 < next && deadline < caught_up {
+            for i in [pair.own, pair.by_name] {
+                let s = &mut self.series[i as usize];
+                s.total.record(Nanos(caught_up - deadline));
+                s.interval.record(Nanos(caught_up - deadline));
+            }
+            deadline += period;
+        }
+    }
+
+    /// Thread `e.current_pid` enters a wait with delays held since a safepoint, its JVM no
+    /// longer stopped: it went on without waiting at the safepoint's barrier. A Java thread
+    /// (the safepoint ended just after its return, before it got there) lived them to the
+    /// safepoint's end; another thread to its return.
+    pub(super) fn release_held(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
+        let Some(process) = self.thread_process.get(&tid).copied() else {
+            return;
+        };
+        if self.jvms.at_safepoint(process) {
+            return; // the barrier's own wait
+        }
+        let Some(h) = self.threads.get_mut(&tid).and_then(|w| w.held.take()) else {
+            return;
+        };
+        // A Java thread gets to the barrier within microseconds of its return: one that
+        // missed it saw the safepoint end soon after. Another thread just went on.
+        let end = h.ended_ns.unwrap_or(e.ts_ns);
+        if h.next.is_some() || end.saturating_sub(h.at.ts_ns) > BARRIER_NS {
+            return self.release_at_own_returns(tid, h, request);
+        }
+        let end = Event {
+            ts_ns: end.max(h.at.ts_ns).min(e.ts_ns),
+            ..e.clone()
+        };
+        self.stretch(tid, h.delays, &end, request);
+    }
+
+    /// The JVM about to be started uses `libjvm`: its probes are attached now, before it
+    /// runs (see [`WatchState::jvm_pending`]).
+    pub fn expect_jvm(&mut self, libjvm: std::path::PathBuf) {
+        self.jvms.expect(libjvm);
+    }
+
+    /// A libjvm.so given to [`WatchState::expect_jvm`] is not attached to yet.
+    pub fn jvm_pending(&self) -> bool {
+        self.jvms.pending()
+    }
+
+    /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
+    /// attach to their probes).
+    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<std::path::PathBuf> {
+        self.jvms.take_found()
+    }
+
+    /// What came of attaching to a JVM's probes.
+    pub(crate) fn jvm_probed(&mut self, libjvm: &std::path::Path, r: Result<usize, String>) {
+        // Named as the process maps it (opened through its /proc/<pid>/root).
+        let shown = libjvm.to_string_lossy();
+        let shown = match shown.strip_prefix("/proc/") {
+            Some(rest) => rest
+                .split_once("/root")
+                .map_or(shown.to_string(), |(_, p)| p.to_string()),
+            None => shown.to_string(),
+        };
+        let libjvm = std::path::Path::new(&shown);
+        let note = match r {
+            Ok(0) => return,
+            Ok(n) => format!(
+                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections, the watched threads' parks and sleeps)",
+                n,
+                libjvm.display()
+            ),
+            Err(why) => format!("JVM: no probes ({why}): its threads are watched from the kernel only"),
+        };
+        self.jvms.notes.push(note);
+    }
+
+    /// The watched JVMs' latest safepoints (at most a thousand, oldest first), and how many
+    /// there were in all.
+    pub fn jvm_stops(&self) -> (impl Iterator<Item = &Stop>, u64) {
+        (self.jvms.stops.iter(), self.jvms.stops_seen)
+    }
+
+    /// What the watch did with the JVMs it watched (one line each).
+    pub fn jvm_notes(&self) -> &[String] {
+        &self.jvms.notes
+    }
+
+    /// Thread `e.current_pid`'s wait call returned at `e`, woken at `woken`, with `delays`:
+    /// those a Java park or sleep in progress, or its JVM's safepoint, holds (they end where
+    /// its Java code goes on), or those that end here (returned).
+    pub(super) fn java_view(
+        &mut self,
+        e: &Event,
+        woken: Option<u64>,
+        delays: Vec<(DelayKind, Delay)>,
+        request: &mut dyn FnMut(Request),
+    ) -> Option<Vec<(DelayKind, Delay)>> {
+        let tid = e.current_pid;
+        // In a Java park or sleep: they end where it returns to Java code. (Its first wait
+        // call is the park's own; later ones take its lock back or wait at a safepoint's
+        // barrier on its way out.)
+        if let Some(j) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|w| w.java_wait.as_mut())
+        {
+            if j.delays.is_empty() {
+                j.delays = delays;
+            }
+            return None;
+        }
+        // Its JVM at a safepoint: no Java code runs until it is over (see `Held`).
+        let process = self.thread_process.get(&tid).copied();
+        let jvm_stopped = process.is_some_and(|p| self.jvms.at_safepoint(p));
+        let w = self.threads.get_mut(&tid)?;
+        // A call that returned without being woken (a lock taken at once on the way back
+        // from a timed wait) is no sign either way.
+        if w.held.is_some() && woken.is_none() && delays.is_empty() {
+            return None;
+        }
+        // Held in a safepoint since ended: this first return after it was the barrier's
+        // where its wake came at the end, else the thread had gone on.
+        if let Some(h) = w.held.take_if(|h| h.ended_ns.is_some()) {
+            let end = h.ended_ns.unwrap_or(0);
+            match woken {
+                Some(woken) if barrier_wake(woken, end, h.done_ns) => {
+                    self.stretch(tid, h.delays, e, request)
+                }
+                _ => self.release_at_own_returns(tid, h, request),
+            }
+        }
+        let w = self.threads.get_mut(&tid)?;
+        match w.held.take() {
+            None if jvm_stopped && !delays.is_empty() => {
+                w.held = Some(Held {
+                    at: e.clone(),
+                    delays,
+                    next: None,
+                    ended_ns: None,
+                    done_ns: None,
+                    returns: 0,
+                });
+                return None;
+            }
+            None => {}
+            // Its latest return, the safepoint still on: the barrier's, if the JVM's end
+            // comes soon after its wake (decided then, in `settle_held`); an earlier one was
+            // on its way there and ends where it returned.
+            Some(mut h) if jvm_stopped && h.returns < MAX_RETURNS_TO_BARRIER => {
+                h.returns += 1;
+                let earlier = h.next.replace((e.clone(), woken, delays));
+                w.held = Some(h);
+                if let Some((at, _, delays)) = earlier {
+                    for (kind, delay) in delays {
+                        self.sample_kind(kind, tid, delay, &at, request);
+                    }
+                }
+                return None;
+            }
+            // More returns in one safepoint: it runs on through it. (Or its end was lost
+            // from sight: nothing is stretched.)
+            Some(h) => self.release_at_own_returns(tid, h, request),
+        }
+        Some(delays)
+    }
+}

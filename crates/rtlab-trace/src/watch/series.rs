@@ -1,0 +1,213 @@
+//! The series: a thread's own and its name's, per kind of delay, within [`MAX_SERIES`] (an
+//! ended thread's own series given to a new thread), and each delay recorded in them and
+//! offered for explanation.
+
+use super::*;
+
+impl WatchState {
+    /// Whether a `kind` delay of `ns` is to be explained: over the threshold and among the
+    /// interval's longest so far.
+    pub(super) fn admit(&mut self, kind: DelayKind, ns: u64) -> bool {
+        if ns <= self.spec.threshold_ns {
+            return false;
+        }
+        let longest = &mut self.longest[kind as usize];
+        let keep = self.spec.keep.max(1);
+        if longest.len() >= keep {
+            if ns <= longest[0] {
+                return false;
+            }
+            longest.remove(0);
+        }
+        let at = longest.partition_point(|&l| l < ns);
+        longest.insert(at, ns);
+        true
+    }
+
+    pub(super) fn series_index(
+        &mut self,
+        thread: &str,
+        tid: Option<i64>,
+        kind: DelayKind,
+        rt: bool,
+    ) -> Option<u16> {
+        let name = match (tid, rt) {
+            _ if kind == DelayKind::Safepoint => format!("jvm:{thread}/safepoint"),
+            (Some(tid), _) => format!("{thread}/{tid}/{}", kind.name()),
+            (None, true) => format!("{thread}/{}", kind.name()),
+            (None, false) => format!("{thread}:ts/{}", kind.name()),
+        };
+        if let Some(&i) = self.index.get(&name) {
+            // A thread of an ended one's TID and name: the series is its own again.
+            self.retired.retain(|&(r, _)| r != i);
+            return Some(i);
+        }
+        let fresh = WatchSeries {
+            name: name.clone(),
+            rt,
+            members: Vec::new(),
+            owners: Vec::new(),
+            process: tid.and_then(|t| self.thread_process.get(&t).copied()),
+            thread: thread.to_string(),
+            tid,
+            kind,
+            total: LatencyHistogram::compact(),
+            interval: LatencyHistogram::compact(),
+            last_interval_max: Nanos(0),
+            unmeasured: 0,
+        };
+        let i = if self.series.len() < MAX_SERIES {
+            self.series.push(fresh);
+            self.series.len() as u16 - 1
+        } else {
+            // At the limit: in the place of an ended thread's own series, one ended a while
+            // ago (an explanation still pending names its series by index) whose interval
+            // has gone to the log.
+            let now = self.scanned_ns;
+            let free = self.retired.iter().position(|&(r, at)| {
+                now >= at + RETIRED_NS && self.series[r as usize].interval.is_empty()
+            })?;
+            let (i, _) = self.retired.remove(free)?;
+            let old = std::mem::replace(&mut self.series[i as usize], fresh);
+            self.index.remove(&old.name);
+            for s in &mut self.series {
+                s.members.retain(|&m| m != i);
+            }
+            i
+        };
+        self.index.insert(name, i);
+        Some(i)
+    }
+
+    /// The series of thread `tid` called `name`, and of its name and class, for `kind`.
+    pub(super) fn pair(&mut self, name: &str, tid: i64, kind: DelayKind, rt: bool) -> Option<Pair> {
+        let own = self.series_index(name, Some(tid), kind, rt)?;
+        let Some(by_name) = self.series_index(name, None, kind, rt) else {
+            // In no pair: free for the next thread.
+            self.retired.push_front((own, 0));
+            return None;
+        };
+        self.join(by_name, own);
+        Some(Pair { own, by_name })
+    }
+
+    /// Thread series `own` counts to name series `by_name` (from now on).
+    pub(super) fn join(&mut self, by_name: u16, own: u16) {
+        let process = self.series[own as usize].process;
+        let s = &mut self.series[by_name as usize];
+        if !s.members.contains(&own) {
+            s.members.push(own);
+        }
+        if let Some(p) = process {
+            if !s.owners.contains(&p) && s.owners.len() < MAX_OWNERS {
+                s.owners.push(p);
+            }
+        }
+    }
+
+    /// One `kind` delay of thread `tid` from `since` to `e`, `running` the time it got a CPU
+    /// in between where that is not `e` itself.
+    pub(super) fn sample_kind(
+        &mut self,
+        kind: DelayKind,
+        tid: i64,
+        (since, slack, running): (u64, u64, Option<u64>),
+        e: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
+        if kind == DelayKind::Timer {
+            self.skipped(tid, since);
+            self.learn_period(tid, since);
+            if let Some(w) = self.threads.get_mut(&tid) {
+                w.last_timer_delay = Some((since, e.ts_ns));
+            }
+        }
+        if let Some(pair) = self.pair_of(tid, kind) {
+            self.sample(
+                (pair, tid),
+                (since, slack, running),
+                e,
+                Wait::Timer,
+                request,
+            );
+        }
+    }
+
+    /// Thread `tid`'s timer delay began at `since`: its period, where two intervals in a row
+    /// agree within 5 %.
+    pub(super) fn learn_period(&mut self, tid: i64, since: u64) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if let Some((last, interval)) = w.last_timer_ns {
+            let now = since.saturating_sub(last);
+            if interval > 0 && now.abs_diff(interval) * 20 <= interval {
+                w.period_ns = Some(now);
+            }
+            w.last_timer_ns = Some((since, now));
+        } else {
+            w.last_timer_ns = Some((since, 0));
+        }
+    }
+
+    /// Thread `tid`'s series of `kind`, made at its first delay of that kind (None at the
+    /// series limit, counted once per thread and kind).
+    pub(super) fn pair_of(&mut self, tid: i64, kind: DelayKind) -> Option<Pair> {
+        let w = self.threads.get(&tid)?;
+        let k = kind as usize;
+        if let Some(p) = w.pairs[k] {
+            return Some(p);
+        }
+        if w.refused[k] && self.retired.is_empty() {
+            return None;
+        }
+        // Its first series: under its name now (it may have been renamed since it was read).
+        if w.pairs.iter().all(Option::is_none) {
+            if let Some(now) = rtlab_sys::procfs::task_comm(tid) {
+                if let Some(w) = self.threads.get_mut(&tid) {
+                    w.name = now;
+                }
+            }
+        }
+        let w = self.threads.get(&tid)?;
+        let (name, rt) = (w.name.clone(), w.rt);
+        let pair = self.pair(&name, tid, kind, rt);
+        let w = self.threads.get_mut(&tid)?;
+        w.pairs[k] = pair;
+        // Counted once per thread and kind, however often it is tried again.
+        self.refused += (pair.is_none() && !w.refused[k]) as u64;
+        w.refused[k] = pair.is_none();
+        pair
+    }
+
+    /// Records a delay of thread `tid` from `since` (with the timer's slack in it) to `e`,
+    /// and asks for its explanation when it is admitted.
+    pub(super) fn sample(
+        &mut self,
+        (pair, tid): (Pair, i64),
+        (since, slack_ns, running_ns): (u64, u64, Option<u64>),
+        e: &Event,
+        wait: Wait,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let delay = e.ts_ns.saturating_sub(since);
+        for i in [pair.own, pair.by_name] {
+            let s = &mut self.series[i as usize];
+            s.total.record(Nanos(delay));
+            s.interval.record(Nanos(delay));
+        }
+        let kind = self.series[pair.own as usize].kind;
+        if self.admit(kind, delay) {
+            request(Request {
+                series: pair.own,
+                cpu: e.cpu,
+                tid,
+                deadline_ns: since,
+                woke_ns: e.ts_ns,
+                running_ns,
+                wait,
+                slack_ns,
+            });
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! What to watch: which processes, which of their threads, and how.
+
+/// Which threads to watch: by name (a glob with `*` and `?`, matched against the
+/// 15-character kernel name) or by TID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadPattern {
+    /// One thread.
+    Tid(i64),
+    /// Threads whose name matches.
+    Name(String),
+}
+
+impl ThreadPattern {
+    /// A TID when `text` is a number, else a name glob.
+    pub fn parse(text: &str) -> Result<ThreadPattern, String> {
+        if text.is_empty() {
+            return Err("an empty thread pattern".into());
+        }
+        if let Ok(tid) = text.parse::<i64>() {
+            return if tid > 0 {
+                Ok(ThreadPattern::Tid(tid))
+            } else {
+                Err(format!("'{text}': not a thread id"))
+            };
+        }
+        Ok(ThreadPattern::Name(text.to_string()))
+    }
+
+    pub(super) fn matches(&self, tid: i64, name: &str) -> bool {
+        match self {
+            ThreadPattern::Tid(t) => *t == tid,
+            // The kernel keeps 15 bytes of a name: a longer pattern matches its prefix.
+            ThreadPattern::Name(p) => glob(p.as_bytes(), name.as_bytes()),
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadPattern::Tid(t) => write!(f, "{t}"),
+            ThreadPattern::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// `*` (any run) and `?` (any one byte) glob matching, whole string.
+pub(super) fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(&c) if c == b'?' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// Which processes to watch, besides [`WatchSpec::pid`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// The process, and (`children`) the processes it starts and they start, each from its
+    /// start (the kernel adds a watched process's child to the watched set as it is created).
+    Process { children: bool },
+    /// Every process of a cgroup (v2), and of the cgroups below it: a container, a pod.
+    Cgroup(std::path::PathBuf),
+    /// Every process of the machine (rtlab's own and the kernel's threads excepted).
+    #[default]
+    All,
+}
+
+/// What to watch.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// The process, for [`Scope::Process`] (0: none yet, see [`WatchState::attach`]).
+    pub pid: i32,
+    /// Which processes.
+    pub scope: Scope,
+    /// Which of its threads (empty: all).
+    pub threads: Vec<ThreadPattern>,
+    /// Only threads with a real-time policy (SCHED_FIFO/RR), judged at each re-read.
+    pub rt_only: bool,
+    /// Delays over this are explained (0: any)...
+    pub threshold_ns: u64,
+    /// ... when among the `keep` longest of their kind in the interval so far; `keep` of each
+    /// interval and kind are kept, and of the run.
+    pub keep: usize,
+    /// How far to go to record PI lock waits (the `lock` kind).
+    pub locks: crate::LockWaits,
+    /// Trace every CPU, not only those the watched threads may run on (to follow their
+    /// wakers and lock holders elsewhere).
+    pub all_cpus: bool,
+    /// End delays where a wait returns to user space (the program's own view: a program on
+    /// every system call's entry and exit where the kernel has no cheaper probe); false:
+    /// where the thread got a CPU.
+    pub user_view: bool,
+}

@@ -1,0 +1,346 @@
+//! Which threads are watched: the processes in scope (a process, its tree, a cgroup, every
+//! process), their threads re-read from /proc, threads taken on at their first wait call,
+//! and rtlab's own threads (the observer) on the traced CPUs.
+
+use super::*;
+
+impl WatchState {
+    /// The processes in scope now (by [`WatchSpec::scope`], as last read), or None before a
+    /// command's process is attached.
+    pub(super) fn processes_in_scope(&mut self) -> Option<Vec<u32>> {
+        let ours = std::process::id();
+        match &self.spec.scope {
+            Scope::Process { .. } if self.spec.pid <= 0 => None,
+            Scope::Process { children } => {
+                let pid = self.spec.pid as u32;
+                if !rtlab_sys::procfs::process_alive(pid as i32) {
+                    return Some(Vec::new());
+                }
+                Some(match children {
+                    true => self.parents.tree(pid),
+                    false => vec![pid],
+                })
+            }
+            Scope::Cgroup(dir) => Some(
+                rtlab_sys::procfs::cgroup_processes(dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|&p| p != ours)
+                    .collect(),
+            ),
+            Scope::All => Some(
+                self.parents
+                    .read()
+                    .into_iter()
+                    .filter(|&(pid, ppid)| pid != 2 && ppid != 2 && pid != ours)
+                    .map(|(pid, _)| pid)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether process `pid`, found through one of its threads' events, is in scope (a
+    /// process started since the last re-read).
+    pub(super) fn in_scope(&self, pid: u32) -> bool {
+        if self.processes.contains_key(&pid) {
+            return true;
+        }
+        match &self.spec.scope {
+            Scope::Process { children: false } => false,
+            Scope::Process { children: true } => {
+                // A descendant of the watched process.
+                let root = self.spec.pid as u32;
+                let mut p = pid;
+                for _ in 0..64 {
+                    match rtlab_sys::procfs::parent_of(p) {
+                        Some(parent) if parent == root => return true,
+                        Some(parent) if parent > 1 && parent != p => p = parent,
+                        _ => return false,
+                    }
+                }
+                false
+            }
+            // (Read again: any hierarchy, v1 or v2, has cgroup.procs.)
+            Scope::Cgroup(dir) => {
+                rtlab_sys::procfs::cgroup_processes(dir).is_ok_and(|procs| procs.contains(&pid))
+            }
+            Scope::All => pid != std::process::id(),
+        }
+    }
+
+    pub(super) fn know(&mut self, pid: u32, what: &(String, String)) {
+        if self.known.len() < MAX_KNOWN || self.known.contains_key(&pid) {
+            self.known.insert(pid, what.clone());
+        }
+    }
+
+    /// Thread `tid` is real-time now (`rt`) or time-sharing: its delays from now on count
+    /// to its name's series of that class.
+    pub(super) fn classify(&mut self, tid: i64, rt: bool) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if w.rt == rt {
+            return;
+        }
+        w.rt = rt;
+        let (name, pairs) = (w.name.clone(), w.pairs);
+        for (k, pair) in pairs.iter().enumerate() {
+            let Some(p) = pair else { continue };
+            let kind = self.series[p.own as usize].kind;
+            let by_name = self.series_index(&name, None, kind, rt);
+            if let Some(b) = by_name {
+                self.join(b, p.own);
+            }
+            if let Some(w) = self.threads.get_mut(&tid) {
+                w.pairs[k] = by_name.map(|by_name| Pair {
+                    own: p.own,
+                    by_name,
+                });
+            }
+        }
+    }
+
+    /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
+    pub(super) fn rescan(&mut self, now: u64) {
+        self.scanned_ns = now;
+        if let Ok(ours) = rtlab_sys::procfs::thread_names_of(std::process::id() as i32) {
+            self.ours = ours
+                .iter()
+                .filter(|t| crate::reader::is_observer_thread(&t.name))
+                .map(|t| t.tid as i64)
+                .collect();
+        }
+        self.adopted_misses.clear();
+        let Some(procs) = self.processes_in_scope() else {
+            return; // not attached yet
+        };
+        // The watched process gone (or a cgroup removed): the watch ends.
+        let whole_scope_gone = match &self.spec.scope {
+            Scope::Process { .. } => procs.is_empty(),
+            Scope::Cgroup(dir) => !dir.is_dir(),
+            Scope::All => false,
+        };
+        if whole_scope_gone {
+            self.gone = true;
+            return;
+        }
+        let mut processes = HashMap::new();
+        let mut threads = Vec::new();
+        for pid in procs {
+            let Ok(mut of) = rtlab_sys::procfs::thread_names_of(pid as i32) else {
+                continue;
+            };
+            // Read each time: an exec renames it.
+            let name = rtlab_sys::procfs::task_comm(pid as i64)
+                .or_else(|| self.processes.get(&pid).map(|p| p.0.clone()))
+                .unwrap_or_default();
+            let cgroup = rtlab_sys::procfs::cgroup_of(pid).unwrap_or_default();
+            processes.insert(pid, (name, cgroup));
+            for t in &of {
+                self.thread_process.insert(t.tid as i64, pid);
+            }
+            threads.append(&mut of);
+        }
+        for (p, what) in &processes {
+            self.know(*p, what);
+        }
+        self.jvms.look(processes.keys().copied(), now);
+        self.thread_process.retain(|_, p| processes.contains_key(p));
+        let mut alive = HashMap::new();
+        let cpus_of = |tid: i64| {
+            rtlab_sys::affinity::thread_cpus(tid as i32)
+                .map_or_else(CpuMask::default, |c| CpuMask::of(c.as_slice()))
+        };
+        // Until a thread is chosen, where any of them may run (a new thread starts where its
+        // creator may run).
+        let mut wanted = if self.spec.all_cpus {
+            None
+        } else {
+            Some(threads.iter().fold(CpuMask::default(), |mut m, t| {
+                m.union_with(&cpus_of(t.tid as i64));
+                m
+            }))
+        };
+        let mut chosen_cpus = CpuMask::default();
+        let mut reclassify = Vec::new();
+        for t in threads {
+            let tid = t.tid as i64;
+            let chosen = self.spec.threads.is_empty()
+                || self.spec.threads.iter().any(|p| p.matches(tid, &t.name));
+            if !chosen {
+                continue;
+            }
+            let rt = rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
+            if self.spec.rt_only && !rt {
+                continue;
+            }
+            if wanted.is_some() {
+                chosen_cpus.union_with(&cpus_of(tid));
+            }
+            let watched = match self.threads.remove(&tid) {
+                Some(w) if w.name == t.name => w,
+                // New, or renamed (a JVM names its threads after starting them): a renamed
+                // one keeps its state, under its new name's series.
+                previous => match self.new_watched(tid, t.name, rt) {
+                    Some(fresh) => match previous {
+                        Some(p) => {
+                            let old = p.pairs.iter().flatten().map(|q| (q.own, now));
+                            self.retired.extend(old);
+                            Watched {
+                                name: fresh.name,
+                                rt: fresh.rt,
+                                pairs: fresh.pairs,
+                                refused: fresh.refused,
+                                ..p
+                            }
+                        }
+                        None => fresh,
+                    },
+                    None => continue,
+                },
+            };
+            alive.insert(tid, watched);
+            reclassify.push((tid, rt));
+        }
+        let changed = alive.len() != self.threads.len()
+            || alive.keys().any(|t| !self.threads.contains_key(t));
+        // A thread that exited is kept until its last events have been merged (they lag
+        // the re-read by up to the merge's lag): its last periods count.
+        for (tid, mut w) in self.threads.drain() {
+            let since = *w.exited_ns.get_or_insert(now);
+            if now < since + 4 * MERGE_LAG_NS {
+                alive.insert(tid, w);
+            } else {
+                self.retired
+                    .extend(w.pairs.iter().flatten().map(|p| (p.own, now)));
+                // Delays it still held (its JVM's safepoint never seen to end) are lost.
+                if let Some(h) = w.held.take() {
+                    let next = h.next.into_iter().flat_map(|n| n.2);
+                    for (kind, _) in h.delays.into_iter().chain(next) {
+                        self.abandoned += 1;
+                        if let Some(p) = w.pairs.get(kind as usize).copied().flatten() {
+                            self.series[p.own as usize].unmeasured += 1;
+                            self.series[p.by_name as usize].unmeasured += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.threads = alive;
+        for (tid, rt) in reclassify {
+            self.classify(tid, rt);
+        }
+        // A node's or a cgroup's real-time threads: only their processes are watched in the
+        // kernel (their events in rings of their own, their wait calls recorded); the others
+        // are read again for new real-time threads at each re-read.
+        if self.spec.rt_only && !matches!(self.spec.scope, Scope::Process { .. }) {
+            let with: std::collections::HashSet<u32> = self
+                .threads
+                .keys()
+                .filter_map(|t| self.thread_process.get(t))
+                .copied()
+                .collect();
+            processes.retain(|p, _| with.contains(p));
+        }
+        if processes.len() != self.processes.len()
+            || processes.keys().any(|p| !self.processes.contains_key(p))
+        {
+            self.generation += 1;
+        }
+        self.processes = processes;
+        self.generation += changed as u64;
+        self.most_threads = self.most_threads.max(self.watched_threads());
+        if !chosen_cpus.is_empty() {
+            wanted = Some(chosen_cpus);
+        }
+        if wanted.as_ref().is_none_or(|w| !w.is_empty()) {
+            self.cpus_wanted = wanted;
+        }
+    }
+
+    /// Watches thread `tid` of the process now, if it is one and the spec chooses it
+    /// (between re-reads: a thread the program just started).
+    pub(super) fn adopt(&mut self, tid: i64) {
+        if self.adopted_misses.contains(&tid) {
+            return;
+        }
+        // Its process: a watched one, or one started since the last re-read that is in scope
+        // (a child of the watched process, a new process of the cgroup).
+        let process = rtlab_sys::procfs::process_of(tid).filter(|&p| self.in_scope(p));
+        if let Some(p) = process {
+            self.thread_process.insert(tid, p);
+        }
+        if let Some(p) = process.filter(|p| !self.processes.contains_key(p)) {
+            let name = rtlab_sys::procfs::task_comm(p as i64).unwrap_or_default();
+            let cgroup = rtlab_sys::procfs::cgroup_of(p).unwrap_or_default();
+            self.know(p, &(name.clone(), cgroup.clone()));
+            self.processes.insert(p, (name, cgroup));
+            self.generation += 1;
+        }
+        let name = match process {
+            Some(_) => std::fs::read_to_string(format!("/proc/{tid}/comm"))
+                .map(|s| s.trim_end().to_string()),
+            None => Err(std::io::Error::other("not in scope")),
+        };
+        let rt = rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
+        let chosen = name.as_ref().is_ok_and(|n| {
+            (self.spec.threads.is_empty() || self.spec.threads.iter().any(|p| p.matches(tid, n)))
+                && (!self.spec.rt_only || rt)
+        });
+        match (chosen, name) {
+            (true, Ok(name)) => {
+                if let Some(w) = self.new_watched(tid, name, rt) {
+                    self.threads.insert(tid, w);
+                    self.generation += 1;
+                    self.most_threads = self.most_threads.max(self.watched_threads());
+                }
+            }
+            // Not chosen (or gone): not looked up again until the next re-read.
+            _ => {
+                self.adopted_misses.insert(tid);
+            }
+        }
+    }
+
+    /// A newly watched thread's state, with its `wakeup` series (None at the series limit,
+    /// counted).
+    pub(super) fn new_watched(&mut self, tid: i64, name: String, rt: bool) -> Option<Watched> {
+        // Its series are made at its first delay of each kind, under the name it has then
+        // (a thread named right after it starts, as most are, is counted under that name).
+        Some(Watched {
+            name,
+            rt,
+            pairs: [None; 3],
+            refused: [false; 3],
+            lock_since: None,
+            timer_expired: None,
+            runnable_since: None,
+            follow: Follow::anywhere(tid),
+            in_call: None,
+            held: None,
+            java_wait: None,
+            period_ns: None,
+            last_timer_ns: None,
+            last_timer_delay: None,
+            entered_ns: None,
+            exited_ns: None,
+        })
+    }
+
+    /// Counts the observer's time on `cpu` at a switch from `prev` to `next` (each CPU's
+    /// events arrive in order).
+    pub(super) fn observe(&mut self, cpu: usize, ts_ns: u64, prev: i64, next: i64) {
+        if self.observer_since.len() <= cpu {
+            self.observer_since.resize(cpu + 1, None);
+        }
+        if let Some(since) = self.observer_since[cpu].take() {
+            if self.ours.contains(&prev) {
+                self.observer_ns += ts_ns.saturating_sub(since);
+            }
+        }
+        if next > 0 && self.ours.contains(&next) {
+            self.observer_since[cpu] = Some(ts_ns);
+        }
+    }
+}
