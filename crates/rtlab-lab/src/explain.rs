@@ -144,7 +144,11 @@ impl Session {
                             observer,
                             format!(
                                 "explain: events not available on this kernel: {}",
-                                f.missing_events.join(", ")
+                                f.missing_events
+                                    .iter()
+                                    .map(|m| m.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             ),
                         );
                     }

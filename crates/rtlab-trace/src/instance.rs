@@ -31,12 +31,15 @@ const EVENTS: &[&str] = &[
     "nmi/nmi_handler",
 ];
 
+/// The one event of [`EVENTS`] the attribution cannot do without.
+const SCHED_SWITCH: usize = 0;
+
 /// A private tracefs instance; removed (and tracefs unmounted if rtlab mounted it) on drop.
 #[derive(Debug)]
 pub(crate) struct Instance {
     pub(crate) dir: PathBuf,
     mounted_here: bool,
-    pub(crate) missing: Vec<String>,
+    pub(crate) missing: Vec<crate::Missing>,
 }
 
 fn write(path: &Path, value: &str) -> Result<(), TraceError> {
@@ -73,20 +76,16 @@ impl Instance {
         write(&inst.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
         let mask: u128 = cpus.iter().fold(0, |m, &c| m | (1u128 << c.min(127)));
         write(&inst.dir.join("tracing_cpumask"), &format!("{mask:x}"))?;
-        for ev in EVENTS {
+        for (i, ev) in EVENTS.iter().enumerate() {
             let enable = inst.dir.join("events").join(ev).join("enable");
             if write(&enable, "1").is_err() {
-                inst.missing.push(ev.to_string());
+                if i == SCHED_SWITCH {
+                    return Err(TraceError::Unsupported(
+                        "the sched_switch event is unavailable".into(),
+                    ));
+                }
+                inst.missing.push(crate::Missing::Event(ev.to_string()));
             }
-        }
-        if inst
-            .missing
-            .iter()
-            .any(|e| e.starts_with("sched/sched_switch"))
-        {
-            return Err(TraceError::Unsupported(
-                "the sched_switch event is unavailable".into(),
-            ));
         }
         write(&inst.dir.join("tracing_on"), "1")?;
         Ok(inst)

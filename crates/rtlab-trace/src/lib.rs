@@ -141,6 +141,35 @@ impl Backend {
     }
 }
 
+/// What the event source could not record on this kernel, and why: consumers decide by the
+/// variant (a watch words a missing lock series apart), the text is for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missing {
+    /// A tracepoint or tracefs event, by name.
+    Event(String),
+    /// The kernel stacks of explained delays, and why.
+    Stacks(String),
+    /// PI lock waits (a watch's `lock` kind), and why.
+    LockWaits(String),
+    /// A watched process's children from their start, and why.
+    Children(String),
+    /// The watched threads' wait calls, and why.
+    WaitCalls(String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Event(name) => f.write_str(name),
+            Missing::Stacks(why) => write!(f, "kernel stacks ({why})"),
+            Missing::LockWaits(why) => write!(f, "PI lock waits ({why})"),
+            Missing::Children(why) => write!(f, "children from their start ({why})"),
+            Missing::WaitCalls(why) => write!(f, "wait calls ({why})"),
+        }
+    }
+}
+
 /// How to explain.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -182,11 +211,11 @@ pub struct Findings {
     /// Events the kernel lost.
     pub lost_events: u64,
     /// Events that were not available on this kernel.
-    pub missing_events: Vec<String>,
+    pub missing_events: Vec<Missing>,
     /// How PI lock waits were recorded (a watch's `lock` kind), if they were.
     pub lock_probes: Option<LockProbes>,
-    /// The event source used (`bpf` or `tracefs`).
-    pub backend: &'static str,
+    /// The event source used ([`Backend::Bpf`] or [`Backend::Tracefs`]).
+    pub backend: Backend,
     /// Why the eBPF recorder was not used, when `auto` fell back to tracefs.
     pub fallback: Option<String>,
     /// Steal time on the measured CPUs over the run (ms; /proc/stat, 10 ms resolution): the
@@ -198,10 +227,10 @@ pub struct Findings {
 #[derive(Debug)]
 pub struct Explainer {
     instance: Option<Instance>,
-    backend: &'static str,
+    backend: Backend,
     fallback: Option<String>,
     recorder_lost: Arc<AtomicU64>,
-    recorder_missing: Vec<String>,
+    recorder_missing: Vec<Missing>,
     lock_probes: Option<LockProbes>,
     proc_at_start: ProcSnapshot,
     cpus: Vec<usize>,
@@ -276,8 +305,8 @@ impl Explainer {
         self.recorder_lost.clone()
     }
 
-    /// The event source in use (`bpf` or `tracefs`).
-    pub fn backend(&self) -> &'static str {
+    /// The event source in use ([`Backend::Bpf`] or [`Backend::Tracefs`]).
+    pub fn backend(&self) -> Backend {
         self.backend
     }
 
@@ -382,8 +411,8 @@ impl Explainer {
             }
         };
         let backend = match source {
-            Source::Bpf(_) => Backend::Bpf.name(),
-            Source::Text { .. } => Backend::Tracefs.name(),
+            Source::Bpf(_) => Backend::Bpf,
+            Source::Text { .. } => Backend::Tracefs,
         };
         let recorder_lost = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::sync_channel(4096);

@@ -213,7 +213,7 @@ pub(crate) struct Recorder {
     sizes: Rings,
     _maps: [Option<Map>; 3],
     /// Tracepoints that could not be attached.
-    pub missing: Vec<String>,
+    pub missing: Vec<crate::Missing>,
     /// The processes whose threads' wait calls are recorded (`None`: not probed), and that
     /// set as last written.
     watched_map: Option<Map>,
@@ -325,7 +325,7 @@ impl Recorder {
             true => match Map::stack_trace(STACK_DEPTH, STACK_ENTRIES) {
                 Ok(m) => Some(m),
                 Err(e) => {
-                    missing.push(format!("kernel stacks ({e})"));
+                    missing.push(crate::Missing::Stacks(e.to_string()));
                     None
                 }
             },
@@ -378,7 +378,7 @@ impl Recorder {
                         "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
                     )));
                 }
-                missing.push(probe.tracepoint);
+                missing.push(crate::Missing::Event(probe.tracepoint));
                 continue;
             }
             let typed = btf
@@ -426,7 +426,7 @@ impl Recorder {
                     if probe.kind == K_TIMER {
                         names_sleepers = false;
                     }
-                    missing.push(probe.tracepoint)
+                    missing.push(crate::Missing::Event(probe.tracepoint))
                 }
             }
             programs.push(prog);
@@ -441,7 +441,7 @@ impl Recorder {
                         links.push(link);
                     }
                 }
-                Err(why) => missing.push(format!("PI lock waits ({why})")),
+                Err(why) => missing.push(crate::Missing::LockWaits(why)),
             }
         }
         // The wait calls of the threads [`Recorder::set_watched`] names.
@@ -453,7 +453,7 @@ impl Recorder {
                     programs.push(p);
                     links.push(link);
                 }
-                Err(why) => missing.push(format!("children from their start ({why})")),
+                Err(why) => missing.push(crate::Missing::Children(why)),
             }
         }
         if let Some(set) = watched_set {
@@ -473,7 +473,7 @@ impl Recorder {
                 // The map stays: the switches and wakeups of the watched processes still go
                 // to their rings.
                 Err(why) => {
-                    missing.push(format!("wait calls ({why})"));
+                    missing.push(crate::Missing::WaitCalls(why));
                     watched_map = Some(set);
                 }
             }

@@ -146,7 +146,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     let mut warnings = announce(
         &state,
         pid,
-        (&cpus, explainer.backend() == "bpf"),
+        (&cpus, explainer.backend() == rtlab_trace::Backend::Bpf),
         &args,
         child.is_none(),
     );
@@ -602,7 +602,7 @@ struct Run {
 fn report(
     state: &Mutex<WatchState>,
     pid: i32,
-    backend: &str,
+    backend: rtlab_trace::Backend,
     run: Run,
 ) -> anyhow::Result<(rtlab_stats::result::ResultDoc, String)> {
     let s = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -730,22 +730,22 @@ fn shortfalls(
     let (refused, abandoned) = s.shortfalls();
     let lost_events = findings.lost_events;
     let mut warnings = Vec::new();
-    if findings.backend != "bpf" {
+    if findings.backend != rtlab_trace::Backend::Bpf {
         warnings.push(format!(
             "the {} source measures wakeup delays only: no timer or lock series{}",
-            findings.backend,
+            findings.backend.name(),
             match stacks {
                 true => ", and no kernel stacks",
                 false => "",
             }
         ));
     } else {
-        let (locks, others): (Vec<&String>, Vec<&String>) = findings
+        let (locks, others): (Vec<_>, Vec<_>) = findings
             .missing_events
             .iter()
-            .partition(|m| m.starts_with("PI lock waits"));
+            .partition(|m| matches!(m, rtlab_trace::Missing::LockWaits(_)));
         if !others.is_empty() {
-            let names: Vec<&str> = others.iter().map(|m| m.as_str()).collect();
+            let names: Vec<String> = others.iter().map(|m| m.to_string()).collect();
             warnings.push(format!("not traced on this kernel: {}", names.join(", ")));
         }
         if let Some(why) = locks.first() {
@@ -847,7 +847,11 @@ fn table_order(
 }
 
 /// The result's series (each with samples, and `watch/threads`) and the table.
-fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Series>, Table)> {
+fn results(
+    s: &WatchState,
+    pid: i32,
+    backend: rtlab_trace::Backend,
+) -> anyhow::Result<(Vec<Series>, Table)> {
     let mut series = Vec::new();
     // A column for the delays not measured, when any was not.
     let unmeasured = s.series().iter().any(|w| w.unmeasured > 0);
@@ -890,7 +894,7 @@ fn results(s: &WatchState, pid: i32, backend: &str) -> anyhow::Result<(Vec<Serie
             out = out.with_config("process_pid", p);
         }
         out.unmeasured = Some(w.unmeasured);
-        out.tags.insert("source".into(), backend.to_string().into());
+        out.tags.insert("source".into(), backend.name().into());
         series.push(out);
     }
     series.push(
