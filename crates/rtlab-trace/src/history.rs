@@ -23,6 +23,11 @@ pub(crate) struct History {
 }
 
 impl History {
+    /// The scheduler tick's grid on this CPU, from its latest ticks.
+    pub(crate) fn tick_grid(&self) -> Option<crate::tick::Tick> {
+        explain::tick_grid(&self.ticks.iter().copied().collect::<Vec<u64>>())
+    }
+
     pub(crate) fn push(&mut self, e: Event, raw: Option<String>) {
         self.newest_ns = self.newest_ns.max(e.ts_ns);
         if let Kind::HrtimerEntry { function, .. } = &e.kind {
@@ -125,6 +130,72 @@ pub(crate) fn window_of(h: &History, from: u64) -> (Option<Task>, Vec<Event>) {
         }
     }
     (base, h.events.range(start..).cloned().collect())
+}
+
+/// The late thread's own CPU's window from `from` (its base task, and its events) with its
+/// wakings seen on other CPUs (`elsewhere`) merged in.
+pub(crate) fn late_window(
+    h: &History,
+    from: u64,
+    elsewhere: &[Event],
+) -> (Option<Task>, Vec<Event>) {
+    let (base, mut window) = window_of(h, from);
+    if !elsewhere.is_empty() {
+        window.extend(elsewhere.iter().cloned());
+        window.sort_by_key(|e| e.ts_ns);
+    }
+    (base, window)
+}
+
+/// Who woke thread `r.tid` last between its deadline and its wake (for a lock wait: the
+/// holder), and on which CPU: on its own CPU's history, or among its `elsewhere` wakings.
+pub(crate) fn last_waker(
+    histories: &[History],
+    r: &crate::Request,
+    elsewhere: &[Event],
+) -> Option<(i64, u16)> {
+    histories
+        .get(r.cpu as usize)
+        .into_iter()
+        .flat_map(|h| {
+            let start = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
+            h.events.range(start..).take_while(|e| e.ts_ns <= r.woke_ns)
+        })
+        .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
+        .filter(|e| e.kind.woken().is_some_and(|t| t.pid == r.tid))
+        .max_by_key(|e| e.ts_ns)
+        .map(|e| (e.current_pid, e.cpu))
+        .filter(|&(p, _)| p > 0 && p != r.tid)
+}
+
+/// What the CPU of a peer (`pid`, which a blocked thread waited for) did in `[from, to]`:
+/// its window, its wakings elsewhere, and the losses of every other CPU (which may have taken
+/// the peer's wakeup with them), in time order.
+pub(crate) fn peer_window(
+    histories: &[History],
+    (pid, cpu): (i64, u16),
+    from: u64,
+    to: u64,
+) -> Option<explain::Peer> {
+    let h = histories.get(cpu as usize)?;
+    let (base, mut events) = window_of(h, from);
+    events.extend(wakings_elsewhere(histories, cpu, pid, from, to));
+    events.extend(
+        histories
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| *c != cpu as usize)
+            .flat_map(|(_, h)| h.events.iter())
+            .filter(|e| e.kind.lost().is_some() && e.ts_ns >= from && e.ts_ns <= to)
+            .cloned(),
+    );
+    events.sort_by_key(|e| e.ts_ns);
+    Some(explain::Peer {
+        cpu,
+        events,
+        base,
+        tick: h.tick_grid(),
+    })
 }
 
 /// Every traced CPU's events in `[from, to]` (with the kernel's lines where the text source

@@ -3,7 +3,8 @@
 
 use crate::event::{format_line, parse_text, Event, Kind};
 use crate::history::{
-    find_task, stacks_of, wakings_elsewhere, window_events, window_of, with_jvm_stops, History,
+    find_task, last_waker, late_window, peer_window, stacks_of, wakings_elsewhere, window_events,
+    with_jvm_stops, History,
 };
 use crate::reason::Reason;
 use crate::watch::WatchState;
@@ -41,6 +42,26 @@ pub(crate) struct SavedWindow {
 }
 
 impl SavedWindow {
+    /// The `index`-th outlier's window, of `series`, for `--trace-out` in `dir`: every traced
+    /// CPU's events from `from` to a little past its wake.
+    fn new(
+        dir: &std::path::Path,
+        (index, series): (usize, &str),
+        r: &Request,
+        histories: &[History],
+        from: u64,
+    ) -> SavedWindow {
+        let latency = r.woke_ns.saturating_sub(r.deadline_ns);
+        SavedWindow {
+            path: dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_")),
+            header: format!(
+                "# {series}: cpu {} tid {} deadline {} woke {} (latency {latency} ns); every traced CPU\n",
+                r.cpu, r.tid, r.deadline_ns, r.woke_ns
+            ),
+            events: window_events(histories, from, r.woke_ns + SETTLE_NS),
+        }
+    }
+
     pub(crate) fn write(&self) -> Result<(), String> {
         let mut text = self.header.clone();
         for (e, raw) in &self.events {
@@ -211,6 +232,131 @@ pub(crate) struct Shared<'a> {
     pub(crate) watch: Option<&'a Mutex<WatchState>>,
 }
 
+/// Requests waiting for the trace to catch up with them: each with when it was asked.
+#[derive(Debug, Default)]
+struct Pending(Vec<(Request, u64)>);
+
+impl Pending {
+    fn push(&mut self, r: Request, asked_ns: u64) {
+        self.0.push((r, asked_ns));
+    }
+
+    /// Those ready at `now`: the trace of their CPU reached [`SETTLE_NS`] past their wake,
+    /// or they waited [`GIVE_UP_NS`], or the run ends.
+    fn take_ready(&mut self, histories: &[History], now: u64, stopping: bool) -> Vec<Request> {
+        let mut ready = Vec::new();
+        self.0.retain(|&(r, asked)| {
+            let caught_up = histories
+                .get(r.cpu as usize)
+                .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
+            let go = caught_up || now > asked + GIVE_UP_NS || stopping;
+            if go {
+                ready.push(r);
+            }
+            !go
+        });
+        ready
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The explained outliers a run keeps (a watch keeps its own): with a threshold, the largest
+/// `top`; without, the largest `top` so far, and the threshold raised to the smallest of them
+/// (later samples below it are not asked about).
+fn keep_top(outliers: &mut Vec<Outlier>, o: Outlier, options: &Options, threshold: &AtomicU64) {
+    outliers.push(o);
+    let full = match options.threshold_ns {
+        Some(_) => outliers.len() >= 2 * options.top.max(1),
+        None => outliers.len() >= options.top,
+    };
+    if !full {
+        return;
+    }
+    outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
+    outliers.truncate(options.top);
+    if options.threshold_ns.is_none() {
+        let nth = outliers.last().map_or(0, |o| o.latency_ns);
+        threshold.fetch_max(nth, Ordering::Relaxed);
+    }
+}
+
+/// After a drain: the recorder follows the watch (a JVM's probes once it is found, the wait
+/// calls of the threads watched now, the CPUs they may run on), and the watch learns what is
+/// traced. `generation`: the watched threads last handed to the recorder.
+fn follow_watch(
+    source: &mut Source,
+    w: &mut WatchState,
+    traced: &mut TracedLog,
+    generation: &mut u64,
+) {
+    for lib in w.take_jvm_libraries() {
+        let attached = match source {
+            Source::Bpf(r) => r.probe_jvm(&lib),
+            Source::Text { .. } => Err("the tracefs source attaches no uprobes".into()),
+        };
+        w.jvm_probed(&lib, attached);
+    }
+    match source {
+        Source::Bpf(r) => {
+            if r.takes_watched() && w.threads_generation() != *generation {
+                *generation = w.threads_generation();
+                let ok = r.set_watched(&w.watched_processes()).is_ok();
+                w.set_wait_calls(ok && r.records_wait_calls());
+            }
+            let all = r.ring_cpus();
+            let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
+            if &want != r.traced() && r.set_traced(&want).is_ok() {
+                traced.set(monotonic_now_ns(), want);
+            }
+            w.set_traced(r.traced());
+        }
+        Source::Text { .. } => w.set_traced(&CpuMask::every()),
+    }
+}
+
+/// Explains request `r` (the run's `index`-th) of series `series`, with what only the eBPF
+/// recorder gives: a JVM's safepoints over it, kernel stacks.
+fn explain_request(
+    r: &Request,
+    (series, index): (&str, usize),
+    (histories, traced): (&[History], &TracedLog),
+    source: &Source,
+    (rules, options): (&explain::Rules, &Options),
+) -> Result<(Outlier, Option<SavedWindow>), String> {
+    let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;
+    if let Source::Bpf(rec) = source {
+        // (Only where a JVM's probes are attached: the search spans a second of every CPU's
+        // history.)
+        if rec.probes_jvm() {
+            with_jvm_stops(&mut o, r, histories);
+        }
+        if options.stacks {
+            let culprit = o.causes.iter().find_map(|c| c.pid);
+            o.stacks = stacks_of(r, culprit, histories, options.started_ns, &|id| {
+                rec.stack(id)
+            });
+        }
+    }
+    Ok((o, window))
+}
+
+/// The name of series `index`: the watch's, or the run's.
+fn series_name(watch: Option<&Mutex<WatchState>>, options: &Options, index: u16) -> String {
+    match watch {
+        Some(w) => w
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .series()
+            .get(index as usize)
+            .map(|s| s.name.clone()),
+        None => options.series_names.get(index as usize).cloned(),
+    }
+    .unwrap_or_else(|| format!("series{index}"))
+}
+
 pub(crate) fn read_loop(
     mut source: Source,
     rx: mpsc::Receiver<Request>,
@@ -243,7 +389,7 @@ pub(crate) fn read_loop(
         Source::Bpf(r) => r.traced().clone(),
         Source::Text { .. } => CpuMask::every(),
     });
-    let mut pending: Vec<(Request, u64)> = Vec::new();
+    let mut pending = Pending::default();
     let mut out = ReaderOut::default();
     // The watched threads last handed to the recorder's wait-call filter.
     let mut watched_generation = u64::MAX;
@@ -274,106 +420,35 @@ pub(crate) fn read_loop(
         if let Some(mut w) = watching {
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
-                pending.push((r, drained_at));
+                pending.push(r, drained_at);
             };
             w.drained(drained_at, stopping, &mut ask);
-            // Follow where the watched threads may run (the tracefs source traces every CPU),
-            // and record the wait calls of the threads watched now.
-            // A watched JVM's probes, once it is found.
-            for lib in w.take_jvm_libraries() {
-                let attached = match &mut source {
-                    Source::Bpf(r) => r.probe_jvm(&lib),
-                    Source::Text { .. } => Err("the tracefs source attaches no uprobes".into()),
-                };
-                w.jvm_probed(&lib, attached);
-            }
-            match &mut source {
-                Source::Bpf(r) => {
-                    if r.takes_watched() && w.threads_generation() != watched_generation {
-                        watched_generation = w.threads_generation();
-                        let ok = r.set_watched(&w.watched_processes()).is_ok();
-                        w.set_wait_calls(ok && r.records_wait_calls());
-                    }
-                    let all = r.ring_cpus();
-                    let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
-                    if &want != r.traced() && r.set_traced(&want).is_ok() {
-                        traced.set(monotonic_now_ns(), want);
-                    }
-                    w.set_traced(r.traced());
-                }
-                Source::Text { .. } => w.set_traced(&CpuMask::every()),
-            }
+            follow_watch(&mut source, &mut w, &mut traced, &mut watched_generation);
         }
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);
         }
         while let Ok(r) = rx.try_recv() {
             out.over_threshold += 1;
-            pending.push((r, monotonic_now_ns()));
+            pending.push(r, monotonic_now_ns());
         }
-        let now = monotonic_now_ns();
-        let mut i = 0;
-        while i < pending.len() {
-            let (r, asked) = pending[i];
-            let caught_up = histories
-                .get(r.cpu as usize)
-                .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
-            if caught_up || now > asked + GIVE_UP_NS || stopping {
-                pending.swap_remove(i);
-                let series = match watch {
-                    Some(w) => w
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .series()
-                        .get(r.series as usize)
-                        .map(|s| s.name.clone()),
-                    None => options.series_names.get(r.series as usize).cloned(),
-                }
-                .unwrap_or_else(|| format!("series{}", r.series));
-                let (o, window) = explain_one(
-                    &r,
-                    &series,
-                    (&histories, &traced),
-                    rules,
-                    options,
-                    out.outliers.len(),
-                )?;
-                out.windows.extend(window);
-                let mut o = o;
-                // (Only where a JVM's probes are attached: the search spans a second of every
-                // CPU's history.)
-                if matches!(&source, Source::Bpf(rec) if rec.probes_jvm()) {
-                    with_jvm_stops(&mut o, &r, &histories);
-                }
-                if let (true, Source::Bpf(rec)) = (options.stacks, &source) {
-                    let culprit = o.causes.iter().find_map(|c| c.pid);
-                    o.stacks = stacks_of(&r, culprit, &histories, options.started_ns, &|id| {
-                        rec.stack(id)
-                    });
-                }
+        for r in pending.take_ready(&histories, monotonic_now_ns(), stopping) {
+            let series = series_name(watch, options, r.series);
+            let (o, window) = explain_request(
+                &r,
+                (&series, out.outliers.len()),
+                (&histories, &traced),
+                &source,
+                (rules, options),
+            )?;
+            out.windows.extend(window);
+            match watch {
                 // A watch keeps its own (the worst of each interval, and counts).
-                if let Some(w) = watch {
-                    w.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .explained(r.series, o);
-                    continue;
-                }
-                out.outliers.push(o);
-                // Top-N mode: once N are in, only later samples above the N-th matter. With
-                // a threshold, the largest `top` are kept (a watch runs for days).
-                if options.threshold_ns.is_some() && out.outliers.len() >= 2 * options.top.max(1) {
-                    out.outliers
-                        .sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
-                    out.outliers.truncate(options.top);
-                } else if options.threshold_ns.is_none() && out.outliers.len() >= options.top {
-                    out.outliers
-                        .sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
-                    out.outliers.truncate(options.top);
-                    let nth = out.outliers.last().map_or(0, |o| o.latency_ns);
-                    threshold.fetch_max(nth, Ordering::Relaxed);
-                }
-            } else {
-                i += 1;
+                Some(w) => w
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .explained(r.series, o),
+                None => keep_top(&mut out.outliers, o, options, threshold),
             }
         }
         if stopping && pending.is_empty() {
@@ -445,48 +520,14 @@ fn explain_one(
     let history = histories.get(r.cpu as usize);
     let from = r.deadline_ns.saturating_sub(LEAD_NS);
     let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);
-    // Who woke the thread last within the window (for a lock wait: the holder), and where.
-    let waker = history
-        .into_iter()
-        .flat_map(|h| {
-            let start = h.events.partition_point(|e| e.ts_ns < r.deadline_ns);
-            h.events.range(start..).take_while(|e| e.ts_ns <= r.woke_ns)
-        })
-        .chain(elsewhere.iter().filter(|e| e.ts_ns >= r.deadline_ns))
-        .filter(|e| e.kind.woken().is_some_and(|t| t.pid == r.tid))
-        .max_by_key(|e| e.ts_ns)
-        .map(|e| (e.current_pid, e.cpu))
-        .filter(|&(p, _)| p > 0 && p != r.tid);
+    let waker = last_waker(histories, r, &elsewhere);
     // A thread blocked on another (a lock holder, a peer) waits for what that one's CPU did,
     // where that CPU was traced.
     let peer = waker
         .filter(|&(_, cpu)| {
             r.wait.blocks() && cpu != r.cpu && traced.throughout(cpu, from, r.woke_ns)
         })
-        .and_then(|(pid, cpu)| {
-            let (base, mut events) = window_of(histories.get(cpu as usize)?, from);
-            events.extend(wakings_elsewhere(histories, cpu, pid, from, r.woke_ns));
-            // Losses elsewhere may have taken the peer's wakeup with them.
-            events.extend(
-                histories
-                    .iter()
-                    .enumerate()
-                    .filter(|(c, _)| *c != cpu as usize)
-                    .flat_map(|(_, h)| h.events.iter())
-                    .filter(|e| e.kind.lost().is_some() && e.ts_ns >= from && e.ts_ns <= r.woke_ns)
-                    .cloned(),
-            );
-            events.sort_by_key(|e| e.ts_ns);
-            let tick = histories
-                .get(cpu as usize)
-                .and_then(|h| explain::tick_grid(&h.ticks.iter().copied().collect::<Vec<u64>>()));
-            Some(explain::Peer {
-                cpu,
-                events,
-                base,
-                tick,
-            })
-        });
+        .and_then(|peer| peer_window(histories, peer, from, r.woke_ns));
     // A sleep timer's slack is the thread's own: the kernel was not due to fire the timer
     // before the hard expiry, so what happened is explained from there.
     let slack = r.slack_ns.min(r.woke_ns.saturating_sub(r.deadline_ns));
@@ -503,24 +544,13 @@ fn explain_one(
     let mut saved = None;
     let causes = match history {
         Some(h) => {
-            let (base, mut window) = window_of(h, from);
-            if !elsewhere.is_empty() {
-                window.extend(elsewhere.iter().cloned());
-                window.sort_by_key(|e| e.ts_ns);
-            }
-            if let Some(dir) = &options.trace_out {
-                saved = Some(SavedWindow {
-                    path: dir.join(format!("outlier-{index:04}-{series}.txt").replace('/', "_")),
-                    header: format!(
-                        "# {series}: cpu {} tid {} deadline {} woke {} (latency {} ns); every traced CPU\n",
-                        r.cpu, r.tid, r.deadline_ns, r.woke_ns, latency
-                    ),
-                    events: window_events(histories, from, r.woke_ns + SETTLE_NS),
-                });
-            }
-            let ticks: Vec<u64> = h.ticks.iter().copied().collect();
+            let (base, window) = late_window(h, from, &elsewhere);
+            saved = options
+                .trace_out
+                .as_ref()
+                .map(|dir| SavedWindow::new(dir, (index, series), r, histories, from));
             let rules = explain::Rules {
-                tick: explain::tick_grid(&ticks),
+                tick: h.tick_grid(),
                 ..*rules
             };
             explain::attribute(&window, base.as_ref(), &late, &rules)
