@@ -374,4 +374,26 @@ impl WatchState {
         }
         Some(delays)
     }
+
+    /// The run ends: delays held since a safepoint still on end where their waits returned
+    /// (what is known of them); those of a park or sleep not over yet, whose end is not
+    /// known, are counted unmeasured.
+    pub(super) fn settle_java_at_end(&mut self, request: &mut dyn FnMut(Request)) {
+        let mut held = Vec::new();
+        let mut open = Vec::new();
+        for (&tid, w) in self.threads.iter_mut() {
+            if let Some(h) = w.held.take() {
+                held.push((tid, h));
+            }
+            if let Some(j) = w.java_wait.take() {
+                open.extend(j.delays.into_iter().map(|(k, _)| (tid, k)));
+            }
+        }
+        for (tid, h) in held {
+            self.release_at_own_returns(tid, h, request);
+        }
+        for (tid, kind) in open {
+            self.unmeasured(tid, kind);
+        }
+    }
 }

@@ -557,6 +557,7 @@ impl WatchState {
         while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
             self.step(&e, request);
         }
+        self.settle_java_at_end(request);
     }
 
     fn step(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
@@ -699,12 +700,7 @@ impl WatchState {
                     cut.extend(pending.into_iter().filter(|p| p.0).map(|p| (tid, p.1)));
                 }
                 for (tid, kind) in cut {
-                    self.abandoned += 1;
-                    if let Some(pair) = self.pair_of(tid, kind) {
-                        for i in [pair.own, pair.by_name] {
-                            self.series[i as usize].unmeasured += 1;
-                        }
-                    }
+                    self.unmeasured(tid, kind);
                 }
             }
             _ => {}

@@ -210,4 +210,15 @@ impl WatchState {
             });
         }
     }
+
+    /// A `kind` delay of thread `tid` that could not be measured (its end, or its start, is
+    /// not known): counted as such in its series and its name's.
+    pub(super) fn unmeasured(&mut self, tid: i64, kind: DelayKind) {
+        self.abandoned += 1;
+        if let Some(pair) = self.pair_of(tid, kind) {
+            for i in [pair.own, pair.by_name] {
+                self.series[i as usize].unmeasured += 1;
+            }
+        }
+    }
 }

@@ -911,3 +911,23 @@ fn a_loss_inside_a_java_park_counts_its_delay_unmeasured() {
     assert!(timer.total.is_empty());
     assert_eq!(timer.unmeasured, 1);
 }
+
+#[test]
+fn at_the_end_a_park_not_over_is_unmeasured_and_a_held_delay_ends_where_it_returned() {
+    // Its park's timer fired at 1 ms and its wait returned, but the park's end never came
+    // before the run ended: its lateness is not known.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 0, Some(1_000_000)));
+    sleep_to(&mut w, tid, (1_000, 1_000_000, 1_020_000));
+    w.flush(&mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert!(timer.total.is_empty());
+    assert_eq!(timer.unmeasured, 1);
+    // A wait that returned in a safepoint still on at the end: counted to its return.
+    let (_, mut w) = held_in_a_safepoint();
+    w.flush(&mut |_| {});
+    let wakeup = series_of(&w, DelayKind::Wakeup);
+    assert_eq!(wakeup.total.len(), 1);
+    assert_eq!(wakeup.total.max(), Nanos(30_000));
+}
