@@ -93,13 +93,13 @@ impl Region {
 
     /// Creates `/dev/shm/<name>` with `len` bytes and permission `mode`, initialised by `init`
     /// before anyone else can open it. An existing object of that name is replaced if
-    /// `stale(&region)` says it belongs to no live process; otherwise the result is `Busy`.
+    /// `stale(&region)` says it belongs to no live process; otherwise the result is its error.
     pub(crate) fn create_named(
         name: &str,
         len: usize,
         mode: u32,
         init: impl FnOnce(&AnonMapping),
-        stale: impl Fn(&Region) -> Result<(), String>,
+        stale: impl Fn(&Region) -> Result<(), IpcError>,
     ) -> Result<Region, IpcError> {
         let path = shm_path(name)?;
         let me = std::process::id();
@@ -148,7 +148,7 @@ impl Region {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt == 0 => {
                     match Region::open_named(name) {
                         Ok(existing) => {
-                            stale(&existing).map_err(IpcError::Busy)?;
+                            stale(&existing)?;
                             // Only the object judged stale is removed, not one that a live
                             // process published under the name since.
                             if let Some(old) = existing.identity {

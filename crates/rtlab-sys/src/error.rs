@@ -16,6 +16,12 @@ pub enum SysError {
         /// What was attempted.
         what: String,
     },
+    /// The process is gone (or never was).
+    #[error("process {pid}: no such process")]
+    NoSuchProcess {
+        /// Its pid.
+        pid: i32,
+    },
     /// Any other failure.
     #[error("{what}: {source}")]
     Io {

@@ -187,10 +187,7 @@ fn threads_read(pid: i32, slack: bool) -> Result<Vec<ThreadInfo>, SysError> {
     let dir = format!("/proc/{pid}/task");
     let entries = std::fs::read_dir(&dir).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
-            SysError::Io {
-                what: format!("process {pid}"),
-                source: io::Error::new(io::ErrorKind::NotFound, "no such process"),
-            }
+            SysError::NoSuchProcess { pid }
         } else {
             classify(format!("read {dir}"), e)
         }
@@ -511,7 +508,9 @@ mod tests {
 
     #[test]
     fn a_missing_process_is_a_clear_error() {
-        let err = threads_of(i32::MAX).unwrap_err().to_string();
+        let err = threads_of(i32::MAX).unwrap_err();
+        assert!(matches!(err, SysError::NoSuchProcess { .. }), "{err}");
+        let err = err.to_string();
         assert!(err.contains("no such process"), "{err}");
     }
 }

@@ -400,16 +400,20 @@ impl ShmChannel {
             HEADER_LEN + capacity as usize,
             options.mode,
             |map| write_header(map, capacity, options),
-            |existing| match ShmChannel::validate(existing) {
-                Ok(_) => ShmChannel::user_of(existing).map_or(Ok(()), |pid| {
-                    Err(format!("'{name}' is in use by pid {pid}"))
-                }),
+            |existing| {
                 // Not even our magic: someone else's object; leave it alone.
-                Err(IpcError::Corrupt(why)) if why.contains("magic") => Err(format!(
-                    "/dev/shm/{} exists and is not an rtlab channel",
-                    name.trim_start_matches('/')
-                )),
-                Err(_) => Ok(()), // our format but garbled: a crash while creating
+                if ShmChannel::magic_of(existing).is_some_and(|m| m != MAGIC) {
+                    return Err(IpcError::Busy(format!(
+                        "/dev/shm/{} exists and is not an rtlab channel",
+                        name.trim_start_matches('/')
+                    )));
+                }
+                match ShmChannel::validate(existing) {
+                    Ok(_) => ShmChannel::user_of(existing).map_or(Ok(()), |pid| {
+                        Err(IpcError::Busy(format!("'{name}' is in use by pid {pid}")))
+                    }),
+                    Err(_) => Ok(()), // our format but garbled: a crash while creating
+                }
             },
         )?;
         Ok(Self::mapped(
@@ -440,6 +444,17 @@ impl ShmChannel {
     }
 
     /// Checks a mapped header before trusting its geometry.
+    /// The format tag of `region` (None: shorter than a channel header).
+    fn magic_of(region: &Region) -> Option<u64> {
+        if region.len() < HEADER_LEN {
+            return None;
+        }
+        let h = region.as_ptr() as *const Header;
+        // SAFETY: at least HEADER_LEN mapped bytes; volatile because another process may be
+        // writing the header.
+        Some(unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*h).magic)) })
+    }
+
     fn validate(region: &Region) -> Result<(u64, Variant, bool), IpcError> {
         if region.len() < HEADER_LEN {
             return Err(IpcError::Corrupt("shorter than a channel header".into()));

@@ -16,12 +16,11 @@ fn slack_text(ns: Option<u64>) -> String {
 }
 
 fn list(pid: i32) -> anyhow::Result<Vec<ThreadInfo>> {
-    threads_of(pid).map_err(|e| {
-        if e.to_string().contains("no such process") {
+    threads_of(pid).map_err(|e| match e {
+        rtlab_sys::SysError::NoSuchProcess { .. } => {
             BadInput(format!("--pid {pid}: no such process")).into()
-        } else {
-            anyhow::Error::from(e)
         }
+        e => anyhow::Error::from(e),
     })
 }
 
