@@ -31,12 +31,76 @@ pub enum LabError {
     /// A histogram could not be encoded.
     #[error(transparent)]
     Histogram(#[from] rtlab_stats::HistogramError),
+    /// A lock under test failed.
+    #[error(transparent)]
+    Lock(#[from] rtlab_sync::LockError),
+    /// A shared-memory channel failed.
+    #[error(transparent)]
+    Ipc(#[from] rtlab_ipc::IpcError),
+    /// An I/O operation failed (a socket, a file, starting a program).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was attempted.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A system call on a socket or a file failed (its error says which).
+    #[error(transparent)]
+    Os(#[from] std::io::Error),
+    /// A program the run drives (`ip`, `nft`) refused.
+    #[error("{command}: {said}")]
+    Tool {
+        /// The command line.
+        command: String,
+        /// What it said on its standard error.
+        said: String,
+    },
+    /// The peer could not be reached, or did not answer.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A network step failed (the peer broke the protocol, a socket refused an option).
+    #[error("{0}")]
+    Net(String),
+    /// What the subject under test cannot do here (its part of the run is skipped).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A std mutex under test was poisoned (a thread panicked holding it).
+    #[error("poisoned lock: another task failed inside")]
+    Poisoned,
+    /// A robust mutex under test was left inconsistent or cannot be used here.
+    #[error("{0}")]
+    Robust(String),
+    /// A thread of the run (named) panicked.
+    #[error("{0} panicked")]
+    Panicked(String),
+    /// A measuring thread failed, and why.
+    #[error("measuring thread failed: {0}")]
+    Measuring(Box<LabError>),
 }
 
 impl LabError {
     /// True when the user gave an impossible configuration (exit 2 rather than 1).
     pub fn is_bad_input(&self) -> bool {
         matches!(self, LabError::Config(_) | LabError::BadConfig { .. })
+    }
+
+    /// `what` failed with `source`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> LabError {
+        LabError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// A measuring thread's error as the run's: a setup step it could not do (the peer not
+    /// reached) stays as it is; anything else is the thread's failure.
+    pub fn of_measuring_thread(self) -> LabError {
+        match self {
+            e @ (LabError::Unreachable(_) | LabError::Setup(_)) => e,
+            e => LabError::Measuring(Box::new(e)),
+        }
     }
 
     /// `field`'s value is impossible because of `reason`.

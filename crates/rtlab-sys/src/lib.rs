@@ -23,6 +23,8 @@ pub mod mem;
 pub mod membarrier;
 #[allow(unsafe_code)]
 pub mod net;
+#[allow(unsafe_code)]
+pub mod netns;
 pub mod perf;
 pub mod probe;
 #[allow(unsafe_code)]

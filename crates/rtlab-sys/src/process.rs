@@ -118,6 +118,103 @@ pub unsafe fn fork_peer(
     unsafe { fork_child(guarded) }
 }
 
+/// A child process that cleans up after this one if it dies without saying it has (even by
+/// SIGKILL): it blocks reading a pipe whose only write end this process holds (close-on-exec,
+/// so no program this process runs holds it; closed in the janitor, which also closes every
+/// other descriptor it inherited, the write ends of other janitors' pipes among them). End of
+/// file without the "done" byte means the cleanup is due. Terminal signals (Ctrl-C to the
+/// process group) are ignored: the janitor ends with its creator, not before.
+#[derive(Debug)]
+pub struct Janitor {
+    pid: i32,
+    done: std::fs::File,
+}
+
+/// The byte that tells a janitor the cleanup is done already.
+const DONE: u8 = b'd';
+
+/// C: `pipe2(fds, O_CLOEXEC)`: (read end, write end).
+pub(crate) fn pipe() -> Result<(std::fs::File, std::fs::File), SysError> {
+    let mut fds = [-1i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(SysError::from_io(
+            "pipe2()",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: both descriptors are new and owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::FromRawFd::from_raw_fd(fds[0]),
+            std::os::fd::FromRawFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// The janitor's whole life, after fork: only async-signal-safe syscalls, then `cleanup`
+/// unless told not to.
+fn janitor_main(read_end: i32, cleanup: impl FnOnce()) -> i32 {
+    // SAFETY: plain syscalls on integers and a one-byte stack buffer; signal dispositions of
+    // this process only. Every descriptor but the pipe's read end is closed.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        if read_end > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (read_end - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (read_end + 1) as u32, u32::MAX, 0u32);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(read_end, (&mut byte as *mut u8).cast(), 1);
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            if n == 1 && byte == DONE {
+                return 0;
+            }
+            break;
+        }
+    }
+    cleanup();
+    0
+}
+
+impl Janitor {
+    /// Forks the janitor; `cleanup` runs in it when this process ends without
+    /// [`Janitor::dismiss`], or at [`Janitor::clean_up`].
+    ///
+    /// # Safety
+    /// `cleanup` runs in a child forked from a possibly multi-threaded process: only
+    /// async-signal-safe syscalls on memory prepared before this call (no allocation, no lock,
+    /// and nothing dropped that would free memory).
+    pub unsafe fn start(cleanup: impl FnOnce()) -> Result<Janitor, SysError> {
+        let (read_end, write_end) = pipe()?;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&read_end);
+        // SAFETY: the child runs only `janitor_main` (syscalls on integers) and `cleanup`,
+        // which the caller guarantees is as restrained.
+        let pid = unsafe { fork_child(|| janitor_main(raw, cleanup)) }?;
+        drop(read_end);
+        Ok(Janitor {
+            pid,
+            done: write_end,
+        })
+    }
+
+    /// Tells the janitor the cleanup is done already, and reaps it.
+    pub fn dismiss(self) {
+        let _ = std::io::Write::write(&mut &self.done, &[DONE]);
+        self.clean_up();
+    }
+
+    /// Has the janitor clean up now (as if this process had died), and waits until it has.
+    pub fn clean_up(self) {
+        drop(self.done);
+        let _ = wait_child(self.pid);
+    }
+}
+
 /// [`fork_child`], then waits for it: returns its exit code (128 + signal if killed).
 ///
 /// # Safety

@@ -14,18 +14,6 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-extern "C" fn on_signal_keep(_sig: libc::c_int) {
-    // Relaxed: as above.
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-/// Like [`install_interrupt_handler`], but every further SIGINT/SIGTERM only sets the flag
-/// again: for a process that must always run its cleanup. (A child with a parent-death
-/// signal gets it once per exiting thread of a multi-threaded parent, i.e. several times.)
-pub fn install_persistent_interrupt_handler() {
-    install(on_signal_keep);
-}
-
 /// Installs the handler for SIGINT and SIGTERM. Idempotent.
 ///
 /// C: `sigaction(SIGINT/SIGTERM, {sa_handler, flags 0})`. Without `SA_RESTART`, a thread

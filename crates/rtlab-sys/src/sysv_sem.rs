@@ -10,89 +10,7 @@ use crate::SysError;
 #[derive(Debug)]
 pub struct SysvSem {
     id: i32,
-    janitor: Option<Janitor>,
-}
-
-/// A child process that removes a semaphore set when its creator dies: it blocks reading a
-/// pipe whose only write end this process holds (close-on-exec, closed in every other child
-/// the janitor itself may see); end of file without the "done" byte means the creator died.
-#[derive(Debug)]
-struct Janitor {
-    pid: i32,
-    done: std::fs::File,
-}
-
-/// C: `pipe2(fds, O_CLOEXEC)`: (read end, write end).
-fn pipe() -> Result<(std::fs::File, std::fs::File), SysError> {
-    let mut fds = [-1i32; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(SysError::from_io(
-            "pipe2()",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: both descriptors are new and owned by nothing else.
-    Ok(unsafe {
-        (
-            std::os::fd::FromRawFd::from_raw_fd(fds[0]),
-            std::os::fd::FromRawFd::from_raw_fd(fds[1]),
-        )
-    })
-}
-
-/// The byte that tells a janitor the set is already removed.
-const DONE: u8 = b'd';
-
-/// The janitor's whole life, after fork: only async-signal-safe syscalls.
-fn janitor_main(set: i32, read_end: i32) -> i32 {
-    // SAFETY: plain syscalls on integers and a one-byte stack buffer; signal dispositions of
-    // this process only. Every descriptor but the pipe's read end is closed (the write ends
-    // of other janitors' pipes among them, so they see their own end of file).
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        if read_end > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, (read_end - 1) as u32, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (read_end + 1) as u32, u32::MAX, 0u32);
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(read_end, (&mut byte as *mut u8).cast(), 1);
-            if n < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
-            if n == 1 && byte == DONE {
-                return 0;
-            }
-            break;
-        }
-        libc::semctl(set, 0, libc::IPC_RMID);
-    }
-    0
-}
-
-impl Janitor {
-    fn start(set: i32) -> Result<Janitor, SysError> {
-        let (read_end, write_end) = pipe()?;
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&read_end);
-        // SAFETY: the child runs only `janitor_main`: syscalls on integers, no allocation,
-        // no lock.
-        let pid = unsafe { crate::process::fork_child(|| janitor_main(set, raw)) }?;
-        drop(read_end);
-        Ok(Janitor {
-            pid,
-            done: write_end,
-        })
-    }
-
-    /// Tells the janitor the set is removed, and reaps it.
-    fn dismiss(self) {
-        let _ = std::io::Write::write(&mut &self.done, &[DONE]);
-        drop(self.done);
-        let _ = crate::process::wait_child(self.pid);
-    }
+    janitor: Option<crate::process::Janitor>,
 }
 
 /// Holds the semaphore; releases it (`+1`, `SEM_UNDO`) on drop.
@@ -110,7 +28,12 @@ impl SysvSem {
             return Err(SysError::from_io("semget", std::io::Error::last_os_error()));
         }
         let mut sem = SysvSem { id, janitor: None };
-        sem.janitor = Some(Janitor::start(id)?);
+        // SAFETY: the janitor's cleanup is one semctl on an integer: no allocation, no lock.
+        sem.janitor = Some(unsafe {
+            crate::process::Janitor::start(move || {
+                libc::semctl(id, 0, libc::IPC_RMID);
+            })
+        }?);
         // SAFETY: SETVAL takes an int as its fourth argument.
         if unsafe { libc::semctl(id, 0, libc::SETVAL, 1) } < 0 {
             return Err(SysError::from_io(
@@ -205,7 +128,7 @@ mod tests {
         // Regression (hardening, second review, #4): SIGKILL of `lock --processes --impl
         // sysv-sem` left its three sets behind.
         // The creator is a forked child that makes a set, reports its id and is killed.
-        let (mut read_end, mut write_end) = pipe().unwrap();
+        let (mut read_end, mut write_end) = crate::process::pipe().unwrap();
         // SAFETY: the child makes the set (semget, fork, pipe: syscalls; the small
         // allocations happen in a child of a test process whose other threads hold no lock
         // we need), writes its id and sleeps until killed.

@@ -160,10 +160,12 @@ pub fn tcp_sysctls() -> Value {
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> {
+fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, LabError> {
     let peer = to.addr;
     let mut s = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT).map_err(|e| {
-        format!("cannot connect to {peer}: {e} (is `rtlab net serve` running there?)")
+        LabError::Unreachable(format!(
+            "cannot connect to {peer}: {e} (is `rtlab net serve` running there?)"
+        ))
     })?;
     hello.options.apply_tcp(&s)?;
     let refused = |e: std::io::Error| {
@@ -172,7 +174,9 @@ fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> 
         } else {
             " (is `rtlab net serve` running there?)"
         };
-        format!("no rtlab handshake from {peer} within 3 s: {e}{hint}")
+        LabError::Net(format!(
+            "no rtlab handshake from {peer} within 3 s: {e}{hint}"
+        ))
     };
     let hello = Hello {
         token: to.token.clone(),
@@ -182,10 +186,13 @@ fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> 
     s.set_read_timeout(Some(CONNECT_TIMEOUT)).map_err(refused)?;
     let h = wire::Header::read_from(&mut s).map_err(refused)?;
     if h.kind != wire::Kind::Hello {
-        return Err(format!("{peer} answered the handshake with {:?}", h.kind));
+        return Err(LabError::Net(format!(
+            "{peer} answered the handshake with {:?}",
+            h.kind
+        )));
     }
     let _: protocol::Welcome = wire::read_control(&mut s, &h).map_err(refused)?;
-    s.set_read_timeout(None).map_err(|e| e.to_string())?;
+    s.set_read_timeout(None).map_err(LabError::from)?;
     Ok(s)
 }
 
@@ -194,15 +201,16 @@ fn connect(to: &topology::PeerAddr, hello: &Hello) -> Result<TcpStream, String> 
 fn connect_udp(
     to: &topology::PeerAddr,
     options: &SocketOptions,
-) -> Result<(UdpSocket, TcpStream), String> {
+) -> Result<(UdpSocket, TcpStream), LabError> {
     let peer = to.addr;
     let local: SocketAddr = if peer.is_ipv4() {
         "0.0.0.0:0".parse().expect("addr")
     } else {
         "[::]:0".parse().expect("addr")
     };
-    let s = UdpSocket::bind(local).map_err(|e| e.to_string())?;
-    s.connect(peer).map_err(|e| format!("UDP {peer}: {e}"))?;
+    let s = UdpSocket::bind(local).map_err(LabError::from)?;
+    s.connect(peer)
+        .map_err(|e| LabError::Net(format!("UDP {peer}: {e}")))?;
     options.apply_udp(&s)?;
     let session = Hello {
         role: protocol::Role::Udp,
@@ -212,11 +220,11 @@ fn connect_udp(
         plan: None,
         pad_segments: 0,
         token: None, // connect() sets the peer's
-        udp_port: Some(s.local_addr().map_err(|e| e.to_string())?.port()),
+        udp_port: Some(s.local_addr().map_err(LabError::from)?.port()),
     };
     let control = connect(to, &session)?;
     s.set_read_timeout(Some(Duration::from_secs(1)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     let mut probe = [0u8; wire::HEADER_LEN];
     let mut h = wire::Header::new(wire::Kind::Echo);
     h.seq = u64::MAX;
@@ -230,9 +238,9 @@ fn connect_udp(
             }
         }
     }
-    Err(format!(
+    Err(LabError::Unreachable(format!(
         "no answer from {peer} over UDP within 3 s (is `rtlab net serve` running there?)"
-    ))
+    )))
 }
 
 /// A network namespace needs root: said before anything starts (bad input, not a failure).

@@ -4,6 +4,7 @@
 //! by a `napi/<dev>-<id>` kernel thread, SCHED_OTHER unless raised. An RT receiver above a
 //! real-time hog then waits for its own packets while the hog keeps that thread off its CPU.
 
+use crate::LabError;
 use std::str::FromStr;
 
 /// How the host end of the veth pair receives.
@@ -84,18 +85,6 @@ fn napi_threads_in(proc: &std::path::Path, dev: &str) -> Vec<(i32, String)> {
     out
 }
 
-/// `set_tso(dev, false)` inside network namespace `netns` (from a thread of its own that
-/// enters it: the namespace of this process's other threads does not change).
-fn tso_off_in(netns: &std::path::Path, dev: &str) -> Result<(), String> {
-    let (netns, dev) = (netns.to_path_buf(), dev.to_string());
-    std::thread::spawn(move || {
-        rtlab_sys::net::enter_netns(&netns).map_err(|e| e.to_string())?;
-        rtlab_sys::net::set_tso(&dev, false).map_err(|e| e.to_string())
-    })
-    .join()
-    .map_err(|_| "the namespace thread panicked".to_string())?
-}
-
 /// Sets `dev` (the host end) up as `napi` says; `peer` is the other end, inside `netns`;
 /// returns the facts for the result's config.
 pub fn apply(
@@ -103,16 +92,18 @@ pub fn apply(
     peer: &str,
     netns: &std::path::Path,
     napi: &Napi,
-) -> Result<serde_json::Value, String> {
-    let err =
-        |what: &str, e: &dyn std::fmt::Display| format!("--napi {}: {what}: {e}", napi.mode.name());
+) -> Result<serde_json::Value, LabError> {
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        LabError::Setup(format!("--napi {}: {what}: {e}", napi.mode.name()))
+    };
     if napi.mode == NapiMode::Backlog {
         return Ok(serde_json::json!({"mode": "backlog"}));
     }
     rtlab_sys::net::set_gro(dev, true).map_err(|e| err("GRO on", &e))?;
     // A veth hands TSO-sized TCP skbs from its peer to the backlog, not to NAPI: the peer
     // end segments them itself.
-    tso_off_in(netns, peer).map_err(|e| err(&format!("TSO off on {peer}"), &e))?;
+    super::topology::in_netns(netns, || Ok(rtlab_sys::net::set_tso(peer, false)?))
+        .map_err(|e| err(&format!("TSO off on {peer}"), &e))?;
     let threaded = format!("/sys/class/net/{dev}/threaded");
     if napi.mode == NapiMode::Softirq {
         return Ok(serde_json::json!({"mode": "softirq", "gro": true, "peer_tso": false}));

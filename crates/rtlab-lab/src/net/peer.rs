@@ -6,6 +6,7 @@ use super::protocol::Welcome;
 pub use super::protocol::{Hello, Role};
 use super::stream;
 use super::wire::{self, Header, Kind, HEADER_LEN};
+use crate::LabError;
 use rtlab_sys::sched::Policy;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -88,7 +89,7 @@ impl Hello {
     /// Brings what the client asked for within what the peer's owner allows: its priority
     /// (SCHED_OTHER unless the owner gave `--max-prio`), busy polling, SO_PRIORITY, buffer
     /// sizes, a reverse stream's size and period.
-    pub fn within(mut self, limits: &PeerLimits) -> Result<Hello, String> {
+    pub fn within(mut self, limits: &PeerLimits) -> Result<Hello, LabError> {
         let (policy, prio) = limits.sched(self.policy, self.prio);
         (self.policy, self.prio) = (policy, prio);
         let o = &mut self.options;
@@ -103,10 +104,10 @@ impl Hello {
         o.rcvbuf = o.rcvbuf.map(|b| b.min(limits.max_buffer));
         if let Some(plan) = &mut self.plan {
             if plan.size > limits.max_buffer {
-                return Err(format!(
+                return Err(LabError::Net(format!(
                     "a reverse stream of {} bytes is over this peer's limit ({} bytes, --max-buffer)",
                     plan.size, limits.max_buffer
-                ));
+                )));
             }
             let min_period = if limits.max_prio.is_some() {
                 100_000
@@ -114,10 +115,10 @@ impl Hello {
                 1_000_000
             };
             if plan.period_ns < min_period {
-                return Err(format!(
+                return Err(LabError::Net(format!(
                     "a reverse stream every {} ns is faster than this peer allows ({min_period} ns)",
                     plan.period_ns
-                ));
+                )));
             }
             (plan.policy, plan.prio) = limits.sched(plan.policy, plan.prio);
         }
@@ -172,8 +173,8 @@ impl PeerLimits {
 }
 
 /// A new secret for [`PeerLimits::own`].
-pub fn new_token() -> Result<String, String> {
-    rtlab_sys::fs::random_suffix().map_err(|e| format!("no random token: {e}"))
+pub fn new_token() -> Result<String, LabError> {
+    rtlab_sys::fs::random_suffix().map_err(|e| LabError::Net(format!("no random token: {e}")))
 }
 
 /// A running peer: a TCP acceptor and a UDP responder on one port.
@@ -187,14 +188,15 @@ pub struct PeerServer {
 impl PeerServer {
     /// Binds `listen` (port 0: any free port; UDP then takes the same number) and serves in
     /// background threads until [`PeerServer::stop`] or drop.
-    pub fn start(listen: SocketAddr, limits: PeerLimits) -> Result<PeerServer, String> {
-        let tcp =
-            TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-        let addr = tcp.local_addr().map_err(|e| e.to_string())?;
-        let udp = UdpSocket::bind(addr).map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
-        tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+    pub fn start(listen: SocketAddr, limits: PeerLimits) -> Result<PeerServer, LabError> {
+        let tcp = TcpListener::bind(listen)
+            .map_err(|e| LabError::Net(format!("cannot listen on {listen}: {e}")))?;
+        let addr = tcp.local_addr().map_err(LabError::from)?;
+        let udp = UdpSocket::bind(addr)
+            .map_err(|e| LabError::Net(format!("cannot bind UDP {addr}: {e}")))?;
+        tcp.set_nonblocking(true).map_err(LabError::from)?;
         udp.set_read_timeout(Some(Duration::from_millis(50)))
-            .map_err(|e| e.to_string())?;
+            .map_err(LabError::from)?;
         let stop = Arc::new(AtomicBool::new(false));
         let sessions = UdpSessions::default();
         let threads = vec![
@@ -203,14 +205,14 @@ impl PeerServer {
                 std::thread::Builder::new()
                     .name("rtlab-net-accept".into())
                     .spawn(move || accept_loop(tcp, &stop, Arc::new(limits), sessions))
-                    .map_err(|e| e.to_string())?
+                    .map_err(LabError::from)?
             },
             {
                 let stop = stop.clone();
                 std::thread::Builder::new()
                     .name("rtlab-net-udp".into())
                     .spawn(move || udp_loop(udp, &stop, &sessions))
-                    .map_err(|e| e.to_string())?
+                    .map_err(LabError::from)?
             },
         ];
         Ok(PeerServer {
@@ -322,105 +324,115 @@ fn serve_connection(
     mut s: TcpStream,
     limits: &PeerLimits,
     sessions: &UdpSessions,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let h = Header::read_from(&mut s).map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
+    let h = Header::read_from(&mut s).map_err(LabError::from)?;
     if h.kind != Kind::Hello || h.payload > MAX_HELLO {
-        return Err("the first message was not a hello".into());
+        return Err(LabError::Net("the first message was not a hello".into()));
     }
-    let hello = Hello::decode(wire::read_control(&mut s, &h).map_err(|e| e.to_string())?)?;
+    let hello = Hello::decode(wire::read_control(&mut s, &h).map_err(LabError::from)?)?;
     if limits.token.is_some() && hello.token != limits.token {
-        return Err("a hello without this peer's token".into());
+        return Err(LabError::Net("a hello without this peer's token".into()));
     }
     let hello = hello.within(limits)?;
     // A client that goes silent, or stops reading, frees its thread after the idle timeout.
     s.set_read_timeout(Some(limits.idle_timeout))
         .and_then(|()| s.set_write_timeout(Some(limits.idle_timeout)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     hello.options.apply_tcp(&s)?;
     // Best effort: a peer without the privilege still answers, at normal priority.
     let _ = rtlab_sys::sched::set_current_thread_scheduler(hello.policy, hello.prio);
     // The handshake's answer: the client knows it talks to an rtlab peer.
-    wire::write_control(&mut s, Kind::Hello, &Welcome::this()).map_err(|e| e.to_string())?;
+    wire::write_control(&mut s, Kind::Hello, &Welcome::this()).map_err(LabError::from)?;
     match hello.role {
         Role::Stream => acknowledge(s, hello.options.quickack, hello.pad_segments),
         Role::Pingpong => echo(s, hello.options.quickack, limits.max_buffer),
         Role::Bulk => std::io::copy(&mut s, &mut std::io::sink())
             .map(|_| ())
-            .map_err(|e| e.to_string()),
+            .map_err(LabError::from),
         Role::Udp => {
-            let port = hello.udp_port.ok_or("a UDP session without its port")?;
-            let from = canonical(s.peer_addr().map_err(|e| e.to_string())?);
+            let port = hello
+                .udp_port
+                .ok_or_else(|| LabError::Net("a UDP session without its port".into()))?;
+            let from = canonical(s.peer_addr().map_err(LabError::from)?);
             let addr = SocketAddr::new(from.ip(), port);
             sessions.open(addr);
             // Open while the client keeps this connection: it sends nothing more on it.
             let _ = s.set_read_timeout(None);
             let held = std::io::copy(&mut (&s).take(1 << 20), &mut std::io::sink());
             sessions.close(addr);
-            held.map(|_| ()).map_err(|e| e.to_string())
+            held.map(|_| ()).map_err(LabError::from)
         }
         Role::Reverse => {
-            let plan = hello.plan.ok_or("a reverse stream without a plan")?;
+            let plan = hello
+                .plan
+                .ok_or_else(|| LabError::Net("a reverse stream without a plan".into()))?;
             let stats = stream::run_tcp(
-                s.try_clone().map_err(|e| e.to_string())?,
+                s.try_clone().map_err(LabError::from)?,
                 &plan,
                 &stream::Timing::until_stopped(),
                 &hello.options,
                 true,
                 None,
             )?;
-            wire::write_control(&mut s, Kind::Report, &stats.to_report()).map_err(|e| e.to_string())
+            wire::write_control(&mut s, Kind::Report, &stats.to_report()).map_err(LabError::from)
         }
     }
 }
 
 /// Acknowledges every `Data` message once its payload is in, then drops its padding.
-fn acknowledge(mut s: TcpStream, quickack: bool, pad_segments: u32) -> Result<(), String> {
-    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+fn acknowledge(mut s: TcpStream, quickack: bool, pad_segments: u32) -> Result<(), LabError> {
+    let mut w = s.try_clone().map_err(LabError::from)?;
     let mut ack_buf = vec![0u8; stream::ack_length(&s, pad_segments)];
     loop {
         let h = match Header::read_from(&mut s) {
             Ok(h) => h,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         if h.kind != Kind::Data {
-            return Err(format!("unexpected {:?} on a stream connection", h.kind));
+            return Err(LabError::Net(format!(
+                "unexpected {:?} on a stream connection",
+                h.kind
+            )));
         }
-        wire::skip(&mut s, h.payload as u64).map_err(|e| e.to_string())?;
-        stream::write_ack(&mut w, &h, &mut ack_buf).map_err(|e| e.to_string())?;
+        wire::skip(&mut s, h.payload as u64).map_err(LabError::from)?;
+        stream::write_ack(&mut w, &h, &mut ack_buf).map_err(LabError::from)?;
         if quickack {
             let _ = rtlab_sys::net::set_quickack(&s, true);
         }
-        wire::skip(&mut s, h.pad as u64).map_err(|e| e.to_string())?;
+        wire::skip(&mut s, h.pad as u64).map_err(LabError::from)?;
     }
 }
 
 /// Sends every `Echo` message straight back, whole.
-fn echo(mut s: TcpStream, quickack: bool, max_payload: usize) -> Result<(), String> {
+fn echo(mut s: TcpStream, quickack: bool, max_payload: usize) -> Result<(), LabError> {
     let mut buf = vec![0u8; HEADER_LEN];
     loop {
         buf.resize(HEADER_LEN, 0);
         match s.read_exact(&mut buf[..HEADER_LEN]) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         let h = Header::decode(&buf)?;
         if h.kind != Kind::Echo || h.pad != 0 {
-            return Err(format!("unexpected {:?} on a ping-pong connection", h.kind));
+            return Err(LabError::Net(format!(
+                "unexpected {:?} on a ping-pong connection",
+                h.kind
+            )));
         }
         if h.payload as usize > max_payload {
-            return Err(format!(
+            return Err(LabError::Net(format!(
                 "an echo of {} bytes is over this peer's limit",
                 h.payload
-            ));
+            )));
         }
         buf.resize(HEADER_LEN + h.payload as usize, 0);
         s.read_exact(&mut buf[HEADER_LEN..])
-            .map_err(|e| e.to_string())?;
-        s.write_all(&buf).map_err(|e| e.to_string())?;
+            .map_err(LabError::from)?;
+        s.write_all(&buf).map_err(LabError::from)?;
         if quickack {
             let _ = rtlab_sys::net::set_quickack(&s, true);
         }

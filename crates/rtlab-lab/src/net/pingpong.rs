@@ -83,7 +83,7 @@ impl Experiment for PingPong {
             cfg.prio,
             "so every round trip waits behind time-sharing threads",
         );
-        let running = topology::bring_up(&cfg.topology).map_err(LabError::Setup)?;
+        let running = topology::bring_up(&cfg.topology)?;
         let duration = common.duration.get();
         let warmup = (duration / 10).min(500_000_000);
         let measured: Vec<usize> = if cfg.cpus.is_empty() {
@@ -107,7 +107,7 @@ impl Experiment for PingPong {
         let peer = running.peer.clone();
         let (hist, lost) = std::thread::scope(|scope| {
             let report = reporter.as_ref().map(|r| (r, 0u16));
-            let h = scope.spawn(move || -> Result<(LatencyHistogram, u64), String> {
+            let h = scope.spawn(move || -> Result<(LatencyHistogram, u64), LabError> {
                 if !cfg.cpus.is_empty() {
                     let _ = rtlab_sys::affinity::set_current_thread_affinity(
                         &rtlab_sys::affinity::CpuList::from(cfg.cpus.clone()),
@@ -145,15 +145,9 @@ impl Experiment for PingPong {
                 std::thread::sleep(Duration::from_millis(100));
             }
             h.join()
-                .unwrap_or_else(|_| Err("ping-pong thread panicked".into()))
+                .unwrap_or_else(|_| Err(LabError::Panicked("ping-pong thread".into())))
         })
-        .map_err(|e| {
-            if e.starts_with("cannot connect") || e.starts_with("no answer") {
-                LabError::Setup(e)
-            } else {
-                LabError::Thread(e)
-            }
-        })?;
+        .map_err(LabError::of_measuring_thread)?;
         if let Some(session) = session {
             session.finish(&measured, observer, &mut outcome);
         }
@@ -192,7 +186,7 @@ pub fn pingpong_tcp(
     (end_ns, warmup_until_ns): (u64, u64),
     quickack: bool,
     report: crate::explain::Report<'_>,
-) -> Result<(LatencyHistogram, u64), String> {
+) -> Result<(LatencyHistogram, u64), LabError> {
     let tid = rtlab_sys::futex::current_tid() as i64;
     let total = size.max(HEADER_LEN);
     let mut out = vec![0x5au8; total];
@@ -206,12 +200,15 @@ pub fn pingpong_tcp(
         let t0 = monotonic_now_ns();
         h.sched_ns = t0;
         h.encode(&mut out);
-        s.write_all(&out).map_err(|e| format!("send: {e}"))?;
+        s.write_all(&out)
+            .map_err(|e| LabError::Net(format!("send: {e}")))?;
         s.read_exact(&mut back)
-            .map_err(|e| format!("receive: {e}"))?;
+            .map_err(|e| LabError::Net(format!("receive: {e}")))?;
         let now = monotonic_now_ns();
         if Header::decode(&back)?.seq != seq {
-            return Err("the echo carried another sequence number".into());
+            return Err(LabError::Net(
+                "the echo carried another sequence number".into(),
+            ));
         }
         if quickack {
             let _ = rtlab_sys::net::set_quickack(&s, true);
@@ -231,14 +228,16 @@ pub fn pingpong_udp(
     size: usize,
     (end_ns, warmup_until_ns): (u64, u64),
     report: crate::explain::Report<'_>,
-) -> Result<(LatencyHistogram, u64), String> {
+) -> Result<(LatencyHistogram, u64), LabError> {
     let tid = rtlab_sys::futex::current_tid() as i64;
     let total = size.max(HEADER_LEN);
     if total > 65_000 {
-        return Err(format!("{total}-byte messages do not fit one UDP datagram"));
+        return Err(LabError::Net(format!(
+            "{total}-byte messages do not fit one UDP datagram"
+        )));
     }
     s.set_read_timeout(Some(Duration::from_millis(200)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     let mut out = vec![0x5au8; total];
     let mut back = vec![0u8; total + 64];
     let mut hist = LatencyHistogram::new();
@@ -249,7 +248,8 @@ pub fn pingpong_udp(
         h.seq = seq;
         let t0 = monotonic_now_ns();
         h.encode(&mut out);
-        s.send(&out).map_err(|e| format!("send: {e}"))?;
+        s.send(&out)
+            .map_err(|e| LabError::Net(format!("send: {e}")))?;
         loop {
             match s.recv(&mut back) {
                 Ok(n) => {
@@ -278,7 +278,7 @@ pub fn pingpong_udp(
                     lost += 1;
                     break;
                 }
-                Err(e) => return Err(format!("receive: {e}")),
+                Err(e) => return Err(LabError::Net(format!("receive: {e}"))),
             }
         }
         seq += 1;

@@ -1,18 +1,16 @@
 //! What the two ends of `rtlab net` say to each other, typed: the JSON payloads of the
 //! control messages (a client's [`Hello`], the peer's [`Welcome`], a reverse stream's
-//! [`Stop`] and [`StreamReport`]) and the set-up of rtlab's own peer in a network namespace
-//! ([`NetnsPeerRequest`] in, one [`Handshake`] line out). The framing (headers, data
-//! messages) is in [`super::wire`].
+//! [`Stop`] and [`StreamReport`]). The framing (headers, data messages) is in
+//! [`super::wire`].
 //!
 //! Everything read from the other end is the other end's word: decoding checks it
 //! ([`Hello::decode`], [`Plan::checked`], [`SocketOptions::bounded`]), and what a peer
 //! grants is brought within its owner's limits afterwards (`Hello::within`).
 
-pub use super::topology::NamespaceSpec;
 use super::wire::{self, HEADER_LEN};
+use crate::LabError;
 use rtlab_sys::sched::Policy;
 use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
 
 /// A scheduling policy by name (`other`, `fifo`, `rr`, ...); a name this build does not
 /// know reads as SCHED_OTHER, the safe choice for a peer.
@@ -117,12 +115,12 @@ pub struct Plan {
 impl Plan {
     /// A client's plan, refused when its size or period is out of range, its padding and
     /// priority bounded, so a hostile client cannot make the peer misbehave.
-    pub fn checked(self) -> Result<Plan, String> {
+    pub fn checked(self) -> Result<Plan, LabError> {
         if !(HEADER_LEN..=wire::MAX_BODY).contains(&self.size) || self.period_ns < 10_000 {
-            return Err(format!(
+            return Err(LabError::Net(format!(
                 "plan out of range: {} bytes every {} ns",
                 self.size, self.period_ns
-            ));
+            )));
         }
         Ok(Plan {
             pad_segments: self.pad_segments.min(64),
@@ -182,8 +180,9 @@ pub struct Hello {
 impl Hello {
     /// A hello as read from a client: checked and bounded (its priority, padding, plan and
     /// options), an unknown role or a malformed field refused.
-    pub fn decode(value: serde_json::Value) -> Result<Hello, String> {
-        let h: Hello = serde_json::from_value(value).map_err(|e| format!("a bad hello: {e}"))?;
+    pub fn decode(value: serde_json::Value) -> Result<Hello, LabError> {
+        let h: Hello = serde_json::from_value(value)
+            .map_err(|e| LabError::Net(format!("a bad hello: {e}")))?;
         Ok(Hello {
             options: h.options.bounded(),
             prio: h.prio.min(99),
@@ -230,34 +229,6 @@ pub struct StreamReport {
     /// The counters.
     #[serde(default)]
     pub counters: Counters,
-}
-
-/// How rtlab's own peer in a network namespace is to be set up (written to the hidden
-/// `rtlab net serve-netns` on its standard input).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NetnsPeerRequest {
-    /// The namespace and its veth pair.
-    pub spec: NamespaceSpec,
-    /// The port the peer listens on, at `spec.peer_ip`.
-    pub port: u16,
-    /// The secret the run's hellos carry.
-    pub token: String,
-}
-
-/// The namespace peer's one line on its standard output once set up.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Handshake {
-    /// Listening there.
-    Listening {
-        /// Where.
-        addr: SocketAddr,
-    },
-    /// Could not set up.
-    Failed {
-        /// Why.
-        error: String,
-    },
 }
 
 #[cfg(test)]
@@ -325,23 +296,5 @@ mod tests {
         ] {
             assert!(Hello::decode(bad.clone()).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn the_netns_handshake_is_one_json_line() {
-        let ok = Handshake::Listening {
-            addr: "10.213.0.2:7471".parse().unwrap(),
-        };
-        let line = serde_json::to_string(&ok).unwrap();
-        assert_eq!(line, r#"{"listening":{"addr":"10.213.0.2:7471"}}"#);
-        assert_eq!(serde_json::from_str::<Handshake>(&line).unwrap(), ok);
-        let failed: Handshake = serde_json::from_str(r#"{"failed":{"error":"no veth"}}"#).unwrap();
-        assert_eq!(
-            failed,
-            Handshake::Failed {
-                error: "no veth".into()
-            }
-        );
-        assert!(serde_json::from_str::<Handshake>("listening on 10.0.0.1:1").is_err());
     }
 }

@@ -123,7 +123,7 @@ pub(super) fn unique_labels(specs: &[StreamSpec]) -> Vec<String> {
 fn background(
     peer: &topology::PeerAddr,
     stop: &std::sync::atomic::AtomicBool,
-) -> Result<u64, String> {
+) -> Result<u64, LabError> {
     use std::io::Write;
     let hello = Hello {
         role: Role::Bulk,
@@ -140,7 +140,7 @@ fn background(
     let mut bytes = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) && !rtlab_sys::signal::interrupted() {
         s.write_all(&chunk)
-            .map_err(|e| format!("background traffic: {e}"))?;
+            .map_err(|e| LabError::Net(format!("background traffic: {e}")))?;
         bytes += chunk.len() as u64;
     }
     Ok(bytes)
@@ -157,9 +157,9 @@ struct Connections {
 /// What the stream threads measured (in the order of the configuration), and the background
 /// traffic's end.
 struct Measured {
-    forward: Vec<Result<StreamStats, String>>,
-    reverse: Vec<Result<StreamStats, String>>,
-    background: Option<Result<u64, String>>,
+    forward: Vec<Result<StreamStats, LabError>>,
+    reverse: Vec<Result<StreamStats, LabError>>,
+    background: Option<Result<u64, LabError>>,
 }
 
 impl NetRun {
@@ -207,15 +207,13 @@ impl NetRun {
             let conn = match cfg.proto {
                 Proto::Tcp => connect(peer, &hello(Role::Stream, None)).map(Conn::Tcp),
                 Proto::Udp => connect_udp(peer, &cfg.options).map(|(s, c)| Conn::Udp(s, c)),
-            }
-            .map_err(LabError::Setup)?;
+            }?;
             forward.push((self.plan(i, spec, warmup, sched), conn));
         }
         let mut reverse = Vec::new();
         for (i, spec) in cfg.reverse.iter().enumerate() {
             let p = self.plan(1000 + i, spec, warmup, sched);
-            let s =
-                connect(peer, &hello(Role::Reverse, Some(p.clone()))).map_err(LabError::Setup)?;
+            let s = connect(peer, &hello(Role::Reverse, Some(p.clone())))?;
             reverse.push((p, s));
         }
         Ok(Connections { forward, reverse })
@@ -287,14 +285,17 @@ impl NetRun {
                 std::thread::sleep(Duration::from_millis(100));
             }
             stop_background.store(true, Ordering::Relaxed);
-            let join = |h: std::thread::ScopedJoinHandle<'_, Result<StreamStats, String>>| {
+            let join = |h: std::thread::ScopedJoinHandle<'_, Result<StreamStats, LabError>>| {
                 h.join()
-                    .unwrap_or_else(|_| Err("stream thread panicked".into()))
+                    .unwrap_or_else(|_| Err(LabError::Net("stream thread panicked".into())))
             };
             Measured {
                 forward: fwd.into_iter().map(join).collect(),
                 reverse: rev.into_iter().map(join).collect(),
-                background: bg.map(|h| h.join().unwrap_or_else(|_| Err("panicked".into()))),
+                background: bg.map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(LabError::Net("panicked".into())))
+                }),
             }
         })
     }
@@ -327,7 +328,7 @@ impl NetRun {
                     .map(|((l, s), r)| (format!("reverse/{l}"), s, r)),
             );
         for (label, spec, result) in results {
-            let stats = result.map_err(LabError::Thread)?;
+            let stats = result.map_err(|e| LabError::Measuring(Box::new(e)))?;
             trimmed += stats.warmup_trimmed;
             all.merge(&stats.rtt);
             let with = |s: Series| {
@@ -404,7 +405,7 @@ impl Experiment for NetRun {
             cfg.prio,
             "so every message waits behind time-sharing threads",
         );
-        let running = topology::bring_up(&cfg.topology).map_err(LabError::Setup)?;
+        let running = topology::bring_up(&cfg.topology)?;
         let duration = common.duration.get();
         let warmup = cfg
             .warmup

@@ -9,6 +9,7 @@
 use super::protocol::{Counters, Stop, StreamReport};
 pub use super::protocol::{Plan, SocketOptions};
 use super::wire::{self, Header, Kind, HEADER_LEN};
+use crate::LabError;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::sched::set_current_thread_scheduler;
 use rtlab_sys::time::{monotonic_now_ns, sleep_until_monotonic_ns};
@@ -18,43 +19,41 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 impl SocketOptions {
-    fn apply_common(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+    fn apply_common(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), LabError> {
         use rtlab_sys::net;
-        let e = |e: rtlab_sys::SysError| e.to_string();
         if self.busy_poll_us > 0 {
-            net::set_busy_poll_us(fd, self.busy_poll_us).map_err(e)?;
+            net::set_busy_poll_us(fd, self.busy_poll_us)?;
         }
         if let Some(p) = self.priority {
-            net::set_priority(fd, p).map_err(e)?;
+            net::set_priority(fd, p)?;
         }
         if let Some(t) = self.tos {
-            net::set_tos(fd, t).map_err(e)?;
+            net::set_tos(fd, t)?;
         }
         if let Some(b) = self.sndbuf {
-            net::set_sndbuf(fd, b).map_err(e)?;
+            net::set_sndbuf(fd, b)?;
         }
         if let Some(b) = self.rcvbuf {
-            net::set_rcvbuf(fd, b).map_err(e)?;
+            net::set_rcvbuf(fd, b)?;
         }
         Ok(())
     }
 
     /// Applies the options to a TCP socket.
-    pub fn apply_tcp(&self, s: &TcpStream) -> Result<(), String> {
+    pub fn apply_tcp(&self, s: &TcpStream) -> Result<(), LabError> {
         use std::os::fd::AsFd;
-        let e = |e: rtlab_sys::SysError| e.to_string();
-        rtlab_sys::net::set_nodelay(s, self.nodelay).map_err(e)?;
+        rtlab_sys::net::set_nodelay(s, self.nodelay)?;
         if self.quickack {
-            rtlab_sys::net::set_quickack(s, true).map_err(e)?;
+            rtlab_sys::net::set_quickack(s, true)?;
         }
         if self.thin {
-            rtlab_sys::net::set_thin_linear_timeouts(s, true).map_err(e)?;
+            rtlab_sys::net::set_thin_linear_timeouts(s, true)?;
         }
         self.apply_common(s.as_fd())
     }
 
     /// Applies the options that exist for UDP.
-    pub fn apply_udp(&self, s: &UdpSocket) -> Result<(), String> {
+    pub fn apply_udp(&self, s: &UdpSocket) -> Result<(), LabError> {
         use std::os::fd::AsFd;
         self.apply_common(s.as_fd())
     }
@@ -132,10 +131,10 @@ impl StreamStats {
     }
 
     /// From a peer's report.
-    pub fn from_report(r: StreamReport) -> Result<StreamStats, String> {
+    pub fn from_report(r: StreamReport) -> Result<StreamStats, LabError> {
         let hist = |data: &str| match data {
             "" => Ok(LatencyHistogram::new()),
-            data => LatencyHistogram::decode_base64(data).map_err(|e| e.to_string()),
+            data => LatencyHistogram::decode_base64(data).map_err(LabError::from),
         };
         let c = r.counters;
         Ok(StreamStats {
@@ -300,7 +299,7 @@ fn send_loop(
     progress: &Progress,
     report: Option<&(rtlab_trace::Reporter, u16)>,
     mut send: impl FnMut(&[u8]) -> std::io::Result<()>,
-) -> Result<(u64, LatencyHistogram), String> {
+) -> Result<(u64, LatencyHistogram), LabError> {
     let tid = rtlab_sys::futex::current_tid() as i64;
     let start = if timing.start_ns == 0 {
         monotonic_now_ns()
@@ -331,7 +330,7 @@ fn send_loop(
             sent_ns: now,
         };
         h.encode(buf);
-        send(buf).map_err(|e| format!("send: {e}"))?;
+        send(buf).map_err(|e| LabError::Net(format!("send: {e}")))?;
         if due >= start + plan.warmup_ns {
             lateness.record(Nanos(now - due));
         }
@@ -350,7 +349,7 @@ pub fn run_tcp(
     options: &SocketOptions,
     control_stop: bool,
     report: Option<(rtlab_trace::Reporter, u16)>,
-) -> Result<StreamStats, String> {
+) -> Result<StreamStats, LabError> {
     let mss = rtlab_sys::net::max_segment(&s).unwrap_or(1448);
     let total = plan.size.max(HEADER_LEN);
     let pad = if plan.pad_segments > 0 {
@@ -359,15 +358,15 @@ pub fn run_tcp(
         0
     };
     let mut buf = vec![0xa5u8; total + pad];
-    let mut reader = s.try_clone().map_err(|e| e.to_string())?;
+    let mut reader = s.try_clone().map_err(LabError::from)?;
     reader
         .set_read_timeout(Some(Duration::from_millis(50)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     let stop = AtomicBool::new(false);
     let progress = Progress::new();
     let quickack = options.quickack;
     let (sent, lateness, book) = std::thread::scope(|scope| {
-        let acks = scope.spawn(|| -> Result<AckBook<'_>, String> {
+        let acks = scope.spawn(|| -> Result<AckBook<'_>, LabError> {
             let mut book = AckBook::when_started(plan, &progress);
             let mut hbuf = [0u8; HEADER_LEN];
             let mut scratch = Vec::new();
@@ -389,7 +388,7 @@ pub fn run_tcp(
                         stop.store(true, Ordering::Relaxed);
                         return Ok(book);
                     }
-                    Err(e) => return Err(format!("reading acknowledgements: {e}")),
+                    Err(e) => return Err(LabError::Net(format!("reading acknowledgements: {e}"))),
                 }
                 let now = monotonic_now_ns();
                 let h = Header::decode(&hbuf)?;
@@ -397,20 +396,25 @@ pub fn run_tcp(
                     Kind::Ack => {
                         book.ack(&h, now);
                         if h.pad > wire::MAX_CONTROL {
-                            return Err(format!("an ack padded to {} bytes", h.pad));
+                            return Err(LabError::Net(format!("an ack padded to {} bytes", h.pad)));
                         }
                         if h.pad > 0 {
                             scratch.resize(h.pad as usize, 0);
-                            read_polling(&mut reader, &mut scratch, &|| false)
-                                .map_err(|e| format!("reading an ack's padding: {e}"))?;
+                            read_polling(&mut reader, &mut scratch, &|| false).map_err(|e| {
+                                LabError::Net(format!("reading an ack's padding: {e}"))
+                            })?;
                         }
                     }
                     Kind::Report if control_stop => {
                         wire::skip(&mut reader, h.payload as u64 + h.pad as u64)
-                            .map_err(|e| e.to_string())?;
+                            .map_err(LabError::from)?;
                         stop.store(true, Ordering::Relaxed);
                     }
-                    other => return Err(format!("unexpected {other:?} instead of an ack")),
+                    other => {
+                        return Err(LabError::Net(format!(
+                            "unexpected {other:?} instead of an ack"
+                        )))
+                    }
                 }
                 if quickack {
                     let _ = rtlab_sys::net::set_quickack(&reader, true);
@@ -440,7 +444,9 @@ pub fn run_tcp(
         if sent.is_err() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        let book = acks.join().map_err(|_| "ack reader panicked".to_string());
+        let book = acks
+            .join()
+            .map_err(|_| LabError::Panicked("ack reader".into()));
         sent.map(|(n, l)| (n, l, book))
     })?;
     let mut stats = book??.finish(sent, lateness);
@@ -457,18 +463,18 @@ pub fn run_udp(
     plan: &Plan,
     timing: &Timing,
     report: Option<(rtlab_trace::Reporter, u16)>,
-) -> Result<StreamStats, String> {
+) -> Result<StreamStats, LabError> {
     let total = plan.size.max(HEADER_LEN);
     if total > 65_000 {
-        return Err(format!(
+        return Err(LabError::Net(format!(
             "{total}-byte messages do not fit one UDP datagram (max 65000)"
-        ));
+        )));
     }
     let mut buf = vec![0xa5u8; total];
-    let reader = s.try_clone().map_err(|e| e.to_string())?;
+    let reader = s.try_clone().map_err(LabError::from)?;
     reader
         .set_read_timeout(Some(Duration::from_millis(50)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     let stop = AtomicBool::new(false);
     let progress = Progress::new();
     let (sent, lateness, book) = std::thread::scope(|scope| {
@@ -510,7 +516,9 @@ pub fn run_udp(
             .done_at
             .store(monotonic_now_ns(), Ordering::Release);
         progress.final_count.store(count, Ordering::Release);
-        let book = acks.join().map_err(|_| "ack reader panicked".to_string());
+        let book = acks
+            .join()
+            .map_err(|_| LabError::Panicked("ack reader".into()));
         sent.map(|(n, l)| (n, l, book))
     })?;
     Ok(book?.finish(sent, lateness))
@@ -523,11 +531,11 @@ pub fn receive_reverse(
     end_ns: u64,
     quickack: bool,
     plan: &Plan,
-) -> Result<StreamStats, String> {
+) -> Result<StreamStats, LabError> {
     sched(plan);
-    let writer = std::sync::Mutex::new(s.try_clone().map_err(|e| e.to_string())?);
+    let writer = std::sync::Mutex::new(s.try_clone().map_err(LabError::from)?);
     s.set_read_timeout(Some(Duration::from_millis(50)))
-        .map_err(|e| e.to_string())?;
+        .map_err(LabError::from)?;
     let mut hbuf = [0u8; HEADER_LEN];
     let mut body = Vec::new();
     let mut ack_buf = vec![0u8; ack_length(&s, plan.pad_segments)];
@@ -544,40 +552,49 @@ pub fn receive_reverse(
         match read_polling(&mut s, &mut hbuf, &give_up) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err("the peer sent no report after the stop".into())
+                return Err(LabError::Net(
+                    "the peer sent no report after the stop".into(),
+                ))
             }
-            Err(e) => return Err(format!("reverse stream: {e}")),
+            Err(e) => return Err(LabError::Net(format!("reverse stream: {e}"))),
         }
         let h = Header::decode(&hbuf)?;
         match h.kind {
             Kind::Data => {
                 body.resize(h.payload as usize, 0);
-                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
+                read_polling(&mut s, &mut body, &|| false).map_err(LabError::from)?;
                 write_ack(&mut *writer.lock().expect("writer"), &h, &mut ack_buf)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(LabError::from)?;
                 if quickack {
                     let _ = rtlab_sys::net::set_quickack(&s, true);
                 }
                 body.resize(h.pad as usize, 0);
-                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
+                read_polling(&mut s, &mut body, &|| false).map_err(LabError::from)?;
             }
             Kind::Report => {
                 // The peer's word: its size is checked before anything is allocated for it.
                 if h.payload > wire::MAX_CONTROL {
-                    return Err(format!("a report of {} bytes from the peer", h.payload));
+                    return Err(LabError::Net(format!(
+                        "a report of {} bytes from the peer",
+                        h.payload
+                    )));
                 }
                 body.resize(h.payload as usize, 0);
-                read_polling(&mut s, &mut body, &|| false).map_err(|e| e.to_string())?;
-                let report: StreamReport =
-                    serde_json::from_slice(&body).map_err(|e| format!("the peer's report: {e}"))?;
+                read_polling(&mut s, &mut body, &|| false).map_err(LabError::from)?;
+                let report: StreamReport = serde_json::from_slice(&body)
+                    .map_err(|e| LabError::Net(format!("the peer's report: {e}")))?;
                 return StreamStats::from_report(report);
             }
-            other => return Err(format!("unexpected {other:?} on a reverse stream")),
+            other => {
+                return Err(LabError::Net(format!(
+                    "unexpected {other:?} on a reverse stream"
+                )))
+            }
         }
         let now = monotonic_now_ns();
         if !stop_sent && (now >= end_ns || rtlab_sys::signal::interrupted()) {
             wire::write_control(&mut *writer.lock().expect("writer"), Kind::Report, &Stop {})
-                .map_err(|e| e.to_string())?;
+                .map_err(LabError::from)?;
             stop_sent = true;
             report_deadline.set(now + drain_ns(plan) + 5_000_000_000);
         }

@@ -3,22 +3,31 @@
 //!
 //! The namespace is `rtlab-<pid>`, the veth ends `rtl<pid>a` (here) and `rtl<pid>b` (there),
 //! addresses a /30 of 10.213.0.0/16 derived from the pid, with permanent neighbour entries
-//! on both sides (the seed's static ARP). The peer is this binary (the hidden `rtlab net
-//! serve-netns`, running [`serve_in_netns`] with the [`NetnsPeerRequest`] it reads on its
-//! standard input and answering one [`Handshake`] line), started with a parent-death signal
-//! **before** anything is created: it creates the namespace and the veth pair itself, enters
-//! the namespace, listens, and deletes the namespace (with the veth pair and any nftables
-//! rules in it) when it stops.
-//! If this process is killed, even by SIGKILL and even during the setup, the peer gets SIGTERM
-//! and cleans up; this process deletes the namespace too when it ends normally. A namespace
+//! on both sides (the seed's static ARP).
+//!
+//! The peer in the namespace is a [`PeerServer`] in this process, started from a thread of its
+//! own that first enters the namespace: `setns(CLONE_NEWNET)` moves the calling thread only,
+//! its sockets belong to the namespace it is in when it makes them, and the threads it
+//! spawns (the acceptor, the UDP responder and, from the acceptor, one per connection) start
+//! in its namespace. Nothing else of this process moves, and no second program is involved
+//! (no fork that runs Rust code after it, no private subcommand of the binary). The
+//! namespace's own `net.*` settings are written from that thread too, and `nft` for the loss
+//! rules is started from such a thread (a child starts in its creator's namespace).
+//!
+//! Removal: the namespace is made by [`rtlab_sys::netns::NamedNetns`], whose janitor process
+//! is forked **before** the name exists and removes it when this process ends, however it
+//! ends (Ctrl-C, an error, even SIGKILL in the middle of the set-up). The veth pair is made
+//! with its peer end already inside the namespace, in one command, so the pair goes with the
+//! namespace whenever the set-up stops; the loss rules live in the namespace too. A namespace
 //! left by anything else is deleted at the next start when its pid is gone.
 
 use super::peer::{PeerLimits, PeerServer};
-pub use super::protocol::{Handshake, NetnsPeerRequest};
-use std::io::{BufRead, Write};
+use crate::LabError;
+use rtlab_sys::netns::NamedNetns;
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// Port the peer listens on inside a namespace (and `rtlab net serve`'s default).
 pub const DEFAULT_PORT: u16 = 7471;
@@ -75,7 +84,7 @@ pub struct Running {
 }
 
 /// Brings the topology up.
-pub fn bring_up(topology: &Topology) -> Result<Running, String> {
+pub fn bring_up(topology: &Topology) -> Result<Running, LabError> {
     match topology {
         Topology::Loopback => {
             let token = super::peer::new_token()?;
@@ -110,12 +119,9 @@ pub fn bring_up(topology: &Topology) -> Result<Running, String> {
         } => {
             let ns = Netns::create(*mtu, *loss_pct, sysctls)?;
             let napi_facts = match napi {
-                Some(n) => super::napi::apply(
-                    &host_end(&ns.name),
-                    &peer_end(&ns.name),
-                    &std::path::Path::new("/run/netns").join(&ns.name),
-                    n,
-                )?,
+                Some(n) => {
+                    super::napi::apply(&host_end(&ns.name), &peer_end(&ns.name), ns.held.path(), n)?
+                }
                 None => serde_json::json!({"mode": "backlog"}),
             };
             Ok(Running {
@@ -148,18 +154,17 @@ pub fn peer_end(ns: &str) -> String {
 }
 
 /// Runs `ip ARGS`; the error carries its stderr.
-fn ip(args: &[&str]) -> Result<(), String> {
+fn ip(args: &[&str]) -> Result<(), LabError> {
     let out = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run ip (iproute2): {e}"))?;
+        .map_err(|e| LabError::io("cannot run ip (iproute2)", e))?;
     if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(LabError::Tool {
+            command: format!("ip {}", args.join(" ")),
+            said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -183,33 +188,25 @@ pub fn reclaim_stale_namespaces() {
     }
 }
 
-/// A namespace with a veth pair and the peer process in it; removed on drop.
+/// A namespace with a veth pair and the peer in it; the peer stopped and the namespace
+/// removed on drop.
 #[derive(Debug)]
 struct Netns {
     name: String,
     host_ip: Ipv4Addr,
     peer_ip: Ipv4Addr,
     token: String,
-    child: Option<Child>,
+    peer: Option<PeerServer>,
+    /// Dropped after the peer: removes the namespace (the veth pair and the loss rules go
+    /// with it).
+    held: NamedNetns,
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SIGTERM lets the peer stop cleanly (it also deletes the namespace).
-            let _ = rtlab_sys::process::terminate(child.id());
-            let deadline = std::time::Instant::now() + Duration::from_secs(2);
-            while std::time::Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(peer) = self.peer.take() {
+            peer.stop();
         }
-        // Deleting the namespace destroys its veth end, which destroys ours.
-        let _ = ip(&["netns", "del", &self.name]);
     }
 }
 
@@ -218,111 +215,46 @@ impl Netns {
         mtu: Option<u32>,
         loss_pct: Option<f64>,
         sysctls: &[String],
-    ) -> Result<Netns, String> {
+    ) -> Result<Netns, LabError> {
         if rtlab_sys::process::effective_uid() != 0 {
-            return Err("a network namespace needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into());
+            return Err(LabError::Setup(
+                "a network namespace needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
+            ));
         }
         reclaim_stale_namespaces();
         let pid = std::process::id();
         let idx = pid % 16_384;
         let (third, fourth) = ((idx / 64) as u8, ((idx % 64) * 4) as u8);
-        let host_ip = Ipv4Addr::new(10, 213, third, fourth + 1);
-        let peer_ip = Ipv4Addr::new(10, 213, third, fourth + 2);
         let name = format!("rtlab-{pid}");
         let mut ns = Netns {
-            name: name.clone(),
-            host_ip,
-            peer_ip,
+            host_ip: Ipv4Addr::new(10, 213, third, fourth + 1),
+            peer_ip: Ipv4Addr::new(10, 213, third, fourth + 2),
             token: super::peer::new_token()?,
-            child: None,
+            peer: None,
+            held: NamedNetns::create(&name)?,
+            name,
         };
-        ns.child = Some(start_peer(
-            &NamespaceSpec {
-                name,
-                host_ip,
-                peer_ip,
-                mtu,
-                loss_pct,
-                sysctls: sysctls.to_vec(),
-            },
-            &ns.token,
-        )?);
+        ns.link(mtu)?;
+        if let Some(pct) = loss_pct.filter(|&p| p > 0.0) {
+            add_loss(ns.held.path(), pct)?;
+        }
+        let listen = SocketAddr::from((ns.peer_ip, DEFAULT_PORT));
+        let limits = PeerLimits::own(ns.token.clone());
+        let sysctls = sysctls.to_vec();
+        ns.peer = Some(in_netns(ns.held.path(), move || {
+            apply_netns_sysctls(&sysctls)?;
+            PeerServer::start(listen, limits)
+        })?);
         Ok(ns)
     }
-}
 
-/// What the peer creates (handed to it in its [`NetnsPeerRequest`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct NamespaceSpec {
-    /// Namespace name (`rtlab-<pid of the measuring process>`).
-    pub name: String,
-    /// Address of the veth end in the root namespace.
-    pub host_ip: Ipv4Addr,
-    /// Address of the end inside the namespace (where the peer listens).
-    pub peer_ip: Ipv4Addr,
-    /// MTU of both ends.
-    pub mtu: Option<u32>,
-    /// Random loss, percent.
-    pub loss_pct: Option<f64>,
-    /// `net.*` sysctls to set inside (`KEY=VALUE`).
-    pub sysctls: Vec<String>,
-}
-
-/// Checks a `net.KEY=VALUE` setting; returns the /proc/sys path and the value.
-pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), String> {
-    let (key, value) = setting
-        .split_once('=')
-        .ok_or_else(|| format!("'{setting}': expected net.KEY=VALUE"))?;
-    let valid = key.starts_with("net.")
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
-        && !key.contains("..");
-    if !valid || value.is_empty() {
-        return Err(format!(
-            "'{setting}': only net.* settings, e.g. net.ipv4.tcp_early_retrans=0"
-        ));
-    }
-    Ok((
-        std::path::Path::new("/proc/sys").join(key.replace('.', "/")),
-        value.to_string(),
-    ))
-}
-
-/// Applies `net.*` settings to the network namespace of the calling thread.
-pub fn apply_netns_sysctls(settings: &[String]) -> Result<(), String> {
-    for s in settings {
-        let (path, value) = netns_sysctl(s)?;
-        std::fs::write(&path, &value).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("net setting {s}: no such setting here"),
-            _ => format!("net setting {s}: {e}"),
-        })?;
-    }
-    Ok(())
-}
-
-/// Deletes a namespace on drop (the peer's side of the cleanup).
-#[derive(Debug)]
-pub struct NamespaceGuard {
-    name: String,
-}
-
-impl Drop for NamespaceGuard {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.name]);
-    }
-}
-
-impl NamespaceSpec {
-    /// Creates the namespace, the veth pair (one end moved inside), addresses, MTU,
-    /// permanent neighbour entries and the loss rules; the guard deletes it all. Runs in the
-    /// peer process, in the root namespace.
-    pub fn create(&self) -> Result<NamespaceGuard, String> {
+    /// The veth pair (its peer end made inside the namespace, so the pair never exists
+    /// outside it), addresses, MTU and permanent neighbour entries.
+    fn link(&self, mtu: Option<u32>) -> Result<(), LabError> {
         let name = &self.name;
-        let suffix = name.trim_start_matches("rtlab-");
         let (a, b) = (host_end(name), peer_end(name));
-        let pid: u32 = suffix.parse().unwrap_or(0);
         let mac = |end: u8| {
+            let pid = std::process::id();
             format!(
                 "02:72:{:02x}:{:02x}:{:02x}:{end:02x}",
                 (pid >> 16) & 0xff,
@@ -331,10 +263,7 @@ impl NamespaceSpec {
             )
         };
         let (mac_a, mac_b) = (mac(1), mac(2));
-        ip(&["netns", "add", name])?;
-        // From here on, dropping the guard removes everything made so far.
-        let guard = NamespaceGuard { name: name.clone() };
-        let mtu = self.mtu.unwrap_or(1500).to_string();
+        let mtu = mtu.unwrap_or(1500).to_string();
         let (host_cidr, peer_cidr) = (
             format!("{}/30", self.host_ip),
             format!("{}/30", self.peer_ip),
@@ -342,9 +271,8 @@ impl NamespaceSpec {
         let (host_s, peer_s) = (self.host_ip.to_string(), self.peer_ip.to_string());
         ip(&[
             "link", "add", &a, "address", &mac_a, "type", "veth", "peer", "name", &b, "address",
-            &mac_b,
+            &mac_b, "netns", name,
         ])?;
-        ip(&["link", "set", &b, "netns", name])?;
         ip(&["addr", "add", &host_cidr, "dev", &a])?;
         ip(&["link", "set", &a, "mtu", &mtu, "up"])?;
         ip(&["-n", name, "addr", "add", &peer_cidr, "dev", &b])?;
@@ -373,17 +301,65 @@ impl NamespaceSpec {
             &b,
             "nud",
             "permanent",
-        ])?;
-        if let Some(pct) = self.loss_pct.filter(|&p| p > 0.0) {
-            add_loss(name, pct)?;
-        }
-        Ok(guard)
+        ])
     }
 }
 
+/// Runs `f` on a thread of its own inside the network namespace at `netns` (the namespace of
+/// this process's other threads does not change); what `f` makes there (sockets, threads,
+/// child processes) is in the namespace.
+pub(crate) fn in_netns<T: Send>(
+    netns: &Path,
+    f: impl FnOnce() -> Result<T, LabError> + Send,
+) -> Result<T, LabError> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rtlab_sys::net::enter_netns(netns)?;
+            f()
+        })
+        .join()
+        .map_err(|_| LabError::Panicked("the namespace thread".into()))?
+    })
+}
+
+/// Checks a `net.KEY=VALUE` setting; returns the /proc/sys path and the value.
+pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), String> {
+    let (key, value) = setting
+        .split_once('=')
+        .ok_or_else(|| format!("'{setting}': expected net.KEY=VALUE"))?;
+    let valid = key.starts_with("net.")
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
+        && !key.contains("..");
+    if !valid || value.is_empty() {
+        return Err(format!(
+            "'{setting}': only net.* settings, e.g. net.ipv4.tcp_early_retrans=0"
+        ));
+    }
+    Ok((
+        std::path::Path::new("/proc/sys").join(key.replace('.', "/")),
+        value.to_string(),
+    ))
+}
+
+/// Applies `net.*` settings to the network namespace of the calling thread.
+fn apply_netns_sysctls(settings: &[String]) -> Result<(), LabError> {
+    for s in settings {
+        let (path, value) = netns_sysctl(s).map_err(LabError::Setup)?;
+        std::fs::write(&path, &value).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                LabError::Setup(format!("net setting {s}: no such setting here"))
+            }
+            _ => LabError::io(format!("net setting {s}"), e),
+        })?;
+    }
+    Ok(())
+}
+
 /// Random drop of `pct` % of packets in both directions, by nftables rules inside the
-/// namespace (they vanish with it).
-fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
+/// namespace at `netns` (they vanish with it); `nft` is started from a thread inside it.
+fn add_loss(netns: &Path, pct: f64) -> Result<(), LabError> {
     let per_10k = (pct * 100.0).round() as u32;
     let rules = format!(
         "table inet rtlab_loss {{\n\
@@ -391,133 +367,35 @@ fn add_loss(ns: &str, pct: f64) -> Result<(), String> {
          chain output {{ type filter hook output priority 0; policy accept; numgen random mod 10000 < {per_10k} drop; }}\n\
          }}\n"
     );
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run nft: {e}"))?;
+    let child = in_netns(netns, || {
+        Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => LabError::Setup(
+                    "packet loss needs nftables (Debian: apt-get install nftables)".into(),
+                ),
+                _ => LabError::io("cannot run nft", e),
+            })
+    })?;
+    let mut child = child;
     child
         .stdin
         .take()
         .expect("piped")
         .write_all(rules.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        .map_err(|e| LabError::io("nft", e))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| LabError::io("nft", e))?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("No such file") || err.contains("nft") && err.contains("not found") {
-            return Err("packet loss needs nftables (Debian: apt-get install nftables)".into());
-        }
-        return Err(format!("nft: {}", err.trim()));
+        return Err(LabError::Tool {
+            command: "nft".into(),
+            said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
-}
-
-/// How long the namespace peer may take to set up.
-const PEER_SETUP: Duration = Duration::from_secs(10);
-
-/// Starts the namespace peer (this executable's hidden `net serve-netns`, which runs
-/// [`serve_in_netns`]), hands it `spec` and `token` on its standard input (not argv: any
-/// user can read a process's command line), and waits for its [`Handshake`].
-fn start_peer(spec: &NamespaceSpec, token: &str) -> Result<Child, String> {
-    let ns = &spec.name;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["net", "serve-netns"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    rtlab_sys::process::terminate_with_parent(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start the peer: {e}"))?;
-    let request = NetnsPeerRequest {
-        spec: spec.clone(),
-        port: DEFAULT_PORT,
-        token: token.to_string(),
-    };
-    let mut stdin = child.stdin.take().expect("piped");
-    let sent = serde_json::to_writer(&mut stdin, &request)
-        .map_err(|e| e.to_string())
-        .and_then(|()| stdin.write_all(b"\n").map_err(|e| e.to_string()));
-    drop(stdin);
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let answer = match (sent, rx.recv_timeout(PEER_SETUP)) {
-        (Err(e), _) => Err(format!("cannot hand the peer for {ns} its set-up: {e}")),
-        (Ok(()), Err(_)) => Err(format!(
-            "the peer in {ns} did not start within {} s",
-            PEER_SETUP.as_secs()
-        )),
-        (Ok(()), Ok(line)) if line.trim().is_empty() => {
-            Err(format!("the peer for {ns} exited before listening"))
-        }
-        (Ok(()), Ok(line)) => match serde_json::from_str::<Handshake>(&line) {
-            Ok(Handshake::Listening { .. }) => return Ok(child),
-            Ok(Handshake::Failed { error }) => Err(error),
-            Err(e) => Err(format!("the peer for {ns} answered '{}': {e}", line.trim())),
-        },
-    };
-    let _ = child.kill();
-    let _ = child.wait();
-    answer
-}
-
-/// rtlab's own peer in a network namespace, what the hidden `rtlab net serve-netns` runs:
-/// creates the namespace and its veth pair, enters it, applies its sysctls, listens with
-/// the run's token, and writes one [`Handshake`] line to `out`; then serves until `stop()`
-/// and deletes the namespace (the veth pair and nftables rules go with it), however it
-/// ends.
-pub fn serve_in_netns(
-    request: &NetnsPeerRequest,
-    out: &mut dyn Write,
-    stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
-    let spec = &request.spec;
-    let setup = spec.create().and_then(|guard| {
-        rtlab_sys::net::enter_netns(&std::path::Path::new("/run/netns").join(&spec.name))
-            .map_err(|e| e.to_string())?;
-        apply_netns_sysctls(&spec.sysctls)?;
-        let listen = SocketAddr::from((spec.peer_ip, request.port));
-        let server = PeerServer::start(listen, PeerLimits::own(request.token.clone()))?;
-        Ok((guard, server))
-    });
-    let say = |out: &mut dyn Write, h: &Handshake| {
-        serde_json::to_writer(&mut *out, h)
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush())
-            .map_err(|e| format!("cannot answer the run: {e}"))
-    };
-    match setup {
-        Err(error) => {
-            let _ = say(
-                out,
-                &Handshake::Failed {
-                    error: error.clone(),
-                },
-            );
-            Err(error)
-        }
-        Ok((_guard, server)) => {
-            say(
-                out,
-                &Handshake::Listening {
-                    addr: server.addr(),
-                },
-            )?;
-            while !stop() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            server.stop();
-            Ok(())
-        }
-    }
 }

@@ -15,6 +15,7 @@
 //! An acknowledgement echoes `stream`, `seq`, `sched_ns` and `sent_ns`, so the sender
 //! computes the round trip on its own clock: machines need no synchronised clocks.
 
+use crate::LabError;
 use std::io::{Read, Write};
 
 /// Header length: the smallest message.
@@ -101,16 +102,21 @@ impl Header {
     }
 
     /// Reads a header, refusing anything that is not one (bad magic, kind, lengths).
-    pub fn decode(bytes: &[u8]) -> Result<Header, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Header, LabError> {
         if bytes.len() < HEADER_LEN || bytes[12..16] != MAGIC {
-            return Err("not an rtlab net message (is the peer `rtlab net serve`?)".into());
+            return Err(LabError::Net(
+                "not an rtlab net message (is the peer `rtlab net serve`?)".into(),
+            ));
         }
         let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4"));
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8"));
-        let kind = Kind::from_u8(bytes[0]).ok_or_else(|| format!("unknown kind {}", bytes[0]))?;
+        let kind = Kind::from_u8(bytes[0])
+            .ok_or_else(|| LabError::Net(format!("unknown kind {}", bytes[0])))?;
         let (payload, pad) = (u32_at(4), u32_at(8));
         if payload as usize > MAX_BODY || pad as usize > MAX_BODY {
-            return Err(format!("message lengths {payload}+{pad} over the maximum"));
+            return Err(LabError::Net(format!(
+                "message lengths {payload}+{pad} over the maximum"
+            )));
         }
         Ok(Header {
             kind,

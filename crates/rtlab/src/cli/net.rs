@@ -24,10 +24,6 @@ pub enum NetAction {
     /// The peer: acknowledges, echoes, runs reverse streams (TCP and UDP, one port).
     #[command(after_help = NET_SERVE_HELP)]
     Serve(NetServeArgs),
-    /// rtlab's own peer in a network namespace (what `net run --topology netns` starts: it
-    /// reads its set-up as JSON on standard input and answers one JSON line).
-    #[command(hide = true)]
-    ServeNetns,
 }
 
 /// Where the peer is and how sockets are set up (run and pingpong).

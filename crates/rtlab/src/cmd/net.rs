@@ -1,4 +1,4 @@
-//! `rtlab net run | pingpong | serve` (and the hidden `serve-netns`).
+//! `rtlab net run | pingpong | serve`.
 
 use crate::cli::{NetAction, NetArgs, NetPathArgs, NetPingPongArgs, NetRunArgs, NetServeArgs};
 use crate::output::result_doc;
@@ -13,7 +13,6 @@ pub fn run(args: NetArgs) -> anyhow::Result<Status> {
         NetAction::Run(a) => run_streams(a),
         NetAction::Pingpong(a) => pingpong(a),
         NetAction::Serve(a) => serve(a),
-        NetAction::ServeNetns => serve_netns(),
     }
 }
 
@@ -156,32 +155,6 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
     let mut text = rtlab_report::table::summary(&doc);
     text.push_str(&crate::output::outlier_lines(&doc));
     common.outputs.finish(&mut doc, &text)
-}
-
-/// The hidden `net serve-netns`: the namespace peer of a `--topology netns` run, set up
-/// from the request on standard input (one JSON line, at most 64 KiB).
-fn serve_netns() -> anyhow::Result<Status> {
-    use std::io::{BufRead, Read};
-    // The namespace must be removed however many signals arrive.
-    rtlab_sys::signal::install_persistent_interrupt_handler();
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .take(64 << 10)
-        .read_line(&mut line)?;
-    let request: rtlab_lab::net::topology::NetnsPeerRequest =
-        serde_json::from_str(&line).map_err(|e| {
-            crate::BadInput(format!(
-                "net serve-netns: a bad request on standard input: {e}"
-            ))
-        })?;
-    rtlab_lab::net::topology::serve_in_netns(
-        &request,
-        &mut std::io::stdout(),
-        &rtlab_sys::signal::interrupted,
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Status::Ok)
 }
 
 fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
