@@ -31,12 +31,6 @@ pub enum LabError {
     /// A histogram could not be encoded.
     #[error(transparent)]
     Histogram(#[from] rtlab_stats::HistogramError),
-    /// A lock under test failed.
-    #[error(transparent)]
-    Lock(#[from] rtlab_sync::LockError),
-    /// A shared-memory channel failed.
-    #[error(transparent)]
-    Ipc(#[from] rtlab_ipc::IpcError),
     /// An I/O operation failed (a socket, a file, starting a program).
     #[error("{what}: {source}")]
     Io {
@@ -63,15 +57,6 @@ pub enum LabError {
     /// A network step failed (the peer broke the protocol, a socket refused an option).
     #[error("{0}")]
     Net(String),
-    /// What the subject under test cannot do here (its part of the run is skipped).
-    #[error("{0}")]
-    Unsupported(String),
-    /// A std mutex under test was poisoned (a thread panicked holding it).
-    #[error("poisoned lock: another task failed inside")]
-    Poisoned,
-    /// A robust mutex under test was left inconsistent or cannot be used here.
-    #[error("{0}")]
-    Robust(String),
     /// A thread of the run (named) panicked.
     #[error("{0} panicked")]
     Panicked(String),
