@@ -31,9 +31,11 @@ pub fn uprobe_type() -> Result<u32, SysError> {
 }
 
 /// A disabled uprobe at byte `offset` of `path` (the file offset of the probed
-/// instruction), on `cpu`, for every process.
+/// instruction): in process `pid` only (its threads, on any CPU; the probe is placed in no
+/// other process's memory), or with None in every process, counted on `cpu`. Either way a
+/// BPF program attached to it runs at every hit it takes, on any CPU.
 #[allow(unsafe_code)]
-pub fn uprobe(path: &Path, offset: u64, cpu: usize) -> Result<OwnedFd, SysError> {
+pub fn uprobe(path: &Path, offset: u64, pid: Option<i32>, cpu: usize) -> Result<OwnedFd, SysError> {
     let pmu = uprobe_type()?;
     let c_path =
         CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| SysError::Invalid {
@@ -51,8 +53,12 @@ pub fn uprobe(path: &Path, offset: u64, cpu: usize) -> Result<OwnedFd, SysError>
         libc::syscall(
             libc::SYS_perf_event_open,
             attr.as_ptr(),
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
+            pid.unwrap_or(-1) as libc::pid_t,
+            if pid.is_some() {
+                -1
+            } else {
+                cpu as libc::c_int
+            },
             -1 as libc::c_int,
             PERF_FLAG_FD_CLOEXEC,
         )

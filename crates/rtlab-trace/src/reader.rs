@@ -292,19 +292,23 @@ fn follow_watch(
     traced: &mut TracedLog,
     generation: &mut u64,
 ) {
-    for lib in w.take_jvm_libraries() {
+    for (lib, pid) in w.take_jvm_libraries() {
         let attached = match source {
-            Source::Bpf(r) => r.probe_jvm(&lib),
+            Source::Bpf(r) => r.probe_jvm(&lib, pid),
             Source::Text { .. } => Err("the tracefs source attaches no uprobes".into()),
         };
         w.jvm_probed(&lib, attached);
     }
     match source {
         Source::Bpf(r) => {
-            if r.takes_watched() && w.threads_generation() != *generation {
+            if w.threads_generation() != *generation {
                 *generation = w.threads_generation();
-                let ok = r.set_watched(&w.watched_processes()).is_ok();
-                w.set_wait_calls(ok && r.records_wait_calls());
+                let processes = w.watched_processes();
+                r.forget_jvms(&processes);
+                if r.takes_watched() {
+                    let ok = r.set_watched(&processes).is_ok();
+                    w.set_wait_calls(ok && r.records_wait_calls());
+                }
             }
             let all = r.ring_cpus();
             let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));

@@ -266,9 +266,17 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Another JVM of the same JDK, not watched: its libjvm.so gets no probe.
+    let mut other = Command::new(jdk.join("bin/java"))
+        .arg("-cp")
+        .arg(dir.path())
+        .args(["Periodic", "8", "1000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let json = dir.path().join("w.json");
-    let out = rtlab()
+    let watch = Command::new(rtlab_path())
         .args([
             "watch",
             "--pid",
@@ -279,10 +287,20 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         ])
         .arg("--json")
         .arg(&json)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let _ = jvm.kill();
-    let _ = jvm.wait();
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    // A uprobe writes its breakpoint into a private copy of the code's page: such pages show
+    // as anonymous in the library's code mapping.
+    let (watched, unwatched) = (probed_code_kb(jvm.id()), probed_code_kb(other.id()));
+    let out = watch.wait_with_output().unwrap();
+    for p in [&mut jvm, &mut other] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    assert!(watched > 0, "no probe in the watched JVM's libjvm.so");
+    assert_eq!(unwatched, 0, "probes in a JVM not watched");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("HotSpot's probes attached"), "{stdout}");
@@ -299,4 +317,32 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         "{:?}",
         series_names(&doc)
     );
+}
+
+/// The anonymous kB (pages copied to hold a uprobe's breakpoint) in process `pid`'s
+/// executable mapping of libjvm.so.
+fn probed_code_kb(pid: u32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut in_code = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let is_header = line
+            .split_whitespace()
+            .next()
+            .is_some_and(|f| f.contains('-'))
+            && line.split_whitespace().nth(1).is_some_and(|p| p.len() == 4);
+        if is_header {
+            in_code = line.contains(" r-xp ") && line.ends_with("libjvm.so");
+        } else if in_code {
+            if let Some(v) = line.strip_prefix("Anonymous:") {
+                kb += v
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+            }
+        }
+    }
+    kb
 }

@@ -237,9 +237,11 @@ pub(crate) struct Recorder {
     /// JVM probes attached: by index, what each is; the
     /// files probed; their programs and perf events; VM operations' names by address.
     usdt: Vec<JvmProbe>,
-    /// (By device and inode: one file seen through two processes' roots is probed once.)
-    usdt_files: std::collections::HashSet<(u64, u64)>,
-    _usdt_links: Vec<(Program, Vec<OwnedFd>)>,
+    /// (By device and inode: one file seen through two processes' roots is probed once; and
+    /// by the process probed, 0: every process.)
+    usdt_files: std::collections::HashSet<(u64, u64, u32)>,
+    /// Each probe's program and perf event, with the process it is for (0: every process).
+    usdt_links: Vec<(u32, Program, OwnedFd)>,
     vmop_names: HashMap<u64, std::sync::Arc<str>>,
     comms: HashMap<i64, std::sync::Arc<str>>,
     /// Timer functions' names by address (a few, each named on every expiry).
@@ -512,7 +514,7 @@ impl Recorder {
             maps,
             usdt: Vec::new(),
             usdt_files: std::collections::HashSet::new(),
-            _usdt_links: Vec::new(),
+            usdt_links: Vec::new(),
             vmop_names: HashMap::new(),
             comms: HashMap::new(),
             timer_functions: HashMap::new(),
@@ -930,28 +932,41 @@ impl Recorder {
     }
 
     /// Attaches to the HotSpot probes of `libjvm` (a JVM's libjvm.so, as a watched process
-    /// maps it): its safepoints, VM operations and collections become [`Kind::Jvm`] events,
-    /// for every process that maps it. Returns the probes attached (0: already done); or
-    /// says why none (a libjvm.so without probes, or no uprobes here).
-    pub fn probe_jvm(&mut self, libjvm: &std::path::Path) -> Result<usize, String> {
+    /// maps it) in process `pid`, or with None in every process that maps it: its safepoints,
+    /// VM operations, collections, and its threads' parks and sleeps become [`Kind::Jvm`]
+    /// events. Returns the probes attached (0: already done); or says why none (a
+    /// libjvm.so without probes, or no uprobes here).
+    pub fn probe_jvm(
+        &mut self,
+        libjvm: &std::path::Path,
+        pid: Option<u32>,
+    ) -> Result<usize, String> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
-        let key = (meta.dev(), meta.ino());
-        if !self.usdt_files.insert(key) {
+        let key = (meta.dev(), meta.ino(), pid.unwrap_or(0));
+        // (Probed in every process already: once more in one would record its hits twice.)
+        if self.usdt_files.contains(&(key.0, key.1, 0)) || !self.usdt_files.insert(key) {
             return Ok(0);
         }
-        let (probes_before, links_before) = (self.usdt.len(), self._usdt_links.len());
-        let attached = self.attach_jvm(libjvm);
+        let (probes_before, links_before) = (self.usdt.len(), self.usdt_links.len());
+        let attached = self.attach_jvm(libjvm, pid);
         if attached.is_err() {
             // All or none: a safepoint's begin without its end would hold delays for ever.
             self.usdt.truncate(probes_before);
-            self._usdt_links.truncate(links_before);
+            self.usdt_links.truncate(links_before);
             self.usdt_files.remove(&key);
         }
         attached
     }
 
-    fn attach_jvm(&mut self, libjvm: &std::path::Path) -> Result<usize, String> {
+    /// Detaches the probes of JVM processes no longer in `alive` (ended, or out of the watch).
+    pub fn forget_jvms(&mut self, alive: &std::collections::HashSet<u32>) {
+        let kept = |p: &u32| *p == 0 || alive.contains(p);
+        self.usdt_links.retain(|(p, _, _)| kept(p));
+        self.usdt_files.retain(|(_, _, p)| kept(p));
+    }
+
+    fn attach_jvm(&mut self, libjvm: &std::path::Path, pid: Option<u32>) -> Result<usize, String> {
         let sites = crate::usdt::sites(libjvm)?;
         let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
             .into_iter()
@@ -988,12 +1003,13 @@ impl Recorder {
             })?;
             // One perf event: its program runs at every hit, on any CPU (the kernel calls a
             // uprobe's programs once per event attached, whatever CPU the event is for: one
-            // per CPU would record each hit once per CPU).
-            let ev =
-                rtlab_sys::perf::uprobe(libjvm, site.offset, cpu).map_err(|e| e.to_string())?;
+            // per CPU would record each hit once per CPU). For one process, the probe is
+            // placed in its memory only: other JVMs running the same file pay nothing.
+            let ev = rtlab_sys::perf::uprobe(libjvm, site.offset, pid.map(|p| p as i32), cpu)
+                .map_err(|e| e.to_string())?;
             rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(|e| e.to_string())?;
             self.usdt.push(probe);
-            self._usdt_links.push((prog, vec![ev]));
+            self.usdt_links.push((pid.unwrap_or(0), prog, ev));
             attached += 1;
         }
         Ok(attached)

@@ -257,8 +257,8 @@ impl WatchState {
     }
 
     /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
-    /// attach to their probes).
-    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<std::path::PathBuf> {
+    /// attach to their probes), each with the process to probe (None: every process).
+    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<(std::path::PathBuf, Option<u32>)> {
         self.jvms.take_found()
     }
 
@@ -275,6 +275,8 @@ impl WatchState {
         let libjvm = std::path::Path::new(&shown);
         let note = match r {
             Ok(0) => return,
+            // (One line per file: each JVM process running it is probed on its own.)
+            Ok(_) if self.jvms.notes.iter().any(|n| n.contains(&*shown)) => return,
             Ok(n) => format!(
                 "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections, the watched threads' parks and sleeps)",
                 n,

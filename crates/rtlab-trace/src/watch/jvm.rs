@@ -44,8 +44,11 @@ pub(crate) struct Jvms {
     checked: HashMap<u32, (u64, u64)>,
     /// The processes in scope were looked at once.
     looked: bool,
-    /// libjvm.so files found, not yet handed to the recorder.
-    found: Vec<PathBuf>,
+    /// libjvm.so files found, not yet handed to the recorder: each with the process to probe
+    /// (None: every process that maps it).
+    found: Vec<(PathBuf, Option<u32>)>,
+    /// Probe the JVMs found in every process (the watch takes in every process anyway).
+    pub(crate) everywhere: bool,
     /// What became of each file found: probes attached, or why none.
     pub(crate) notes: Vec<String>,
     /// Per JVM process, its safepoint in progress.
@@ -79,7 +82,8 @@ impl Jvms {
             }
             self.checked
                 .insert(pid, if done { (u64::MAX, 0) } else { (first, now) });
-            self.found.extend(lib);
+            let whose = (!self.everywhere).then_some(pid);
+            self.found.extend(lib.map(|l| (l, whose)));
         }
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
@@ -97,14 +101,15 @@ impl Jvms {
         self.looked = true;
     }
 
-    /// The libjvm.so files found since the last call.
-    pub(crate) fn take_found(&mut self) -> Vec<PathBuf> {
+    /// The libjvm.so files found since the last call, each with the process to probe.
+    pub(crate) fn take_found(&mut self) -> Vec<(PathBuf, Option<u32>)> {
         std::mem::take(&mut self.found)
     }
 
-    /// A JVM about to start will map `libjvm`.
+    /// A JVM about to start will map `libjvm` (probed in every process: its process is not
+    /// known before it starts).
     pub(crate) fn expect(&mut self, libjvm: PathBuf) {
-        self.found.push(libjvm);
+        self.found.push((libjvm, None));
     }
 
     /// Files found not yet handed to the recorder.

@@ -271,6 +271,7 @@ impl WatchState {
     /// Watching `spec`; reads the threads once now.
     pub fn new(spec: WatchSpec) -> WatchState {
         let spec_keep = spec.keep;
+        let spec_all = spec.scope == Scope::All;
         let mut state = WatchState {
             spec,
             threads: HashMap::new(),
@@ -303,6 +304,8 @@ impl WatchState {
             thread_process: HashMap::new(),
             known: HashMap::new(),
         };
+        // Every process watched: a JVM's probes go on its file, for every process.
+        state.jvms.everywhere = spec_all;
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
     }
