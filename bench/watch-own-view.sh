@@ -6,7 +6,7 @@
 # Two programs that measure their own lateness, each started by `rtlab watch -- ...` so that
 # every period is watched: examples/c/periodic.c (thread rt-loop, SCHED_FIFO 80, 1 ms
 # absolute deadlines, prints its own count, p50, p99, max in ns) and rt-tests' cyclictest
-# (-t1 -p80 -i997, its own histogram in us, --json), and the first started by a wrapper
+# (-t1 -p80 -i997, each of its periods in ns: -N -v), and the first started by a wrapper
 # shell (`sh -c '...; true'`: the program is the shell's child). Per run: the watch's `timer` series of
 # the measuring thread over the program's own figures (count, p50, p99, max), idle and
 # beside `stress-ng --switch 2` (a busy time-sharing load); medians with 95 % intervals
@@ -32,7 +32,7 @@ for load in idle busy; do
     "$RTLAB" watch --thread rt-loop --quiet --json "$WORK/p.json" -- \
       "$RTLAB" exec --policy fifo --prio 80 -- "$WORK/periodic" "$SECS" 1000 >"$WORK/p.txt" 2>/dev/null || true
     "$RTLAB" watch --rt-only --quiet --json "$WORK/c.json" -- \
-      cyclictest -t1 -p80 -i997 -l "$LOOPS" -q -m -h 100000 --json="$WORK/cj.json" >/dev/null 2>&1 || true
+      cyclictest -t1 -p80 -i997 -l "$LOOPS" -q -m -N -v >"$WORK/cv.txt" 2>/dev/null || true
     "$RTLAB" watch --thread rt-loop --quiet --json "$WORK/w.json" -- \
       sh -c "'$RTLAB' exec --policy fifo --prio 80 -- '$WORK/periodic' $SECS 1000; true" >"$WORK/w.txt" 2>/dev/null || true
     if [ $load = busy ]; then kill $BUSY 2>/dev/null || true; wait $BUSY 2>/dev/null || true; fi
@@ -56,18 +56,14 @@ for prog, out, doc in [("periodic", "p.txt", "p.json"), ("wrapper", "w.txt", "w.
     if m and t:
         n, p50, p99, mx = map(int, m.groups())
         print(json.dumps({"prog": prog, "load": load, "n": t["count"] / n, "p50": t["p50"] / p50, "p99": t["p99"] / p99, "max": t["max"] / mx, "obs": obs / 1e6 / secs, "lost": lost, "named": observer_named(f"{work}/{doc}", "rt-loop/")}))
-c = json.load(open(f"{work}/cj.json"))["thread"]["0"]
-h = sorted((int(k), v) for k, v in c["histogram"].items())
-tot = sum(v for _, v in h)
+# cyclictest's every period, in ns (-N -v: "thread: cycle: latency" each, printed at its end).
+vals = sorted(int(m.group(1)) for m in re.finditer(r"(?m)^\s*0:\s*\d+:\s*(\d+)\s*$", open(f"{work}/cv.txt").read()))
+tot = len(vals)
 def pct(q):
-    acc = 0
-    for k, v in h:
-        acc += v
-        if acc >= q * tot:
-            return (k + 0.5) * 1000  # the middle of cyclictest's 1 us bucket, in ns
+    return vals[min(tot - 1, int(q * tot))]
 t, obs, lost = timer(f"{work}/c.json", "cyclictest/")
 if t and tot:
-    print(json.dumps({"prog": "cyclictest", "load": load, "n": t["count"] / c["cycles"], "p50": t["p50"] / pct(0.5), "p99": t["p99"] / pct(0.99), "max": t["max"] / (c["max"] * 1000), "obs": obs / 1e6 / secs, "lost": lost, "named": observer_named(f"{work}/c.json", "cyclictest/")}))
+    print(json.dumps({"prog": "cyclictest", "load": load, "n": t["count"] / tot, "p50": t["p50"] / pct(0.5), "p99": t["p99"] / pct(0.99), "max": t["max"] / vals[-1], "obs": obs / 1e6 / secs, "lost": lost, "named": observer_named(f"{work}/c.json", "cyclictest/")}))
 PY
   done
 done
