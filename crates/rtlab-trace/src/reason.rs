@@ -425,6 +425,7 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                     }
                 ),
                 (CauseKind::Preemption, Some(task)) => {
+                    let time_sharing = !matches!(c.prio, Some(p) if p > 0);
                     let prio = match c.prio {
                         Some(p) if p > 0 => format!("RT {p}"),
                         _ => "time-sharing".into(),
@@ -437,7 +438,7 @@ pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> 
                         Some(ReasonCode::Throttled) => Some("RT bandwidth"),
                         _ => None,
                     };
-                    if c.reason == Some(ReasonCode::NonPreemptible) && prio == "time-sharing" {
+                    if c.reason == Some(ReasonCode::NonPreemptible) && time_sharing {
                         // Nor in its kernel code: the kernel did not let it be preempted.
                         return format!(
                             "{d} {task} (pid {}, {prio}) held the CPU in non-preemptible kernel code",
