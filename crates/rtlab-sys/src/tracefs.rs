@@ -82,6 +82,72 @@ pub fn remove_stale_instances() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// Appends `line` to tracefs' `uprobe_events` (appending: opening it to write from the start
+/// would remove every uprobe event of the machine).
+pub fn define_uprobe(line: &str) -> Result<(), SysError> {
+    use std::io::Write;
+    let root = crate::probe::tracefs_mount().ok_or_else(|| SysError::Invalid {
+        what: "tracefs is not mounted".into(),
+    })?;
+    let path = root.join("uprobe_events");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+        .map_err(|e| SysError::from_io(path.display().to_string(), e))
+}
+
+/// The groups of the uprobe events in `text` (uprobe_events' `p:GROUP/NAME ...` lines), with
+/// each event's name.
+fn uprobe_events_in(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let spec = l.split_whitespace().next()?;
+            let (group, name) = spec.split_once(':')?.1.split_once('/')?;
+            Some((group.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
+/// Removes the uprobe events of `group` (disabled first: nothing may trace them any more);
+/// returns how many were removed.
+pub fn remove_uprobe_group(group: &str) -> usize {
+    let Some(root) = crate::probe::tracefs_mount() else {
+        return 0;
+    };
+    let text = std::fs::read_to_string(root.join("uprobe_events")).unwrap_or_default();
+    uprobe_events_in(&text)
+        .into_iter()
+        .filter(|(g, _)| g == group)
+        .filter(|(g, n)| {
+            let _ = std::fs::write(root.join(format!("events/{g}/{n}/enable")), "0");
+            define_uprobe(&format!("-:{g}/{n}")).is_ok()
+        })
+        .count()
+}
+
+/// Removes the uprobe events of rtlab runs that are gone (groups `rtlab_<pid>`: a run killed
+/// with SIGKILL leaves its definitions behind).
+pub fn remove_stale_uprobes() {
+    let Some(root) = crate::probe::tracefs_mount() else {
+        return;
+    };
+    let text = std::fs::read_to_string(root.join("uprobe_events")).unwrap_or_default();
+    let mut groups: Vec<String> = uprobe_events_in(&text)
+        .into_iter()
+        .map(|(g, _)| g)
+        .filter(|g| {
+            g.strip_prefix("rtlab_")
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .collect();
+    groups.dedup();
+    for g in groups {
+        remove_uprobe_group(&g);
+    }
+}
+
 #[cfg(test)]
 mod stale_tests {
     use super::*;
@@ -94,5 +160,21 @@ mod stale_tests {
         }
         let stale = stale_instances_in(dir.path(), |pid| pid == 200);
         assert_eq!(stale, vec![dir.path().join("rtlab-100")]);
+    }
+
+    #[test]
+    fn uprobe_events_are_read_by_group_and_name() {
+        let text = "p:rtlab_42/hotspot_safepoint__begin_0 /usr/lib/libjvm.so:0x0000000000f333c0\n\
+                    p:other/x /bin/sh:0x10 arg=%ax:u64\n";
+        assert_eq!(
+            uprobe_events_in(text),
+            vec![
+                (
+                    "rtlab_42".to_string(),
+                    "hotspot_safepoint__begin_0".to_string()
+                ),
+                ("other".to_string(), "x".to_string())
+            ]
+        );
     }
 }

@@ -524,6 +524,18 @@ pub fn parse_line(line: &str) -> Option<Event> {
         },
         "tracing_mark_write" => Kind::Marker(fields.to_string()),
         "lost_events" => Kind::Lost(num(fields, "count")?),
+        // A JVM's probe through a uprobe event (`hotspot_<probe>_<n>`); its process is the
+        // reader's to find (the text gives the thread only).
+        n if n.starts_with("hotspot_") => {
+            let probe_name = n["hotspot_".len()..].rsplit_once('_')?.0;
+            let (probe, _) = JvmProbe::ALL.iter().find(|(_, p)| *p == probe_name)?;
+            Kind::Jvm {
+                probe: *probe,
+                process: 0,
+                name: field(fields, "op").map(|op| op.trim_matches('"').into()),
+                park_ns: None,
+            }
+        }
         n if n.ends_with("_entry") && !n.starts_with("hrtimer") => Kind::VectorEntry {
             name: n.trim_end_matches("_entry").to_string(),
         },

@@ -66,6 +66,7 @@ impl Instance {
         // An instance of a crashed run with our pid cannot exist (pids are unique while
         // alive), but stale ones of dead pids are removed.
         rtlab_sys::tracefs::remove_stale_instances();
+        rtlab_sys::tracefs::remove_stale_uprobes();
         std::fs::create_dir(&dir).map_err(|e| TraceError::io(&dir, e))?;
         let mut inst = Instance {
             dir,
@@ -115,8 +116,139 @@ impl Drop for Instance {
         // The kernel refuses to remove an instance while a reader holds trace_pipe open;
         // the reader is joined before this runs.
         let _ = std::fs::remove_dir(&self.dir);
+        rtlab_sys::tracefs::remove_uprobe_group(&uprobe_group());
         if self.mounted_here {
             let _ = rtlab_sys::tracefs::unmount();
         }
+    }
+}
+
+/// The group of this run's uprobe events (a JVM's probes), removed with the instance.
+fn uprobe_group() -> String {
+    format!("rtlab_{}", std::process::id())
+}
+
+/// A register's name in a uprobe event's fetch arguments, by its offset in x86-64's
+/// `struct pt_regs` (as a USDT note's argument gives it).
+fn register_name(regs_offset: i16) -> Option<&'static str> {
+    const NAMES: [&str; 21] = [
+        "r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si",
+        "di", "orig_ax", "ip", "cs", "flags", "sp", "ss",
+    ];
+    (regs_offset >= 0 && regs_offset % 8 == 0)
+        .then(|| NAMES.get(regs_offset as usize / 8).copied())
+        .flatten()
+}
+
+/// The uprobe event line for `site` of `libjvm`, named `name` in this run's group: a VM
+/// operation's name fetched as a string from the process's memory.
+fn uprobe_line(
+    name: &str,
+    libjvm: &Path,
+    probe: crate::event::JvmProbe,
+    site: &crate::usdt::Site,
+) -> String {
+    use crate::event::JvmProbe;
+    let mut line = format!(
+        "p:{}/{name} {}:0x{:x}",
+        uprobe_group(),
+        libjvm.display(),
+        site.offset
+    );
+    if matches!(probe, JvmProbe::VmopBegin | JvmProbe::VmopEnd) {
+        if let Some(crate::usdt::Arg::Register { regs_offset, .. }) = site.args.first() {
+            if let Some(r) = register_name(*regs_offset) {
+                line.push_str(&format!(" op=+0(%{r}):ustring"));
+            }
+        }
+    }
+    line
+}
+
+/// Attaches uprobe events at the HotSpot safepoint, VM operation and collection probes of
+/// `libjvm`, traced by instance `dir` (as `hotspot_<probe>_<n>` events); returns how many.
+/// All or none: a safepoint's begin without its end would hold delays for ever.
+pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, String> {
+    use crate::event::JvmProbe;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let sites = crate::usdt::sites(libjvm)?;
+    let wanted: Vec<(crate::event::JvmProbe, crate::usdt::Site)> = sites
+        .into_iter()
+        .filter(|s| (s.provider == "hotspot" || s.provider == "hs_private") && s.semaphore == 0)
+        .filter_map(|s| {
+            // Not a thread's parks and sleeps: they fire at every wait of every Java thread
+            // of every JVM of the file, which a uprobe event cannot filter by process.
+            let (p, _) = JvmProbe::ALL
+                .into_iter()
+                .find(|(p, n)| *n == s.name && !p.of_thread())?;
+            Some((p, s))
+        })
+        .collect();
+    let stops = [JvmProbe::SafepointBegin, JvmProbe::SafepointEnd];
+    if !stops.iter().all(|p| wanted.iter().any(|(w, _)| w == p)) {
+        return Err(format!(
+            "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
+            libjvm.display()
+        ));
+    }
+    let group = uprobe_group();
+    let mut names = Vec::new();
+    for (probe, site) in &wanted {
+        let name = format!(
+            "hotspot_{}_{}",
+            probe.name(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let defined = rtlab_sys::tracefs::define_uprobe(&uprobe_line(&name, libjvm, *probe, site))
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                let enable = dir.join("events").join(&group).join(&name).join("enable");
+                std::fs::write(&enable, "1").map_err(|e| format!("{}: {e}", enable.display()))
+            });
+        if let Err(why) = defined {
+            for n in names.iter().chain([&name]) {
+                let _ = std::fs::write(dir.join(format!("events/{group}/{n}/enable")), "0");
+                let _ = rtlab_sys::tracefs::define_uprobe(&format!("-:{group}/{n}"));
+            }
+            return Err(why);
+        }
+        names.push(name);
+    }
+    Ok(names.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vm_operations_name_is_fetched_from_the_register_its_note_gives() {
+        assert_eq!(register_name(8), Some("r14"));
+        assert_eq!(register_name(80), Some("ax"));
+        assert_eq!(register_name(4), None);
+        let site = crate::usdt::Site {
+            provider: "hotspot".into(),
+            name: "vmops__begin".into(),
+            offset: 0x129a072,
+            semaphore: 0,
+            args: vec![crate::usdt::Arg::Register {
+                regs_offset: 8,
+                size: 8,
+            }],
+        };
+        let line = uprobe_line(
+            "hotspot_vmops__begin_3",
+            Path::new("/lib/libjvm.so"),
+            crate::event::JvmProbe::VmopBegin,
+            &site,
+        );
+        assert_eq!(
+            line,
+            format!(
+                "p:rtlab_{}/hotspot_vmops__begin_3 /lib/libjvm.so:0x129a072 op=+0(%r14):ustring",
+                std::process::id()
+            )
+        );
     }
 }

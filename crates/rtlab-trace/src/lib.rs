@@ -401,12 +401,16 @@ impl Explainer {
                 let path = inst.dir.join("trace_pipe");
                 let pipe = rtlab_sys::fs::open_nonblocking(&path)
                     .map_err(|e| both(TraceError::io(&path, e)))?;
+                let dir = inst.dir.clone();
                 instance = Some(inst);
                 Source::Text {
                     pipe,
                     buf: vec![0u8; 4096],
                     partial: String::new(),
                     lost: Vec::new(),
+                    dir,
+                    jvm_files: Default::default(),
+                    processes: Default::default(),
                 }
             }
         };

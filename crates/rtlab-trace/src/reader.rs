@@ -86,6 +86,12 @@ pub(crate) enum Source {
         partial: String,
         /// Losses waiting for the next event of their CPU.
         lost: Vec<(u16, u64)>,
+        /// The instance's directory (a JVM's uprobe events are enabled there), the libjvm.so
+        /// files probed (by device and inode), and the processes of the threads whose JVM
+        /// probes fired (the text names the thread only).
+        dir: PathBuf,
+        jvm_files: std::collections::HashSet<(u64, u64)>,
+        processes: std::collections::HashMap<i64, u32>,
     },
     /// The eBPF recorder's per-CPU rings.
     Bpf(Box<recorder::Recorder>),
@@ -104,6 +110,8 @@ impl Source {
                 buf,
                 partial,
                 lost,
+                processes,
+                ..
             } => {
                 let got = match pipe.read(buf) {
                     Ok(n) => n,
@@ -114,7 +122,13 @@ impl Source {
                 if got > 0 {
                     partial.push_str(&String::from_utf8_lossy(&buf[..got]));
                     let complete = partial.rfind('\n').map_or(0, |i| i + 1);
-                    parse_text(&partial[..complete], lost, &mut |e, line| {
+                    parse_text(&partial[..complete], lost, &mut |mut e, line| {
+                        if let Kind::Jvm { process, .. } = &mut e.kind {
+                            let tid = e.current_pid;
+                            *process = *processes
+                                .entry(tid)
+                                .or_insert_with(|| rtlab_sys::procfs::process_of(tid).unwrap_or(0));
+                        }
                         f(e, keep_raw.then(|| line.to_string()))
                     });
                     partial.drain(..complete);
@@ -293,11 +307,11 @@ fn follow_watch(
     generation: &mut u64,
 ) {
     for (lib, pid) in w.take_jvm_libraries() {
-        let attached = match source {
-            Source::Bpf(r) => r.probe_jvm(&lib, pid),
-            Source::Text { .. } => Err("the tracefs source attaches no uprobes".into()),
+        let (attached, waits) = match source {
+            Source::Bpf(r) => (r.probe_jvm(&lib, pid), r.takes_watched()),
+            Source::Text { dir, jvm_files, .. } => (probe_jvm_text(dir, jvm_files, &lib), false),
         };
-        w.jvm_probed(&lib, attached);
+        w.jvm_probed(&lib, attached, waits);
     }
     match source {
         Source::Bpf(r) => {
@@ -319,6 +333,20 @@ fn follow_watch(
         }
         Source::Text { .. } => w.set_traced(&CpuMask::every()),
     }
+}
+
+/// A JVM's probes through tracefs (once per file): every process's, whatever `--pid` says.
+fn probe_jvm_text(
+    dir: &std::path::Path,
+    files: &mut std::collections::HashSet<(u64, u64)>,
+    libjvm: &std::path::Path,
+) -> Result<usize, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
+    if !files.insert((meta.dev(), meta.ino())) {
+        return Ok(0);
+    }
+    crate::instance::probe_jvm(dir, libjvm)
 }
 
 /// Explains request `r` (the run's `index`-th) of series `series`, with what only the eBPF

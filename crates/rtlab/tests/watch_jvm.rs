@@ -346,3 +346,60 @@ fn probed_code_kb(pid: u32) -> u64 {
     }
     kb
 }
+
+#[test]
+fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_events_removed() {
+    let test = "watch --explain-with tracefs on a JVM";
+    if !is_root() {
+        return skip(test, "needs root (tracefs, uprobes)");
+    }
+    let Some(jdk) = jdks().pop() else {
+        return skip(test, "no JDK with javac under /usr/lib/jvm");
+    };
+    let _serial = realtime_serial();
+    // Mounted here if it is not: what the run leaves in uprobe_events is read after it.
+    let tracing = Path::new("/sys/kernel/tracing");
+    let mounted_here = !tracing.join("uprobe_events").exists()
+        && Command::new("mount")
+            .args(["-t", "tracefs", "nodev"])
+            .arg(tracing)
+            .status()
+            .is_ok_and(|s| s.success());
+    let dir = periodic_classes(&jdk);
+    let (json, log) = (dir.path().join("w.json"), dir.path().join("sp.log"));
+    let out = rtlab()
+        .args(["watch", "--explain-with", "tracefs", "--quiet", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(jdk.join("bin/java"))
+        .arg("-XX:+UseSerialGC")
+        .arg(format!("-Xlog:safepoint:file={}", log.display()))
+        .arg("-cp")
+        .arg(dir.path())
+        .args(["Periodic", "3", "1000", "250", "20"])
+        .output()
+        .unwrap();
+    let left = std::fs::read_to_string(tracing.join("uprobe_events")).unwrap_or_default();
+    if mounted_here {
+        let _ = Command::new("umount").arg(tracing).status();
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        !left.lines().any(|l| l.contains(":rtlab_")),
+        "uprobe events left: {left}"
+    );
+    let doc = load_valid_document(&json);
+    let collections = |ops: Vec<String>| ops.iter().filter(|o| *o == "SerialGCCollect").count();
+    let logged = collections(logged_safepoints(&log).into_iter().map(|s| s.0).collect());
+    let seen = collections(
+        doc["verdict"]["jvm_safepoints"]["latest"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["operation"].as_str().map(str::to_string))
+            .collect(),
+    );
+    assert!(logged >= 5, "{logged} collections logged");
+    assert_eq!(seen, logged, "{stdout}");
+}

@@ -262,8 +262,13 @@ impl WatchState {
         self.jvms.take_found()
     }
 
-    /// What came of attaching to a JVM's probes.
-    pub(crate) fn jvm_probed(&mut self, libjvm: &std::path::Path, r: Result<usize, String>) {
+    /// What came of attaching to a JVM's probes (`waits`: its threads' parks and sleeps too).
+    pub(crate) fn jvm_probed(
+        &mut self,
+        libjvm: &std::path::Path,
+        r: Result<usize, String>,
+        waits: bool,
+    ) {
         // Named as the process maps it (opened through its /proc/<pid>/root).
         let shown = libjvm.to_string_lossy();
         let shown = match shown.strip_prefix("/proc/") {
@@ -278,9 +283,13 @@ impl WatchState {
             // (One line per file: each JVM process running it is probed on its own.)
             Ok(_) if self.jvms.notes.iter().any(|n| n.contains(&*shown)) => return,
             Ok(n) => format!(
-                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections, the watched threads' parks and sleeps)",
+                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections{})",
                 n,
-                libjvm.display()
+                libjvm.display(),
+                match waits {
+                    true => ", the watched threads' parks and sleeps",
+                    false => "; through tracefs, not its threads' parks and sleeps",
+                }
             ),
             Err(why) => format!("JVM: no probes ({why}): its threads are watched from the kernel only"),
         };
