@@ -36,9 +36,16 @@ pub fn pids() -> Vec<u32> {
     all
 }
 
-/// The parent of process `pid`.
+/// Thread `tid`'s own `stat` (`/proc/<tid>/task/<tid>/stat`): `/proc/<tid>/stat` sums the
+/// times of every thread of its process in the kernel, under its lock, which a JVM's hundred
+/// threads make long.
+fn thread_stat(tid: i64) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tid}/task/{tid}/stat")).ok()
+}
+
+/// The parent of process `pid` (its main thread's parent is the process's).
 pub fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = thread_stat(pid as i64)?;
     // The command name may hold spaces and parentheses: fields start after the last ')'.
     stat.rsplit_once(") ")?
         .1
@@ -55,7 +62,7 @@ pub fn process_tree(root: u32) -> Vec<u32> {
 }
 
 /// Every process's parent, kept from one reading to the next: a process's parent is read once
-/// (its `/proc/<pid>/stat`: a read that sums the whole process in the kernel), again only when
+/// (its main thread's `stat`), again only when
 /// that parent is gone (it was re-parented). Reading the tree of a process every second then
 /// costs one listing of `/proc` and a read per new process, not a read per process.
 #[derive(Debug, Default)]
@@ -243,7 +250,7 @@ pub fn task_comm(tid: i64) -> Option<String> {
 /// A task's kernel priority as the scheduler's trace events give it (0-99 real-time,
 /// 100-139 time-sharing): field 18 of `/proc/<tid>/stat` plus 100.
 pub fn task_kernel_prio(tid: i64) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    let stat = thread_stat(tid)?;
     // The command name may hold spaces and parentheses: fields start after the last ')'.
     let after = stat.rsplit_once(')')?.1;
     after
