@@ -329,7 +329,7 @@ impl NetRun {
             );
         for (label, spec, result) in results {
             let stats = result.map_err(|e| LabError::Measuring(Box::new(e)))?;
-            trimmed += stats.warmup_trimmed;
+            trimmed += stats.counters.warmup_trimmed;
             all.merge(&stats.rtt);
             let with = |s: Series| {
                 let s = s
@@ -350,12 +350,12 @@ impl NetRun {
                     .with_config("sysctls", sysctls.clone());
                 stats.counters().into_config_of(s)
             };
-            if stats.lost > 0 {
+            if stats.counters.lost > 0 {
                 outcome.warn(
                     observer,
                     format!(
                         "{label}: {} of {} messages never acknowledged",
-                        stats.lost, stats.sent
+                        stats.counters.lost, stats.counters.sent
                     ),
                 );
             }

@@ -85,24 +85,8 @@ pub struct StreamStats {
     pub rtt: LatencyHistogram,
     /// Actual send start minus scheduled time.
     pub lateness: LatencyHistogram,
-    /// Messages sent.
-    pub sent: u64,
-    /// Acknowledgements received.
-    pub acked: u64,
-    /// Sent but never acknowledged (UDP loss, or no ack within the drain time).
-    pub lost: u64,
-    /// Acknowledgements seen twice.
-    pub duplicates: u64,
-    /// Acknowledgements that arrived after a later one.
-    pub reordered: u64,
-    /// Round trips over the deadline.
-    pub deadline_misses: u64,
-    /// Messages sent during the warm-up and not recorded.
-    pub warmup_trimmed: u64,
-    /// Segments TCP retransmitted (from TCP_INFO).
-    pub retransmits: Option<u64>,
-    /// Padding bytes per message.
-    pub pad_bytes: usize,
+    /// Sent, acknowledged, lost and the rest.
+    pub counters: Counters,
 }
 
 impl StreamStats {
@@ -117,17 +101,7 @@ impl StreamStats {
 
     /// The counters, as recorded in a series' config.
     pub fn counters(&self) -> Counters {
-        Counters {
-            sent: self.sent,
-            acked: self.acked,
-            lost: self.lost,
-            duplicates: self.duplicates,
-            reordered: self.reordered,
-            deadline_misses: self.deadline_misses,
-            warmup_trimmed: self.warmup_trimmed,
-            retransmits: self.retransmits,
-            pad_bytes: self.pad_bytes,
-        }
+        self.counters.clone()
     }
 
     /// From a peer's report.
@@ -136,19 +110,10 @@ impl StreamStats {
             "" => Ok(LatencyHistogram::new()),
             data => LatencyHistogram::decode_base64(data).map_err(LabError::from),
         };
-        let c = r.counters;
         Ok(StreamStats {
             rtt: hist(&r.rtt)?,
             lateness: hist(&r.lateness)?,
-            sent: c.sent,
-            acked: c.acked,
-            lost: c.lost,
-            duplicates: c.duplicates,
-            reordered: c.reordered,
-            deadline_misses: c.deadline_misses,
-            warmup_trimmed: c.warmup_trimmed,
-            retransmits: c.retransmits,
-            pad_bytes: c.pad_bytes,
+            counters: r.counters,
         })
     }
 }
@@ -233,30 +198,30 @@ impl<'a> AckBook<'a> {
     /// The final statistics once the sender sent `sent` messages.
     fn finish(self, sent: u64, lateness: LatencyHistogram) -> StreamStats {
         let mut stats = self.stats;
-        stats.sent = sent;
+        stats.counters.sent = sent;
         stats.lateness = lateness;
-        stats.lost = sent.saturating_sub(stats.acked);
+        stats.counters.lost = sent.saturating_sub(stats.counters.acked);
         stats
     }
 
     fn ack(&mut self, h: &Header, now: u64) {
         if h.seq < self.next {
-            self.stats.duplicates += 1;
+            self.stats.counters.duplicates += 1;
             return;
         }
         if h.seq > self.next {
-            self.stats.reordered += 1;
+            self.stats.counters.reordered += 1;
         }
         self.next = h.seq + 1;
-        self.stats.acked += 1;
+        self.stats.counters.acked += 1;
         let rtt = now.saturating_sub(h.sched_ns);
         if h.sched_ns < self.start_ns + self.plan.warmup_ns {
-            self.stats.warmup_trimmed += 1;
+            self.stats.counters.warmup_trimmed += 1;
             return;
         }
         self.stats.rtt.record(Nanos(rtt));
         if rtt > self.plan.deadline_ns {
-            self.stats.deadline_misses += 1;
+            self.stats.counters.deadline_misses += 1;
         }
     }
 }
@@ -450,8 +415,8 @@ pub fn run_tcp(
         sent.map(|(n, l)| (n, l, book))
     })?;
     let mut stats = book??.finish(sent, lateness);
-    stats.pad_bytes = pad;
-    stats.retransmits = rtlab_sys::net::tcp_counters(&s)
+    stats.counters.pad_bytes = pad;
+    stats.counters.retransmits = rtlab_sys::net::tcp_counters(&s)
         .ok()
         .map(|c| c.total_retrans as u64);
     Ok(stats)
