@@ -31,8 +31,8 @@ SECTIONS=${SECTIONS:-123}  # e.g. SECTIONS=2 for the cost alone
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO, perf)" >&2; exit 2; fi
 command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; }
-cargo build --profile profiling -q
-RTLAB=$PWD/target/profiling/rtlab
+# RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
+if [ -z "${RTLAB:-}" ]; then cargo build --profile profiling -q; RTLAB=$PWD/target/profiling/rtlab; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
