@@ -383,7 +383,8 @@ fn bar_chart(title: &str, bars: &[(String, f64)], unit: Unit) -> String {
 
 /// The area a series belongs to (its chart group).
 fn area(command: &str, name: &str) -> String {
-    rtlab_stats::details::area_of(command, name)
+    use rtlab_stats::area::{area_of, command_word};
+    area_of(command, name).map_or_else(|| command_word(command).to_string(), |a| a.to_string())
 }
 
 /// The whole report.
@@ -412,7 +413,7 @@ pub fn render(docs: &[ResultDoc]) -> String {
                 let _ = write!(
                     body,
                     "<tr><td>{}</td><td>{}</td></tr>",
-                    esc(&r.area),
+                    esc(r.area.name()),
                     esc(&r.reading)
                 );
             }

@@ -2,27 +2,9 @@
 //! `config`: written and read through these types, so each key is spelled once (the JSON is
 //! the same as when they were built by hand).
 
+use crate::area::Area;
 use crate::result::{Series, Verdict};
 use serde::{Deserialize, Serialize};
-
-/// The areas a survey measures: its series are named `<area>/...` (the wakeup stages
-/// `wakeup-idle/...` and `wakeup-loaded/...`), and the report groups them so.
-pub const SURVEY_AREAS: &[&str] = &[
-    "wakeup", "lock", "invert", "mmap", "slack", "ipc", "net", "noise", "check",
-];
-
-/// The area of series `name` in a document of `command`: its survey area, else the command.
-pub fn area_of(command: &str, name: &str) -> String {
-    match name.split_once('/') {
-        Some((first, _)) if first.starts_with("wakeup-") => "wakeup".into(),
-        Some((first, _)) if SURVEY_AREAS.contains(&first) => first.to_string(),
-        _ => command
-            .split_whitespace()
-            .next()
-            .unwrap_or(command)
-            .to_string(),
-    }
-}
 
 /// A type whose fields sit directly in a series' config, read back (None when they do not
 /// parse) ...
@@ -51,9 +33,8 @@ pub struct CauseShare {
 /// wakeup area its idle and loaded latencies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SurveyRow {
-    /// `wakeup`, `lock`, `invert`, ...
-    #[serde(default)]
-    pub area: String,
+    /// Which area.
+    pub area: Area,
     /// The worst p99 / max of the idle and loaded wakeup stages (ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_p99_ns: Option<u64>,
@@ -76,9 +57,9 @@ pub struct SurveyRow {
 
 impl SurveyRow {
     /// An area with a reading only.
-    pub fn reading(area: &str, reading: String) -> SurveyRow {
+    pub fn reading(area: Area, reading: String) -> SurveyRow {
         SurveyRow {
-            area: area.to_string(),
+            area,
             idle_p99_ns: None,
             idle_max_ns: None,
             loaded_p99_ns: None,
@@ -305,7 +286,7 @@ mod tests {
     #[test]
     fn survey_rows_keep_the_hand_built_json() {
         let wakeup = SurveyRow {
-            area: "wakeup".into(),
+            area: Area::Wakeup,
             idle_p99_ns: Some(10),
             idle_max_ns: Some(20),
             loaded_p99_ns: Some(30),
@@ -321,7 +302,7 @@ mod tests {
                    "reading": "fine"})
         );
         assert_eq!(
-            serde_json::to_value(SurveyRow::reading("lock", "ok".into())).unwrap(),
+            serde_json::to_value(SurveyRow::reading(Area::Lock, "ok".into())).unwrap(),
             json!({"area": "lock", "reading": "ok"})
         );
         let mut v = Verdict::default();
@@ -332,13 +313,5 @@ mod tests {
             v.survey_rows().is_empty(),
             "a malformed detail reads as none"
         );
-    }
-
-    #[test]
-    fn areas_group_survey_series_and_fall_back_to_the_command() {
-        assert_eq!(area_of("survey", "wakeup-idle/thread0"), "wakeup");
-        assert_eq!(area_of("survey", "ipc/rtlab-shm/rtt"), "ipc");
-        assert_eq!(area_of("net run", "1KiB@1ms/rtt"), "net");
-        assert_eq!(area_of("wakeup", "thread0"), "wakeup");
     }
 }

@@ -4,6 +4,7 @@
 //! writers handed in by the caller.
 #![deny(unsafe_code)]
 
+pub mod area;
 pub mod details;
 mod histogram;
 mod nanos;

@@ -184,11 +184,11 @@ pub struct Outputs {
 /// A CI gate of `check` and `survey`: exit 3 when it trips, one line on stderr saying why.
 #[derive(Debug, Clone)]
 pub enum Gate {
-    /// A latency distribution of one area (`<area>/...`) over a bound; `flag` names the
-    /// option in the line.
+    /// A latency distribution of one survey stage (`<stage>/...`) over a bound; `flag` names
+    /// the option in the line.
     AreaAbove {
         flag: &'static str,
-        area: String,
+        stage: rtlab_stats::area::SurveyStage,
         limit: Nanos,
     },
     /// A check (`check/<id>`) at a level or worse.
@@ -199,15 +199,11 @@ impl Gate {
     /// One line per thing that trips the gate in `doc`.
     fn tripped(&self, doc: &ResultDoc) -> Vec<String> {
         match self {
-            Gate::AreaAbove { flag, area, limit } => doc
+            Gate::AreaAbove { flag, stage, limit } => doc
                 .series
                 .iter()
                 .filter(|s| s.is_distribution() && s.unit == Unit::Ns)
-                .filter(|s| {
-                    s.name
-                        .strip_prefix(area.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-                })
+                .filter(|s| s.name.starts_with(&stage.prefix()))
                 .filter_map(|s| {
                     let max = Nanos(s.max.unwrap_or(0.0) as u64);
                     (max > *limit).then(|| format!("{flag}: {} max {max} exceeds {limit}", s.name))

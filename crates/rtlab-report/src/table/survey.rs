@@ -24,7 +24,7 @@ pub fn verdict(rows: &[SurveyRow]) -> String {
         // Areas without idle/loaded latencies (lock ...) only have a reading.
         if row.idle_max_ns.is_some() {
             t.row(vec![
-                row.area.clone(),
+                row.area.to_string(),
                 ns_cell(row.idle_p99_ns),
                 ns_cell(row.idle_max_ns),
                 ns_cell(row.loaded_p99_ns),
@@ -51,9 +51,12 @@ mod tests {
             loaded_max_ns: Some(2_000_000),
             loaded_over_idle: Some(100.0),
             top_causes: Some(vec![]),
-            ..SurveyRow::reading("wakeup", "slow under load".into())
+            ..SurveyRow::reading(rtlab_stats::area::Area::Wakeup, "slow under load".into())
         };
-        let text = verdict(&[wakeup, SurveyRow::reading("lock", "fast".into())]);
+        let text = verdict(&[
+            wakeup,
+            SurveyRow::reading(rtlab_stats::area::Area::Lock, "fast".into()),
+        ]);
         assert!(text.contains("2.00 ms"), "{text}");
         assert!(text.contains("100.0x"), "{text}");
         assert!(

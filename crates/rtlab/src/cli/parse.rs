@@ -1,6 +1,7 @@
 //! Value parsers: each turns one argument into its value or into the one line that says why not.
 
 use rtlab_load::LoadSpec;
+use rtlab_stats::area::{SurveyStage, UnknownName};
 use rtlab_stats::{parse_duration, Nanos};
 use rtlab_sys::affinity::{usable_cpus, CpuList};
 use rtlab_sys::sched::Policy;
@@ -159,29 +160,11 @@ pub(super) fn parse_threads(text: &str) -> Result<usize, String> {
     }
 }
 
-/// The survey's areas, as the first part of their series' names.
-pub const SURVEY_AREAS: &[&str] = &[
-    "wakeup-idle",
-    "wakeup-loaded",
-    "lock",
-    "invert",
-    "mmap",
-    "slack",
-    "ipc",
-    "net",
-    "noise",
-];
-
-/// `AREA=DUR` of `rtlab survey --fail-area`.
-pub(super) fn parse_area_bound(text: &str) -> Result<(String, Nanos), String> {
+/// `AREA=DUR` of `rtlab survey --fail-area`: a stage of the survey (its series' first part).
+pub(super) fn parse_area_bound(text: &str) -> Result<(SurveyStage, Nanos), String> {
     let (area, bound) = text
         .split_once('=')
         .ok_or_else(|| format!("'{text}': expected AREA=DUR, e.g. ipc=200us"))?;
-    if !SURVEY_AREAS.contains(&area) {
-        return Err(format!(
-            "unknown area '{area}' (expected one of {})",
-            SURVEY_AREAS.join(", ")
-        ));
-    }
-    Ok((area.to_string(), positive_duration(bound)?))
+    let stage = area.parse().map_err(|e: UnknownName| e.to_string())?;
+    Ok((stage, positive_duration(bound)?))
 }

@@ -311,7 +311,7 @@ pub struct SurveyArgs {
     /// `wakeup-idle=100us`; repeatable. Areas: the series' first part (wakeup-idle,
     /// wakeup-loaded, lock, invert, mmap, slack, ipc, net, noise).
     #[arg(long, value_name = "AREA=DUR", value_parser = parse_area_bound)]
-    pub fail_area: Vec<(String, Nanos)>,
+    pub fail_area: Vec<(rtlab_stats::area::SurveyStage, Nanos)>,
     /// Exit 3 when a check of the machine is at LEVEL or worse (warn or fail).
     #[arg(long, value_name = "LEVEL")]
     pub fail_on: Option<FailLevel>,

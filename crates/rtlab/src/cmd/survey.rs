@@ -4,6 +4,7 @@ use crate::cli::SurveyArgs;
 use crate::output::{result_doc, Console, Gate, Outputs};
 use crate::{BadInput, Status};
 use rtlab_lab::survey::{run_survey, SurveyConfig};
+use rtlab_stats::area::SurveyStage;
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::usable_cpus;
 
@@ -13,14 +14,14 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         .iter()
         .map(|(area, limit)| Gate::AreaAbove {
             flag: "fail-area",
-            area: area.clone(),
+            stage: *area,
             limit: *limit,
         })
         .collect();
     if let Some(limit) = args.fail_above {
         gates.push(Gate::AreaAbove {
             flag: "fail-above",
-            area: "wakeup-loaded".into(),
+            stage: SurveyStage::WakeupLoaded,
             limit,
         });
     }
