@@ -71,6 +71,56 @@ impl SurveyRow {
     }
 }
 
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CheckStatus {
+    /// Fine for real-time work.
+    Ok,
+    /// Costs latency; worth fixing.
+    Warn,
+    /// Rules out bounded latency.
+    Fail,
+    /// Could not be checked here.
+    Skipped,
+}
+
+impl CheckStatus {
+    /// Every status.
+    pub const ALL: [CheckStatus; 4] = [
+        CheckStatus::Ok,
+        CheckStatus::Warn,
+        CheckStatus::Fail,
+        CheckStatus::Skipped,
+    ];
+
+    /// `ok`, `warn`, `fail`, `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Ok => "ok",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "fail",
+            CheckStatus::Skipped => "skipped",
+        }
+    }
+
+    /// The status named `text`.
+    pub fn from_name(text: &str) -> Option<CheckStatus> {
+        CheckStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl Serialize for CheckStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A status read from a result file: none for a missing key, a status this version does not
+/// know, or anything but a string.
+fn lenient_status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<CheckStatus>, D::Error> {
+    lenient(d).map(|s| CheckStatus::from_name(&s))
+}
+
 /// One of the tuning actions that matter most (`verdict.top_actions[]`; read from a file, a
 /// missing key is empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,18 +129,19 @@ pub struct TopAction {
     /// The check's id.
     pub check: String,
     /// Its status (`warn`, `fail`).
-    pub status: String,
+    #[serde(deserialize_with = "lenient_status")]
+    pub status: Option<CheckStatus>,
     /// The fix.
     pub fix: String,
 }
 
 /// What a `check/<id>` series' config says (`status`, `value`, `fix`, `why`). Read from a
-/// result file, a key that is missing or not a string reads as empty.
+/// result file, a key that is missing or not a string reads as empty (a status as none).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckFinding {
-    /// `ok`, `warn`, `fail` or `skipped`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub status: String,
+    /// How the check came out.
+    #[serde(default, deserialize_with = "lenient_status")]
+    pub status: Option<CheckStatus>,
     /// What was found.
     #[serde(default, deserialize_with = "lenient")]
     pub value: String,
@@ -282,6 +333,29 @@ impl Verdict {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_check_status_is_written_by_name_and_read_leniently() {
+        for status in CheckStatus::ALL {
+            let finding = CheckFinding {
+                status: Some(status),
+                ..CheckFinding::default()
+            };
+            let json = serde_json::to_value(&finding).unwrap();
+            assert_eq!(json["status"], json!(status.as_str()));
+            assert_eq!(
+                serde_json::from_value::<CheckFinding>(json).unwrap(),
+                finding
+            );
+        }
+        for unknown in [json!("<b>"), json!(7), json!(null)] {
+            let finding: CheckFinding =
+                serde_json::from_value(json!({"status": unknown, "value": "v"})).unwrap();
+            assert_eq!((finding.status, finding.value.as_str()), (None, "v"));
+        }
+        let action: TopAction = serde_json::from_value(json!({"check": "c"})).unwrap();
+        assert_eq!(action.status, None);
+    }
 
     #[test]
     fn survey_rows_keep_the_hand_built_json() {

@@ -13,30 +13,8 @@ mod sched;
 pub use net_stack::net_stack;
 pub(crate) use sched::release_has_fair_server;
 
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
-    /// Fine for real-time work.
-    Ok,
-    /// Costs latency; worth fixing.
-    Warn,
-    /// Rules out bounded latency.
-    Fail,
-    /// Could not be checked here.
-    Skipped,
-}
-
-impl Status {
-    /// `ok`, `warn`, `fail`, `skipped`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-            Status::Skipped => "skipped",
-        }
-    }
-}
+/// How a check came out (the result document's type).
+pub use rtlab_stats::details::CheckStatus as Status;
 
 /// One audited setting.
 #[derive(Debug, Clone)]
@@ -657,7 +635,7 @@ pub fn as_top_actions(checks: &[Check], n: usize) -> Vec<rtlab_stats::details::T
         .iter()
         .map(|c| rtlab_stats::details::TopAction {
             check: c.id.to_string(),
-            status: c.status.as_str().to_string(),
+            status: Some(c.status),
             fix: c.fix.clone(),
         })
         .collect()
@@ -679,7 +657,7 @@ pub fn as_series(checks: &[Check]) -> Vec<rtlab_stats::result::Series> {
                 },
             );
             rtlab_stats::details::CheckFinding {
-                status: c.status.as_str().to_string(),
+                status: Some(c.status),
                 value: c.value.clone(),
                 fix: c.fix.clone(),
                 why: c.why.clone(),
