@@ -4,10 +4,40 @@
 //! forking it is safe to offer: it touches only memory and descriptors prepared before the
 //! fork and makes syscalls.
 
-use crate::{ChannelOptions, MutexSemQueue, ShmChannel, Signalling, Variant};
+use crate::{ChannelOptions, IpcError, MutexSemQueue, ShmChannel, Signalling, Variant};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::ipc::{pair, Endpoint, Kind};
 use rtlab_sys::sched::{set_current_thread_scheduler, Policy};
+use rtlab_sys::SysError;
+
+/// Why a run with a forked peer (this module's, or [`crate::shared_locks`]'s) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerError {
+    /// One of rtlab's channels or queues failed.
+    #[error(transparent)]
+    Channel(#[from] IpcError),
+    /// A system call failed: a kernel mechanism's, the fork, the wait for the child, a shared
+    /// mapping, making a lock.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// The child exited with a failure status (its exit code says at which step it stopped).
+    #[error("the child process failed (status {0})")]
+    ChildFailed(i32),
+    /// The child did not get ready in time; it was killed, and this is what waiting for it
+    /// returned.
+    #[error("the child did not start ({0:?})")]
+    ChildNotStarted(Result<i32, SysError>),
+    /// The lock under test refused the calling thread at its first take.
+    #[error("the lock refused this caller")]
+    LockRefused,
+    /// The lock under test failed while this process timed its fast path.
+    #[error("lock failed")]
+    LockFailed,
+    /// The lock under test failed in the parent's side of the hand-off ring.
+    #[error("lock failed in the parent")]
+    ParentLockFailed,
+}
 
 /// A mechanism under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,20 +166,20 @@ impl std::fmt::Debug for End<'_> {
 
 impl End<'_> {
     /// Sends one message (blocking).
-    pub fn send(&mut self, msg: &[u8]) -> Result<(), String> {
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), PeerError> {
         match self {
-            End::Shm { tx, .. } => tx.send(msg, None).map_err(|e| e.to_string()),
-            End::Queue { tx, .. } => tx.send(msg, None).map_err(|e| e.to_string()),
-            End::Kernel(e) => e.send(msg).map_err(|e| e.to_string()),
+            End::Shm { tx, .. } => Ok(tx.send(msg, None)?),
+            End::Queue { tx, .. } => Ok(tx.send(msg, None)?),
+            End::Kernel(e) => Ok(e.send(msg)?),
         }
     }
 
     /// Receives one message (blocking); returns its length.
-    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, String> {
+    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, PeerError> {
         match self {
-            End::Shm { rx, .. } => rx.recv(buf, None).map_err(|e| e.to_string()),
-            End::Queue { rx, .. } => rx.recv(buf, None).map_err(|e| e.to_string()),
-            End::Kernel(e) => e.recv(buf).map_err(|e| e.to_string()),
+            End::Shm { rx, .. } => Ok(rx.recv(buf, None)?),
+            End::Queue { rx, .. } => Ok(rx.recv(buf, None)?),
+            End::Kernel(e) => Ok(e.recv(buf)?),
         }
     }
 }
@@ -194,14 +224,12 @@ enum Channels {
 }
 
 impl Channels {
-    fn new(mechanism: Mechanism, size: usize) -> Result<Channels, String> {
+    fn new(mechanism: Mechanism, size: usize) -> Result<Channels, PeerError> {
         let ring = |variant| {
             let options = ChannelOptions::new(1 << 20, size.max(64)).variant(variant);
-            ShmChannel::create_anonymous(&options).map_err(|e| e.to_string())
+            ShmChannel::create_anonymous(&options)
         };
-        let queue = |signalling| {
-            MutexSemQueue::with_signalling(16, size.max(17), signalling).map_err(|e| e.to_string())
-        };
+        let queue = |signalling| MutexSemQueue::with_signalling(16, size.max(17), signalling);
         Ok(match mechanism {
             Mechanism::RtlabShm | Mechanism::RtlabShmBusy => Channels::Ring(
                 ring(Variant::Spsc)?,
@@ -219,14 +247,14 @@ impl Channels {
                 queue(Signalling::Semaphores)?,
             ),
             Mechanism::Kernel(kind) => {
-                let (a, b) = pair(kind, size).map_err(|e| e.to_string())?;
+                let (a, b) = pair(kind, size)?;
                 Channels::Kernel(Some(a), Some(b))
             }
         })
     }
 
     /// The child's end (`child` true) or the parent's. Called once per side.
-    fn end(&mut self, child: bool) -> Result<End<'_>, crate::IpcError> {
+    fn end(&mut self, child: bool) -> Result<End<'_>, IpcError> {
         Ok(match self {
             Channels::Ring(ping, pong, busy) => {
                 let (out, inc) = if child {
@@ -253,7 +281,7 @@ impl Channels {
                 } else {
                     parent.take()
                 };
-                End::Kernel(taken.ok_or_else(|| crate::IpcError::Busy("end taken".into()))?)
+                End::Kernel(taken.ok_or_else(|| IpcError::Busy("end taken".into()))?)
             }
         })
     }
@@ -262,13 +290,14 @@ impl Channels {
 /// Forks a child playing `role` over `mechanism` with `size`-byte messages, runs `parent` with
 /// the parent's end, waits for the child and returns what `parent` returned. For `Echo` and
 /// `Count`, `parent` must end the child with a [`STOP`] message; `Pace` ends by itself.
-pub fn with_peer<T>(
+/// `parent`'s error type is the caller's, so it can fail for its own reasons too.
+pub fn with_peer<T, E: From<PeerError>>(
     mechanism: Mechanism,
     size: usize,
     child: ChildPlacement,
     role: PeerRole,
-    parent: impl FnOnce(End<'_>) -> Result<T, String>,
-) -> Result<T, String> {
+    parent: impl FnOnce(End<'_>) -> Result<T, E>,
+) -> Result<T, E> {
     let mut channels = Channels::new(mechanism, size)?;
     let mut child_buf = vec![0u8; size.max(17)];
     // If this process dies (even by SIGKILL) the child is told, removes any SysV queues
@@ -279,7 +308,7 @@ pub fn with_peer<T>(
     };
     // SAFETY: the child runs only `child_loop` over memory and descriptors prepared before the
     // fork (its buffer, its endpoint, the shared mappings) plus syscalls; it never allocates
-    // on success paths (error paths return an exit code without formatting).
+    // on success paths (an error path ends it with an exit code; the error is not formatted).
     let pid = unsafe {
         rtlab_sys::process::fork_peer(sysv_queues, || {
             let placed = set_current_thread_affinity(&CpuList::from(vec![child.cpu]))
@@ -293,23 +322,49 @@ pub fn with_peer<T>(
             }
         })
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(PeerError::from)?;
     // The child's kernel end must not stay open here: a dead child then reads as EOF.
     if let Channels::Kernel(_, child_end) = &mut channels {
         *child_end = None;
     }
     let result = match channels.end(false) {
         Ok(end) => parent(end),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(PeerError::from(e).into()),
     };
     if result.is_err() {
         // The parent side gave up without a STOP: the child would wait forever.
         let _ = rtlab_sys::process::kill_hard(pid);
     }
-    let status = rtlab_sys::process::wait_child(pid).map_err(|e| e.to_string())?;
+    let status = rtlab_sys::process::wait_child(pid).map_err(PeerError::from)?;
     let value = result?;
     if status != 0 {
-        return Err(format!("the child process failed (status {status})"));
+        return Err(PeerError::ChildFailed(status).into());
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words each failure had when it was a string (the lab shows them in its warnings).
+    #[test]
+    fn peer_errors_say_what_their_strings_said() {
+        for (error, said) in [
+            (
+                PeerError::ChildFailed(21),
+                "the child process failed (status 21)",
+            ),
+            (
+                PeerError::ChildNotStarted(Ok(9)),
+                "the child did not start (Ok(9))",
+            ),
+            (PeerError::LockRefused, "the lock refused this caller"),
+            (PeerError::LockFailed, "lock failed"),
+            (PeerError::ParentLockFailed, "lock failed in the parent"),
+            (PeerError::Channel(IpcError::TimedOut), "timed out"),
+        ] {
+            assert_eq!(error.to_string(), said);
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! The child runs only [`child_ring`] over memory and semaphores prepared before the fork:
 //! lock and unlock calls, atomics and the clock, no allocation on its success path.
 
-use crate::peer::ChildPlacement;
+use crate::peer::{ChildPlacement, PeerError};
 use rtlab_sync::{RawPiMutex, RobustMutex};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
 use rtlab_sys::mem::SharedValue;
@@ -121,15 +121,15 @@ impl Ring for [SysvSem; 3] {
 }
 
 /// ns per take+release of lock 0, over `iterations`, in the calling thread.
-fn fast_path<R: Ring + ?Sized>(ring: &R, iterations: u64) -> Result<f64, String> {
+fn fast_path<R: Ring + ?Sized>(ring: &R, iterations: u64) -> Result<f64, PeerError> {
     if !ring.take(0) {
-        return Err("the lock refused this caller".into());
+        return Err(PeerError::LockRefused);
     }
     ring.release(0);
     let t0 = monotonic_now_ns();
     for _ in 0..iterations {
         if !black_box(ring.take(0)) {
-            return Err("lock failed".into());
+            return Err(PeerError::LockFailed);
         }
         ring.release(0);
     }
@@ -166,13 +166,13 @@ fn child_ring<R: Ring + ?Sized>(ring: &R, meeting: &Meeting, steps: u64) -> i32 
     0
 }
 
-fn parent_ring<R: Ring + ?Sized>(ring: &R, steps: u64) -> Result<u64, String> {
+fn parent_ring<R: Ring + ?Sized>(ring: &R, steps: u64) -> Result<u64, PeerError> {
     let mut held = 1;
     let start = monotonic_now_ns();
     for n in 0..steps {
         let (take, release) = (((n + 2) % 3) as usize, ((n + 1) % 3) as usize);
         if !ring.take(take) {
-            return Err("lock failed in the parent".into());
+            return Err(PeerError::ParentLockFailed);
         }
         ring.release(release);
         held = take;
@@ -184,21 +184,22 @@ fn parent_ring<R: Ring + ?Sized>(ring: &R, steps: u64) -> Result<u64, String> {
 
 impl SharedLocks {
     /// Three unlocked locks of `kind` in shared memory.
-    pub fn new(kind: SharedKind) -> Result<Self, String> {
-        let e = |e: rtlab_sys::SysError| e.to_string();
+    pub fn new(kind: SharedKind) -> Result<Self, PeerError> {
         Ok(match kind {
-            SharedKind::RtlabPi => SharedLocks::Pi(
-                SharedValue::new(std::array::from_fn(|_| RawPiMutex::new_shared())).map_err(e)?,
-            ),
-            SharedKind::RtlabRobust => SharedLocks::Robust(
-                SharedValue::new(std::array::from_fn(|_| RobustMutex::new_shared())).map_err(e)?,
-            ),
+            SharedKind::RtlabPi => SharedLocks::Pi(SharedValue::new(std::array::from_fn(|_| {
+                RawPiMutex::new_shared()
+            }))?),
+            SharedKind::RtlabRobust => {
+                SharedLocks::Robust(SharedValue::new(std::array::from_fn(|_| {
+                    RobustMutex::new_shared()
+                }))?)
+            }
             SharedKind::Glibc(kind) => {
-                let make = || PthreadMutex::new_shared(kind).map_err(e);
+                let make = || PthreadMutex::new_shared(kind);
                 SharedLocks::Pthread([make()?, make()?, make()?])
             }
             SharedKind::SysvSem => {
-                let make = || SysvSem::new().map_err(e);
+                let make = SysvSem::new;
                 SharedLocks::Sem([make()?, make()?, make()?])
             }
         })
@@ -206,7 +207,7 @@ impl SharedLocks {
 
     /// ns per lock+unlock pair of one of them, uncontended, over `iterations` in the calling
     /// thread (the fast path with the lock in shared memory).
-    pub fn uncontended(&self, iterations: u64) -> Result<f64, String> {
+    pub fn uncontended(&self, iterations: u64) -> Result<f64, PeerError> {
         match self {
             SharedLocks::Pi(v) => fast_path(v.get(), iterations),
             SharedLocks::Robust(v) => fast_path(v.get(), iterations),
@@ -217,7 +218,7 @@ impl SharedLocks {
 
     /// ns per hand-off of the ring between the calling thread and a child forked from it,
     /// placed by `child`, over `steps` steps on each side.
-    pub fn handoff(&self, steps: u64, child: ChildPlacement) -> Result<f64, String> {
+    pub fn handoff(&self, steps: u64, child: ChildPlacement) -> Result<f64, PeerError> {
         match self {
             SharedLocks::Pi(v) => handoff(v.get(), steps, child),
             SharedLocks::Robust(v) => handoff(v.get(), steps, child),
@@ -227,8 +228,12 @@ impl SharedLocks {
     }
 }
 
-fn handoff<R: Ring + ?Sized>(ring: &R, steps: u64, child: ChildPlacement) -> Result<f64, String> {
-    let meeting = SharedValue::new(Meeting::default()).map_err(|e| e.to_string())?;
+fn handoff<R: Ring + ?Sized>(
+    ring: &R,
+    steps: u64,
+    child: ChildPlacement,
+) -> Result<f64, PeerError> {
+    let meeting = SharedValue::new(Meeting::default())?;
     let m = meeting.get();
     // SAFETY: the child runs `child_ring` over the locks and `meeting`, all in memory (or
     // kernel semaphores) set up before the fork, plus affinity and scheduler syscalls; it
@@ -242,9 +247,7 @@ fn handoff<R: Ring + ?Sized>(ring: &R, steps: u64, child: ChildPlacement) -> Res
             }
             child_ring(ring, m, steps)
         })
-    }
-    .map_err(|e| e.to_string());
-    let pid = pid?;
+    }?;
     // The child holds lock 2 (or failed); then this side takes lock 1 (not before the fork:
     // the child would start with a copy of this thread's robust-list record holding it).
     let deadline = monotonic_now_ns() + 5_000_000_000;
@@ -252,24 +255,24 @@ fn handoff<R: Ring + ?Sized>(ring: &R, steps: u64, child: ChildPlacement) -> Res
         if monotonic_now_ns() > deadline {
             let _ = rtlab_sys::process::kill_hard(pid);
             let status = rtlab_sys::process::wait_child(pid);
-            return Err(format!("the child did not start ({status:?})"));
+            return Err(PeerError::ChildNotStarted(status));
         }
         std::thread::sleep(std::time::Duration::from_micros(50));
     }
     if !ring.take(1) {
         let _ = rtlab_sys::process::kill_hard(pid);
         let _ = rtlab_sys::process::wait_child(pid);
-        return Err("the lock refused this caller".into());
+        return Err(PeerError::LockRefused);
     }
     m.go.store(1, Ordering::Release);
     let parent = parent_ring(ring, steps);
     if parent.is_err() {
         let _ = rtlab_sys::process::kill_hard(pid);
     }
-    let status = rtlab_sys::process::wait_child(pid).map_err(|e| e.to_string())?;
+    let status = rtlab_sys::process::wait_child(pid)?;
     let parent_ns = parent?;
     if status != 0 {
-        return Err(format!("the child process failed (status {status})"));
+        return Err(PeerError::ChildFailed(status));
     }
     let (a, b) = (
         m.child_start.load(Ordering::Relaxed),

@@ -31,6 +31,39 @@ pub enum LabError {
     /// A histogram could not be encoded.
     #[error(transparent)]
     Histogram(#[from] rtlab_stats::HistogramError),
+    /// A lock under test failed.
+    #[error(transparent)]
+    Lock(#[from] rtlab_sync::LockError),
+    /// A robust mutex under test did not simply lock: its owner died (the lock was given up
+    /// again, unrepaired), it is not recoverable, or this thread's robust list cannot take it.
+    /// Its words: the error itself borrows the mutex.
+    #[error("{0}")]
+    Robust(String),
+    /// A std mutex under test was poisoned (a thread panicked holding it).
+    #[error("poisoned lock: another task failed inside")]
+    Poisoned,
+    /// The lock under test works between threads of one process only (its part of a run
+    /// between processes is skipped).
+    #[error("not process-shared (it works between threads of one process only)")]
+    NotProcessShared,
+    /// A run with a forked peer process failed (its channel, the child, a shared lock).
+    #[error(transparent)]
+    Peer(#[from] rtlab_ipc::peer::PeerError),
+    /// The peer process answered against the protocol (another message, another order,
+    /// another count).
+    #[error("{0}")]
+    Protocol(String),
+    /// A setting was to be given a value its kind does not take.
+    #[error("'{value}' is not a value of {setting}")]
+    NotAValue {
+        /// The value.
+        value: String,
+        /// The setting's id.
+        setting: &'static str,
+    },
+    /// A document could not be written as JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
     /// An I/O operation failed (a socket, a file, starting a program).
     #[error("{what}: {source}")]
     Io {
@@ -86,6 +119,11 @@ impl LabError {
             e @ (LabError::Unreachable(_) | LabError::Setup(_)) => e,
             e => LabError::Measuring(Box::new(e)),
         }
+    }
+
+    /// A measuring thread's error as the run's, whatever it was.
+    pub fn in_measuring_thread(self) -> LabError {
+        LabError::Measuring(Box::new(self))
     }
 
     /// `field`'s value is impossible because of `reason`.

@@ -204,12 +204,9 @@ struct Slice {
 fn spawn_named<'scope, 'env, T: Send + 'scope>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     name: String,
-    f: impl FnOnce() -> Result<T, String> + Send + 'scope,
-) -> Result<std::thread::ScopedJoinHandle<'scope, Result<T, String>>, String> {
-    std::thread::Builder::new()
-        .name(name)
-        .spawn_scoped(s, f)
-        .map_err(|e| e.to_string())
+    f: impl FnOnce() -> Result<T, LabError> + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, Result<T, LabError>>, LabError> {
+    Ok(std::thread::Builder::new().name(name).spawn_scoped(s, f)?)
 }
 
 fn run_slice<L: BenchLock>(
@@ -217,13 +214,13 @@ fn run_slice<L: BenchLock>(
     cfg: &InvertConfig,
     slice_end: u64,
     report: Report<'_>,
-) -> Result<Slice, String> {
+) -> Result<Slice, LabError> {
     let cpus = cfg.cpus.as_slice();
     let (high, hog, low) = (cfg.high_prio, cfg.high_prio - 1, cfg.high_prio - 2);
     let hold = cfg.hold.get();
     // Named threads, so an explained outlier says who held the lock and who ran.
     std::thread::scope(|s| {
-        let owner = spawn_named(s, "rtlab-owner".into(), || -> Result<(), String> {
+        let owner = spawn_named(s, "rtlab-owner".into(), || -> Result<(), LabError> {
             enter(cpus[0], Policy::Fifo, low)?;
             let mut rng = monotonic_now_ns() | 1;
             while monotonic_now_ns() < slice_end {
@@ -244,7 +241,7 @@ fn run_slice<L: BenchLock>(
                 spawn_named(
                     s,
                     format!("rtlab-inv-hog{i}"),
-                    move || -> Result<(), String> {
+                    move || -> Result<(), LabError> {
                         enter(cpu, Policy::Fifo, hog)?;
                         // Offset each hog so they do not all pause together.
                         let mut next = monotonic_now_ns()
@@ -258,8 +255,8 @@ fn run_slice<L: BenchLock>(
                     },
                 )
             })
-            .collect::<Result<Vec<_>, String>>()?;
-        let measurer = spawn_named(s, "rtlab-high".into(), || -> Result<Slice, String> {
+            .collect::<Result<Vec<_>, LabError>>()?;
+        let measurer = spawn_named(s, "rtlab-high".into(), || -> Result<Slice, LabError> {
             enter(cpus[0], Policy::Fifo, high)?;
             let tid = rtlab_sys::futex::current_tid() as i64;
             let (mut waits, mut wakeups) = (LatencyHistogram::new(), LatencyHistogram::new());
@@ -286,11 +283,13 @@ fn run_slice<L: BenchLock>(
         })?;
         let slice = measurer
             .join()
-            .map_err(|_| "high thread panicked".to_string())?;
+            .map_err(|_| LabError::Panicked("high thread".into()))?;
         for h in hogs {
-            h.join().map_err(|_| "hog panicked".to_string())??;
+            h.join().map_err(|_| LabError::Panicked("hog".into()))??;
         }
-        owner.join().map_err(|_| "owner panicked".to_string())??;
+        owner
+            .join()
+            .map_err(|_| LabError::Panicked("owner".into()))??;
         slice
     })
 }
@@ -304,12 +303,8 @@ enum Subject {
 }
 
 impl Subject {
-    fn new(variant: Variant, ceiling: u32) -> Result<Self, String> {
-        let pthread = |k| {
-            PthreadMutex::new(k)
-                .map(Subject::Pthread)
-                .map_err(|e| e.to_string())
-        };
+    fn new(variant: Variant, ceiling: u32) -> Result<Self, LabError> {
+        let pthread = |k| Ok(Subject::Pthread(PthreadMutex::new(k)?));
         match variant {
             Variant::NoneGlibc => pthread(PthreadKind::Normal),
             Variant::NoneRtlab => Ok(Subject::Futex(FutexMutex::new(()))),
@@ -320,7 +315,7 @@ impl Subject {
         }
     }
 
-    fn slice(&self, cfg: &InvertConfig, end: u64, report: Report<'_>) -> Result<Slice, String> {
+    fn slice(&self, cfg: &InvertConfig, end: u64, report: Report<'_>) -> Result<Slice, LabError> {
         match self {
             Subject::Futex(l) => run_slice(l, cfg, end, report),
             Subject::Pi(l) => run_slice(l, cfg, end, report),
@@ -348,7 +343,7 @@ impl Experiment for Invert {
         let mut tracks = Vec::new();
         for &v in &cfg.variants {
             match Subject::new(v, cfg.high_prio) {
-                Ok(s) => tracks.push((v, s, LatencyHistogram::new(), None::<String>)),
+                Ok(s) => tracks.push((v, s, LatencyHistogram::new(), None::<LabError>)),
                 Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", v.name())),
             }
         }
@@ -539,7 +534,7 @@ pub const WATCHDOG_NS: u64 = 2_000_000_000;
 /// Work the low owner does inside the lock, per group.
 const GROUP_HOLD_NS: u64 = 2_000_000;
 
-fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u64, String> {
+fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u64, LabError> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let held = rtlab_sync::Event::new();
     let done = AtomicBool::new(false);
@@ -549,31 +544,31 @@ fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u6
     // under a compile load).
     let high_entered = rtlab_sync::Event::new();
     std::thread::scope(|s| {
-        let low = s.spawn(|| -> Result<(), String> {
+        let low = s.spawn(|| -> Result<(), LabError> {
             enter(cpu, Policy::Fifo, high_prio - 2)?;
-            let guard = mutex.lock().map_err(|e| e.to_string())?;
+            let guard = mutex.lock()?;
             held.set();
             spin_until(monotonic_now_ns() + GROUP_HOLD_NS);
             drop(guard);
             Ok(())
         });
         if !held.wait_until(Some(monotonic_now_ns() + WATCHDOG_NS)) {
-            return Err("the low thread never took the lock".into());
+            return Err(LabError::Setup("the low thread never took the lock".into()));
         }
-        let high = s.spawn(|| -> Result<u64, String> {
+        let high = s.spawn(|| -> Result<u64, LabError> {
             let entered = enter(cpu, Policy::Fifo, high_prio);
             high_entered.set();
             entered?;
             // Let the medium spinner start first, so the inversion is set up.
             let _ = sleep_until_monotonic_ns(monotonic_now_ns() + 1_000_000);
             let t0 = monotonic_now_ns();
-            let guard = mutex.lock().map_err(|e| e.to_string())?;
+            let guard = mutex.lock()?;
             let waited = monotonic_now_ns() - t0;
             drop(guard);
             done.store(true, Ordering::Release);
             Ok(waited)
         });
-        let medium = s.spawn(|| -> Result<(), String> {
+        let medium = s.spawn(|| -> Result<(), LabError> {
             enter(cpu, Policy::Fifo, high_prio - 1)?;
             let _ = high_entered.wait_until(Some(monotonic_now_ns() + WATCHDOG_NS));
             let deadline = monotonic_now_ns() + WATCHDOG_NS;
@@ -582,9 +577,11 @@ fn inversion_group(mutex: &PiMutex<()>, cpu: usize, high_prio: u32) -> Result<u6
             }
             Ok(())
         });
-        let waited = high.join().map_err(|_| "high panicked".to_string())?;
-        medium.join().map_err(|_| "medium panicked".to_string())??;
-        low.join().map_err(|_| "low panicked".to_string())??;
+        let waited = high.join().map_err(|_| LabError::Panicked("high".into()))?;
+        medium
+            .join()
+            .map_err(|_| LabError::Panicked("medium".into()))??;
+        low.join().map_err(|_| LabError::Panicked("low".into()))??;
         waited
     })
 }
@@ -613,8 +610,8 @@ impl Experiment for InvertCheck {
         let end = began.saturating_add(common.duration.get());
         let mutex = PiMutex::new(());
         while monotonic_now_ns() < end && !rtlab_sys::signal::interrupted() {
-            let waited =
-                inversion_group(&mutex, self.cpu, self.high_prio).map_err(LabError::Thread)?;
+            let waited = inversion_group(&mutex, self.cpu, self.high_prio)
+                .map_err(LabError::in_measuring_thread)?;
             waits.record(Nanos(waited));
             groups += 1;
             if waited > STALL_NS {

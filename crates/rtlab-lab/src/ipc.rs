@@ -109,11 +109,11 @@ pub fn size_label(bytes: usize) -> String {
 /// Runs `f` on a fresh thread, so pinning and real-time scheduling of the parent side never
 /// stick to the caller's thread (regression: the survey's main thread was left SCHED_FIFO 50
 /// on CPU 0 after the ipc stage, and stages after it read its timer slack as 0).
-fn on_own_thread<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+fn on_own_thread<T: Send>(f: impl FnOnce() -> Result<T, LabError> + Send) -> Result<T, LabError> {
     std::thread::scope(|s| {
         s.spawn(f)
             .join()
-            .map_err(|_| "ipc measuring thread panicked".to_string())?
+            .map_err(|_| LabError::Panicked("ipc measuring thread".into()))?
     })
 }
 
@@ -132,13 +132,13 @@ fn rtt_phase(
     budget: u64,
     hist: &mut LatencyHistogram,
     report: crate::explain::Report<'_>,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let measured = with_peer(
         mechanism,
         size,
         placement(cfg),
         PeerRole::Echo,
-        |mut end| {
+        |mut end| -> Result<_, LabError> {
             enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
             let tid = rtlab_sys::futex::current_tid() as i64;
             let (mut msg, mut buf) = (vec![DATA; size], vec![0u8; size]);
@@ -154,7 +154,9 @@ fn rtt_phase(
                 crate::explain::report_wait(report, crate::explain::Wait::Reply, tid, t0, t1);
                 local.record(Nanos(t1 - t0));
                 if buf[1..9] != msg[1..9] {
-                    return Err("echo returned a different message".into());
+                    return Err(LabError::Protocol(
+                        "echo returned a different message".into(),
+                    ));
                 }
                 n += 1;
             }
@@ -174,7 +176,7 @@ struct Measured {
     rtt: LatencyHistogram,
     oneway: LatencyHistogram,
     rates: Vec<f64>,
-    failed: Option<String>,
+    failed: Option<LabError>,
 }
 
 /// Period of the paced sends of the oneway phase: the receiver sleeps between messages, as a
@@ -188,32 +190,38 @@ fn oneway_phase(
     budget: u64,
     hist: &mut LatencyHistogram,
     report: crate::explain::Report<'_>,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let count = (budget / ONEWAY_INTERVAL_NS).max(10);
     let role = PeerRole::Pace {
         count,
         interval_ns: ONEWAY_INTERVAL_NS,
     };
-    let measured = with_peer(mechanism, size, placement(cfg), role, |mut end| {
-        enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
-        let tid = rtlab_sys::futex::current_tid() as i64;
-        let mut buf = vec![0u8; size];
-        let mut local = LatencyHistogram::new();
-        for expected in 0..count {
-            end.recv(&mut buf)?;
-            let now = monotonic_now_ns();
-            let seq = u64::from_le_bytes(buf[1..9].try_into().expect("8 bytes"));
-            let sent = u64::from_le_bytes(buf[9..17].try_into().expect("8 bytes"));
-            if seq != expected {
-                return Err(format!(
-                    "oneway: message {seq} arrived where {expected} was due"
-                ));
+    let measured = with_peer(
+        mechanism,
+        size,
+        placement(cfg),
+        role,
+        |mut end| -> Result<_, LabError> {
+            enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
+            let tid = rtlab_sys::futex::current_tid() as i64;
+            let mut buf = vec![0u8; size];
+            let mut local = LatencyHistogram::new();
+            for expected in 0..count {
+                end.recv(&mut buf)?;
+                let now = monotonic_now_ns();
+                let seq = u64::from_le_bytes(buf[1..9].try_into().expect("8 bytes"));
+                let sent = u64::from_le_bytes(buf[9..17].try_into().expect("8 bytes"));
+                if seq != expected {
+                    return Err(LabError::Protocol(format!(
+                        "oneway: message {seq} arrived where {expected} was due"
+                    )));
+                }
+                crate::explain::report_wait(report, crate::explain::Wait::Notify, tid, sent, now);
+                local.record(Nanos(now.saturating_sub(sent)));
             }
-            crate::explain::report_wait(report, crate::explain::Wait::Notify, tid, sent, now);
-            local.record(Nanos(now.saturating_sub(sent)));
-        }
-        Ok(local)
-    })?;
+            Ok(local)
+        },
+    )?;
     hist.merge(&measured);
     Ok(())
 }
@@ -223,13 +231,13 @@ fn throughput_phase(
     size: usize,
     cfg: &IpcConfig,
     budget: u64,
-) -> Result<f64, String> {
+) -> Result<f64, LabError> {
     with_peer(
         mechanism,
         size,
         placement(cfg),
         PeerRole::Count,
-        |mut end| {
+        |mut end| -> Result<_, LabError> {
             enter(cfg.cpus.0, cfg.policy, cfg.prio)?;
             let (mut msg, mut buf) = (vec![DATA; size], vec![0u8; size]);
             let start = monotonic_now_ns();
@@ -248,9 +256,9 @@ fn throughput_phase(
             let elapsed = monotonic_now_ns() - start;
             let counted = u64::from_le_bytes(buf[1..9].try_into().expect("8 bytes"));
             if counted != sent {
-                return Err(format!(
+                return Err(LabError::Protocol(format!(
                     "sent {sent} messages, the receiver counted {counted}"
-                ));
+                )));
             }
             Ok(counted as f64 / (elapsed as f64 / 1e9))
         },

@@ -9,7 +9,7 @@
 use crate::harness::{CommonConfig, Observer};
 use crate::mutex_impls::enter;
 use crate::{Experiment, LabError, Outcome};
-use rtlab_load::LoadSpec;
+use rtlab_load::{LoadKind, LoadSpec};
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::futex::{self, Scope, Wait};
@@ -192,18 +192,12 @@ enum TimedWait {
 }
 
 impl TimedWait {
-    fn new(waiter: Waiter) -> Result<Self, String> {
+    fn new(waiter: Waiter) -> Result<Self, LabError> {
         Ok(match waiter {
             Waiter::Private => TimedWait::Futex(Box::new(AtomicU32::new(0))),
-            Waiter::Shared => {
-                TimedWait::SharedFutex(AnonMapping::new_shared(4096).map_err(|e| e.to_string())?)
-            }
-            Waiter::GlibcPrivate => {
-                TimedWait::Glibc(PthreadTimedWait::new(false).map_err(|e| e.to_string())?)
-            }
-            Waiter::GlibcShared => {
-                TimedWait::Glibc(PthreadTimedWait::new(true).map_err(|e| e.to_string())?)
-            }
+            Waiter::Shared => TimedWait::SharedFutex(AnonMapping::new_shared(4096)?),
+            Waiter::GlibcPrivate => TimedWait::Glibc(PthreadTimedWait::new(false)?),
+            Waiter::GlibcShared => TimedWait::Glibc(PthreadTimedWait::new(true)?),
         })
     }
 
@@ -234,21 +228,30 @@ fn slice(
     end: u64,
     hist: &mut LatencyHistogram,
     report: crate::explain::Report<'_>,
-) -> Result<(), String> {
-    let load = match disturbance {
+) -> Result<(), LabError> {
+    let mlock = match disturbance {
         Disturbance::Idle => None,
-        Disturbance::Mmap => Some(format!("mmap:{}", cfg.size)),
-        Disturbance::Mlock => Some(format!("mmap:{}:mlock", cfg.size)),
+        Disturbance::Mmap => Some(false),
+        Disturbance::Mlock => Some(true),
     };
-    let specs: Vec<LoadSpec> = load.iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
+    // Written as `--load` would take it: the text names the load in its errors.
+    let specs: Vec<LoadSpec> = mlock
+        .map(|mlock| LoadSpec {
+            text: format!("mmap:{}{}", cfg.size, if mlock { ":mlock" } else { "" }),
+            kind: LoadKind::Mmap {
+                size: cfg.size,
+                mlock,
+            },
+        })
+        .into_iter()
+        .collect();
     let loads = rtlab_load::start(
         &specs,
         Nanos(end.saturating_sub(monotonic_now_ns()) + 5_000_000_000),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let interval = cfg.interval.get();
     let measured = std::thread::scope(|s| {
-        s.spawn(|| -> Result<LatencyHistogram, String> {
+        s.spawn(|| -> Result<LatencyHistogram, LabError> {
             enter(cfg.cpu, cfg.policy, cfg.prio)?;
             let tid = rtlab_sys::futex::current_tid() as i64;
             let mut local = LatencyHistogram::new();
@@ -265,7 +268,7 @@ fn slice(
             Ok(local)
         })
         .join()
-        .map_err(|_| "measuring thread panicked".to_string())?
+        .map_err(|_| LabError::Panicked("measuring thread".into()))?
     });
     drop(loads);
     hist.merge(&measured?);
@@ -328,7 +331,7 @@ impl Experiment for MmapExperiment {
                 let slice_end = monotonic_now_ns() + slice_ns;
                 let report = reporter.as_ref().map(|r| (r, index as u16));
                 slice(&waiters[*i].1, &cfg, *d, slice_end, hist, report)
-                    .map_err(LabError::Thread)?;
+                    .map_err(LabError::in_measuring_thread)?;
                 observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
                 if rtlab_sys::signal::interrupted() {
                     break;

@@ -211,12 +211,12 @@ impl Experiment for SlackSweep {
         let began = monotonic_now_ns();
         let cells = std::thread::scope(|s| {
             let reporter = reporter.as_ref();
-            s.spawn(move || -> Result<Vec<Cell>, String> {
+            s.spawn(move || -> Result<Vec<Cell>, LabError> {
                 enter(cpu, Policy::Other, 0)?;
                 let tid = rtlab_sys::futex::current_tid() as i64;
                 let sleepers: Vec<(Mechanism, Sleeper)> = Mechanism::ALL
                     .iter()
-                    .map(|&m| Sleeper::new(m).map(|s| (m, s)).map_err(|e| e.to_string()))
+                    .map(|&m| Sleeper::new(m).map(|s| (m, s)))
                     .collect::<Result<_, _>>()?;
                 for _pass in 0..2 {
                     for (index, cell) in cells.iter_mut().enumerate() {
@@ -231,10 +231,8 @@ impl Experiment for SlackSweep {
                         rtlab_sys::sched::set_current_thread_scheduler(
                             policy,
                             u32::from(cell.fifo),
-                        )
-                        .map_err(|e| e.to_string())?;
-                        rtlab_sys::slack::set_current_timer_slack_ns(cell.slack.get())
-                            .map_err(|e| e.to_string())?;
+                        )?;
+                        rtlab_sys::slack::set_current_timer_slack_ns(cell.slack.get())?;
                         let sleeper = &sleepers
                             .iter()
                             .find(|(m, _)| *m == cell.mechanism)
@@ -247,9 +245,9 @@ impl Experiment for SlackSweep {
                 Ok(cells)
             })
             .join()
-            .map_err(|_| "sweep thread panicked".to_string())?
+            .map_err(|_| LabError::Panicked("sweep thread".into()))?
         })
-        .map_err(LabError::Thread)?;
+        .map_err(LabError::in_measuring_thread)?;
         observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
         if let Some(session) = session {
             session.finish(&[cpu], observer, &mut outcome);

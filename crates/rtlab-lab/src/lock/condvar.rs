@@ -4,6 +4,7 @@
 
 use super::{Impl, Sched, CONDVAR_BATCH, CONDVAR_GAP_NS};
 use crate::mutex_impls::enter;
+use crate::LabError;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sync::{PiCondvar, PiMutex};
 use rtlab_sys::pthread::{PthreadCond, PthreadKind, PthreadMutex};
@@ -112,11 +113,11 @@ fn condvar_batch<C: BenchCondvar>(
     sched: Sched,
     hist: &mut LatencyHistogram,
     report: crate::explain::Report<'_>,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let armed = AtomicBool::new(false);
     let stamp = AtomicU64::new(0);
     let samples = std::thread::scope(|s| {
-        let waiter = s.spawn(|| -> Result<Vec<u64>, String> {
+        let waiter = s.spawn(|| -> Result<Vec<u64>, LabError> {
             // Named, so an explained outlier says who notified whom.
             let _ = rtlab_sys::process::set_current_thread_name("rtlab-cv-waiter");
             enter(cpus.1, sched.policy, sched.prio)?;
@@ -136,7 +137,7 @@ fn condvar_batch<C: BenchCondvar>(
             }
             Ok(samples)
         });
-        let notifier = s.spawn(|| -> Result<(), String> {
+        let notifier = s.spawn(|| -> Result<(), LabError> {
             let _ = rtlab_sys::process::set_current_thread_name("rtlab-cv-notify");
             enter(cpus.0, sched.policy, sched.prio)?;
             for _ in 0..CONDVAR_BATCH {
@@ -145,14 +146,17 @@ fn condvar_batch<C: BenchCondvar>(
                     std::thread::sleep(std::time::Duration::from_micros(10));
                 }
                 // Let the waiter fall asleep in the condvar before notifying.
-                rtlab_sys::time::sleep_until_monotonic_ns(monotonic_now_ns() + CONDVAR_GAP_NS)
-                    .map_err(|e| e.to_string())?;
+                rtlab_sys::time::sleep_until_monotonic_ns(monotonic_now_ns() + CONDVAR_GAP_NS)?;
                 cond.set_and_notify(&stamp);
             }
             Ok(())
         });
-        let notified = notifier.join().map_err(|_| "notifier panicked".to_string());
-        let samples = waiter.join().map_err(|_| "waiter panicked".to_string());
+        let notified = notifier
+            .join()
+            .map_err(|_| LabError::Panicked("notifier".into()));
+        let samples = waiter
+            .join()
+            .map_err(|_| LabError::Panicked("waiter".into()));
         notified??;
         samples?
     })?;
@@ -171,7 +175,7 @@ pub(super) enum CondSubject {
 }
 
 impl CondSubject {
-    pub(super) fn new(which: Impl) -> Result<Option<Self>, String> {
+    pub(super) fn new(which: Impl) -> Result<Option<Self>, LabError> {
         Ok(match which {
             Impl::RtlabPi => Some(CondSubject::Rtlab(RtlabCond(
                 PiMutex::new(false),
@@ -186,8 +190,8 @@ impl CondSubject {
                 Default::default(),
             ))),
             Impl::GlibcNormal => Some(CondSubject::Glibc(GlibcCond(
-                PthreadMutex::new(PthreadKind::Normal).map_err(|e| e.to_string())?,
-                PthreadCond::new().map_err(|e| e.to_string())?,
+                PthreadMutex::new(PthreadKind::Normal)?,
+                PthreadCond::new()?,
                 AtomicBool::new(false),
             ))),
             _ => None,
@@ -200,7 +204,7 @@ impl CondSubject {
         sched: Sched,
         hist: &mut LatencyHistogram,
         report: crate::explain::Report<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LabError> {
         match self {
             CondSubject::Rtlab(c) => condvar_batch(c, cpus, sched, hist, report),
             CondSubject::Std(c) => condvar_batch(c, cpus, sched, hist, report),

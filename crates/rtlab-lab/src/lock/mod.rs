@@ -168,7 +168,7 @@ impl LockExperiment {
 }
 
 /// ns per lock+unlock pair over one batch, on a fresh thread with the given placement.
-fn uncontended_batch<L: BenchLock>(lock: &L, cpu: usize, sched: Sched) -> Result<f64, String> {
+fn uncontended_batch<L: BenchLock>(lock: &L, cpu: usize, sched: Sched) -> Result<f64, LabError> {
     std::thread::scope(|s| {
         s.spawn(|| {
             enter(cpu, sched.policy, sched.prio)?;
@@ -181,7 +181,7 @@ fn uncontended_batch<L: BenchLock>(lock: &L, cpu: usize, sched: Sched) -> Result
             Ok((monotonic_now_ns() - t0) as f64 / UNCONTENDED_BATCH as f64)
         })
         .join()
-        .map_err(|_| "measuring thread panicked".to_string())?
+        .map_err(|_| LabError::Panicked("measuring thread".into()))?
     })
 }
 
@@ -190,12 +190,12 @@ fn handoff_batch<L: BenchLock>(
     locks: &[L; 3],
     cpus: (usize, usize),
     sched: Sched,
-) -> Result<f64, String> {
+) -> Result<f64, LabError> {
     let ready = Barrier::new(3);
     std::thread::scope(|s| {
         let ring = |cpu: usize, first_held: usize, step: fn(u64) -> (usize, usize)| {
             let ready = &ready;
-            move || -> Result<(u64, u64), String> {
+            move || -> Result<(u64, u64), LabError> {
                 let entered = enter(cpu, sched.policy, sched.prio);
                 let held_first = entered.and_then(|_| locks[first_held].acquire());
                 let mut held: [Option<L::Guard<'_>>; 3] = [None, None, None];
@@ -220,8 +220,12 @@ fn handoff_batch<L: BenchLock>(
             ((m % 3) as usize, ((m + 2) % 3) as usize)
         }));
         ready.wait();
-        let (start_b, end_b) = b.join().map_err(|_| "thread B panicked".to_string())??;
-        let (start_c, end_c) = c.join().map_err(|_| "thread C panicked".to_string())??;
+        let (start_b, end_b) = b
+            .join()
+            .map_err(|_| LabError::Panicked("thread B".into()))??;
+        let (start_c, end_c) = c
+            .join()
+            .map_err(|_| LabError::Panicked("thread C".into()))??;
         let elapsed = end_b.max(end_c).saturating_sub(start_b.min(start_c));
         Ok(elapsed as f64 / (2 * HANDOFF_BATCH) as f64)
     })
@@ -243,7 +247,7 @@ enum Subject {
 }
 
 /// The process-shared form of `which`, if it has one.
-fn shared_kind(which: Impl, sched: Sched) -> Result<SharedKind, String> {
+fn shared_kind(which: Impl, sched: Sched) -> Result<SharedKind, LabError> {
     let ceiling = sched.prio.clamp(1, 98) + 1;
     Ok(match which {
         Impl::RtlabPi => SharedKind::RtlabPi,
@@ -255,50 +259,56 @@ fn shared_kind(which: Impl, sched: Sched) -> Result<SharedKind, String> {
         Impl::GlibcRobustPi => SharedKind::Glibc(PthreadKind::RobustPi),
         Impl::SysvSem => SharedKind::SysvSem,
         Impl::RtlabCeiling | Impl::Std | Impl::ParkingLot => {
-            return Err("not process-shared (it works between threads of one process only)".into())
+            return Err(LabError::NotProcessShared)
         }
     })
 }
 
 /// ns per lock+unlock pair of a shared lock over one batch, on a fresh thread.
-fn shared_uncontended(locks: &SharedLocks, cpu: usize, sched: Sched) -> Result<f64, String> {
+fn shared_uncontended(locks: &SharedLocks, cpu: usize, sched: Sched) -> Result<f64, LabError> {
     std::thread::scope(|s| {
         s.spawn(|| {
             enter(cpu, sched.policy, sched.prio)?;
-            locks.uncontended(UNCONTENDED_BATCH)
+            Ok(locks.uncontended(UNCONTENDED_BATCH)?)
         })
         .join()
-        .map_err(|_| "measuring thread panicked".to_string())?
+        .map_err(|_| LabError::Panicked("measuring thread".into()))?
     })
 }
 
 /// ns per hand-off of a shared ring between a fresh thread on `cpus.0` and a child process
 /// forked from it on `cpus.1`.
-fn shared_handoff(locks: &SharedLocks, cpus: (usize, usize), sched: Sched) -> Result<f64, String> {
+fn shared_handoff(
+    locks: &SharedLocks,
+    cpus: (usize, usize),
+    sched: Sched,
+) -> Result<f64, LabError> {
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(|| -> Result<f64, LabError> {
             enter(cpus.0, sched.policy, sched.prio)?;
-            locks.handoff(
+            Ok(locks.handoff(
                 HANDOFF_BATCH,
                 ChildPlacement {
                     cpu: cpus.1,
                     policy: sched.policy,
                     prio: sched.prio,
                 },
-            )
+            )?)
         })
         .join()
-        .map_err(|_| "measuring thread panicked".to_string())?
+        .map_err(|_| LabError::Panicked("measuring thread".into()))?
     })
 }
 
 impl Subject {
-    fn new(which: Impl, sched: Sched, processes: bool) -> Result<Self, String> {
+    fn new(which: Impl, sched: Sched, processes: bool) -> Result<Self, LabError> {
         if processes {
-            return SharedLocks::new(shared_kind(which, sched)?).map(Subject::Shared);
+            return Ok(Subject::Shared(SharedLocks::new(shared_kind(
+                which, sched,
+            )?)?));
         }
-        let pthread = |kind| -> Result<Subject, String> {
-            let make = || PthreadMutex::new(kind).map_err(|e| e.to_string());
+        let pthread = |kind| -> Result<Subject, LabError> {
+            let make = || PthreadMutex::new(kind);
             Ok(Subject::Pthread([make()?, make()?, make()?]))
         };
         match which {
@@ -320,13 +330,13 @@ impl Subject {
             Impl::Std => Ok(Subject::Std(Default::default())),
             Impl::ParkingLot => Ok(Subject::ParkingLot(Default::default())),
             Impl::SysvSem => {
-                let make = || SysvSem::new().map_err(|e| e.to_string());
+                let make = SysvSem::new;
                 Ok(Subject::Sem([make()?, make()?, make()?]))
             }
         }
     }
 
-    fn uncontended(&self, cpu: usize, sched: Sched) -> Result<f64, String> {
+    fn uncontended(&self, cpu: usize, sched: Sched) -> Result<f64, LabError> {
         match self {
             Subject::Pi(l) => uncontended_batch(&l[0], cpu, sched),
             Subject::Robust(l) => uncontended_batch(&l[0], cpu, sched),
@@ -339,7 +349,7 @@ impl Subject {
         }
     }
 
-    fn handoff(&self, cpus: (usize, usize), sched: Sched) -> Result<f64, String> {
+    fn handoff(&self, cpus: (usize, usize), sched: Sched) -> Result<f64, LabError> {
         match self {
             Subject::Pi(l) => handoff_batch(l, cpus, sched),
             Subject::Robust(l) => handoff_batch(l, cpus, sched),
@@ -364,7 +374,7 @@ struct Track {
     condvar: Option<(CondSubject, LatencyHistogram)>,
     uncontended: Vec<f64>,
     handoff: Vec<f64>,
-    failed: Option<String>,
+    failed: Option<LabError>,
 }
 
 impl Experiment for LockExperiment {

@@ -14,6 +14,7 @@
 //! kernel's own settings files are written. The file itself must be one no other user could
 //! have planted or changed ([`rtlab_sys::fs::open_trusted`]).
 
+use crate::LabError;
 use rtlab_sys::debugfs::{self, DebugfsError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -515,35 +516,41 @@ pub fn not_applied(
 /// Writes `value` to the file of `knob` under `root` (one write, as `echo value > path` does),
 /// never creating it, never through a link, and on the machine (root `/`) only into the
 /// kernel's own settings files.
-fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), String> {
+fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), LabError> {
     if !knob.accepts(value) {
-        return Err(format!("'{value}' is not a value of {}", knob.id()));
+        return Err(LabError::NotAValue {
+            value: value.into(),
+            setting: knob.id(),
+        });
     }
     let on_machine = root == Path::new("/");
-    let mut file =
-        rtlab_sys::fs::open_setting(&knob.path_in(root), on_machine).map_err(|e| e.to_string())?;
+    let mut file = rtlab_sys::fs::open_setting(&knob.path_in(root), on_machine)?;
     if !on_machine {
         // A laid-out file on a disk keeps its old tail unless cut (a kernel file replaces).
-        file.set_len(0).map_err(|e| e.to_string())?;
+        file.set_len(0)?;
     }
-    file.write_all(format!("{value}\n").as_bytes())
-        .map_err(|e| e.to_string())
+    Ok(file.write_all(format!("{value}\n").as_bytes())?)
 }
 
-fn save(state: &State, file: &Path) -> Result<(), String> {
-    let bytes = serde_json::to_vec_pretty(state).map_err(|e| e.to_string())?;
+fn save(state: &State, file: &Path) -> Result<(), LabError> {
+    let bytes = serde_json::to_vec_pretty(state)?;
     rtlab_sys::fs::write_atomically(file, &bytes)
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))
+        .map_err(|e| LabError::io(format!("cannot write {}", file.display()), e))
 }
 
 /// Saves `plan` to `file` (which must not exist: it would hold another run's prior values),
 /// then applies it; `file` is rewritten with each write's outcome. Returns the state.
-pub fn apply(plan: Plan, rt_cpus: &[usize], file: &Path) -> Result<State, String> {
+pub fn apply(plan: Plan, rt_cpus: &[usize], file: &Path) -> Result<State, LabError> {
     apply_in(plan, rt_cpus, file, Path::new("/"))
 }
 
 /// [`apply`] on the files under `root`.
-pub fn apply_in(plan: Plan, rt_cpus: &[usize], file: &Path, root: &Path) -> Result<State, String> {
+pub fn apply_in(
+    plan: Plan,
+    rt_cpus: &[usize],
+    file: &Path,
+    root: &Path,
+) -> Result<State, LabError> {
     let mut state = State {
         rtlab_tune_state: STATE_VERSION,
         rt_cpus: rt_cpus.to_vec(),
@@ -554,7 +561,7 @@ pub fn apply_in(plan: Plan, rt_cpus: &[usize], file: &Path, root: &Path) -> Resu
     for c in &mut state.changes {
         match write(&c.knob, root, &c.after) {
             Ok(()) => c.applied = true,
-            Err(e) => c.error = Some(e),
+            Err(e) => c.error = Some(e.to_string()),
         }
     }
     save(&state, file)?;
@@ -644,7 +651,7 @@ pub struct Reverted {
     /// What the file holds now (None: gone, e.g. a thread that exited).
     pub now: Option<String>,
     /// The write's error, if any.
-    pub error: Option<String>,
+    pub error: Option<LabError>,
 }
 
 impl Reverted {

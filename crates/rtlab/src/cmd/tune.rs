@@ -154,7 +154,7 @@ fn revert(file: &std::path::Path) -> anyhow::Result<Status> {
                 format!(
                     "NOT restored: reads {now}{}",
                     r.error
-                        .as_deref()
+                        .as_ref()
                         .map(|e| format!(" ({e})"))
                         .unwrap_or_default()
                 )
