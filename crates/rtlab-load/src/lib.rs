@@ -9,4 +9,4 @@ mod spec;
 mod workers;
 
 pub use spec::{LoadKind, LoadSpec, LOAD_HELP};
-pub use workers::{start, LoadError, LoadReport, RunningLoads};
+pub use workers::{start, LoadError, LoadReport, RunningLoads, StartError};

@@ -97,6 +97,23 @@ pub enum LoadKind {
     },
 }
 
+impl LoadKind {
+    /// The kind as the grammar writes it (`cpu`, `cpu:P%`, `hog` ...), for messages.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            LoadKind::Cpu { .. } => "cpu",
+            LoadKind::Utilisation { .. } => "cpu:P%",
+            LoadKind::Mmap { .. } => "mmap",
+            LoadKind::Alloc { .. } => "alloc",
+            LoadKind::Gc { .. } => "gc",
+            LoadKind::Fork { .. } => "fork",
+            LoadKind::Net { .. } => "net",
+            LoadKind::Io => "io",
+            LoadKind::Hog { .. } => "hog",
+        }
+    }
+}
+
 /// A parsed `--load` argument, keeping the text as given (it goes into the result document).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadSpec {

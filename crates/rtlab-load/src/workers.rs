@@ -27,8 +27,43 @@ pub enum LoadError {
         /// The load as written.
         spec: String,
         /// Why.
-        reason: String,
+        reason: StartError,
     },
+}
+
+/// Why one load did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A thread, or a loopback connection of the net load, could not be made.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A mapping of the mmap load's size cannot be addressed here.
+    #[error("SIZE too large")]
+    SizeTooLarge,
+    /// The CPU the load is pinned to is not one this process may use (which, and those it
+    /// may).
+    #[error("{0}")]
+    CpuUnavailable(String),
+    /// The io load's temporary directory is not one to write in.
+    #[error("cannot write in {}: {source}", dir.display())]
+    UnsafeDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The io load's temporary file could not be created.
+    #[error("cannot create a file in {}: {source}", dir.display())]
+    NoTempFile {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A load thread (named) ended before it said how its placement went.
+    #[error("the {0} thread died while starting")]
+    DiedStarting(&'static str),
 }
 
 /// What one load did while it ran.
@@ -162,15 +197,14 @@ impl RunningLoads {
     /// channel it is given (a warning, or None) before its work; a warning is kept once.
     fn spawn_placed(
         &mut self,
-        name: &str,
+        name: &'static str,
         body: impl FnOnce(mpsc::Sender<Option<String>>) + Send + 'static,
-    ) -> Result<(), String> {
+    ) -> Result<(), StartError> {
         let (tx, rx) = mpsc::channel();
         let handle = std::thread::Builder::new()
             .name(name.into())
             .stack_size(LOAD_STACK)
-            .spawn(move || body(tx))
-            .map_err(|e| e.to_string())?;
+            .spawn(move || body(tx))?;
         self.threads.push(handle);
         match rx.recv() {
             Ok(Some(warning)) => {
@@ -180,7 +214,7 @@ impl RunningLoads {
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(_) => Err(format!("the {name} thread died while starting")),
+            Err(_) => Err(StartError::DiedStarting(name)),
         }
     }
 }
@@ -209,7 +243,7 @@ pub fn start(specs: &[LoadSpec], hard_limit: Nanos) -> Result<RunningLoads, Load
             work: Arc::new(AtomicU64::new(0)),
             runs: Arc::default(),
         };
-        let err = |reason: String| LoadError::Start {
+        let err = |reason| LoadError::Start {
             spec: spec.text.clone(),
             reason,
         };
@@ -224,12 +258,15 @@ pub fn start(specs: &[LoadSpec], hard_limit: Nanos) -> Result<RunningLoads, Load
     Ok(loads)
 }
 
-fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'static str, String> {
-    let io = |e: std::io::Error| e.to_string();
+fn start_one(
+    loads: &mut RunningLoads,
+    kind: &LoadKind,
+    ctx: &Ctx,
+) -> Result<&'static str, StartError> {
     match *kind {
         LoadKind::Cpu { threads } => {
             for _ in 0..threads.unwrap_or_else(|| usable_cpus().len()) {
-                loads.spawn("rtlab-load-cpu", ctx, spin).map_err(io)?;
+                loads.spawn("rtlab-load-cpu", ctx, spin)?;
             }
             Ok("spin rounds")
         }
@@ -246,7 +283,7 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
                 ] {
                     let ctx = ctx.clone();
                     let shape = Periodic {
-                        what: "cpu:P%",
+                        load: kind.clone(),
                         fifo,
                         run,
                         period,
@@ -259,16 +296,12 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             Ok("periods")
         }
         LoadKind::Mmap { size, mlock } => {
-            let size = usize::try_from(size).map_err(|_| "SIZE too large".to_string())?;
-            loads
-                .spawn("rtlab-load-mmap", ctx, move |c| mmap_cycles(c, size, mlock))
-                .map_err(io)?;
+            let size = usize::try_from(size).map_err(|_| StartError::SizeTooLarge)?;
+            loads.spawn("rtlab-load-mmap", ctx, move |c| mmap_cycles(c, size, mlock))?;
             Ok("mmap cycles")
         }
         LoadKind::Alloc { rate } => {
-            loads
-                .spawn("rtlab-load-alloc", ctx, move |c| alloc_churn(c, rate))
-                .map_err(io)?;
+            loads.spawn("rtlab-load-alloc", ctx, move |c| alloc_churn(c, rate))?;
             Ok("bytes allocated")
         }
         LoadKind::Gc {
@@ -284,22 +317,18 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
         }
         LoadKind::Fork { threads } => {
             for _ in 0..threads {
-                loads.spawn("rtlab-load-fork", ctx, forks).map_err(io)?;
+                loads.spawn("rtlab-load-fork", ctx, forks)?;
             }
             Ok("forks")
         }
         LoadKind::Net { streams } => {
-            let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
-            let addr = listener.local_addr().map_err(io)?;
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            let addr = listener.local_addr()?;
             for _ in 0..streams {
-                let client = TcpStream::connect(addr).map_err(io)?;
-                let (server, _) = listener.accept().map_err(io)?;
-                loads
-                    .spawn("rtlab-load-net", ctx, move |c| net_send(c, client))
-                    .map_err(io)?;
-                loads
-                    .spawn("rtlab-load-net", ctx, move |c| net_receive(c, server))
-                    .map_err(io)?;
+                let client = TcpStream::connect(addr)?;
+                let (server, _) = listener.accept()?;
+                loads.spawn("rtlab-load-net", ctx, move |c| net_send(c, client))?;
+                loads.spawn("rtlab-load-net", ctx, move |c| net_receive(c, server))?;
             }
             Ok("bytes sent")
         }
@@ -308,14 +337,15 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             // created here so that a failure is reported instead of a load doing nothing.
             let dir = std::env::temp_dir();
             let prefix = format!("rtlab-io-{}-", std::process::id());
-            rtlab_sys::fs::check_dir_owner(&dir)
-                .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
-            let (file, path) = rtlab_sys::fs::create_unique(&dir, &prefix, ".tmp", 0o600)
-                .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+            if let Err(source) = rtlab_sys::fs::check_dir_owner(&dir) {
+                return Err(StartError::UnsafeDir { dir, source });
+            }
+            let (file, path) = match rtlab_sys::fs::create_unique(&dir, &prefix, ".tmp", 0o600) {
+                Ok(made) => made,
+                Err(source) => return Err(StartError::NoTempFile { dir, source }),
+            };
             let guard = TempFile(path);
-            loads
-                .spawn("rtlab-load-io", ctx, move |c| io_fsync(c, file, guard))
-                .map_err(io)?;
+            loads.spawn("rtlab-load-io", ctx, move |c| io_fsync(c, file, guard))?;
             Ok("fsyncs")
         }
         LoadKind::Hog {
@@ -325,11 +355,13 @@ fn start_one(loads: &mut RunningLoads, kind: &LoadKind, ctx: &Ctx) -> Result<&'s
             cpu,
         } => {
             if let Some(cpu) = cpu {
-                CpuList::from(vec![cpu]).check_within(&usable_cpus())?;
+                CpuList::from(vec![cpu])
+                    .check_within(&usable_cpus())
+                    .map_err(StartError::CpuUnavailable)?;
             }
             let ctx = ctx.clone();
             let shape = Periodic {
-                what: "hog",
+                load: kind.clone(),
                 fifo: Some(prio),
                 run,
                 period,
@@ -519,10 +551,11 @@ fn io_fsync(ctx: Ctx, mut file: std::fs::File, _guard: TempFile) {
 
 /// A periodic spinner's shape: SCHED_FIFO at a priority (else SCHED_OTHER), RUN every
 /// PERIOD from OFFSET on, maybe pinned.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Periodic {
-    /// For messages; only the hog records its runs (the document's `runs_ns`).
-    what: &'static str,
+    /// The load it is a thread of: its messages name it, and only a hog records its runs
+    /// (the document's `runs_ns`: what was injected, to attribute against).
+    load: LoadKind,
     fifo: Option<u32>,
     run: Nanos,
     period: Nanos,
@@ -536,13 +569,15 @@ struct Periodic {
 /// None) on `ready` once placed.
 fn periodic(ctx: Ctx, shape: Periodic, ready: mpsc::Sender<Option<String>>) {
     let Periodic {
-        what,
+        load,
         fifo,
         run,
         period,
         cpu,
         first_ns,
     } = shape;
+    let what = load.name();
+    let records_runs = matches!(load, LoadKind::Hog { .. });
     let mut warning = None;
     if let Some(cpu) = cpu {
         if let Err(e) = set_current_thread_affinity(&CpuList::from(vec![cpu])) {
@@ -559,7 +594,7 @@ fn periodic(ctx: Ctx, shape: Periodic, ready: mpsc::Sender<Option<String>>) {
         }
     }
     let _ = ready.send(warning);
-    if let (true, Ok(mut runs)) = (what == "hog", ctx.runs.lock()) {
+    if let (true, Ok(mut runs)) = (records_runs, ctx.runs.lock()) {
         let expected = ctx.deadline_ns.saturating_sub(monotonic_now_ns()) / period.get().max(1);
         runs.reserve(MAX_RECORDED_RUNS.min(expected as usize + 1));
     }
@@ -577,7 +612,7 @@ fn periodic(ctx: Ctx, shape: Periodic, ready: mpsc::Sender<Option<String>>) {
             std::hint::spin_loop();
             now = monotonic_now_ns();
         }
-        if what == "hog" {
+        if records_runs {
             ctx.ran(from, now);
         }
         ctx.add(1);
