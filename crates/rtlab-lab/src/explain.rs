@@ -4,7 +4,6 @@
 use crate::harness::Observer;
 use crate::Outcome;
 use rtlab_stats::Nanos;
-pub use rtlab_trace::explain::describe;
 pub use rtlab_trace::explain::Wait;
 pub use rtlab_trace::{Backend, Reporter, Request};
 

@@ -344,13 +344,12 @@ pub fn reading(
         Nanos(num("threshold_ns")),
         Nanos(s.max.unwrap_or(0.0) as u64)
     );
-    let mut causes = crate::survey::top_causes(outliers, 3);
-    causes.retain(|c| c.1 >= 0.01);
+    let causes = rtlab_report::cause::top_shares(outliers, 3);
     if !causes.is_empty() {
         text.push_str(&format!(
             "; the {} longest went to {}",
             outliers.len(),
-            crate::survey::causes_text(&causes)
+            rtlab_report::cause::shares_text(&causes)
         ));
     }
     let throttled = outliers.iter().flat_map(|o| &o.causes).any(|c| {

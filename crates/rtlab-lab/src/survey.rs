@@ -18,8 +18,9 @@ use crate::wakeup::{Placement, Wakeup, WakeupConfig};
 use crate::Experiment;
 use crate::LabError;
 use rtlab_load::LoadSpec;
+use rtlab_report::cause::{shares_text, top_shares};
 use rtlab_stats::area::{Area, SurveyStage};
-use rtlab_stats::details::{CauseShare, SurveyRow};
+use rtlab_stats::details::SurveyRow;
 use rtlab_stats::result::{Outlier, Series};
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::CpuList;
@@ -517,21 +518,13 @@ fn wakeup_row(ran: &Ran) -> Option<SurveyRow> {
     let idle_max = ran.worst(WakeupIdle, |s| s.max)?;
     let loaded_max = ran.worst(WakeupLoaded, |s| s.max)?;
     let loaded_outliers = ran.outliers_of(&WakeupLoaded.prefix());
-    let mut causes = top_causes(&loaded_outliers, 3);
-    causes.retain(|c| c.1 >= 0.01);
-    let top_causes: Vec<CauseShare> = causes
-        .iter()
-        .map(|(name, share)| CauseShare {
-            cause: name.clone(),
-            share: *share,
-        })
-        .collect();
+    let causes = top_shares(&loaded_outliers, 3);
     let mut reading = wakeup_reading(idle_max, loaded_max, WAKEUP_INTERVAL);
     if !causes.is_empty() {
         reading.push_str(&format!(
             "; its {} worst loaded wakeups were late because of {}",
             loaded_outliers.len(),
-            causes_text(&causes)
+            shares_text(&causes)
         ));
     }
     Some(SurveyRow {
@@ -543,7 +536,7 @@ fn wakeup_row(ran: &Ran) -> Option<SurveyRow> {
         loaded_over_idle: Some(
             (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
         ),
-        top_causes: Some(top_causes),
+        top_causes: Some(causes),
         reading,
     })
 }
@@ -573,12 +566,11 @@ fn lock_row(ran: &Ran) -> Option<SurveyRow> {
 
 fn invert_row(ran: &Ran) -> Option<SurveyRow> {
     let mut reading = crate::invert::reading(ran.series(), &SurveyStage::Invert.prefix())?;
-    let mut causes = top_causes(&ran.outliers_of("invert/none/"), 2);
-    causes.retain(|c| c.1 >= 0.01);
+    let causes = top_shares(&ran.outliers_of("invert/none/"), 2);
     if !causes.is_empty() {
         reading.push_str(&format!(
             "; the worst waits without a protocol: {}",
-            causes_text(&causes)
+            shares_text(&causes)
         ));
     }
     Some(SurveyRow::reading(Area::Invert, reading))
@@ -627,50 +619,6 @@ fn mmap_row(ran: &Ran) -> Option<SurveyRow> {
     }
     let reading = crate::mmap::seed_effect_reading(ran.series(), &prefix);
     Some(SurveyRow::reading(Area::Mmap, reading))
-}
-
-/// The causes that account for most of the explained lateness: (name, share of the total).
-pub fn top_causes(outliers: &[rtlab_stats::result::Outlier], n: usize) -> Vec<(String, f64)> {
-    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in outliers.iter().flat_map(|o| &o.causes) {
-        let name = match (&c.task, &c.detail) {
-            // Throttling first: the task that ran meanwhile did not preempt anything.
-            _ if c.reason == Some(rtlab_stats::result::ReasonCode::Throttled) => {
-                "rt throttling".to_string()
-            }
-            _ if c.reason == Some(rtlab_stats::result::ReasonCode::FairServer) => {
-                "rt throttling (fair server)".to_string()
-            }
-            (Some(task), _) => format!("{} by {task}", c.kind.as_str()),
-            (None, Some(detail))
-                if matches!(
-                    c.kind,
-                    rtlab_stats::result::CauseKind::Irq | rtlab_stats::result::CauseKind::Softirq
-                ) =>
-            {
-                format!("{} {detail}", c.kind.as_str())
-            }
-            _ => c.kind.as_str().to_string(),
-        };
-        *by.entry(name).or_default() += c.duration_ns;
-    }
-    let total: u64 = by.values().sum();
-    let mut v: Vec<(String, f64)> = by
-        .into_iter()
-        .map(|(k, d)| (k, d as f64 / total.max(1) as f64))
-        .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1));
-    v.truncate(n);
-    v
-}
-
-/// "name (58 %), name (32 %)": causes with their shares, as the readings say them.
-pub fn causes_text(causes: &[(String, f64)]) -> String {
-    causes
-        .iter()
-        .map(|(n, share)| format!("{n} ({:.0} %)", share * 100.0))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

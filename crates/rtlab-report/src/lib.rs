@@ -2,6 +2,7 @@
 //! A writer never measures; everything here turns a result document into text or files.
 #![deny(unsafe_code)]
 
+pub mod cause;
 pub mod diff;
 mod export;
 pub mod html;

@@ -307,17 +307,23 @@ pub fn outlier_lines(doc: &ResultDoc) -> String {
     out
 }
 
+/// What an outlier of series `name` measures: a watched thread's lock waits (its series
+/// `<thread>/lock`) are waits, every other figure a lateness.
+fn measure_of(name: &str) -> rtlab_report::cause::Measure {
+    use rtlab_report::cause::Measure;
+    let lock = rtlab_trace::watch::DelayKind::Lock.name();
+    match name.rsplit_once('/') {
+        Some((_, last)) if last == lock => Measure::Wait,
+        _ => Measure::Lateness,
+    }
+}
+
 /// One indented line per outlier: what it was and its causes.
 pub fn described(outliers: &[rtlab_stats::result::Outlier]) -> String {
     let mut out = String::new();
     for o in outliers {
         out.push_str("  ");
-        out.push_str(&rtlab_lab::explain::describe(
-            &o.series,
-            o.latency_ns,
-            o.at_ns,
-            &o.causes,
-        ));
+        out.push_str(&rtlab_report::cause::describe(o, measure_of(&o.series)));
         out.push('\n');
         for s in &o.stacks {
             out.push_str(&format!(
@@ -386,4 +392,24 @@ pub fn standalone_doc(
             load_reports: vec![],
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_report::cause::Measure;
+
+    #[test]
+    fn a_watched_threads_lock_series_measures_waits_and_every_other_lateness() {
+        assert_eq!(measure_of("app/1234/lock"), Measure::Wait);
+        assert_eq!(measure_of("app/lock"), Measure::Wait);
+        for name in [
+            "app/1234/wakeup",
+            "lock/rtlab-pi/handoff",
+            "mmap/shared/mlock",
+            "lock",
+        ] {
+            assert_eq!(measure_of(name), Measure::Lateness, "{name}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The report's SVG charts: percentile curves, histograms, latency over time and bars.
 
-use super::{describe_causes, esc};
+use super::esc;
+use crate::cause::causes_text;
 use rtlab_stats::result::{Outlier, Series, Unit};
 use rtlab_stats::{LatencyHistogram, Nanos};
 use std::fmt::Write;
@@ -299,7 +300,7 @@ pub(super) fn time_chart(
             s = esc(&o.series),
             l = Nanos(o.latency_ns),
             t = o.at_ns as f64 / 1e9,
-            why = esc(&describe_causes(o))
+            why = esc(&causes_text(o.latency_ns, &o.causes))
         );
     }
     let mut names: Vec<String> = timelines.iter().map(|t| t.0.clone()).collect();

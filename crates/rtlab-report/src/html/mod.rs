@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 mod chart;
+use crate::cause::causes_text;
 use chart::{bar_chart, histogram_chart, histogram_of, percentile_chart, time_chart};
 
 /// HTML-escapes text.
@@ -23,22 +24,6 @@ pub fn esc(s: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
         .replace('\'', "&#39;")
-}
-
-pub(super) fn describe_causes(o: &Outlier) -> String {
-    o.causes
-        .iter()
-        .take(4)
-        .map(|c| {
-            let who = c
-                .task
-                .clone()
-                .or_else(|| c.detail.clone())
-                .unwrap_or_default();
-            format!("{} {} {}", Nanos(c.duration_ns), c.kind.as_str(), who)
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// The areas in the order a reader wants them: wakeups first; the others after these, by name.
@@ -420,7 +405,7 @@ fn outliers(doc: &ResultDoc) -> String {
             esc(&o.series),
             o.at_ns as f64 / 1e9,
             Nanos(o.latency_ns),
-            esc(&describe_causes(o))
+            esc(&causes_text(o.latency_ns, &o.causes))
         );
     }
     out.push_str("</table>");
