@@ -1,10 +1,11 @@
 //! Why a slice of an outlier went where it went: one variant per reason the attribution
-//! gives, and the one place that turns reasons into the text users read (a cause's
-//! `detail`, and [`describe`]'s one line per outlier). The result document also carries the reason's code ([`ReasonCode`]), so
-//! whatever reads a result later (the one-line summary, a report, a script) decides by the
-//! code, never by matching the English text.
+//! gives, and the text of each (a cause's `detail`, written when the cause is found, from what
+//! the attribution saw). The result document also carries the reason's code ([`ReasonCode`]),
+//! so whatever reads a result later decides by the code, never by matching the English text;
+//! every other sentence about a cause (an outlier's one line, the report's, the survey's) is
+//! made from the document by `rtlab_report::cause`.
 
-use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
+use rtlab_stats::result::ReasonCode;
 use rtlab_stats::Nanos;
 use std::fmt;
 
@@ -400,120 +401,15 @@ impl fmt::Display for Reason {
     }
 }
 
-/// One readable line: "thread0 late by 3.1 ms at 12.4 s: 2.9 ms preempted by rtlab-hog (pid 42,
-/// RT 99); 0.2 ms IRQ 11 virtio0".
-pub fn describe(series: &str, latency_ns: u64, at_ns: u64, causes: &[Cause]) -> String {
-    let parts: Vec<String> = causes
-        .iter()
-        .filter(|c| c.duration_ns * 100 >= latency_ns || c.duration_ns >= 10_000)
-        .take(4)
-        .map(|c| {
-            let d = Nanos(c.duration_ns);
-            match (&c.kind, &c.task) {
-                (CauseKind::Blocking, Some(task)) => format!(
-                    "{d} blocked on {task} (pid {}, {}){}",
-                    c.pid.unwrap_or(-1),
-                    match c.prio {
-                        Some(p) if p > 0 => format!("RT {p}"),
-                        _ => "time-sharing".into(),
-                    },
-                    match c.reason {
-                        Some(ReasonCode::HolderRan) => ", running",
-                        Some(ReasonCode::WaitingForHolder) => ", elsewhere or asleep",
-                        Some(ReasonCode::PeerAsleep) => ", itself asleep",
-                        _ => "",
-                    }
-                ),
-                (CauseKind::Preemption, Some(task)) => {
-                    let time_sharing = !matches!(c.prio, Some(p) if p > 0);
-                    let prio = match c.prio {
-                        Some(p) if p > 0 => format!("RT {p}"),
-                        _ => "time-sharing".into(),
-                    };
-                    let inversion = c.reason == Some(ReasonCode::PriorityInversion);
-                    let net_inversion = c.reason == Some(ReasonCode::NetStackInversion);
-                    let before = c.reason == Some(ReasonCode::TimerLateWhileRunning);
-                    let mechanism = match c.reason {
-                        Some(ReasonCode::FairServer) => Some("the fair server"),
-                        Some(ReasonCode::Throttled) => Some("RT bandwidth"),
-                        _ => None,
-                    };
-                    if c.reason == Some(ReasonCode::NonPreemptible) && time_sharing {
-                        // Nor in its kernel code: the kernel did not let it be preempted.
-                        return format!(
-                            "{d} {task} (pid {}, {prio}) held the CPU in non-preemptible kernel code",
-                            c.pid.unwrap_or(-1)
-                        );
-                    }
-                    if let Some(mechanism) = mechanism {
-                        // A lower class never preempts: the scheduler gave it the time.
-                        return format!(
-                            "{d} throttled ({mechanism}): {task} (pid {}, {prio}) ran meanwhile",
-                            c.pid.unwrap_or(-1)
-                        );
-                    }
-                    if c.reason == Some(ReasonCode::TimerTailLowerPriority) {
-                        // A lower-priority task preempts nothing: the switch was on its way.
-                        return format!(
-                            "{d} rest of the timer interrupt, then {task} (pid {}, {prio}) until the switch",
-                            c.pid.unwrap_or(-1)
-                        );
-                    }
-                    if before {
-                        // Not woken yet: nothing was preempted, the timer interrupt was late.
-                        return format!(
-                            "{d} timer interrupt late while {task} (pid {}, {prio}) ran",
-                            c.pid.unwrap_or(-1)
-                        );
-                    }
-                    format!(
-                        "{d} preempted by {task} (pid {}, {prio}){}",
-                        c.pid.unwrap_or(-1),
-                        if inversion {
-                            " while the lock holder waited: priority inversion"
-                        } else if net_inversion {
-                            " while the packet thread with the reply waited: priority inversion in the network stack"
-                        } else {
-                            ""
-                        }
-                    )
-                }
-                (CauseKind::Preemption, None) if c.reason == Some(ReasonCode::Throttled) => {
-                    format!("{d} throttled (the CPU idled while the thread could run)")
-                }
-                (CauseKind::Syscall, _) if c.reason == Some(ReasonCode::TimerSlack) => {
-                    format!("{d} timer slack")
-                }
-                (CauseKind::Observer, _) => format!("{d} observer (rtlab itself)"),
-                (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
-                (CauseKind::Softirq, _) => {
-                    format!("{d} softirq {}", c.detail.as_deref().unwrap_or("?"))
-                }
-                (kind, _) => format!(
-                    "{d} {}{}",
-                    kind.as_str(),
-                    c.detail
-                        .as_deref()
-                        .map(|x| format!(" ({x})"))
-                        .unwrap_or_default()
-                ),
-            }
-        })
-        .collect();
-    // A watched thread's `lock` series measures a wait, not a lateness.
-    let what = if series.ends_with("/lock") {
-        "waited"
-    } else {
-        "late by"
-    };
-    format!(
-        "{series} {what} {} at {:.1} s: {}",
-        Nanos(latency_ns),
-        at_ns as f64 / 1e9,
-        if parts.is_empty() {
-            "no cause found".into()
-        } else {
-            parts.join("; ")
-        }
-    )
+/// An outlier's one line, as users read it (made in the report layer, from the document):
+/// the explainer's tests check their causes through it.
+#[cfg(test)]
+pub(crate) fn describe(
+    series: &str,
+    latency_ns: u64,
+    at_ns: u64,
+    causes: &[rtlab_stats::result::Cause],
+) -> String {
+    use rtlab_report::cause::{line, Measure};
+    line(series, Measure::Lateness, latency_ns, at_ns, causes)
 }

@@ -21,7 +21,8 @@
 //! ([`Wait::Notify`]), the time before the wakeup is the notifier's.
 
 use crate::event::{Event, Kind, Task};
-pub use crate::reason::describe;
+#[cfg(test)]
+use crate::reason::describe;
 use crate::reason::{Blocker, Named, Reason};
 use crate::replay::{repair_switches, Cpu, Follow, Moved};
 use crate::tick::TICK_SLACK_NS;
