@@ -127,10 +127,10 @@ pub fn remove_uprobe_group(group: &str) -> usize {
 }
 
 /// Removes the uprobe events of rtlab runs that are gone (groups `rtlab_<pid>`: a run killed
-/// with SIGKILL leaves its definitions behind).
-pub fn remove_stale_uprobes() {
+/// with SIGKILL leaves its definitions behind); returns the groups removed.
+pub fn remove_stale_uprobes() -> Vec<String> {
     let Some(root) = crate::probe::tracefs_mount() else {
-        return;
+        return Vec::new();
     };
     let text = std::fs::read_to_string(root.join("uprobe_events")).unwrap_or_default();
     let mut groups: Vec<String> = uprobe_events_in(&text)
@@ -143,9 +143,8 @@ pub fn remove_stale_uprobes() {
         })
         .collect();
     groups.dedup();
-    for g in groups {
-        remove_uprobe_group(&g);
-    }
+    groups.retain(|g| remove_uprobe_group(g) > 0);
+    groups
 }
 
 #[cfg(test)]

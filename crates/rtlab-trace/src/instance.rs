@@ -66,7 +66,7 @@ impl Instance {
         // An instance of a crashed run with our pid cannot exist (pids are unique while
         // alive), but stale ones of dead pids are removed.
         rtlab_sys::tracefs::remove_stale_instances();
-        rtlab_sys::tracefs::remove_stale_uprobes();
+        let _ = rtlab_sys::tracefs::remove_stale_uprobes();
         std::fs::create_dir(&dir).map_err(|e| TraceError::io(&dir, e))?;
         let mut inst = Instance {
             dir,

@@ -812,15 +812,7 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
         );
     }
     // rtlab's own threads are never a cause: they are the observer, with its time counted.
-    for o in doc["outliers"].as_array().into_iter().flatten() {
-        for c in o["causes"].as_array().into_iter().flatten() {
-            let task = c["task"].as_str().unwrap_or("");
-            assert!(
-                !task.starts_with("rtlab") || c["kind"] == "observer",
-                "rtlab named as a cause: {c}"
-            );
-        }
-    }
+    assert_observer_never_named(&doc, "periodic");
     assert!(series_named(&doc, "watch/observer")["value"]
         .as_f64()
         .is_some());

@@ -247,6 +247,8 @@ pub struct WatchState {
     /// rtlab's own threads (the observer), re-read with the watched ones; on which traced
     /// CPU one runs since when; and their time on the traced CPUs so far.
     ours: std::collections::HashSet<i64>,
+    /// Every one of rtlab's own threads seen in the run (for the result).
+    ours_ever: std::collections::BTreeSet<i64>,
     observer_since: Vec<Option<u64>>,
     observer_ns: u64,
     /// Threads seen in a wait call but not chosen, until the next re-read.
@@ -294,6 +296,7 @@ impl WatchState {
             traced_ever: CpuMask::default(),
             wait_calls: false,
             ours: Default::default(),
+            ours_ever: Default::default(),
             observer_since: Vec::new(),
             observer_ns: 0,
             adopted_misses: Default::default(),
@@ -481,8 +484,13 @@ impl WatchState {
         now_ns < self.started_ns + JUST_ATTACHED_NS
     }
 
-    /// How long rtlab's own threads (the observer: its reader, log writer, metrics server)
-    /// ran on the traced CPUs so far.
+    /// rtlab's own threads (the observer: its reader, log writer, metrics server) seen in
+    /// the run, by TID.
+    pub fn observer_threads(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ours_ever.iter().copied()
+    }
+
+    /// How long rtlab's own threads ran on the traced CPUs so far.
     pub fn observer_ns(&self) -> u64 {
         self.observer_ns
     }

@@ -110,6 +110,7 @@ impl WatchState {
                 .filter(|t| crate::reader::is_observer_thread(&t.name))
                 .map(|t| t.tid as i64)
                 .collect();
+            self.ours_ever.extend(self.ours.iter().copied());
         }
         self.adopted_misses.clear();
         let Some(procs) = self.processes_in_scope() else {

@@ -45,6 +45,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 dir.display()
             );
         }
+        for group in rtlab_sys::tracefs::remove_stale_uprobes() {
+            eprintln!("rtlab: removed the uprobe events {group}/*, left by a killed rtlab run");
+        }
     }
     match cli.command {
         Command::Wakeup(args) => wakeup::run(args),

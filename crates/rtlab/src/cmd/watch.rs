@@ -647,6 +647,14 @@ fn report(
             })
         })
         .collect();
+    // rtlab's own threads: never a cause, their time counted as the observer's.
+    doc.verdict.details.insert(
+        "observer".into(),
+        serde_json::json!({
+            "threads": s.observer_threads().collect::<Vec<i64>>(),
+            "ns": s.observer_ns(),
+        }),
+    );
     if seen > 0 {
         doc.verdict.details.insert(
             "jvm_safepoints".into(),

@@ -512,3 +512,32 @@ pub fn assert_named_throttling(outliers: &[&Value]) {
         }
     }
 }
+
+/// Asserts that no outlier of watch result `doc` names one of the watch's own threads (its
+/// `verdict.observer.threads`, by TID) otherwise than as the `observer` cause: rtlab is never
+/// the culprit of what it watches. (Another rtlab process's threads, a lab's running beside,
+/// are fair causes.)
+pub fn assert_observer_never_named(doc: &Value, what: &str) {
+    let ours: Vec<i64> = doc["verdict"]["observer"]["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_i64())
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "{what}: no observer threads in the result"
+    );
+    for c in doc["outliers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|o| o["causes"].as_array().into_iter().flatten())
+        .filter(|c| c["kind"] != "observer")
+    {
+        assert!(
+            !c["pid"].as_i64().is_some_and(|p| ours.contains(&p)),
+            "{what}: rtlab named as a cause: {c}"
+        );
+    }
+}
