@@ -46,12 +46,19 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
         dma_latency: !args.no_dma_latency,
     };
     let mut console = Console::new(args.quiet).status_every(args.status_every);
+    // The stages after the two wakeup ones, as the survey runs them.
+    let rest: Vec<&str> = rtlab_stats::area::SurveyStage::ALL
+        .iter()
+        .filter(|s| s.area() != rtlab_stats::area::Area::Wakeup)
+        .map(|s| s.name())
+        .collect();
     console.note(&format!(
-        "survey on CPUs {}: check, wakeup idle ({}), wakeup under load {} ({}, explained), then lock, invert, mmap, slack, ipc, net (up to 4 s each)",
+        "survey on CPUs {}: check, wakeup idle ({}), wakeup under load {} ({}, explained), then {} (up to 4 s each)",
         config.cpus,
         config.stage_duration,
         rtlab_lab::survey::LOADED_STAGE_LOADS.join(" + "),
         config.stage_duration,
+        rest.join(", "),
     ));
     let checks = rtlab_lab::check::run_checks();
     let survey = run_survey(&config, &mut console)?;
