@@ -261,6 +261,17 @@ pub fn task_kernel_prio(tid: i64) -> Option<i64> {
         .map(|p| p + 100)
 }
 
+/// The CPU a task last ran on (field 39 of `/proc/<tid>/stat`), if it still exists.
+pub fn task_last_cpu(tid: i64) -> Option<usize> {
+    let stat = thread_stat(tid)?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(36)?
+        .parse()
+        .ok()
+}
+
 /// IRQ number -> the names of its handlers (the last column of `/proc/interrupts`).
 pub fn irq_names() -> std::collections::HashMap<u32, String> {
     std::fs::read_to_string("/proc/interrupts")
@@ -473,6 +484,14 @@ mod tests {
             let prio = task_kernel_prio(tid).unwrap();
             assert!((100..140).contains(&prio), "{prio}");
             assert_eq!(task_comm(i32::MAX as i64), None, "no such task");
+            // Pinned to one CPU, it last ran there.
+            let one = crate::affinity::thread_cpus(tid as i32).unwrap().as_slice()[0];
+            crate::affinity::set_current_thread_affinity(&crate::affinity::CpuList::from(vec![
+                one,
+            ]))
+            .unwrap();
+            assert_eq!(task_last_cpu(tid), Some(one));
+            assert_eq!(task_last_cpu(i32::MAX as i64), None);
             assert!(process_alive(std::process::id() as i32));
             assert!(!process_alive(i32::MAX));
         })

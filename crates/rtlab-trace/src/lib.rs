@@ -256,6 +256,16 @@ fn rings_for_this_machine(cpus: usize) -> Rings {
     Rings::for_rate(4 * per_cpu_s, cpus, memory / 32)
 }
 
+/// Runs the calling thread on `cpus` only; its affinity before, to give back.
+fn pin_this_thread(cpus: &[usize]) -> Option<rtlab_sys::affinity::CpuList> {
+    let was = rtlab_sys::affinity::thread_cpus(rtlab_sys::futex::current_tid() as i32)?;
+    rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
+        cpus.to_vec(),
+    ))
+    .ok()?;
+    Some(was)
+}
+
 /// On a VM, a way out of idle longer than this (or ten times the deepest idle state's exit
 /// latency) is the host's.
 const IDLE_GAP_MIN_NS: u64 = 500_000;
@@ -277,10 +287,7 @@ impl Explainer {
     ) -> Result<Explainer, TraceError> {
         // Wakeups by other threads are the point: record every sched_waking.
         options.waits = vec![explain::Wait::Notify];
-        if options.rings.is_none() {
-            options.rings = Some(rings_for_this_machine(cpus.len()));
-        }
-        let state = WatchState::new(spec);
+        let mut state = WatchState::new(spec);
         // The reader keeps off the watched threads' CPUs where others are left (a
         // real-time program usually has CPUs of its own; the rest do the housekeeping).
         if let (true, Some(wanted)) = (options.reader_cpus.is_empty(), state.cpus_wanted()) {
@@ -290,8 +297,31 @@ impl Explainer {
                 .filter(|&c| !wanted.contains(c))
                 .collect();
         }
+        // Where none is left, it keeps off the CPUs their real-time threads run on, and
+        // follows them; so does this setup (its maps and programs are made in the kernel,
+        // where a thread woken on the same CPU of a kernel that is not fully preemptible
+        // waits for it).
+        let mut setup_pinned = None;
+        if options.reader_cpus.is_empty() {
+            state.let_reader_follow();
+            let now = rtlab_sys::time::monotonic_now_ns();
+            if let Some(spare) = state
+                .reader_cpus(cpus, now)
+                .filter(|spare| spare.len() < cpus.len())
+            {
+                setup_pinned = pin_this_thread(&spare);
+                options.reader_cpus = spare;
+            }
+        }
+        if options.rings.is_none() {
+            options.rings = Some(rings_for_this_machine(cpus.len()));
+        }
         let state = Arc::new(Mutex::new(state));
-        Self::start_with(cpus, options, Some(state))
+        let started = Self::start_with(cpus, options, Some(state));
+        if let Some(was) = setup_pinned {
+            let _ = rtlab_sys::affinity::set_current_thread_affinity(&was);
+        }
+        started
     }
 
     /// The ring sizes in use (where the eBPF recorder runs).

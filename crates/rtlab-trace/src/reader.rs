@@ -335,6 +335,23 @@ fn follow_watch(
     }
 }
 
+/// Where no CPU is left outside the watched threads' affinity, the reader moves to keep off
+/// the CPUs their real-time threads ran on lately (on a kernel that is not fully
+/// preemptible a thread woken there waits for the reader's work in the kernel to end).
+fn place_reader(w: &WatchState, now_ns: u64, placed: &mut Vec<usize>) {
+    let cpus: Vec<usize> = w.traced().0.iter().collect();
+    if let Some(want) = w.reader_cpus(&cpus, now_ns) {
+        if want != *placed
+            && rtlab_sys::affinity::set_current_thread_affinity(
+                &rtlab_sys::affinity::CpuList::from(want.clone()),
+            )
+            .is_ok()
+        {
+            *placed = want;
+        }
+    }
+}
+
 /// A JVM's probes through tracefs (once per file): every process's, whatever `--pid` says.
 fn probe_jvm_text(
     dir: &std::path::Path,
@@ -425,6 +442,8 @@ pub(crate) fn read_loop(
     let mut out = ReaderOut::default();
     // The watched threads last handed to the recorder's wait-call filter.
     let mut watched_generation = u64::MAX;
+    // Where the reader runs now, where it may move (see `place_reader`).
+    let mut placed = options.reader_cpus.clone();
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
@@ -456,6 +475,7 @@ pub(crate) fn read_loop(
             };
             w.drained(drained_at, stopping, &mut ask);
             follow_watch(&mut source, &mut w, &mut traced, &mut watched_generation);
+            place_reader(&w, drained_at, &mut placed);
         }
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);

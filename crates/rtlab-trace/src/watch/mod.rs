@@ -197,6 +197,9 @@ const MERGE_LAG_NS: u64 = 20_000_000;
 const RESCAN_NS: u64 = 1_000_000_000;
 const EARLY_RESCAN_NS: u64 = 10_000_000;
 const EARLY_NS: u64 = 3_000_000_000;
+/// A CPU a watched real-time thread ran on within this long is one the reader keeps off
+/// (where it may move).
+const RT_ON_NS: u64 = 2_000_000_000;
 /// How long after an attach the reader polls every millisecond.
 const JUST_ATTACHED_NS: u64 = 100_000_000;
 /// At most this many series (a thread's and its name's each count): past it, a new thread's
@@ -251,6 +254,11 @@ pub struct WatchState {
     ours_ever: std::collections::BTreeSet<i64>,
     observer_since: Vec<Option<u64>>,
     observer_ns: u64,
+    /// When a watched real-time thread last ran on each CPU (switched in, or found there
+    /// at a re-read before any event), and whether the reader may move to keep off those
+    /// CPUs (no CPU is left outside the watched threads' affinity, and none was given).
+    rt_on: Vec<u64>,
+    reader_follows: bool,
     /// Threads seen in a wait call but not chosen, until the next re-read.
     adopted_misses: std::collections::HashSet<i64>,
     /// Changes with the set of watched threads.
@@ -299,6 +307,8 @@ impl WatchState {
             ours_ever: Default::default(),
             observer_since: Vec::new(),
             observer_ns: 0,
+            rt_on: Vec::new(),
+            reader_follows: false,
             adopted_misses: Default::default(),
             generation: 0,
             lost_by_cpu: Default::default(),
@@ -626,6 +636,9 @@ impl WatchState {
                 // started counts to its name's real-time series from here on).
                 if self.threads.contains_key(&next.pid) && next.pid != 0 {
                     self.classify(next.pid, next.prio < 100);
+                    if next.prio < 100 {
+                        self.rt_ran(e.cpu as usize, e.ts_ns);
+                    }
                 }
                 self.switched_in(next.pid, e, request);
             }

@@ -931,3 +931,54 @@ fn at_the_end_a_park_not_over_is_unmeasured_and_a_held_delay_ends_where_it_retur
     assert_eq!(wakeup.total.len(), 1);
     assert_eq!(wakeup.total.max(), Nanos(30_000));
 }
+
+#[test]
+fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads_ran_on() {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let rt = Task {
+        prio: 19,
+        ..task(tid)
+    };
+    let switch_in = |cpu, ts| {
+        ev(
+            cpu,
+            ts,
+            Kind::Switch {
+                prev: task(0),
+                prev_state: TaskState::RUNNING,
+                next: rt.clone(),
+            },
+        )
+    };
+    let at = 5_000_000_000;
+    w.offer(&switch_in(1, at));
+    w.flush(&mut |_| {});
+    assert_eq!(w.rt_cpus(at), CpuMask::of(&[1]));
+    // Not asked to move (a CPU was left outside the watched threads' affinity, or given).
+    assert_eq!(w.reader_cpus(&[0, 1, 2], at), None);
+    w.let_reader_follow();
+    assert_eq!(w.reader_cpus(&[0, 1, 2], at), Some(vec![0, 2]));
+    // Its last run long past: anywhere again.
+    assert_eq!(
+        w.reader_cpus(&[0, 1, 2], at + RT_ON_NS + 1),
+        Some(vec![0, 1, 2])
+    );
+    // Real-time threads on every CPU: anywhere.
+    w.offer(&switch_in(0, at + 1));
+    w.flush(&mut |_| {});
+    assert_eq!(w.reader_cpus(&[0, 1], at + 2), Some(vec![0, 1]));
+    // A time-sharing thread's CPU is not kept off.
+    let (tid, mut ts) = watch_this_thread(u64::MAX);
+    ts.let_reader_follow();
+    ts.offer(&ev(
+        1,
+        at,
+        Kind::Switch {
+            prev: task(0),
+            prev_state: TaskState::RUNNING,
+            next: task(tid),
+        },
+    ));
+    ts.flush(&mut |_| {});
+    assert_eq!(ts.reader_cpus(&[0, 1], at), Some(vec![0, 1]));
+}

@@ -203,6 +203,12 @@ impl WatchState {
             };
             alive.insert(tid, watched);
             reclassify.push((tid, rt));
+            // Before any event, where it is now (the watch's own setup keeps off it).
+            if rt && self.arrived == 0 {
+                if let Some(cpu) = rtlab_sys::procfs::task_last_cpu(tid) {
+                    self.rt_ran(cpu, now);
+                }
+            }
         }
         let changed = alive.len() != self.threads.len()
             || alive.keys().any(|t| !self.threads.contains_key(t));
@@ -326,6 +332,49 @@ impl WatchState {
             last_timer_delay: None,
             entered_ns: None,
             exited_ns: None,
+        })
+    }
+
+    /// A watched real-time thread ran on `cpu` at `ts_ns`.
+    pub(super) fn rt_ran(&mut self, cpu: usize, ts_ns: u64) {
+        if self.rt_on.len() <= cpu {
+            self.rt_on.resize(cpu + 1, 0);
+        }
+        self.rt_on[cpu] = self.rt_on[cpu].max(ts_ns);
+    }
+
+    /// The CPUs a watched real-time thread ran on in the last [`RT_ON_NS`] before `now_ns`.
+    pub fn rt_cpus(&self, now_ns: u64) -> CpuMask {
+        let mut m = CpuMask::default();
+        for (cpu, &at) in self.rt_on.iter().enumerate() {
+            if at > 0 && at + RT_ON_NS >= now_ns {
+                m.insert(cpu);
+            }
+        }
+        m
+    }
+
+    /// Lets the reader move to keep off the CPUs the watched real-time threads run on.
+    pub(crate) fn let_reader_follow(&mut self) {
+        self.reader_follows = true;
+    }
+
+    /// Where the reader should run now, of `cpus` (the traced ones), if it may move: those
+    /// no watched real-time thread ran on lately, or all of them where there is none.
+    pub(crate) fn reader_cpus(&self, cpus: &[usize], now_ns: u64) -> Option<Vec<usize>> {
+        if !self.reader_follows || cpus.is_empty() {
+            return None;
+        }
+        let busy = self.rt_cpus(now_ns);
+        let spare: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|&c| !busy.contains(c))
+            .collect();
+        Some(if spare.is_empty() {
+            cpus.to_vec()
+        } else {
+            spare
         })
     }
 

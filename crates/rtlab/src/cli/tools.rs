@@ -99,7 +99,8 @@ pub struct WatchArgs {
     #[arg(long)]
     pub stacks: bool,
     /// CPUs for rtlab's trace reader (default: those the watched threads may not run on,
-    /// where there are any). On them it never delays a watched thread.
+    /// where there are any; else those their real-time threads have not run on lately,
+    /// followed as they move). On them it never delays a watched thread.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub reader_cpu: Option<CpuList>,
     /// Slots per CPU of the trace rings, a power of two (default: sized to hold a second of
