@@ -12,6 +12,7 @@
 use crate::harness::{CommonConfig, LiveSeries, Observer};
 use crate::wakeup::{timeline_step, StartGate};
 use crate::{Experiment, LabError, Outcome};
+use rtlab_stats::details::ReadingCauses;
 use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, LiveHistogram, Nanos};
 use rtlab_sys::affinity::{set_current_thread_affinity, CpuList};
@@ -323,19 +324,19 @@ pub fn available_pct(lost_ns: u64, spun_ns: u64) -> f64 {
     (pct * 10_000.0).round() / 10_000.0
 }
 
-/// The survey's reading of the noise series under `prefix`, with the causes of the longest
-/// interruptions (`outliers`) where they were explained.
+/// The survey's reading of the noise series under `prefix`, and the causes of the longest
+/// interruptions (`outliers`) where they were explained, which come after it.
 pub fn reading(
     series: &[Series],
     prefix: &str,
     outliers: &[rtlab_stats::result::Outlier],
-) -> Option<String> {
+) -> Option<(String, ReadingCauses)> {
     let s = series
         .iter()
         .find(|s| s.name.starts_with(prefix) && s.metric == METRIC)?;
     let num = |k: &str| s.config.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
     let spun = num("spun_ns").max(1);
-    let mut text = format!(
+    let text = format!(
         "a spinning thread (FIFO {}) on CPU {} kept {:.2} % of it: {:.0} interruptions/s over {}, the longest {}",
         num("prio"),
         num("cpu"),
@@ -344,14 +345,11 @@ pub fn reading(
         Nanos(num("threshold_ns")),
         Nanos(s.max.unwrap_or(0.0) as u64)
     );
-    let causes = rtlab_report::cause::top_shares(outliers, 3);
-    if !causes.is_empty() {
-        text.push_str(&format!(
-            "; the {} longest went to {}",
-            outliers.len(),
-            rtlab_report::cause::shares_text(&causes)
-        ));
-    }
+    let mut causes = ReadingCauses {
+        lead: format!("; the {} longest went to ", outliers.len()),
+        shares: rtlab_stats::cause::top_shares(outliers, 3),
+        ..ReadingCauses::default()
+    };
     let throttled = outliers.iter().flat_map(|o| &o.causes).any(|c| {
         matches!(
             c.reason,
@@ -362,14 +360,14 @@ pub fn reading(
         )
     });
     if throttled {
-        text.push_str(
+        causes.rest.push_str(
             "; real-time throttling held a runnable RT thread off its CPU: \
              sysctl -w kernel.sched_rt_runtime_us=-1 on dedicated RT CPUs, and on Linux 6.12+ \
              the fair server's runtime to 0 there too, or SCHED_OTHER work still takes 50 ms \
              a second (see rtlab check: rt_throttling, fair_server)",
         );
     }
-    Some(text)
+    Some((text, causes))
 }
 
 #[cfg(test)]

@@ -18,9 +18,9 @@ use crate::wakeup::{Placement, Wakeup, WakeupConfig};
 use crate::Experiment;
 use crate::LabError;
 use rtlab_load::LoadSpec;
-use rtlab_report::cause::{shares_text, top_shares};
 use rtlab_stats::area::{Area, SurveyStage};
-use rtlab_stats::details::SurveyRow;
+use rtlab_stats::cause::top_shares;
+use rtlab_stats::details::{ReadingCauses, RowWithCauses, SurveyRow};
 use rtlab_stats::result::{Outlier, Series};
 use rtlab_stats::Nanos;
 use rtlab_sys::affinity::CpuList;
@@ -47,8 +47,9 @@ pub struct SurveyConfig {
 pub struct SurveyRecord {
     /// The merged record (series of all stages, warnings deduplicated).
     pub record: RunRecord,
-    /// `verdict.survey`: one object per area.
-    pub verdict_rows: Vec<SurveyRow>,
+    /// `verdict.survey`: one object per area, its causes for the report layer to word
+    /// (`rtlab_report::cause::survey_row`).
+    pub verdict_rows: Vec<RowWithCauses>,
 }
 
 /// The longest any of the short stages (lock, invert, mmap ...) runs.
@@ -95,7 +96,7 @@ struct Stage {
     skip: fn() -> Option<&'static str>,
     /// Its area's verdict row, read from every stage's series (none for a stage another one
     /// reads with it).
-    read: Option<fn(&Ran) -> Option<SurveyRow>>,
+    read: Option<fn(&Ran) -> Option<RowWithCauses>>,
 }
 
 /// The survey, in the order it runs.
@@ -513,21 +514,21 @@ pub fn wakeup_reading(idle_max: u64, loaded_max: u64, interval: Nanos) -> String
 }
 
 /// The wakeup area: idle and loaded worst cases, and the main causes of the loaded ones.
-fn wakeup_row(ran: &Ran) -> Option<SurveyRow> {
+fn wakeup_row(ran: &Ran) -> Option<RowWithCauses> {
     use SurveyStage::{WakeupIdle, WakeupLoaded};
     let idle_max = ran.worst(WakeupIdle, |s| s.max)?;
     let loaded_max = ran.worst(WakeupLoaded, |s| s.max)?;
     let loaded_outliers = ran.outliers_of(&WakeupLoaded.prefix());
-    let causes = top_shares(&loaded_outliers, 3);
-    let mut reading = wakeup_reading(idle_max, loaded_max, WAKEUP_INTERVAL);
-    if !causes.is_empty() {
-        reading.push_str(&format!(
-            "; its {} worst loaded wakeups were late because of {}",
-            loaded_outliers.len(),
-            shares_text(&causes)
-        ));
-    }
-    Some(SurveyRow {
+    let causes = ReadingCauses {
+        lead: format!(
+            "; its {} worst loaded wakeups were late because of ",
+            loaded_outliers.len()
+        ),
+        shares: top_shares(&loaded_outliers, 3),
+        rest: String::new(),
+        listed: true,
+    };
+    let row = SurveyRow {
         area: Area::Wakeup,
         idle_p99_ns: ran.worst(WakeupIdle, |s| s.p99),
         idle_max_ns: Some(idle_max),
@@ -536,13 +537,17 @@ fn wakeup_row(ran: &Ran) -> Option<SurveyRow> {
         loaded_over_idle: Some(
             (loaded_max as f64 / idle_max.max(1) as f64 * 1000.0).round() / 1000.0,
         ),
-        top_causes: Some(causes),
-        reading,
+        top_causes: None,
+        reading: wakeup_reading(idle_max, loaded_max, WAKEUP_INTERVAL),
+    };
+    Some(RowWithCauses {
+        row,
+        causes: Some(causes),
     })
 }
 
 /// The lock area: the PI mutex's fast path and hand-off against glibc's.
-fn lock_row(ran: &Ran) -> Option<SurveyRow> {
+fn lock_row(ran: &Ran) -> Option<RowWithCauses> {
     let series = ran.series();
     let pi = value_of(series, "lock/rtlab-pi/uncontended")?;
     let normal = value_of(series, "lock/glibc-normal/uncontended")?;
@@ -561,37 +566,37 @@ fn lock_row(ran: &Ran) -> Option<SurveyRow> {
             "extra"
         }
     );
-    Some(SurveyRow::reading(Area::Lock, reading))
+    Some(SurveyRow::reading(Area::Lock, reading).into())
 }
 
-fn invert_row(ran: &Ran) -> Option<SurveyRow> {
-    let mut reading = crate::invert::reading(ran.series(), &SurveyStage::Invert.prefix())?;
-    let causes = top_shares(&ran.outliers_of("invert/none/"), 2);
-    if !causes.is_empty() {
-        reading.push_str(&format!(
-            "; the worst waits without a protocol: {}",
-            shares_text(&causes)
-        ));
-    }
-    Some(SurveyRow::reading(Area::Invert, reading))
+fn invert_row(ran: &Ran) -> Option<RowWithCauses> {
+    let reading = crate::invert::reading(ran.series(), &SurveyStage::Invert.prefix())?;
+    Some(RowWithCauses {
+        row: SurveyRow::reading(Area::Invert, reading),
+        causes: Some(ReadingCauses {
+            lead: "; the worst waits without a protocol: ".into(),
+            shares: top_shares(&ran.outliers_of("invert/none/"), 2),
+            ..ReadingCauses::default()
+        }),
+    })
 }
 
-fn slack_row(ran: &Ran) -> Option<SurveyRow> {
+fn slack_row(ran: &Ran) -> Option<RowWithCauses> {
     let reading = crate::slack::reading(
         ran.series(),
         &SurveyStage::Slack.prefix(),
         ran.default_slack,
         Nanos::from_micros(1),
     )?;
-    Some(SurveyRow::reading(Area::Slack, reading))
+    Some(SurveyRow::reading(Area::Slack, reading).into())
 }
 
-fn ipc_row(ran: &Ran) -> Option<SurveyRow> {
+fn ipc_row(ran: &Ran) -> Option<RowWithCauses> {
     let reading = crate::ipc::reading(ran.series(), &SurveyStage::Ipc.prefix())?;
-    Some(SurveyRow::reading(Area::Ipc, reading))
+    Some(SurveyRow::reading(Area::Ipc, reading).into())
 }
 
-fn net_row(ran: &Ran) -> Option<SurveyRow> {
+fn net_row(ran: &Ran) -> Option<RowWithCauses> {
     let mut reading = crate::net::reading(ran.series(), &SurveyStage::Net.prefix())?;
     let stack = crate::check::net_stack();
     if stack.status == crate::check::Status::Warn {
@@ -603,22 +608,26 @@ fn net_row(ran: &Ran) -> Option<SurveyRow> {
             stack.value
         ));
     }
-    Some(SurveyRow::reading(Area::Net, reading))
+    Some(SurveyRow::reading(Area::Net, reading).into())
 }
 
-fn noise_row(ran: &Ran) -> Option<SurveyRow> {
+fn noise_row(ran: &Ran) -> Option<RowWithCauses> {
     let prefix = SurveyStage::Noise.prefix();
-    let reading = crate::noise::reading(ran.series(), &prefix, &ran.outliers_of(&prefix))?;
-    Some(SurveyRow::reading(Area::Noise, reading))
+    let (reading, causes) =
+        crate::noise::reading(ran.series(), &prefix, &ran.outliers_of(&prefix))?;
+    Some(RowWithCauses {
+        row: SurveyRow::reading(Area::Noise, reading),
+        causes: Some(causes),
+    })
 }
 
-fn mmap_row(ran: &Ran) -> Option<SurveyRow> {
+fn mmap_row(ran: &Ran) -> Option<RowWithCauses> {
     let prefix = SurveyStage::Mmap.prefix();
     if !ran.series().iter().any(|s| s.name.starts_with(&prefix)) {
         return None;
     }
     let reading = crate::mmap::seed_effect_reading(ran.series(), &prefix);
-    Some(SurveyRow::reading(Area::Mmap, reading))
+    Some(SurveyRow::reading(Area::Mmap, reading).into())
 }
 
 #[cfg(test)]

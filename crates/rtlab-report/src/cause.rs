@@ -4,11 +4,14 @@
 //!
 //! A cause's `detail` is the exception: the explainer writes it when it finds the cause,
 //! from what it saw and the document does not keep (rtlab-trace's `Reason`); here it is
-//! quoted where a cause has nothing better to say. Everything here decides by a cause's kind,
-//! reason code and priority, never by its text.
+//! quoted where a cause has nothing better to say. Everything here decides by a cause's
+//! mechanism (rtlab-stats' `CauseKey`, from its kind, reason code and priority), never by its
+//! text; a cause's name is its line's words without the time, pid or priority, so the same
+//! cause reads the same in the terminal, the HTML report, the survey and the JSON.
 
-use rtlab_stats::details::CauseShare;
-use rtlab_stats::result::{Cause, CauseKind, Outlier, ReasonCode};
+use rtlab_stats::cause::{CauseKey, Mechanism};
+use rtlab_stats::details::{CauseShare, RowWithCauses, SurveyRow};
+use rtlab_stats::result::{Cause, Outlier, ReasonCode};
 use rtlab_stats::Nanos;
 
 /// What an outlier's figure measures.
@@ -78,129 +81,125 @@ fn priority(c: &Cause) -> String {
 
 /// One cause with its time: "2.9 ms preempted by rtlab-hog (pid 42, RT 99)".
 pub fn phrase(c: &Cause) -> String {
-    let d = Nanos(c.duration_ns);
-    match (&c.kind, &c.task) {
-        (CauseKind::Blocking, Some(task)) => format!(
-            "{d} blocked on {task} (pid {}, {}){}",
-            c.pid.unwrap_or(-1),
-            priority(c),
-            match c.reason {
-                Some(ReasonCode::HolderRan) => ", running",
-                Some(ReasonCode::WaitingForHolder) => ", elsewhere or asleep",
-                Some(ReasonCode::PeerAsleep) => ", itself asleep",
-                _ => "",
-            }
-        ),
-        (CauseKind::Preemption, Some(task)) => preemption(c, task),
-        (CauseKind::Preemption, None) if c.reason == Some(ReasonCode::Throttled) => {
-            format!("{d} throttled (the CPU idled while the thread could run)")
-        }
-        (CauseKind::Syscall, _) if c.reason == Some(ReasonCode::TimerSlack) => {
-            format!("{d} timer slack")
-        }
-        (CauseKind::Observer, _) => format!("{d} observer (rtlab itself)"),
-        (CauseKind::Irq, _) => format!("{d} {}", c.detail.as_deref().unwrap_or("IRQ")),
-        (CauseKind::Softirq, _) => {
-            format!("{d} softirq {}", c.detail.as_deref().unwrap_or("?"))
-        }
-        (kind, _) => format!(
-            "{d} {}{}",
-            kind.as_str(),
-            c.detail
-                .as_deref()
-                .map(|x| format!(" ({x})"))
-                .unwrap_or_default()
-        ),
-    }
-}
-
-/// A task that held the thread's CPU, by what let it: a lower class never preempts.
-fn preemption(c: &Cause, task: &str) -> String {
-    let d = Nanos(c.duration_ns);
-    let pid = c.pid.unwrap_or(-1);
-    let prio = priority(c);
-    let time_sharing = !matches!(c.prio, Some(p) if p > 0);
-    match c.reason {
-        // Nor in its kernel code: the kernel did not let it be preempted.
-        Some(ReasonCode::NonPreemptible) if time_sharing => {
-            format!("{d} {task} (pid {pid}, {prio}) held the CPU in non-preemptible kernel code")
-        }
+    let key = CauseKey::of(c);
+    let who = c
+        .task
+        .as_deref()
+        .map(|task| format!("{task} (pid {}, {})", c.pid.unwrap_or(-1), priority(c)))
+        .unwrap_or_default();
+    // What this outlier alone adds to the cause's name.
+    let own = match key.mechanism {
+        Mechanism::Blocked => match c.reason {
+            Some(ReasonCode::HolderRan) => ", running".into(),
+            Some(ReasonCode::WaitingForHolder) => ", elsewhere or asleep".into(),
+            Some(ReasonCode::PeerAsleep) => ", itself asleep".into(),
+            _ => String::new(),
+        },
         // A lower class never preempts: the scheduler gave it the time.
-        Some(ReasonCode::FairServer) => {
-            format!("{d} throttled (the fair server): {task} (pid {pid}, {prio}) ran meanwhile")
-        }
-        Some(ReasonCode::Throttled) => {
-            format!("{d} throttled (RT bandwidth): {task} (pid {pid}, {prio}) ran meanwhile")
-        }
-        // A lower-priority task preempts nothing: the switch was on its way.
-        Some(ReasonCode::TimerTailLowerPriority) => format!(
-            "{d} rest of the timer interrupt, then {task} (pid {pid}, {prio}) until the switch"
-        ),
-        // Not woken yet: nothing was preempted, the timer interrupt was late.
-        Some(ReasonCode::TimerLateWhileRunning) => {
-            format!("{d} timer interrupt late while {task} (pid {pid}, {prio}) ran")
-        }
-        Some(ReasonCode::PriorityInversion) => format!(
-            "{d} preempted by {task} (pid {pid}, {prio}) while the lock holder waited: priority inversion"
-        ),
-        Some(ReasonCode::NetStackInversion) => format!(
-            "{d} preempted by {task} (pid {pid}, {prio}) while the packet thread with the reply waited: priority inversion in the network stack"
-        ),
-        _ => format!("{d} preempted by {task} (pid {pid}, {prio})"),
-    }
+        Mechanism::FairServer | Mechanism::Throttled => format!(": {who} ran meanwhile"),
+        Mechanism::Other(_) => c
+            .detail
+            .as_deref()
+            .map(|x| format!(" ({x})"))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    let detail = c.detail.as_deref();
+    format!(
+        "{} {}{own}",
+        Nanos(c.duration_ns),
+        words(key.mechanism, &who, detail)
+    )
 }
 
 /// A cause's name without its time, pid or priority, so that the same cause in several
-/// outliers counts as one: "preemption by rtlab-hog", "rt throttling", "irq virtio0".
-pub fn name(c: &Cause) -> String {
-    match c.reason {
-        // Throttling first: the task that ran meanwhile did not preempt anything.
-        Some(ReasonCode::Throttled) => return "rt throttling".into(),
-        Some(ReasonCode::FairServer) => return "rt throttling (fair server)".into(),
-        _ => {}
-    }
-    match (&c.task, &c.detail) {
-        (Some(task), _) => format!("{} by {task}", c.kind.as_str()),
-        (None, Some(detail)) if matches!(c.kind, CauseKind::Irq | CauseKind::Softirq) => {
-            format!("{} {detail}", c.kind.as_str())
+/// outliers counts as one, worded as an outlier's line says it: "preempted by rtlab-hog",
+/// "timer interrupt late while make ran", "throttled (the fair server)", "local_timer".
+pub fn name(key: &CauseKey) -> String {
+    words(
+        key.mechanism,
+        key.task.as_deref().unwrap_or_default(),
+        key.detail.as_deref(),
+    )
+}
+
+/// The words for a mechanism, `who` the task as the line says it (with its pid and priority
+/// in an outlier's line, its name alone in a cause's name).
+fn words(mechanism: Mechanism, who: &str, detail: Option<&str>) -> String {
+    match mechanism {
+        Mechanism::Blocked => format!("blocked on {who}"),
+        // Nor in its kernel code: the kernel did not let it be preempted.
+        Mechanism::NonPreemptible => {
+            format!("{who} held the CPU in non-preemptible kernel code")
         }
-        _ => c.kind.as_str().to_string(),
+        Mechanism::FairServer => "throttled (the fair server)".into(),
+        Mechanism::Throttled => "throttled (RT bandwidth)".into(),
+        Mechanism::ThrottledIdle => {
+            "throttled (the CPU idled while the thread could run)".into()
+        }
+        // A lower-priority task preempts nothing: the switch was on its way.
+        Mechanism::TimerTail => {
+            format!("rest of the timer interrupt, then {who} until the switch")
+        }
+        // Not woken yet: nothing was preempted, the timer interrupt was late.
+        Mechanism::TimerLate => format!("timer interrupt late while {who} ran"),
+        Mechanism::PriorityInversion => format!(
+            "preempted by {who} while the lock holder waited: priority inversion"
+        ),
+        Mechanism::NetStackInversion => format!(
+            "preempted by {who} while the packet thread with the reply waited: priority inversion in the network stack"
+        ),
+        Mechanism::Preempted => format!("preempted by {who}"),
+        Mechanism::TimerSlack => "timer slack".into(),
+        Mechanism::Observer => "observer (rtlab itself)".into(),
+        Mechanism::Irq => detail.unwrap_or("IRQ").into(),
+        Mechanism::Softirq => format!("softirq {}", detail.unwrap_or("?")),
+        Mechanism::Other(kind) => kind.as_str().into(),
     }
 }
 
-/// The (at most `n`) causes that took most of `outliers`' explained time, by [`name`], with
-/// their shares; those under 1 % left out.
-pub fn top_shares(outliers: &[Outlier], n: usize) -> Vec<CauseShare> {
-    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in outliers.iter().flat_map(|o| &o.causes) {
-        *by.entry(name(c)).or_default() += c.duration_ns;
-    }
-    let total: u64 = by.values().sum();
-    let mut shares: Vec<CauseShare> = by
-        .into_iter()
-        .map(|(cause, d)| CauseShare {
-            cause,
-            share: d as f64 / total.max(1) as f64,
-        })
-        .collect();
-    shares.sort_by(|a, b| b.share.total_cmp(&a.share));
-    shares.truncate(n);
-    shares.retain(|c| c.share >= 0.01);
+/// The causes that took most of a set of outliers' time, named.
+pub fn named(shares: &[CauseShare<CauseKey>]) -> Vec<CauseShare> {
     shares
+        .iter()
+        .map(|s| CauseShare {
+            cause: name(&s.cause),
+            share: s.share,
+        })
+        .collect()
 }
 
 /// "name (58 %), name (32 %)": causes with their shares, as the readings say them.
-pub fn shares_text(shares: &[CauseShare]) -> String {
+pub fn shares_text(shares: &[CauseShare<CauseKey>]) -> String {
     shares
         .iter()
-        .map(|c| format!("{} ({:.0} %)", c.cause, c.share * 100.0))
+        .map(|c| format!("{} ({:.0} %)", name(&c.cause), c.share * 100.0))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A survey area's row for the document, its causes worded into its reading (and listed in
+/// `top_causes` where the lab asked).
+pub fn survey_row(lab: RowWithCauses) -> SurveyRow {
+    let mut row = lab.row;
+    if let Some(causes) = lab.causes {
+        if !causes.shares.is_empty() {
+            row.reading.push_str(&causes.lead);
+            row.reading.push_str(&shares_text(&causes.shares));
+        }
+        row.reading.push_str(&causes.rest);
+        if causes.listed {
+            row.top_causes = Some(named(&causes.shares));
+        }
+    }
+    row
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtlab_stats::details::ReadingCauses;
+    use rtlab_stats::result::CauseKind;
 
     fn cause(kind: CauseKind, ns: u64, task: Option<&str>, reason: Option<ReasonCode>) -> Cause {
         Cause {
@@ -226,7 +225,10 @@ mod tests {
             phrase(&throttled),
             "3.00 ms throttled (the fair server): sh (pid 42, time-sharing) ran meanwhile"
         );
-        assert_eq!(name(&throttled), "rt throttling (fair server)");
+        assert_eq!(
+            name(&CauseKey::of(&throttled)),
+            "throttled (the fair server)"
+        );
         let line = line("cpu0", Measure::Lateness, 3_003_000, 0, &[throttled]);
         assert!(
             line.starts_with("cpu0 late by 3.00 ms at 0.0 s: 3.00 ms throttled"),
@@ -241,27 +243,64 @@ mod tests {
     }
 
     #[test]
-    fn shares_group_by_name_and_leave_out_the_small_ones() {
-        let outlier = |causes: Vec<Cause>| Outlier {
-            series: "s".into(),
-            at_ns: 0,
-            latency_ns: 1,
-            cpu: None,
-            until_running_ns: None,
-            causes,
-            stacks: vec![],
-        };
-        let hog = |ns| cause(CauseKind::Preemption, ns, Some("hog"), None);
-        let outliers = [
-            outlier(vec![hog(600), cause(CauseKind::Irq, 5, None, None)]),
-            outlier(vec![hog(300), cause(CauseKind::Syscall, 100, None, None)]),
-        ];
-        let shares = top_shares(&outliers, 3);
-        let named: Vec<&str> = shares.iter().map(|s| s.cause.as_str()).collect();
-        assert_eq!(named, ["preemption by hog", "syscall"]);
-        assert_eq!(
-            shares_text(&shares),
-            "preemption by hog (90 %), syscall (10 %)"
+    fn a_cause_is_named_as_an_outliers_line_says_it_without_its_time_pid_or_priority() {
+        // Regression: the survey said "preemption by make" where the line said the timer
+        // interrupt was late while make ran.
+        let late = cause(
+            CauseKind::Preemption,
+            2_000_000,
+            Some("make"),
+            Some(ReasonCode::TimerLateWhileRunning),
         );
+        assert_eq!(
+            phrase(&late),
+            "2.00 ms timer interrupt late while make (pid 42, time-sharing) ran"
+        );
+        assert_eq!(
+            name(&CauseKey::of(&late)),
+            "timer interrupt late while make ran"
+        );
+        let tick = Cause {
+            detail: Some("local_timer".into()),
+            ..cause(CauseKind::Irq, 22_000, None, None)
+        };
+        assert_eq!(phrase(&tick), "22.0 us local_timer");
+        assert_eq!(name(&CauseKey::of(&tick)), "local_timer");
+    }
+
+    #[test]
+    fn a_survey_row_says_its_causes_and_their_shares_where_the_lab_put_them() {
+        let share = |c: &Cause, share| CauseShare {
+            cause: CauseKey::of(c),
+            share,
+        };
+        let shares = vec![
+            share(&cause(CauseKind::Preemption, 1, Some("hog"), None), 0.9),
+            share(&cause(CauseKind::Syscall, 1, None, None), 0.1),
+        ];
+        let lab = |shares| RowWithCauses {
+            row: SurveyRow::reading(rtlab_stats::area::Area::Noise, "spun".into()),
+            causes: Some(ReadingCauses {
+                lead: "; went to ".into(),
+                shares,
+                rest: "; and more".into(),
+                listed: true,
+            }),
+        };
+        let row = survey_row(lab(shares));
+        assert_eq!(
+            row.reading,
+            "spun; went to preempted by hog (90 %), syscall (10 %); and more"
+        );
+        let listed: Vec<&str> = row
+            .top_causes
+            .iter()
+            .flatten()
+            .map(|c| c.cause.as_str())
+            .collect();
+        assert_eq!(listed, ["preempted by hog", "syscall"]);
+        let row = survey_row(lab(vec![]));
+        assert_eq!(row.reading, "spun; and more");
+        assert_eq!(row.top_causes, Some(vec![]));
     }
 }

@@ -20,11 +20,14 @@ fn flat_into(value: &impl Serialize, mut series: Series) -> Series {
     series
 }
 
-/// A cause and its share of the time of the outliers it was counted over.
+/// A cause and its share of the time of the outliers it was counted over: typed
+/// ([`CauseKey`](crate::cause::CauseKey)) as the lab counts it, named (`preempted by
+/// rtlab-hog`, `timer interrupt late while make ran`, ...) as the report layer words it for
+/// the document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CauseShare {
-    /// The cause, as the explainer names it (`preemption by rtlab-hog`, `irq`, ...).
-    pub cause: String,
+pub struct CauseShare<C = String> {
+    /// The cause.
+    pub cause: C,
     /// Its share, 0 to 1.
     pub share: f64,
 }
@@ -69,6 +72,37 @@ impl SurveyRow {
             reading,
         }
     }
+}
+
+/// A survey area's row before its causes are worded: the lab's row, and the causes that took
+/// most of its outliers' time, which the report layer adds to its reading (and may list in
+/// `top_causes`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowWithCauses {
+    /// The row; its reading is the sentence before the causes.
+    pub row: SurveyRow,
+    /// The causes, where the area names them.
+    pub causes: Option<ReadingCauses>,
+}
+
+impl From<SurveyRow> for RowWithCauses {
+    fn from(row: SurveyRow) -> Self {
+        RowWithCauses { row, causes: None }
+    }
+}
+
+/// The causes a reading names: `lead` and the causes with their shares when there are any,
+/// then `rest` either way.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadingCauses {
+    /// Said before the causes ("; the 20 longest went to ").
+    pub lead: String,
+    /// The causes, most first.
+    pub shares: Vec<CauseShare<crate::cause::CauseKey>>,
+    /// The rest of the reading.
+    pub rest: String,
+    /// Also listed in the row's `top_causes` (empty when there are none).
+    pub listed: bool,
 }
 
 /// How a check came out.

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod area;
+pub mod cause;
 pub mod details;
 mod histogram;
 mod nanos;

@@ -63,17 +63,22 @@ pub fn run(args: SurveyArgs) -> anyhow::Result<Status> {
     let checks = rtlab_lab::check::run_checks();
     let survey = run_survey(&config, &mut console)?;
     console.finish();
+    let rows: Vec<_> = survey
+        .verdict_rows
+        .into_iter()
+        .map(rtlab_report::cause::survey_row)
+        .collect();
     let mut doc = result_doc("survey", survey.record);
     // The tables show the measurements; the check's series go to the report only.
     let mut text = rtlab_report::table::summary(&doc);
     doc.series
         .splice(0..0, rtlab_lab::check::as_series(&checks));
-    doc.verdict.set_survey_rows(&survey.verdict_rows);
+    doc.verdict.set_survey_rows(&rows);
     let actions = rtlab_lab::check::top_actions(&checks, 3);
     doc.verdict
         .set_top_actions(&rtlab_lab::check::as_top_actions(&checks, 3));
     text.push('\n');
-    text.push_str(&rtlab_report::table::survey::verdict(&survey.verdict_rows));
+    text.push_str(&rtlab_report::table::survey::verdict(&rows));
     if !actions.is_empty() {
         text.push_str("\nthe tuning actions that matter most here (rtlab check explains each):\n");
         for (i, c) in actions.iter().enumerate() {
