@@ -8,5 +8,5 @@
 mod spec;
 mod workers;
 
-pub use spec::{LoadKind, LoadSpec, LOAD_HELP};
+pub use spec::{LoadKind, LoadSpec, SpecError, LOAD_HELP};
 pub use workers::{start, LoadError, LoadReport, RunningLoads, StartError};

@@ -1,6 +1,6 @@
 //! The `--load SPEC` grammar.
 
-use rtlab_stats::{parse_duration, parse_size, Nanos};
+use rtlab_stats::{parse_duration, parse_size, Nanos, ParseError};
 use std::fmt;
 use std::str::FromStr;
 
@@ -129,27 +129,132 @@ impl fmt::Display for LoadSpec {
     }
 }
 
-fn count(arg: &str, what: &str) -> Result<usize, String> {
+/// Why a `--load` spec was refused: each says which part and the form it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A kind that is none of the grammar's.
+    #[error(
+        "unknown load kind '{0}' (expected cpu, mmap, alloc, gc, fork, net, io or hog; \
+         see 'rtlab load --help')"
+    )]
+    UnknownKind(String),
+    /// A thread or stream count (`what`: `cpu:N` ...) out of range.
+    #[error("{what} must be a number from 1 to 1024, got '{got}'")]
+    Count {
+        /// The form it belongs to.
+        what: &'static str,
+        /// As written.
+        got: String,
+    },
+    /// More `:` parts than the kind takes.
+    #[error("unexpected ':{extra}' after '{kind}'")]
+    Extra {
+        /// The kind's form.
+        kind: &'static str,
+        /// The parts too many, `:`-joined.
+        extra: String,
+    },
+    /// `cpu:P%` with P out of range.
+    #[error("cpu:P% needs P from 1 to 90 (the CPU's own work needs the rest), got '{0}'")]
+    Percent(String),
+    /// A size (of `mmap` or `alloc`, the kind) that does not parse.
+    #[error("{kind}: {source}")]
+    Size {
+        /// The kind.
+        kind: &'static str,
+        /// Why.
+        source: ParseError,
+    },
+    /// `mmap:0`.
+    #[error("mmap: SIZE must be above 0")]
+    ZeroSize,
+    /// An mmap size over half the machine's memory.
+    #[error("mmap: SIZE must be at most half of this machine's memory ({total_mib} MiB)")]
+    SizeOverHalf {
+        /// The machine's memory, in MiB.
+        total_mib: u64,
+    },
+    /// A duration (`gc BURST`, `hog PERIOD` ...: the field) that does not parse.
+    #[error("{field}: {source}")]
+    Duration {
+        /// The kind and field.
+        field: &'static str,
+        /// Why.
+        source: ParseError,
+    },
+    /// A priority (of `gc` or `hog`, the kind) outside 1-99.
+    #[error("{kind}: PRIO must be 1-99, got '{got}'")]
+    Prio {
+        /// The kind.
+        kind: &'static str,
+        /// As written.
+        got: String,
+    },
+    /// More parts than `gc` takes.
+    #[error("gc takes {}", GC_FORM)]
+    GcForm,
+    /// A `gc` burst without its period.
+    #[error("gc: expected BURST/PERIOD, got '{0}' ({form})", form = GC_FORM)]
+    GcNoPeriod(String),
+    /// A `gc` burst out of bounds.
+    #[error(
+        "gc: BURST must be above 0, at most 1s and at most 90 % of PERIOD ({})",
+        GC_FORM
+    )]
+    GcBurst,
+    /// Too few or too many parts for `hog`.
+    #[error("hog needs {}", HOG_FORM)]
+    HogForm,
+    /// A `hog` run without its period.
+    #[error("hog: expected RUN/PERIOD, got '{0}' ({form})", form = HOG_FORM)]
+    HogNoPeriod(String),
+    /// A `hog` run of 0, or not below its period.
+    #[error("hog: RUN must be above 0 and below PERIOD ({})", HOG_FORM)]
+    HogRunNotBelowPeriod,
+    /// A `hog` run over [`MAX_HOG_RUN`].
+    #[error("hog: RUN must be at most 1s, got {0}")]
+    HogRunTooLong(Nanos),
+    /// A `hog` run over 90 % of its period.
+    #[error(
+        "hog: RUN may be at most 90 % of PERIOD (the CPU's other work needs the rest), got {run}/{period}"
+    )]
+    HogRunShare {
+        /// The run.
+        run: Nanos,
+        /// The period.
+        period: Nanos,
+    },
+    /// A `hog` CPU that is not a number.
+    #[error("hog: CPU must be a number, got '{0}'")]
+    HogCpu(String),
+}
+
+fn count(arg: &str, what: &'static str) -> Result<usize, SpecError> {
     match arg.parse::<usize>() {
         Ok(n) if (1..=1024).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{what} must be a number from 1 to 1024, got '{arg}'"
-        )),
+        _ => Err(SpecError::Count {
+            what,
+            got: arg.to_string(),
+        }),
     }
 }
 
-fn no_extra(kind: &str, rest: &[&str]) -> Result<(), String> {
+fn no_extra(kind: &'static str, rest: &[&str]) -> Result<(), SpecError> {
     if rest.is_empty() {
         Ok(())
     } else {
-        Err(format!("unexpected ':{}' after '{kind}'", rest.join(":")))
+        Err(SpecError::Extra {
+            kind,
+            extra: rest.join(":"),
+        })
     }
 }
 
 impl FromStr for LoadSpec {
-    type Err = String;
+    type Err = SpecError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, SpecError> {
         let parts: Vec<&str> = text.trim().split(':').collect();
         let (name, args) = (parts[0].to_ascii_lowercase(), &parts[1..]);
         let kind = match name.as_str() {
@@ -159,11 +264,7 @@ impl FromStr for LoadSpec {
                     Some(p) => LoadKind::Utilisation {
                         percent: match p.trim().parse::<u32>() {
                             Ok(p) if (1..=90).contains(&p) => p,
-                            _ => {
-                                return Err(format!(
-                                    "cpu:P% needs P from 1 to 90 (the CPU's own work needs the rest), got '{p}'"
-                                ))
-                            }
+                            _ => return Err(SpecError::Percent(p.to_string())),
                         },
                     },
                     None => LoadKind::Cpu {
@@ -178,19 +279,21 @@ impl FromStr for LoadSpec {
                     if arg.eq_ignore_ascii_case("mlock") {
                         mlock = true;
                     } else {
-                        size = parse_size(arg).map_err(|e| format!("mmap: {e}"))?;
+                        size = parse_size(arg).map_err(|source| SpecError::Size {
+                            kind: "mmap",
+                            source,
+                        })?;
                         if size == 0 {
-                            return Err("mmap: SIZE must be above 0".into());
+                            return Err(SpecError::ZeroSize);
                         }
                         // Touched (and maybe locked) in full every cycle: over half the memory
                         // pushes the machine into reclaim, or every mmap fails and the load
                         // silently does nothing.
                         if let Some(total) = rtlab_sys::sysinfo::total_memory_bytes() {
                             if size > total / 2 {
-                                return Err(format!(
-                                    "mmap: SIZE must be at most half of this machine's memory ({} MiB)",
-                                    total >> 20
-                                ));
+                                return Err(SpecError::SizeOverHalf {
+                                    total_mib: total >> 20,
+                                });
                             }
                         }
                     }
@@ -202,7 +305,10 @@ impl FromStr for LoadSpec {
                 let rate = args
                     .first()
                     .map(|a| {
-                        parse_size(a.trim_end_matches("/s")).map_err(|e| format!("alloc: {e}"))
+                        parse_size(a.trim_end_matches("/s")).map_err(|source| SpecError::Size {
+                            kind: "alloc",
+                            source,
+                        })
                     })
                     .transpose()?;
                 LoadKind::Alloc {
@@ -227,12 +333,7 @@ impl FromStr for LoadSpec {
             }
             "hog" => parse_hog(args)?,
             "gc" => parse_gc(args)?,
-            other => {
-                return Err(format!(
-                    "unknown load kind '{other}' (expected cpu, mmap, alloc, gc, fork, net, io or hog; \
-                     see 'rtlab load --help')"
-                ))
-            }
+            other => return Err(SpecError::UnknownKind(other.to_string())),
         };
         Ok(LoadSpec {
             text: text.trim().to_string(),
@@ -241,26 +342,40 @@ impl FromStr for LoadSpec {
     }
 }
 
-fn parse_gc(args: &[&str]) -> Result<LoadKind, String> {
-    const FORM: &str = "gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms";
-    if args.len() > 2 {
-        return Err(format!("gc takes {FORM}"));
+/// The form of a `gc` spec, for messages.
+const GC_FORM: &str = "gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms";
+
+/// The form of a `hog` spec, for messages.
+const HOG_FORM: &str = "hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0";
+
+/// The duration in `text`, or the error naming `field`.
+fn duration(text: &str, field: &'static str) -> Result<Nanos, SpecError> {
+    parse_duration(text).map_err(|source| SpecError::Duration { field, source })
+}
+
+/// A real-time priority (1-99) of a `kind` spec.
+fn prio(text: &str, kind: &'static str) -> Result<u32, SpecError> {
+    match text.parse::<u32>() {
+        Ok(p) if (1..=99).contains(&p) => Ok(p),
+        _ => Err(SpecError::Prio {
+            kind,
+            got: text.to_string(),
+        }),
     }
-    let prio = match args.first().map(|p| p.parse::<u32>()) {
-        None => 20,
-        Some(Ok(p)) if (1..=99).contains(&p) => p,
-        Some(_) => return Err(format!("gc: PRIO must be 1-99, got '{}'", args[0])),
-    };
+}
+
+fn parse_gc(args: &[&str]) -> Result<LoadKind, SpecError> {
+    if args.len() > 2 {
+        return Err(SpecError::GcForm);
+    }
+    let prio = args.first().map_or(Ok(20), |p| prio(p, "gc"))?;
     let (burst, period) = match args.get(1) {
         None => (Nanos::from_millis(5), Nanos::from_millis(100)),
         Some(a) => {
             let (b, p) = a
                 .split_once('/')
-                .ok_or_else(|| format!("gc: expected BURST/PERIOD, got '{a}' ({FORM})"))?;
-            (
-                parse_duration(b).map_err(|e| format!("gc BURST: {e}"))?,
-                parse_duration(p).map_err(|e| format!("gc PERIOD: {e}"))?,
-            )
+                .ok_or_else(|| SpecError::GcNoPeriod(a.to_string()))?;
+            (duration(b, "gc BURST")?, duration(p, "gc PERIOD")?)
         }
     };
     // The same bounds as a hog's: a disturbance, never a lock-up.
@@ -268,9 +383,7 @@ fn parse_gc(args: &[&str]) -> Result<LoadKind, String> {
         || burst > MAX_HOG_RUN
         || burst.get() as u128 * 10 > period.get() as u128 * 9
     {
-        return Err(format!(
-            "gc: BURST must be above 0, at most 1s and at most 90 % of PERIOD ({FORM})"
-        ));
+        return Err(SpecError::GcBurst);
     }
     Ok(LoadKind::Gc {
         prio,
@@ -282,40 +395,32 @@ fn parse_gc(args: &[&str]) -> Result<LoadKind, String> {
 /// The longest single hog run: long enough for any scheduling disturbance, short of a stall.
 const MAX_HOG_RUN: Nanos = Nanos::from_secs(1);
 
-fn parse_hog(args: &[&str]) -> Result<LoadKind, String> {
-    const FORM: &str = "hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0";
+fn parse_hog(args: &[&str]) -> Result<LoadKind, SpecError> {
     if args.len() < 2 || args.len() > 3 {
-        return Err(format!("hog needs {FORM}"));
+        return Err(SpecError::HogForm);
     }
-    let prio = match args[0].parse::<u32>() {
-        Ok(p) if (1..=99).contains(&p) => p,
-        _ => return Err(format!("hog: PRIO must be 1-99, got '{}'", args[0])),
-    };
+    let prio = prio(args[0], "hog")?;
     let (run, period) = args[1]
         .split_once('/')
-        .ok_or_else(|| format!("hog: expected RUN/PERIOD, got '{}' ({FORM})", args[1]))?;
-    let run = parse_duration(run).map_err(|e| format!("hog RUN: {e}"))?;
-    let period = parse_duration(period).map_err(|e| format!("hog PERIOD: {e}"))?;
+        .ok_or_else(|| SpecError::HogNoPeriod(args[1].to_string()))?;
+    let run = duration(run, "hog RUN")?;
+    let period = duration(period, "hog PERIOD")?;
     if run.get() == 0 || run >= period {
-        return Err(format!(
-            "hog: RUN must be above 0 and below PERIOD ({FORM})"
-        ));
+        return Err(SpecError::HogRunNotBelowPeriod);
     }
     // A real-time spinner that leaves a CPU no room starves the kernel's own threads; the
     // bounds keep it a disturbance (and the watchdog's job possible), not a lock-up.
     if run > MAX_HOG_RUN {
-        return Err(format!("hog: RUN must be at most 1s, got {run}"));
+        return Err(SpecError::HogRunTooLong(run));
     }
     if run.get() as u128 * 10 > period.get() as u128 * 9 {
-        return Err(format!(
-            "hog: RUN may be at most 90 % of PERIOD (the CPU's other work needs the rest), got {run}/{period}"
-        ));
+        return Err(SpecError::HogRunShare { run, period });
     }
     let cpu = args
         .get(2)
         .map(|c| {
             c.parse::<usize>()
-                .map_err(|_| format!("hog: CPU must be a number, got '{c}'"))
+                .map_err(|_| SpecError::HogCpu(c.to_string()))
         })
         .transpose()?;
     Ok(LoadKind::Hog {
@@ -422,8 +527,41 @@ mod tests {
             ("hog:50", "hog needs"),
             ("io:5", "unexpected"),
         ] {
-            let err = bad.parse::<LoadSpec>().unwrap_err();
+            let err = bad.parse::<LoadSpec>().unwrap_err().to_string();
             assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_refusal_reads_as_it_did_when_it_was_a_string() {
+        for (bad, said) in [
+            ("warpdrive", "unknown load kind 'warpdrive' (expected cpu, mmap, alloc, gc, fork, net, io or hog; see 'rtlab load --help')"),
+            ("fork:0", "fork:N must be a number from 1 to 1024, got '0'"),
+            ("net:1:2", "unexpected ':2' after 'net:N'"),
+            ("io:5:6", "unexpected ':5:6' after 'io'"),
+            ("cpu:95%", "cpu:P% needs P from 1 to 90 (the CPU's own work needs the rest), got '95'"),
+            ("mmap:0", "mmap: SIZE must be above 0"),
+            ("gc:1:2:3", "gc takes gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms"),
+            ("gc:0", "gc: PRIO must be 1-99, got '0'"),
+            ("gc:20:5ms", "gc: expected BURST/PERIOD, got '5ms' (gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms)"),
+            ("gc:20:10ms/10ms", "gc: BURST must be above 0, at most 1s and at most 90 % of PERIOD (gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms)"),
+            ("hog:1", "hog needs hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0"),
+            ("hog:x:1ms/2ms", "hog: PRIO must be 1-99, got 'x'"),
+            ("hog:9:1ms", "hog: expected RUN/PERIOD, got '1ms' (hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0)"),
+            ("hog:9:2ms/2ms", "hog: RUN must be above 0 and below PERIOD (hog:PRIO:RUN/PERIOD[:CPU], e.g. hog:99:3ms/200ms:0)"),
+            ("hog:9:2s/20s", "hog: RUN must be at most 1s, got 2.00 s"),
+            ("hog:9:19ms/20ms", "hog: RUN may be at most 90 % of PERIOD (the CPU's other work needs the rest), got 19.0 ms/20.0 ms"),
+            ("hog:9:1ms/20ms:x", "hog: CPU must be a number, got 'x'"),
+        ] {
+            assert_eq!(bad.parse::<LoadSpec>().unwrap_err().to_string(), said, "{bad}");
+        }
+        for (bad, field) in [
+            ("alloc:x", "alloc: "),
+            ("gc:20:x/1ms", "gc BURST: "),
+            ("hog:9:1ms/x", "hog PERIOD: "),
+        ] {
+            let said = bad.parse::<LoadSpec>().unwrap_err().to_string();
+            assert!(said.starts_with(field), "{bad}: {said}");
         }
     }
 }

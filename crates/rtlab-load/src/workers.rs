@@ -43,8 +43,8 @@ pub enum StartError {
     SizeTooLarge,
     /// The CPU the load is pinned to is not one this process may use (which, and those it
     /// may).
-    #[error("{0}")]
-    CpuUnavailable(String),
+    #[error(transparent)]
+    CpuUnavailable(rtlab_sys::affinity::CpuListError),
     /// The io load's temporary directory is not one to write in.
     #[error("cannot write in {}: {source}", dir.display())]
     UnsafeDir {

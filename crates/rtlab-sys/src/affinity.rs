@@ -10,27 +10,27 @@ pub struct CpuList(Vec<usize>);
 
 impl CpuList {
     /// Parses the kernel's list syntax: comma-separated numbers and inclusive ranges.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, CpuListError> {
         let mut cpus = Vec::new();
         let text = text.trim();
         if text.is_empty() {
-            return Err("empty CPU list".into());
+            return Err(CpuListError::Empty);
         }
         for part in text.split(',') {
             let part = part.trim();
             let parse_one = |s: &str| {
                 s.trim()
                     .parse::<usize>()
-                    .map_err(|_| format!("'{s}' is not a CPU number (expected e.g. 0, 0,1 or 0-3)"))
+                    .map_err(|_| CpuListError::NotANumber(s.to_string()))
             };
             match part.split_once('-') {
                 Some((lo, hi)) => {
                     let (lo, hi) = (parse_one(lo)?, parse_one(hi)?);
                     if lo > hi {
-                        return Err(format!("range '{part}' runs backwards"));
+                        return Err(CpuListError::Backwards(part.to_string()));
                     }
                     if hi - lo > 65_536 {
-                        return Err(format!("range '{part}' is too large"));
+                        return Err(CpuListError::TooLarge(part.to_string()));
                     }
                     cpus.extend(lo..=hi);
                 }
@@ -58,14 +58,41 @@ impl CpuList {
     }
 
     /// Fails with a message naming the first CPU that is not in `available`.
-    pub fn check_within(&self, available: &CpuList) -> Result<(), String> {
+    pub fn check_within(&self, available: &CpuList) -> Result<(), CpuListError> {
         match self.0.iter().find(|c| !available.0.contains(c)) {
-            Some(cpu) => Err(format!(
-                "CPU {cpu} is not available (usable CPUs on this machine: {available})"
-            )),
+            Some(&cpu) => Err(CpuListError::Unavailable {
+                cpu,
+                available: available.clone(),
+            }),
             None => Ok(()),
         }
     }
+}
+
+/// Why a CPU list was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpuListError {
+    /// Nothing was written.
+    #[error("empty CPU list")]
+    Empty,
+    /// A part that is not a number.
+    #[error("'{0}' is not a CPU number (expected e.g. 0, 0,1 or 0-3)")]
+    NotANumber(String),
+    /// A range whose end is below its start.
+    #[error("range '{0}' runs backwards")]
+    Backwards(String),
+    /// A range of more CPUs than any machine has.
+    #[error("range '{0}' is too large")]
+    TooLarge(String),
+    /// A CPU this process may not use.
+    #[error("CPU {cpu} is not available (usable CPUs on this machine: {available})")]
+    Unavailable {
+        /// The first one.
+        cpu: usize,
+        /// Those it may use.
+        available: CpuList,
+    },
 }
 
 impl From<Vec<usize>> for CpuList {
@@ -270,7 +297,10 @@ mod tests {
             .unwrap()
             .check_within(&avail)
             .unwrap_err();
-        assert!(err.contains("CPU 4096") && err.contains("0-1"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "CPU 4096 is not available (usable CPUs on this machine: 0-1)"
+        );
         assert!(CpuList::parse("1").unwrap().check_within(&avail).is_ok());
     }
 

@@ -53,14 +53,19 @@ impl fmt::Display for Policy {
     }
 }
 
+/// A policy name that is none of rtlab's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy '{0}' (expected fifo, rr or other)")]
+pub struct UnknownPolicy(pub String);
+
 impl FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, UnknownPolicy> {
         match s.to_ascii_lowercase().as_str() {
             "fifo" => Ok(Policy::Fifo),
             "rr" => Ok(Policy::Rr),
             "other" | "normal" => Ok(Policy::Other),
-            _ => Err(format!("unknown policy '{s}' (expected fifo, rr or other)")),
+            _ => Err(UnknownPolicy(s.to_string())),
         }
     }
 }

@@ -1,4 +1,7 @@
 //! Value parsers: each turns one argument into its value or into the one line that says why not.
+//!
+//! They return `Result<T, String>`, clap's `value_parser` idiom: clap prints the string as the
+//! argument's error. The libraries' typed errors are turned into their line here, the last step.
 
 use rtlab_load::LoadSpec;
 use rtlab_stats::area::{SurveyStage, UnknownName};
@@ -131,12 +134,15 @@ pub const FOREVER: Nanos = Nanos(u64::MAX);
 
 pub(super) fn parse_load(text: &str) -> Result<LoadSpec, String> {
     text.parse()
+        .map_err(|e: rtlab_load::SpecError| e.to_string())
 }
 
 pub(super) fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    let list = CpuList::parse(text)?;
-    list.check_within(&usable_cpus())?;
-    Ok(list)
+    let list = CpuList::parse(text).map_err(|e| e.to_string())?;
+    match list.check_within(&usable_cpus()) {
+        Ok(()) => Ok(list),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub(super) fn parse_prio(text: &str) -> Result<u32, String> {
@@ -151,6 +157,7 @@ pub(super) fn parse_prio(text: &str) -> Result<u32, String> {
 
 pub(super) fn parse_policy(text: &str) -> Result<Policy, String> {
     text.parse()
+        .map_err(|e: rtlab_sys::sched::UnknownPolicy| e.to_string())
 }
 
 pub(super) fn parse_threads(text: &str) -> Result<usize, String> {
