@@ -354,7 +354,7 @@ fn ipc_stage(plan: &Plan, stage: &Stage) -> Built {
 fn net_stage(_: &Plan, stage: &Stage) -> Built {
     let parse = |s: &str| {
         s.parse::<crate::net::StreamSpec>()
-            .map_err(LabError::Config)
+            .map_err(|e| LabError::Config(e.to_string()))
     };
     Ok(Box::new(
         crate::net::NetRun::new(crate::net::NetRunConfig {

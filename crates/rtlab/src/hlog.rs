@@ -43,7 +43,7 @@ struct Entry {
 #[derive(Debug)]
 pub struct HlogWriter {
     entries: Option<Sender<Entry>>,
-    thread: Option<JoinHandle<Result<(), String>>>,
+    thread: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
 impl HlogWriter {
@@ -60,11 +60,9 @@ impl HlogWriter {
                 let mut log = IntervalLogWriterBuilder::new()
                     .add_comment(&comment)
                     .with_start_time(std::time::SystemTime::now())
-                    .begin_log_with(&mut file, &mut serializer)
-                    .map_err(|e| e.to_string())?;
+                    .begin_log_with(&mut file, &mut serializer)?;
                 for e in rx {
-                    log.write_histogram(&e.hist, e.start, e.length, Tag::new(&e.tag))
-                        .map_err(|e| e.to_string())?;
+                    log.write_histogram(&e.hist, e.start, e.length, Tag::new(&e.tag))?;
                 }
                 Ok(())
             })?;

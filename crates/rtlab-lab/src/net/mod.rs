@@ -85,20 +85,57 @@ pub struct StreamSpec {
     pub period: Nanos,
 }
 
-impl std::str::FromStr for StreamSpec {
-    type Err = String;
+/// Why a value of the net experiment's configuration was refused: each says the value, then
+/// what it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// A stream without `@`.
+    #[error("'{0}': expected SIZE@PERIOD, e.g. 1KiB@50ms")]
+    NotSizeAtPeriod(String),
+    /// A stream's size or period that does not parse.
+    #[error("'{text}': {source}")]
+    Unit {
+        /// The stream as written.
+        text: String,
+        /// Why.
+        source: rtlab_stats::ParseError,
+    },
+    /// A stream's size out of range.
+    #[error("'{0}': size must be 1 byte to 64MiB")]
+    Size(String),
+    /// A stream's period too short.
+    #[error("'{0}': period must be at least 100us")]
+    Period(String),
+    /// A NAPI mode that is none of them.
+    #[error("'{0}': expected backlog, softirq, threaded or threaded:PRIO (PRIO 1-99)")]
+    NapiMode(String),
+    /// A namespace setting without `=`.
+    #[error("'{0}': expected net.KEY=VALUE")]
+    NotASetting(String),
+    /// A namespace setting outside `net.*`, or without a value.
+    #[error("'{0}': only net.* settings, e.g. net.ipv4.tcp_early_retrans=0")]
+    NotNet(String),
+}
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl std::str::FromStr for StreamSpec {
+    type Err = ValueError;
+
+    fn from_str(text: &str) -> Result<Self, ValueError> {
+        let unit = |source| ValueError::Unit {
+            text: text.to_string(),
+            source,
+        };
         let (size, period) = text
             .split_once('@')
-            .ok_or_else(|| format!("'{text}': expected SIZE@PERIOD, e.g. 1KiB@50ms"))?;
-        let size = rtlab_stats::parse_size(size).map_err(|e| format!("'{text}': {e}"))? as usize;
-        let period = rtlab_stats::parse_duration(period).map_err(|e| format!("'{text}': {e}"))?;
+            .ok_or_else(|| ValueError::NotSizeAtPeriod(text.to_string()))?;
+        let size = rtlab_stats::parse_size(size).map_err(unit)? as usize;
+        let period = rtlab_stats::parse_duration(period).map_err(unit)?;
         if !(1..=(64 << 20)).contains(&size) {
-            return Err(format!("'{text}': size must be 1 byte to 64MiB"));
+            return Err(ValueError::Size(text.to_string()));
         }
         if period < Nanos::from_micros(100) {
-            return Err(format!("'{text}': period must be at least 100us"));
+            return Err(ValueError::Period(text.to_string()));
         }
         Ok(StreamSpec {
             label: text.to_string(),
@@ -268,6 +305,15 @@ mod tests {
         for bad in ["", "1KiB", "@50ms", "1KiB@", "0@1ms", "1KiB@10us", "x@1ms"] {
             assert!(bad.parse::<StreamSpec>().is_err(), "{bad}");
         }
+        for (bad, said) in [
+            ("1KiB", "'1KiB': expected SIZE@PERIOD, e.g. 1KiB@50ms"),
+            ("0@1ms", "'0@1ms': size must be 1 byte to 64MiB"),
+            ("1KiB@10us", "'1KiB@10us': period must be at least 100us"),
+        ] {
+            assert_eq!(bad.parse::<StreamSpec>().unwrap_err().to_string(), said);
+        }
+        let said = "x@1ms".parse::<StreamSpec>().unwrap_err().to_string();
+        assert!(said.starts_with("'x@1ms': "), "{said}");
         let labels = unique_labels(&["1KiB@1ms".parse().unwrap(), "1KiB@1ms".parse().unwrap()]);
         assert_eq!(labels, ["1KiB@1ms", "1KiB@1ms#2"]);
     }

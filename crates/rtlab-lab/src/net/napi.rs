@@ -33,18 +33,16 @@ impl NapiMode {
 }
 
 impl FromStr for NapiMode {
-    type Err = String;
+    type Err = super::ValueError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, super::ValueError> {
         match s {
             "backlog" => Ok(NapiMode::Backlog),
             "softirq" => Ok(NapiMode::Softirq),
             "threaded" => Ok(NapiMode::Threaded(None)),
             _ => match s.strip_prefix("threaded:").map(str::parse::<u32>) {
                 Some(Ok(p)) if (1..=99).contains(&p) => Ok(NapiMode::Threaded(Some(p))),
-                _ => Err(format!(
-                    "'{s}': expected backlog, softirq, threaded or threaded:PRIO (PRIO 1-99)"
-                )),
+                _ => Err(super::ValueError::NapiMode(s.to_string())),
             },
         }
     }

@@ -86,7 +86,7 @@ impl NetRun {
                 return Err(LabError::bad("loss_pct", "is a percentage, 0 to 100"));
             }
             for s in sysctls {
-                topology::netns_sysctl(s).map_err(|e| LabError::bad("sysctls", e))?;
+                topology::netns_sysctl(s).map_err(|e| LabError::bad("sysctls", e.to_string()))?;
             }
         }
         Ok(NetRun {

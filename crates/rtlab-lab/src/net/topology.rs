@@ -323,19 +323,17 @@ pub(crate) fn in_netns<T: Send>(
 }
 
 /// Checks a `net.KEY=VALUE` setting; returns the /proc/sys path and the value.
-pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), String> {
+pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), super::ValueError> {
     let (key, value) = setting
         .split_once('=')
-        .ok_or_else(|| format!("'{setting}': expected net.KEY=VALUE"))?;
+        .ok_or_else(|| super::ValueError::NotASetting(setting.to_string()))?;
     let valid = key.starts_with("net.")
         && key
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
         && !key.contains("..");
     if !valid || value.is_empty() {
-        return Err(format!(
-            "'{setting}': only net.* settings, e.g. net.ipv4.tcp_early_retrans=0"
-        ));
+        return Err(super::ValueError::NotNet(setting.to_string()));
     }
     Ok((
         std::path::Path::new("/proc/sys").join(key.replace('.', "/")),
@@ -346,7 +344,7 @@ pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), Strin
 /// Applies `net.*` settings to the network namespace of the calling thread.
 fn apply_netns_sysctls(settings: &[String]) -> Result<(), LabError> {
     for s in settings {
-        let (path, value) = netns_sysctl(s).map_err(LabError::Setup)?;
+        let (path, value) = netns_sysctl(s).map_err(|e| LabError::Setup(e.to_string()))?;
         std::fs::write(&path, &value).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 LabError::Setup(format!("net setting {s}: no such setting here"))

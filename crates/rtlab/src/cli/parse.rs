@@ -108,6 +108,7 @@ pub(super) fn parse_tos(text: &str) -> Result<u8, String> {
 
 pub(super) fn parse_stream(text: &str) -> Result<rtlab_lab::net::StreamSpec, String> {
     text.parse()
+        .map_err(|e: rtlab_lab::net::ValueError| e.to_string())
 }
 
 pub(super) fn duration_arg(text: &str) -> Result<Nanos, String> {
@@ -164,6 +165,18 @@ pub(super) fn parse_threads(text: &str) -> Result<usize, String> {
     match text.parse::<i64>() {
         Ok(n) if (1..=1024).contains(&n) => Ok(n as usize),
         _ => Err(format!("'{text}' is not a thread count from 1 to 1024")),
+    }
+}
+
+/// A check id that `rtlab tune` can apply.
+pub(super) fn parse_tunable(text: &str) -> Result<String, String> {
+    if rtlab_lab::tune::TUNABLE.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "'{text}' is not a fix tune applies (expected one of {})",
+            rtlab_lab::tune::TUNABLE.join(", ")
+        ))
     }
 }
 

@@ -178,18 +178,6 @@ pub struct TuneArgs {
     pub pid: Option<u32>,
 }
 
-/// A check id that `rtlab tune` can apply.
-fn parse_tunable(text: &str) -> Result<String, String> {
-    if rtlab_lab::tune::TUNABLE.contains(&text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!(
-            "'{text}' is not a fix tune applies (expected one of {})",
-            rtlab_lab::tune::TUNABLE.join(", ")
-        ))
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Write the audit as a result document to PATH ('-' for stdout).

@@ -269,7 +269,7 @@ fn target(args: &WatchArgs) -> anyhow::Result<Target<'_>> {
 /// The cgroup (v2) directory `text` names: a path (absolute, or under /sys/fs/cgroup), or a
 /// Kubernetes pod's UID (its directory, `...pod<uid>.slice` with `_` for `-`, or `pod<uid>`,
 /// found under /sys/fs/cgroup).
-fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, String> {
+fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, NoCgroup> {
     let roots: Vec<std::path::PathBuf> = rtlab_sys::procfs::cgroup2_mount()
         .into_iter()
         .chain([std::path::PathBuf::from("/sys/fs/cgroup")])
@@ -291,10 +291,7 @@ fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, String> {
             .chars()
             .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
     if !is_uid {
-        return Err(
-            "no such cgroup (a directory with cgroup.procs, under /sys/fs/cgroup or absolute, or a pod UID)"
-                .into(),
-        );
+        return Err(NoCgroup::NoSuchDir);
     }
     let wanted = [format!("pod{}", uid.replace('-', "_")), format!("pod{uid}")];
     let mut stack: Vec<(std::path::PathBuf, usize)> = roots.into_iter().map(|r| (r, 0)).collect();
@@ -312,8 +309,30 @@ fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, String> {
             }
         }
     }
-    Err(format!("no pod with UID {uid} under /sys/fs/cgroup"))
+    Err(NoCgroup::NoSuchPod(uid.to_string()))
 }
+
+/// Why `--cgroup` names no cgroup.
+#[derive(Debug)]
+enum NoCgroup {
+    /// Neither a cgroup's directory nor a pod UID.
+    NoSuchDir,
+    /// A pod UID (as written, without `pod`) that no cgroup's name holds.
+    NoSuchPod(String),
+}
+
+impl std::fmt::Display for NoCgroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoCgroup::NoSuchDir => f.write_str(
+                "no such cgroup (a directory with cgroup.procs, under /sys/fs/cgroup or absolute, or a pod UID)",
+            ),
+            NoCgroup::NoSuchPod(uid) => write!(f, "no pod with UID {uid} under /sys/fs/cgroup"),
+        }
+    }
+}
+
+impl std::error::Error for NoCgroup {}
 
 /// Starts the command.
 fn start(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
