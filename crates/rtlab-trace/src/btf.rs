@@ -2,6 +2,29 @@
 //! members are: the BPF programs read a few fields of `struct task_struct` at the offsets this
 //! kernel was built with (what libbpf's CO-RE does, without a compiler).
 
+/// Why the kernel's BTF could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BtfError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not BTF, or of the other byte order.
+    #[error("not little-endian BTF")]
+    NotLittleEndian,
+    /// A header or a type that runs past the data.
+    #[error("malformed BTF")]
+    Malformed,
+    /// A type kind newer than this reader.
+    #[error("unknown BTF kind {0}")]
+    UnknownKind(u8),
+}
+
 /// A parsed BTF blob.
 #[derive(Debug)]
 pub struct Btf {
@@ -32,17 +55,17 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 
 impl Btf {
     /// Reads the running kernel's BTF.
-    pub fn vmlinux() -> Result<Btf, String> {
+    pub fn vmlinux() -> Result<Btf, BtfError> {
         let path = "/sys/kernel/btf/vmlinux";
-        let data = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        let data = std::fs::read(path).map_err(|source| BtfError::Read { path, source })?;
         Btf::parse(&data)
     }
 
     /// Parses a BTF blob (little-endian, as on every architecture rtlab runs on).
-    pub fn parse(data: &[u8]) -> Result<Btf, String> {
-        let bad = || "malformed BTF".to_string();
+    pub fn parse(data: &[u8]) -> Result<Btf, BtfError> {
+        let bad = || BtfError::Malformed;
         if data.len() < 24 || data[0..2] != [0x9f, 0xeb] {
-            return Err("not little-endian BTF".into());
+            return Err(BtfError::NotLittleEndian);
         }
         let hdr_len = u32_at(data, 4).ok_or_else(bad)? as usize;
         let type_off = u32_at(data, 8).ok_or_else(bad)? as usize;
@@ -81,7 +104,7 @@ impl Btf {
                 13 => 8 * vlen,       // func_proto
                 15 | 19 => 12 * vlen, // datasec, enum64
                 2 | 7..=12 | 16 | 18 => 0,
-                k => return Err(format!("unknown BTF kind {k}")),
+                k => return Err(BtfError::UnknownKind(k)),
             };
             let body = types_bytes.get(at..at + extra).ok_or_else(bad)?;
             if kind == KIND_STRUCT || kind == KIND_UNION {

@@ -16,6 +16,10 @@ pub enum TraceError {
     /// memory ordering the recorder relies on ...).
     #[error("{0}")]
     Unsupported(String),
+    /// The kernel's BTF, which says where the programs read a task's fields, could not be
+    /// read.
+    #[error(transparent)]
+    Btf(#[from] crate::btf::BtfError),
     /// A tracefs or output file could not be read or written.
     #[error("{path}: {source}")]
     Io {

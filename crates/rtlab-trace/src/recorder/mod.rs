@@ -305,7 +305,7 @@ impl Recorder {
                 "the eBPF recorder needs x86-64 store ordering on this build".into(),
             ));
         }
-        let btf = Btf::vmlinux().map_err(TraceError::Unsupported)?;
+        let btf = Btf::vmlinux()?;
         let symbols = rtlab_sys::procfs::kernel_text_symbols();
         let offsets = TaskOffsets::from_btf(&btf, &symbols)?;
         let mut cpus = cpus.to_vec();

@@ -12,15 +12,15 @@ pub enum ThreadPattern {
 
 impl ThreadPattern {
     /// A TID when `text` is a number, else a name glob.
-    pub fn parse(text: &str) -> Result<ThreadPattern, String> {
+    pub fn parse(text: &str) -> Result<ThreadPattern, BadPattern> {
         if text.is_empty() {
-            return Err("an empty thread pattern".into());
+            return Err(BadPattern::Empty);
         }
         if let Ok(tid) = text.parse::<i64>() {
             return if tid > 0 {
                 Ok(ThreadPattern::Tid(tid))
             } else {
-                Err(format!("'{text}': not a thread id"))
+                Err(BadPattern::NotATid(text.to_string()))
             };
         }
         Ok(ThreadPattern::Name(text.to_string()))
@@ -33,6 +33,18 @@ impl ThreadPattern {
             ThreadPattern::Name(p) => glob(p.as_bytes(), name.as_bytes()),
         }
     }
+}
+
+/// Why a thread pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadPattern {
+    /// Nothing was written.
+    #[error("an empty thread pattern")]
+    Empty,
+    /// A number that no thread has (0 or negative).
+    #[error("'{0}': not a thread id")]
+    NotATid(String),
 }
 
 impl std::fmt::Display for ThreadPattern {
