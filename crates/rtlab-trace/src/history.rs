@@ -20,6 +20,8 @@ pub(crate) struct History {
     pub(crate) newest_ns: u64,
     /// The latest scheduler ticks' times (for the tick's grid).
     pub(crate) ticks: VecDeque<u64>,
+    /// Events of the drain under way, merged in at its end ([`History::settle`]).
+    pending: Vec<Event>,
 }
 
 impl History {
@@ -38,19 +40,60 @@ impl History {
                 self.ticks.push_back(e.ts_ns);
             }
         }
-        // The eBPF recorder can store an NMI's or IRQ's record between another event's
-        // timestamp and its slot: keep the history sorted.
+        let Some(r) = raw else {
+            self.pending.push(e);
+            return;
+        };
+        // (The text source: each event with its line, as it comes.)
+        self.settle();
         let at = if self.events.back().is_some_and(|l| l.ts_ns > e.ts_ns) {
             self.events.partition_point(|x| x.ts_ns <= e.ts_ns)
         } else {
             self.events.len()
         };
         self.events.insert(at, e);
-        if let Some(r) = raw {
-            if at <= self.raw.len() {
-                self.raw.insert(at, r);
+        if at <= self.raw.len() {
+            self.raw.insert(at, r);
+        }
+        self.trim();
+    }
+
+    /// Merges the events of a drain in, in time order. They come a ring at a time (the
+    /// watched processes' ring, then every task's, which may lag it), and the eBPF recorder
+    /// can store an NMI's or IRQ's record between another event's timestamp and its slot:
+    /// one sort and one merge a drain, not an insertion in the middle per event (under a
+    /// storm of switches that moved more memory than anything else the reader did).
+    pub(crate) fn settle(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.sort_by_key(|e| e.ts_ns);
+        let first = batch[0].ts_ns;
+        let at = self.events.partition_point(|x| x.ts_ns <= first);
+        if at == self.events.len() {
+            self.events.extend(batch.drain(..));
+        } else {
+            // The kept events after the batch's first go back in merged (a few, usually).
+            let tail: Vec<Event> = self.events.drain(at..).collect();
+            self.raw.truncate(self.raw.len().min(at));
+            let (mut a, mut b) = (tail.into_iter().peekable(), batch.drain(..).peekable());
+            loop {
+                let take_a = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) => x.ts_ns <= y.ts_ns,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                let next = if take_a { a.next() } else { b.next() };
+                self.events.extend(next);
             }
         }
+        self.pending = batch;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
         // A second of history, or fewer events on a CPU that produces more than MAX_EVENTS a
         // second (the windows explained reach 20 ms before a deadline): bounded either way.
         while self.events.front().is_some_and(|f| {
@@ -421,4 +464,61 @@ pub(crate) fn with_jvm_stops(
     o.causes.retain(|c| c.duration_ns > 0);
     o.causes.extend(added);
     o.causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ts_ns: u64, mark: &str) -> Event {
+        Event {
+            cpu: 0,
+            ts_ns,
+            current_pid: 0,
+            kind: Kind::Marker(mark.into()),
+        }
+    }
+
+    fn marks(h: &History) -> Vec<(u64, String)> {
+        h.events
+            .iter()
+            .map(|e| match &e.kind {
+                Kind::Marker(m) => (e.ts_ns, m.clone()),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drains_events_are_merged_in_time_order_those_kept_first_at_equal_times() {
+        let mut h = History::default();
+        for (ts, m) in [(10, "a"), (20, "b"), (30, "c")] {
+            h.push(at(ts, m), None);
+        }
+        assert!(h.events.is_empty(), "not before the drain is over");
+        h.settle();
+        // The next drain: the watched processes' ring first (25, 40), then every task's,
+        // behind it (20, 35), with an IRQ's record stored after a later one (33 after 35).
+        for (ts, m) in [(25, "d"), (40, "e"), (20, "f"), (35, "g"), (33, "h")] {
+            h.push(at(ts, m), None);
+        }
+        h.settle();
+        let want = [
+            (10, "a"),
+            (20, "b"),
+            (20, "f"),
+            (25, "d"),
+            (30, "c"),
+            (33, "h"),
+            (35, "g"),
+            (40, "e"),
+        ];
+        let want: Vec<(u64, String)> = want.iter().map(|&(t, m)| (t, m.to_string())).collect();
+        assert_eq!(marks(&h), want);
+        assert_eq!(h.newest_ns, 40);
+        // Older than the retention: dropped at the merge.
+        h.push(at(40 + RETENTION_NS + 1, "i"), None);
+        h.settle();
+        assert_eq!(marks(&h).len(), 1);
+    }
 }

@@ -177,6 +177,15 @@ impl std::ops::Deref for Histories {
     }
 }
 
+impl Histories {
+    /// A drain is over: its events are merged into each CPU's history.
+    pub(crate) fn settle(&mut self) {
+        for h in &mut self.per_cpu {
+            h.settle();
+        }
+    }
+}
+
 impl Consumer for Histories {
     fn offer(&mut self, e: Event) -> Option<Event> {
         let cpu = e.cpu as usize;
@@ -468,6 +477,7 @@ pub(crate) fn read_loop(
                 e = e.and_then(|e| c.offer(e));
             }
         })?;
+        histories.settle();
         if let Some(mut w) = watching {
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
