@@ -43,7 +43,7 @@ pub use futex_mutex::{FutexMutex, FutexMutexGuard, RawFutexMutex};
 pub use mutex::{Mutex, MutexGuard, RawLock, RawLockUntil};
 pub use parker::{sleep_until, Parker};
 pub use pi_mutex::{PiMutex, PiMutexGuard, RawPiMutex};
-pub use robust::{RobustError, RobustGuard, RobustMutex, RobustWait, MAX_HELD};
+pub use robust::{ListUnusable, RobustError, RobustGuard, RobustMutex, RobustWait, MAX_HELD};
 pub use rtlab_sys::futex::Scope;
 /// Per-thread timer slack: how late the kernel may wake a sleeping SCHED_OTHER thread to
 /// batch timers (50 us by default; inherited by new threads and children). Ignored for

@@ -98,10 +98,28 @@ pub enum RobustError<'a> {
     /// This thread's robust list cannot take rtlab entries, or it already holds
     /// [`MAX_HELD`] robust mutexes.
     #[error("robust list unusable: {0}")]
-    Unsupported(String),
+    Unsupported(ListUnusable),
     /// An ordinary lock failure (deadlock, timeout ...).
     #[error(transparent)]
     Lock(#[from] LockError),
+}
+
+/// Why this thread's robust list cannot take rtlab's entries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListUnusable {
+    /// Reading or registering the list failed.
+    #[error(transparent)]
+    Sys(#[from] rtlab_sys::SysError),
+    /// The list registered (by another library) has another futex offset.
+    #[error("this thread's list has futex_offset {found}, rtlab needs {FUTEX_OFFSET}")]
+    FutexOffset {
+        /// Its offset.
+        found: isize,
+    },
+    /// The thread already holds [`MAX_HELD`] robust mutexes.
+    #[error("this thread already holds {MAX_HELD} robust mutexes")]
+    Full,
 }
 
 /// A robust PI mutex, `#[repr(C)]`, to be placed in `MAP_SHARED` memory (or used privately).
@@ -206,7 +224,7 @@ impl ThreadList {
     }
 
     #[cold]
-    fn set_up(&self, tid: u32) -> Result<NonNull<RobustListHead>, String> {
+    fn set_up(&self, tid: u32) -> Result<NonNull<RobustListHead>, ListUnusable> {
         let head = look_up_thread_head()?;
         self.tid.set(tid);
         self.head.set(Some(head));
@@ -247,15 +265,13 @@ impl ThreadList {
 }
 
 #[cold]
-fn look_up_thread_head() -> Result<NonNull<RobustListHead>, String> {
-    match current_robust_list().map_err(|e| e.to_string())? {
+fn look_up_thread_head() -> Result<NonNull<RobustListHead>, ListUnusable> {
+    match current_robust_list()? {
         Some(head) => {
             // SAFETY: the registered head lives as long as this thread (the kernel requires it).
             let offset = unsafe { head.as_ref() }.futex_offset;
             if offset != FUTEX_OFFSET {
-                return Err(format!(
-                    "this thread's list has futex_offset {offset}, rtlab needs {FUTEX_OFFSET}"
-                ));
+                return Err(ListUnusable::FutexOffset { found: offset });
             }
             Ok(head)
         }
@@ -273,7 +289,7 @@ fn look_up_thread_head() -> Result<NonNull<RobustListHead>, String> {
             own.head.list.store(empty, Ordering::Relaxed);
             let head = NonNull::from(&own.head);
             // SAFETY: the head is leaked (lives forever) and the thread had no list to replace.
-            unsafe { register_robust_list(head) }.map_err(|e| e.to_string())?;
+            unsafe { register_robust_list(head) }?;
             Ok(head)
         }
     }
@@ -361,9 +377,7 @@ impl RobustMutex {
                 None => list.set_up(tid).map_err(RobustError::Unsupported)?,
             };
             if list.len.get() == MAX_HELD {
-                return Err(RobustError::Unsupported(format!(
-                    "this thread already holds {MAX_HELD} robust mutexes"
-                )));
+                return Err(RobustError::Unsupported(ListUnusable::Full));
             }
             // SAFETY: the head lives as long as this thread.
             let head = unsafe { head_ptr.as_ref() };

@@ -45,9 +45,23 @@ pub enum TraceError {
         /// Why tracefs could not be used either.
         tracefs: Box<TraceError>,
     },
-    /// The reader thread failed, or could not start.
-    #[error("{0}")]
-    Reader(String),
+    /// The reader thread could not start.
+    #[error("cannot start the reader: {0}")]
+    ReaderStart(std::io::Error),
+    /// The reader thread panicked.
+    #[error("the explainer's reader panicked")]
+    ReaderPanicked,
+    /// The tracefs pipe could not be read.
+    #[error("reading trace_pipe: {0}")]
+    Pipe(std::io::Error),
+    /// An outlier's window could not be written, or its directory made.
+    #[error("--trace-out {path}: {source}")]
+    TraceOut {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
 }
 
 impl TraceError {

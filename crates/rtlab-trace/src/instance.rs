@@ -168,8 +168,9 @@ fn uprobe_line(
 /// Attaches uprobe events at the HotSpot safepoint, VM operation and collection probes of
 /// `libjvm`, traced by instance `dir` (as `hotspot_<probe>_<n>` events); returns how many.
 /// All or none: a safepoint's begin without its end would hold delays for ever.
-pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, String> {
+pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, crate::usdt::ProbeError> {
     use crate::event::JvmProbe;
+    use crate::usdt::ProbeError;
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let sites = crate::usdt::sites(libjvm)?;
@@ -187,10 +188,7 @@ pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, String> {
         .collect();
     let stops = [JvmProbe::SafepointBegin, JvmProbe::SafepointEnd];
     if !stops.iter().all(|p| wanted.iter().any(|(w, _)| w == p)) {
-        return Err(format!(
-            "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
-            libjvm.display()
-        ));
+        return Err(ProbeError::NoSafepointProbes(libjvm.to_path_buf()));
     }
     let group = uprobe_group();
     let mut names = Vec::new();
@@ -201,10 +199,10 @@ pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, String> {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let defined = rtlab_sys::tracefs::define_uprobe(&uprobe_line(&name, libjvm, *probe, site))
-            .map_err(|e| e.to_string())
+            .map_err(ProbeError::Attach)
             .and_then(|()| {
-                let enable = dir.join("events").join(&group).join(&name).join("enable");
-                std::fs::write(&enable, "1").map_err(|e| format!("{}: {e}", enable.display()))
+                let path = dir.join("events").join(&group).join(&name).join("enable");
+                std::fs::write(&path, "1").map_err(|error| ProbeError::Enable { path, error })
             });
         if let Err(why) = defined {
             for n in names.iter().chain([&name]) {

@@ -236,7 +236,7 @@ pub struct Explainer {
     cpus: Vec<usize>,
     reporter: Reporter,
     stop: Arc<AtomicBool>,
-    reader: Option<std::thread::JoinHandle<Result<ReaderOut, String>>>,
+    reader: Option<std::thread::JoinHandle<Result<ReaderOut, TraceError>>>,
     lines_limit: usize,
     watch: Option<Arc<Mutex<WatchState>>>,
     /// The recorder's ring sizes, where it runs.
@@ -288,25 +288,18 @@ impl Explainer {
         // Wakeups by other threads are the point: record every sched_waking.
         options.waits = vec![explain::Wait::Notify];
         let mut state = WatchState::new(spec);
-        // The reader keeps off the watched threads' CPUs where others are left (a
-        // real-time program usually has CPUs of its own; the rest do the housekeeping).
-        if let (true, Some(wanted)) = (options.reader_cpus.is_empty(), state.cpus_wanted()) {
-            options.reader_cpus = cpus
-                .iter()
-                .copied()
-                .filter(|&c| !wanted.contains(c))
-                .collect();
-        }
-        // Where none is left, it keeps off the CPUs their real-time threads run on, and
-        // follows them; so does this setup (its maps and programs are made in the kernel,
-        // where a thread woken on the same CPU of a kernel that is not fully preemptible
-        // waits for it).
+        // Unless told where, the reader keeps off the watched threads' CPUs, and follows
+        // them: those they may not run on where there are any (a real-time program usually
+        // has CPUs of its own; the rest do the housekeeping), else those their real-time
+        // threads do not run on. So does this setup: its maps and programs are made in the
+        // kernel, and a thread woken on the same CPU of a kernel that is not fully
+        // preemptible waits for each.
         let mut setup_pinned = None;
         if options.reader_cpus.is_empty() {
-            state.let_reader_follow();
+            state.let_reader_follow(cpus);
             let now = rtlab_sys::time::monotonic_now_ns();
             if let Some(spare) = state
-                .reader_cpus(cpus, now)
+                .reader_cpus(now)
                 .filter(|spare| spare.len() < cpus.len())
             {
                 setup_pinned = pin_this_thread(&spare);
@@ -488,7 +481,7 @@ impl Explainer {
                     };
                     read_loop(source, rx, shared, &options, &rules)
                 })
-                .map_err(|e| TraceError::Reader(format!("cannot start the reader: {e}")))?
+                .map_err(TraceError::ReaderStart)?
         };
         Ok(Explainer {
             instance,
@@ -523,8 +516,7 @@ impl Explainer {
             .take()
             .expect("joined once")
             .join()
-            .map_err(|_| TraceError::Reader("the explainer's reader panicked".into()))?
-            .map_err(TraceError::Reader)?;
+            .map_err(|_| TraceError::ReaderPanicked)??;
         let (lost, missing) = match self.instance.take() {
             Some(instance) => (instance.lost(&self.cpus), instance.missing.clone()),
             None => (
@@ -533,7 +525,7 @@ impl Explainer {
             ),
         };
         for w in &out.windows {
-            w.write().map_err(TraceError::Reader)?;
+            w.write()?;
         }
         let mut outliers = out.outliers;
         outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));

@@ -8,7 +8,7 @@ use crate::history::{
 };
 use crate::reason::Reason;
 use crate::watch::WatchState;
-use crate::{explain, recorder, Options, Request};
+use crate::{explain, recorder, Options, Request, TraceError};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::time::monotonic_now_ns;
@@ -62,7 +62,7 @@ impl SavedWindow {
         }
     }
 
-    pub(crate) fn write(&self) -> Result<(), String> {
+    pub(crate) fn write(&self) -> Result<(), TraceError> {
         let mut text = self.header.clone();
         for (e, raw) in &self.events {
             match raw {
@@ -72,8 +72,12 @@ impl SavedWindow {
             text.push('\n');
         }
         // Never through a link planted at the predictable name (rtlab runs as root).
-        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes())
-            .map_err(|e| format!("--trace-out {}: {e}", self.path.display()))
+        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes()).map_err(|source| {
+            TraceError::TraceOut {
+                path: self.path.clone(),
+                source,
+            }
+        })
     }
 }
 
@@ -103,7 +107,7 @@ impl Source {
         &mut self,
         keep_raw: bool,
         f: &mut dyn FnMut(Event, Option<String>),
-    ) -> Result<usize, String> {
+    ) -> Result<usize, TraceError> {
         match self {
             Source::Text {
                 pipe,
@@ -117,7 +121,7 @@ impl Source {
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
-                    Err(e) => return Err(format!("reading trace_pipe: {e}")),
+                    Err(e) => return Err(TraceError::Pipe(e)),
                 };
                 if got > 0 {
                     partial.push_str(&String::from_utf8_lossy(&buf[..got]));
@@ -344,12 +348,11 @@ fn follow_watch(
     }
 }
 
-/// Where no CPU is left outside the watched threads' affinity, the reader moves to keep off
-/// the CPUs their real-time threads ran on lately (on a kernel that is not fully
-/// preemptible a thread woken there waits for the reader's work in the kernel to end).
+/// The reader moves to keep off the watched threads as they and their affinity change
+/// ([`WatchState::reader_cpus`]): on a kernel that is not fully preemptible a thread woken
+/// on its CPU waits for the reader's work in the kernel to end.
 fn place_reader(w: &WatchState, now_ns: u64, placed: &mut Vec<usize>) {
-    let cpus: Vec<usize> = w.traced().0.iter().collect();
-    if let Some(want) = w.reader_cpus(&cpus, now_ns) {
+    if let Some(want) = w.reader_cpus(now_ns) {
         if want != *placed
             && rtlab_sys::affinity::set_current_thread_affinity(
                 &rtlab_sys::affinity::CpuList::from(want.clone()),
@@ -366,9 +369,12 @@ fn probe_jvm_text(
     dir: &std::path::Path,
     files: &mut std::collections::HashSet<(u64, u64)>,
     libjvm: &std::path::Path,
-) -> Result<usize, String> {
+) -> Result<usize, crate::usdt::ProbeError> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
+    let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
+        path: libjvm.to_path_buf(),
+        error,
+    })?;
     if !files.insert((meta.dev(), meta.ino())) {
         return Ok(0);
     }
@@ -383,7 +389,7 @@ fn explain_request(
     (histories, traced): (&[History], &TracedLog),
     source: &Source,
     (rules, options): (&explain::Rules, &Options),
-) -> Result<(Outlier, Option<SavedWindow>), String> {
+) -> Result<(Outlier, Option<SavedWindow>), TraceError> {
     let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;
     if let Source::Bpf(rec) = source {
         // (Only where a JVM's probes are attached: the search spans a second of every CPU's
@@ -421,7 +427,7 @@ pub(crate) fn read_loop(
     shared: Shared<'_>,
     options: &Options,
     rules: &explain::Rules,
-) -> Result<ReaderOut, String> {
+) -> Result<ReaderOut, TraceError> {
     let Shared {
         stop,
         threshold,
@@ -440,7 +446,10 @@ pub(crate) fn read_loop(
     if let Some(dir) = &options.trace_out {
         std::fs::create_dir_all(dir)
             .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
-            .map_err(|e| format!("--trace-out {}: {e}", dir.display()))?;
+            .map_err(|source| TraceError::TraceOut {
+                path: dir.clone(),
+                source,
+            })?;
     }
     let mut histories = Histories::default();
     let mut traced = TracedLog::new(match &source {
@@ -578,7 +587,7 @@ fn explain_one(
     rules: &explain::Rules,
     options: &Options,
     index: usize,
-) -> Result<(Outlier, Option<SavedWindow>), String> {
+) -> Result<(Outlier, Option<SavedWindow>), TraceError> {
     let history = histories.get(r.cpu as usize);
     let from = r.deadline_ns.saturating_sub(LEAD_NS);
     let elsewhere = wakings_elsewhere(histories, r.cpu, r.tid, from, r.woke_ns);

@@ -3,7 +3,57 @@
 //! libjvm.so), read from the file itself: no tool, no agent, nothing asked of the program.
 
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a JVM's probes were not attached.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// Its libjvm.so could not be read.
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// Not an ELF file whose notes this reads (why).
+    NotElf { path: PathBuf, why: &'static str },
+    /// No safepoint probes in it (stripped, or not HotSpot's).
+    NoSafepointProbes(PathBuf),
+    /// The kernel refused a probe's program (the verifier's last line).
+    Load {
+        probe: &'static str,
+        error: rtlab_sys::SysError,
+        verifier: String,
+    },
+    /// The uprobe could not be placed or attached.
+    Attach(rtlab_sys::SysError),
+    /// Its tracefs event could not be enabled.
+    Enable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            ProbeError::NotElf { path, why } => write!(f, "{}: {why}", path.display()),
+            ProbeError::NoSafepointProbes(path) => write!(
+                f,
+                "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
+                path.display()
+            ),
+            ProbeError::Load {
+                probe,
+                error,
+                verifier,
+            } => write!(f, "{error} ({probe}): {verifier}"),
+            ProbeError::Attach(e) => write!(f, "{e}"),
+            ProbeError::Enable { path, error } => write!(f, "{}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
 
 /// One probe site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +81,32 @@ pub enum Arg {
 }
 
 /// The USDT probe sites of ELF file `path` (none when it has no `.note.stapsdt`).
-pub fn sites(path: &Path) -> Result<Vec<Site>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let read = |at: u64, len: usize| -> Result<Vec<u8>, String> {
+pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
+    let io = |error| ProbeError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let not_elf = |why| ProbeError::NotElf {
+        path: path.to_path_buf(),
+        why,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    // (A length is checked against the file's before anything that long is allocated.)
+    let read = |at: u64, len: usize| -> Result<Vec<u8>, ProbeError> {
+        if at.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(not_elf("a header points past the end of the file"));
+        }
         let mut b = vec![0u8; len];
-        file.read_exact_at(&mut b, at)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.read_exact_at(&mut b, at).map_err(io)?;
         Ok(b)
     };
+    if size < 64 {
+        return Err(not_elf("not a 64-bit little-endian ELF file"));
+    }
     let header = read(0, 64)?;
     if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
-        return Err(format!(
-            "{}: not a 64-bit little-endian ELF file",
-            path.display()
-        ));
+        return Err(not_elf("not a 64-bit little-endian ELF file"));
     }
     let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
     let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
@@ -61,7 +123,7 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, String> {
         u16_at(&header, 0x3e),
     );
     if shentsize < 64 || phentsize < 56 || shstrndx >= shnum {
-        return Err(format!("{}: unexpected ELF headers", path.display()));
+        return Err(not_elf("unexpected ELF headers"));
     }
     let sections = read(shoff, shentsize * shnum)?;
     let section = |i: usize| &sections[i * shentsize..(i + 1) * shentsize];
@@ -267,5 +329,35 @@ mod tests {
                 "{vmops:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_file_that_is_not_one_or_lies_in_its_headers_is_refused_without_reading_past_its_end() {
+        let dir = std::env::temp_dir().join(format!("rtlab-usdt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let short = dir.join("short");
+        std::fs::write(&short, b"\x7fELF").unwrap();
+        let e = sites(&short).unwrap_err();
+        assert!(matches!(e, ProbeError::NotElf { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("not a 64-bit little-endian ELF file"),
+            "{e}"
+        );
+        // A 64-bit header whose section table lies 2^60 bytes on (and 65535 entries long):
+        // refused, nothing that large allocated.
+        let mut h = vec![0u8; 64];
+        h[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        h[0x28..0x30].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        h[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        h[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        h[0x3c..0x3e].copy_from_slice(&u16::MAX.to_le_bytes());
+        let lying = dir.join("lying");
+        std::fs::write(&lying, &h).unwrap();
+        let e = sites(&lying).unwrap_err();
+        assert!(e.to_string().contains("past the end of the file"), "{e}");
+        let e = sites(&dir.join("absent")).unwrap_err();
+        assert!(matches!(e, ProbeError::Io { .. }), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -130,13 +130,9 @@ impl Rings {
     }
 
     /// Both rings of `slots` each (a forced size, `--ring-slots`).
-    pub fn forced(slots: u32) -> Result<Rings, String> {
+    pub fn forced(slots: u32) -> Result<Rings, BadRingSize> {
         if !slots.is_power_of_two() || !(Rings::MIN..=Rings::MAX).contains(&slots) {
-            return Err(format!(
-                "{slots}: a power of two from {} to {}",
-                Rings::MIN,
-                Rings::MAX
-            ));
+            return Err(BadRingSize(slots));
         }
         Ok(Rings {
             slots,
@@ -144,6 +140,24 @@ impl Rings {
         })
     }
 }
+
+/// A ring size that is not a power of two from [`Rings::MIN`] to [`Rings::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRingSize(pub u32);
+
+impl std::fmt::Display for BadRingSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: a power of two from {} to {}",
+            self.0,
+            Rings::MIN,
+            Rings::MAX
+        )
+    }
+}
+
+impl std::error::Error for BadRingSize {}
 
 /// How to set the recorder up.
 #[derive(Debug, Clone, Copy, Default)]
@@ -443,7 +457,7 @@ impl Recorder {
                         links.push(link);
                     }
                 }
-                Err(why) => missing.push(crate::Missing::LockWaits(why)),
+                Err(why) => missing.push(crate::Missing::LockWaits(why.to_string())),
             }
         }
         // The wait calls of the threads [`Recorder::set_watched`] names.
@@ -455,7 +469,7 @@ impl Recorder {
                     programs.push(p);
                     links.push(link);
                 }
-                Err(why) => missing.push(crate::Missing::Children(why)),
+                Err(why) => missing.push(crate::Missing::Children(why.to_string())),
             }
         }
         if let Some(set) = watched_set {
@@ -475,7 +489,7 @@ impl Recorder {
                 // The map stays: the switches and wakeups of the watched processes still go
                 // to their rings.
                 Err(why) => {
-                    missing.push(crate::Missing::WaitCalls(why));
+                    missing.push(crate::Missing::WaitCalls(why.to_string()));
                     watched_map = Some(set);
                 }
             }
@@ -940,9 +954,12 @@ impl Recorder {
         &mut self,
         libjvm: &std::path::Path,
         pid: Option<u32>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, crate::usdt::ProbeError> {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(libjvm).map_err(|e| format!("{}: {e}", libjvm.display()))?;
+        let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
+            path: libjvm.to_path_buf(),
+            error,
+        })?;
         let key = (meta.dev(), meta.ino(), pid.unwrap_or(0));
         // (Probed in every process already: once more in one would record its hits twice.)
         if self.usdt_files.contains(&(key.0, key.1, 0)) || !self.usdt_files.insert(key) {
@@ -966,7 +983,12 @@ impl Recorder {
         self.usdt_files.retain(|(_, _, p)| kept(p));
     }
 
-    fn attach_jvm(&mut self, libjvm: &std::path::Path, pid: Option<u32>) -> Result<usize, String> {
+    fn attach_jvm(
+        &mut self,
+        libjvm: &std::path::Path,
+        pid: Option<u32>,
+    ) -> Result<usize, crate::usdt::ProbeError> {
+        use crate::usdt::ProbeError;
         let sites = crate::usdt::sites(libjvm)?;
         let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
             .into_iter()
@@ -979,10 +1001,7 @@ impl Recorder {
         if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin)
             || !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointEnd)
         {
-            return Err(format!(
-                "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
-                libjvm.display()
-            ));
+            return Err(ProbeError::NoSafepointProbes(libjvm.to_path_buf()));
         }
         let cpu = self.next.first().map_or(0, |n| n.0);
         let mut attached = 0;
@@ -999,15 +1018,19 @@ impl Recorder {
             let insns = usdt_program(index, args, self.maps, filter);
             let prog = Program::load_kprobe(&insns).map_err(|e| {
                 let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
-                format!("{} ({}): {}", e.error, probe.name(), last.unwrap_or(""))
+                ProbeError::Load {
+                    probe: probe.name(),
+                    error: e.error,
+                    verifier: last.unwrap_or("").to_string(),
+                }
             })?;
             // One perf event: its program runs at every hit, on any CPU (the kernel calls a
             // uprobe's programs once per event attached, whatever CPU the event is for: one
             // per CPU would record each hit once per CPU). For one process, the probe is
             // placed in its memory only: other JVMs running the same file pay nothing.
             let ev = rtlab_sys::perf::uprobe(libjvm, site.offset, pid.map(|p| p as i32), cpu)
-                .map_err(|e| e.to_string())?;
-            rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(|e| e.to_string())?;
+                .map_err(ProbeError::Attach)?;
+            rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(ProbeError::Attach)?;
             self.usdt.push(probe);
             self.usdt_links.push((pid.unwrap_or(0), prog, ev));
             attached += 1;

@@ -266,7 +266,7 @@ impl WatchState {
     pub(crate) fn jvm_probed(
         &mut self,
         libjvm: &std::path::Path,
-        r: Result<usize, String>,
+        r: Result<usize, crate::usdt::ProbeError>,
         waits: bool,
     ) {
         // Named as the process maps it (opened through its /proc/<pid>/root).
@@ -281,7 +281,7 @@ impl WatchState {
         let note = match r {
             Ok(0) => return,
             // (One line per file: each JVM process running it is probed on its own.)
-            Ok(_) if self.jvms.notes.iter().any(|n| n.contains(&*shown)) => return,
+            Ok(_) if !self.jvms.announced.insert(libjvm.to_path_buf()) => return,
             Ok(n) => format!(
                 "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections{})",
                 n,

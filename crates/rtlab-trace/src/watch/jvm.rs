@@ -51,6 +51,8 @@ pub(crate) struct Jvms {
     pub(crate) everywhere: bool,
     /// What became of each file found: probes attached, or why none.
     pub(crate) notes: Vec<String>,
+    /// The files whose attached probes a note already told of.
+    pub(crate) announced: std::collections::HashSet<PathBuf>,
     /// Per JVM process, its safepoint in progress.
     open: HashMap<u32, Open>,
     /// The processes that map a libjvm.so.

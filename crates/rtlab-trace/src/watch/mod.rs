@@ -255,10 +255,10 @@ pub struct WatchState {
     observer_since: Vec<Option<u64>>,
     observer_ns: u64,
     /// When a watched real-time thread last ran on each CPU (switched in, or found there
-    /// at a re-read before any event), and whether the reader may move to keep off those
-    /// CPUs (no CPU is left outside the watched threads' affinity, and none was given).
+    /// at a re-read before any event), and the CPUs the reader may move among to keep off
+    /// the watched threads (none: it stays where it was put, as `--reader-cpu` asks).
     rt_on: Vec<u64>,
-    reader_follows: bool,
+    reader_among: Vec<usize>,
     /// Threads seen in a wait call but not chosen, until the next re-read.
     adopted_misses: std::collections::HashSet<i64>,
     /// Changes with the set of watched threads.
@@ -308,7 +308,7 @@ impl WatchState {
             observer_since: Vec::new(),
             observer_ns: 0,
             rt_on: Vec::new(),
-            reader_follows: false,
+            reader_among: Vec::new(),
             adopted_misses: Default::default(),
             generation: 0,
             lost_by_cpu: Default::default(),

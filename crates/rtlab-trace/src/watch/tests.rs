@@ -954,22 +954,28 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     w.offer(&switch_in(1, at));
     w.flush(&mut |_| {});
     assert_eq!(w.rt_cpus(at), CpuMask::of(&[1]));
-    // Not asked to move (a CPU was left outside the watched threads' affinity, or given).
-    assert_eq!(w.reader_cpus(&[0, 1, 2], at), None);
-    w.let_reader_follow();
-    assert_eq!(w.reader_cpus(&[0, 1, 2], at), Some(vec![0, 2]));
+    // Not asked to move (told where, `--reader-cpu`).
+    assert_eq!(w.reader_cpus(at), None);
+    w.let_reader_follow(&[0, 1, 2]);
+    // A CPU the watched threads may not run on first.
+    w.cpus_wanted = Some(CpuMask::of(&[0, 1]));
+    assert_eq!(w.reader_cpus(at), Some(vec![2]));
+    // None: off the CPUs their real-time threads ran on lately.
+    w.cpus_wanted = Some(CpuMask::of(&[0, 1, 2]));
+    assert_eq!(w.reader_cpus(at), Some(vec![0, 2]));
+    w.cpus_wanted = None;
+    assert_eq!(w.reader_cpus(at), Some(vec![0, 2]));
     // Its last run long past: anywhere again.
-    assert_eq!(
-        w.reader_cpus(&[0, 1, 2], at + RT_ON_NS + 1),
-        Some(vec![0, 1, 2])
-    );
+    assert_eq!(w.reader_cpus(at + RT_ON_NS + 1), Some(vec![0, 1, 2]));
     // Real-time threads on every CPU: anywhere.
     w.offer(&switch_in(0, at + 1));
+    w.offer(&switch_in(2, at + 2));
     w.flush(&mut |_| {});
-    assert_eq!(w.reader_cpus(&[0, 1], at + 2), Some(vec![0, 1]));
+    assert_eq!(w.reader_cpus(at + 3), Some(vec![0, 1, 2]));
     // A time-sharing thread's CPU is not kept off.
     let (tid, mut ts) = watch_this_thread(u64::MAX);
-    ts.let_reader_follow();
+    ts.let_reader_follow(&[0, 1]);
+    ts.cpus_wanted = None;
     ts.offer(&ev(
         1,
         at,
@@ -980,5 +986,5 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
         },
     ));
     ts.flush(&mut |_| {});
-    assert_eq!(ts.reader_cpus(&[0, 1], at), Some(vec![0, 1]));
+    assert_eq!(ts.reader_cpus(at), Some(vec![0, 1]));
 }

@@ -354,28 +354,28 @@ impl WatchState {
         m
     }
 
-    /// Lets the reader move to keep off the CPUs the watched real-time threads run on.
-    pub(crate) fn let_reader_follow(&mut self) {
-        self.reader_follows = true;
+    /// Lets the reader move among `cpus` (the watch's) to keep off the watched threads.
+    pub(crate) fn let_reader_follow(&mut self, cpus: &[usize]) {
+        self.reader_among = cpus.to_vec();
     }
 
-    /// Where the reader should run now, of `cpus` (the traced ones), if it may move: those
-    /// no watched real-time thread ran on lately, or all of them where there is none.
-    pub(crate) fn reader_cpus(&self, cpus: &[usize], now_ns: u64) -> Option<Vec<usize>> {
-        if !self.reader_follows || cpus.is_empty() {
+    /// Where the reader should run now, if it may move: on the CPUs the watched threads may
+    /// not run on (their affinity, as last read), where there are any; else on those no
+    /// watched real-time thread ran on lately; else anywhere.
+    pub(crate) fn reader_cpus(&self, now_ns: u64) -> Option<Vec<usize>> {
+        let all = &self.reader_among;
+        if all.is_empty() {
             return None;
         }
-        let busy = self.rt_cpus(now_ns);
-        let spare: Vec<usize> = cpus
-            .iter()
-            .copied()
-            .filter(|&c| !busy.contains(c))
-            .collect();
-        Some(if spare.is_empty() {
-            cpus.to_vec()
-        } else {
-            spare
-        })
+        let off = |m: &CpuMask| -> Vec<usize> {
+            all.iter().copied().filter(|&c| !m.contains(c)).collect()
+        };
+        let spare = self.cpus_wanted.as_ref().map(off).unwrap_or_default();
+        if !spare.is_empty() {
+            return Some(spare);
+        }
+        let spare = off(&self.rt_cpus(now_ns));
+        Some(if spare.is_empty() { all.clone() } else { spare })
     }
 
     /// Counts the observer's time on `cpu` at a switch from `prev` to `next` (each CPU's
