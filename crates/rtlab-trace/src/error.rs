@@ -55,12 +55,12 @@ pub enum TraceError {
     #[error("reading trace_pipe: {0}")]
     Pipe(std::io::Error),
     /// An outlier's window could not be written, or its directory made.
-    #[error("--trace-out {path}: {source}")]
+    #[error("--trace-out {path}: {error}")]
     TraceOut {
         /// The file or directory.
         path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
+        /// What went wrong (said in the line, not as a cause: the line is whole).
+        error: std::io::Error,
     },
 }
 

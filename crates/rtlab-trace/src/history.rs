@@ -68,6 +68,7 @@ impl History {
             return;
         }
         let mut batch = std::mem::take(&mut self.pending);
+        let came = batch.len();
         batch.sort_by_key(|e| e.ts_ns);
         let first = batch[0].ts_ns;
         let at = self.events.partition_point(|x| x.ts_ns <= first);
@@ -88,6 +89,10 @@ impl History {
                 let next = if take_a { a.next() } else { b.next() };
                 self.events.extend(next);
             }
+        }
+        // Its room is kept for the next drain, but not what a burst took.
+        if batch.capacity() > 4 * came.max(4096) {
+            batch.shrink_to(2 * came.max(4096));
         }
         self.pending = batch;
         self.trim();

@@ -256,16 +256,6 @@ fn rings_for_this_machine(cpus: usize) -> Rings {
     Rings::for_rate(4 * per_cpu_s, cpus, memory / 32)
 }
 
-/// Runs the calling thread on `cpus` only; its affinity before, to give back.
-fn pin_this_thread(cpus: &[usize]) -> Option<rtlab_sys::affinity::CpuList> {
-    let was = rtlab_sys::affinity::thread_cpus(rtlab_sys::futex::current_tid() as i32)?;
-    rtlab_sys::affinity::set_current_thread_affinity(&rtlab_sys::affinity::CpuList::from(
-        cpus.to_vec(),
-    ))
-    .ok()?;
-    Some(was)
-}
-
 /// On a VM, a way out of idle longer than this (or ten times the deepest idle state's exit
 /// latency) is the host's.
 const IDLE_GAP_MIN_NS: u64 = 500_000;
@@ -294,7 +284,7 @@ impl Explainer {
         // threads do not run on. So does this setup: its maps and programs are made in the
         // kernel, and a thread woken on the same CPU of a kernel that is not fully
         // preemptible waits for each.
-        let mut setup_pinned = None;
+        let mut setup_cpus = None;
         if options.reader_cpus.is_empty() {
             state.let_reader_follow(cpus);
             let now = rtlab_sys::time::monotonic_now_ns();
@@ -302,19 +292,32 @@ impl Explainer {
                 .reader_cpus(now)
                 .filter(|spare| spare.len() < cpus.len())
             {
-                setup_pinned = pin_this_thread(&spare);
+                setup_cpus = Some(spare.clone());
                 options.reader_cpus = spare;
             }
         }
-        if options.rings.is_none() {
-            options.rings = Some(rings_for_this_machine(cpus.len()));
-        }
         let state = Arc::new(Mutex::new(state));
-        let started = Self::start_with(cpus, options, Some(state));
-        if let Some(was) = setup_pinned {
-            let _ = rtlab_sys::affinity::set_current_thread_affinity(&was);
+        let setup = move || {
+            if options.rings.is_none() {
+                options.rings = Some(rings_for_this_machine(cpus.len()));
+            }
+            Self::start_with(cpus, options, Some(state))
+        };
+        match setup_cpus {
+            // In a thread of its own there, which changes no other thread's affinity (the
+            // caller's, which a command it starts would inherit).
+            Some(spare) => std::thread::scope(|s| {
+                s.spawn(move || {
+                    let _ = rtlab_sys::affinity::set_current_thread_affinity(
+                        &rtlab_sys::affinity::CpuList::from(spare),
+                    );
+                    setup()
+                })
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }),
+            None => setup(),
         }
-        started
     }
 
     /// The ring sizes in use (where the eBPF recorder runs).

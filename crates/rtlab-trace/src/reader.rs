@@ -72,10 +72,10 @@ impl SavedWindow {
             text.push('\n');
         }
         // Never through a link planted at the predictable name (rtlab runs as root).
-        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes()).map_err(|source| {
+        rtlab_sys::fs::write_atomically(&self.path, text.as_bytes()).map_err(|error| {
             TraceError::TraceOut {
                 path: self.path.clone(),
-                source,
+                error,
             }
         })
     }
@@ -349,18 +349,16 @@ fn follow_watch(
 }
 
 /// The reader moves to keep off the watched threads as they and their affinity change
-/// ([`WatchState::reader_cpus`]): on a kernel that is not fully preemptible a thread woken
-/// on its CPU waits for the reader's work in the kernel to end.
-fn place_reader(w: &WatchState, now_ns: u64, placed: &mut Vec<usize>) {
-    if let Some(want) = w.reader_cpus(now_ns) {
-        if want != *placed
-            && rtlab_sys::affinity::set_current_thread_affinity(
-                &rtlab_sys::affinity::CpuList::from(want.clone()),
-            )
-            .is_ok()
-        {
-            *placed = want;
-        }
+/// ([`WatchState::reader_cpus`], decided under the watch's lock, applied after it): on a
+/// kernel that is not fully preemptible a thread woken on its CPU waits for the reader's
+/// work in the kernel to end. Where it is now changes only when the move succeeds.
+fn place_reader(want: Option<Vec<usize>>, placed: &mut Option<Vec<usize>>) {
+    let Some(want) = want.filter(|w| placed.as_ref() != Some(w)) else {
+        return;
+    };
+    let cpus = rtlab_sys::affinity::CpuList::from(want.clone());
+    if rtlab_sys::affinity::set_current_thread_affinity(&cpus).is_ok() {
+        *placed = Some(want);
     }
 }
 
@@ -434,10 +432,10 @@ pub(crate) fn read_loop(
         lost,
         watch,
     } = shared;
+    // Where the reader runs now, where it may move (see `place_reader`).
+    let mut placed = None;
     if !options.reader_cpus.is_empty() {
-        let _ = rtlab_sys::affinity::set_current_thread_affinity(
-            &rtlab_sys::affinity::CpuList::from(options.reader_cpus.clone()),
-        );
+        place_reader(Some(options.reader_cpus.clone()), &mut placed);
     }
     // The text source keeps each window's lines as the kernel wrote them; the eBPF
     // recorder's are formatted only for the windows written (formatting every event would
@@ -446,9 +444,9 @@ pub(crate) fn read_loop(
     if let Some(dir) = &options.trace_out {
         std::fs::create_dir_all(dir)
             .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
-            .map_err(|source| TraceError::TraceOut {
+            .map_err(|error| TraceError::TraceOut {
                 path: dir.clone(),
-                source,
+                error,
             })?;
     }
     let mut histories = Histories::default();
@@ -460,8 +458,6 @@ pub(crate) fn read_loop(
     let mut out = ReaderOut::default();
     // The watched threads last handed to the recorder's wait-call filter.
     let mut watched_generation = u64::MAX;
-    // Where the reader runs now, where it may move (see `place_reader`).
-    let mut placed = options.reader_cpus.clone();
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
@@ -487,6 +483,7 @@ pub(crate) fn read_loop(
             }
         })?;
         histories.settle();
+        let mut move_to = None;
         if let Some(mut w) = watching {
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
@@ -494,8 +491,9 @@ pub(crate) fn read_loop(
             };
             w.drained(drained_at, stopping, &mut ask);
             follow_watch(&mut source, &mut w, &mut traced, &mut watched_generation);
-            place_reader(&w, drained_at, &mut placed);
+            move_to = w.reader_cpus(drained_at);
         }
+        place_reader(move_to, &mut placed);
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);
         }

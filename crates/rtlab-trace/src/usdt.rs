@@ -80,6 +80,10 @@ pub enum Arg {
     Unsupported,
 }
 
+/// The most read of a file at once (its section and program headers, its section names,
+/// its probes' notes: a few hundred kB in a libjvm.so).
+const MAX_READ: usize = 64 << 20;
+
 /// The USDT probe sites of ELF file `path` (none when it has no `.note.stapsdt`).
 pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
     let io = |error| ProbeError::Io {
@@ -90,12 +94,21 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
         path: path.to_path_buf(),
         why,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
-    // (A length is checked against the file's before anything that long is allocated.)
+    // (Not blocking on a FIFO put at its place by the JVM's owner.)
+    let file = rtlab_sys::fs::open_nonblocking(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_elf("not a regular file"));
+    }
+    let size = meta.len();
+    // (A length is checked against the file's, and a bound, before anything that long is
+    // allocated: a sparse file can be as large as it says.)
     let read = |at: u64, len: usize| -> Result<Vec<u8>, ProbeError> {
         if at.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(not_elf("a header points past the end of the file"));
+        }
+        if len > MAX_READ {
+            return Err(not_elf("a section larger than a libjvm.so's"));
         }
         let mut b = vec![0u8; len];
         file.read_exact_at(&mut b, at).map_err(io)?;
@@ -122,7 +135,7 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
         u16_at(&header, 0x3c),
         u16_at(&header, 0x3e),
     );
-    if shentsize < 64 || phentsize < 56 || shstrndx >= shnum {
+    if shentsize != 64 || phentsize != 56 || shstrndx >= shnum {
         return Err(not_elf("unexpected ELF headers"));
     }
     let sections = read(shoff, shentsize * shnum)?;
@@ -184,13 +197,14 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
                 strings.next().unwrap_or_default(),
             );
             // The file offset of the instruction: through the loadable segment holding it.
-            if let Some(&(vaddr, _, offset)) =
-                loads.iter().find(|&&(v, size, _)| pc >= v && pc < v + size)
-            {
+            let segment = loads
+                .iter()
+                .find(|&&(v, size, _)| pc.checked_sub(v).is_some_and(|d| d < size));
+            if let Some(at_file) = segment.and_then(|&(v, _, offset)| offset.checked_add(pc - v)) {
                 out.push(Site {
                     provider,
                     name,
-                    offset: pc - vaddr + offset,
+                    offset: at_file,
                     semaphore,
                     args: args.split_whitespace().map(parse_arg).collect(),
                 });
@@ -356,6 +370,12 @@ mod tests {
         std::fs::write(&lying, &h).unwrap();
         let e = sites(&lying).unwrap_err();
         assert!(e.to_string().contains("past the end of the file"), "{e}");
+        // A FIFO in its place: refused, not waited on.
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let e = sites(&fifo).unwrap_err();
+        assert!(e.to_string().ends_with("not a regular file"), "{e}");
         let e = sites(&dir.join("absent")).unwrap_err();
         assert!(matches!(e, ProbeError::Io { .. }), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

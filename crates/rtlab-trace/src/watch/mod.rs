@@ -254,10 +254,10 @@ pub struct WatchState {
     ours_ever: std::collections::BTreeSet<i64>,
     observer_since: Vec<Option<u64>>,
     observer_ns: u64,
-    /// When a watched real-time thread last ran on each CPU (switched in, or found there
-    /// at a re-read before any event), and the CPUs the reader may move among to keep off
+    /// When a watched real-time thread last ran on each CPU (switched in or out, or found
+    /// there at a re-read before any event) and whether one runs there now, and the CPUs the reader may move among to keep off
     /// the watched threads (none: it stays where it was put, as `--reader-cpu` asks).
-    rt_on: Vec<u64>,
+    rt_on: Vec<(u64, bool)>,
     reader_among: Vec<usize>,
     /// Threads seen in a wait call but not chosen, until the next re-read.
     adopted_misses: std::collections::HashSet<i64>,
@@ -636,9 +636,12 @@ impl WatchState {
                 // started counts to its name's real-time series from here on).
                 if self.threads.contains_key(&next.pid) && next.pid != 0 {
                     self.classify(next.pid, next.prio < 100);
-                    if next.prio < 100 {
-                        self.rt_ran(e.cpu as usize, e.ts_ns);
-                    }
+                }
+                // Where the watched real-time threads run (a spinner never switches out).
+                let rt = |t: &crate::event::Task| t.prio < 100 && self.threads.contains_key(&t.pid);
+                let (left, came) = (rt(prev), rt(next) && next.pid != 0);
+                if left || came {
+                    self.rt_ran(e.cpu as usize, e.ts_ns, came);
                 }
                 self.switched_in(next.pid, e, request);
             }

@@ -956,7 +956,7 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     assert_eq!(w.rt_cpus(at), CpuMask::of(&[1]));
     // Not asked to move (told where, `--reader-cpu`).
     assert_eq!(w.reader_cpus(at), None);
-    w.let_reader_follow(&[0, 1, 2]);
+    w.reader_among = vec![0, 1, 2];
     // A CPU the watched threads may not run on first.
     w.cpus_wanted = Some(CpuMask::of(&[0, 1]));
     assert_eq!(w.reader_cpus(at), Some(vec![2]));
@@ -965,16 +965,29 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     assert_eq!(w.reader_cpus(at), Some(vec![0, 2]));
     w.cpus_wanted = None;
     assert_eq!(w.reader_cpus(at), Some(vec![0, 2]));
+    // Still on CPU 1 (a spinner never switches out): kept off however long.
+    assert_eq!(w.reader_cpus(at + RT_ON_NS + 1), Some(vec![0, 2]));
     // Its last run long past: anywhere again.
-    assert_eq!(w.reader_cpus(at + RT_ON_NS + 1), Some(vec![0, 1, 2]));
-    // Real-time threads on every CPU: anywhere.
-    w.offer(&switch_in(0, at + 1));
-    w.offer(&switch_in(2, at + 2));
+    w.offer(&ev(
+        1,
+        at + 10,
+        Kind::Switch {
+            prev: rt.clone(),
+            prev_state: TaskState::SLEEPING,
+            next: task(0),
+        },
+    ));
     w.flush(&mut |_| {});
-    assert_eq!(w.reader_cpus(at + 3), Some(vec![0, 1, 2]));
+    assert_eq!(w.reader_cpus(at + 10 + RT_ON_NS + 1), Some(vec![0, 1, 2]));
+    // Real-time threads on every CPU: anywhere.
+    w.offer(&switch_in(0, at + 11));
+    w.offer(&switch_in(1, at + 12));
+    w.offer(&switch_in(2, at + 13));
+    w.flush(&mut |_| {});
+    assert_eq!(w.reader_cpus(at + 14), Some(vec![0, 1, 2]));
     // A time-sharing thread's CPU is not kept off.
     let (tid, mut ts) = watch_this_thread(u64::MAX);
-    ts.let_reader_follow(&[0, 1]);
+    ts.reader_among = vec![0, 1];
     ts.cpus_wanted = None;
     ts.offer(&ev(
         1,

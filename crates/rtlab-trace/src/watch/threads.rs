@@ -206,7 +206,7 @@ impl WatchState {
             // Before any event, where it is now (the watch's own setup keeps off it).
             if rt && self.arrived == 0 {
                 if let Some(cpu) = rtlab_sys::procfs::task_last_cpu(tid) {
-                    self.rt_ran(cpu, now);
+                    self.rt_ran(cpu, now, false);
                 }
             }
         }
@@ -335,28 +335,41 @@ impl WatchState {
         })
     }
 
-    /// A watched real-time thread ran on `cpu` at `ts_ns`.
-    pub(super) fn rt_ran(&mut self, cpu: usize, ts_ns: u64) {
+    /// A watched real-time thread ran on `cpu` at `ts_ns`, and is on it now (`on`) or left.
+    pub(super) fn rt_ran(&mut self, cpu: usize, ts_ns: u64, on: bool) {
         if self.rt_on.len() <= cpu {
-            self.rt_on.resize(cpu + 1, 0);
+            self.rt_on.resize(cpu + 1, (0, false));
         }
-        self.rt_on[cpu] = self.rt_on[cpu].max(ts_ns);
+        let (at, _) = self.rt_on[cpu];
+        self.rt_on[cpu] = (at.max(ts_ns), on);
     }
 
-    /// The CPUs a watched real-time thread ran on in the last [`RT_ON_NS`] before `now_ns`.
+    /// The CPUs a watched real-time thread runs on, or ran on in the last [`RT_ON_NS`]
+    /// before `now_ns`.
     pub fn rt_cpus(&self, now_ns: u64) -> CpuMask {
         let mut m = CpuMask::default();
-        for (cpu, &at) in self.rt_on.iter().enumerate() {
-            if at > 0 && at + RT_ON_NS >= now_ns {
+        for (cpu, &(at, on)) in self.rt_on.iter().enumerate() {
+            if on || (at > 0 && at + RT_ON_NS >= now_ns) {
                 m.insert(cpu);
             }
         }
         m
     }
 
-    /// Lets the reader move among `cpus` (the watch's) to keep off the watched threads.
+    /// Lets the reader move among `cpus` (the watch's, those rtlab may run on) to keep off
+    /// the watched threads.
     pub(crate) fn let_reader_follow(&mut self, cpus: &[usize]) {
-        self.reader_among = cpus.to_vec();
+        let allowed = rtlab_sys::affinity::usable_cpus();
+        let among: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|c| allowed.as_slice().contains(c))
+            .collect();
+        self.reader_among = if among.is_empty() {
+            cpus.to_vec()
+        } else {
+            among
+        };
     }
 
     /// Where the reader should run now, if it may move: on the CPUs the watched threads may
