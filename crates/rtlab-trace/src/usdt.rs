@@ -167,14 +167,23 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
             .collect()
     };
     let data = read(u64_at(notes, 24), u64_at(notes, 32) as usize)?;
+    Ok(sites_in_notes(&data, base_now, &loads))
+}
+
+/// The probe sites in `.note.stapsdt`'s `data`, their addresses moved by the prelink base
+/// `base_now` (if any) and turned into file offsets through the loadable segments `loads`
+/// (address, size, file offset); a note outside them is left out.
+fn sites_in_notes(data: &[u8], base_now: Option<u64>, loads: &[(u64, u64, u64)]) -> Vec<Site> {
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     let mut out = Vec::new();
     let mut at = 0;
     let align = |n: usize| n.div_ceil(4) * 4;
     while at + 12 <= data.len() {
         let (namesz, descsz, kind) = (
-            u32_at(&data, at) as usize,
-            u32_at(&data, at + 4) as usize,
-            u32_at(&data, at + 8),
+            u32_at(data, at) as usize,
+            u32_at(data, at + 4) as usize,
+            u32_at(data, at + 8),
         );
         let name_at = at + 12;
         let desc_at = name_at + align(namesz);
@@ -212,7 +221,7 @@ pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
         }
         at = next;
     }
-    Ok(out)
+    out
 }
 
 /// One argument's spec (`SIZE@OPERAND`, GNU assembler syntax).

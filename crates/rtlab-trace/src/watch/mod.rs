@@ -637,12 +637,7 @@ impl WatchState {
                 if self.threads.contains_key(&next.pid) && next.pid != 0 {
                     self.classify(next.pid, next.prio < 100);
                 }
-                // Where the watched real-time threads run (a spinner never switches out).
-                let rt = |t: &crate::event::Task| t.prio < 100 && self.threads.contains_key(&t.pid);
-                let (left, came) = (rt(prev), rt(next) && next.pid != 0);
-                if left || came {
-                    self.rt_ran(e.cpu as usize, e.ts_ns, came);
-                }
+                self.rt_switch(e.cpu as usize, e.ts_ns, prev, next);
                 self.switched_in(next.pid, e, request);
             }
             Kind::LockPi { trylock: false } => {

@@ -335,6 +335,22 @@ impl WatchState {
         })
     }
 
+    /// At a switch on `cpu` from `prev` to `next`: where the watched real-time threads run
+    /// (a spinner never switches out).
+    pub(super) fn rt_switch(
+        &mut self,
+        cpu: usize,
+        ts_ns: u64,
+        prev: &crate::event::Task,
+        next: &crate::event::Task,
+    ) {
+        let rt = |t: &crate::event::Task| t.prio < 100 && self.threads.contains_key(&t.pid);
+        let (left, came) = (rt(prev), rt(next) && next.pid != 0);
+        if left || came {
+            self.rt_ran(cpu, ts_ns, came);
+        }
+    }
+
     /// A watched real-time thread ran on `cpu` at `ts_ns`, and is on it now (`on`) or left.
     pub(super) fn rt_ran(&mut self, cpu: usize, ts_ns: u64, on: bool) {
         if self.rt_on.len() <= cpu {
