@@ -10,7 +10,10 @@
 # the time the JVM logs as "At safepoint": their cost is the rise of its median.
 # Then the same JVM program parks with its permit already given (LockSupport.unpark of
 # itself, then park: two probe hits, thread park begin and end, and no system call): one hit
-# costs half the rise of its time per call, JVM watched over another process watched.
+# costs half the rise of its time per call, JVM watched over another process watched. (In
+# these two the watch's clock probe is left off: the loop reads the clock at every call.)
+# Then each call is one System.nanoTime(): one hit of the watch's clock probe (its limit
+# lifted for the run), the rise of the time per call.
 # Beside each, windows in turn: no watch; `rtlab watch --pid` of another process (the kernel's
 # scheduler events are recorded, no probe is on this JVM); `rtlab watch --pid` of the JVM (its
 # probes attached too). Per cycle: the time per call watched over not watched, and the cost
@@ -36,7 +39,7 @@ for jdk in /usr/lib/jvm/*/; do
   [ -x "$jdk/bin/javac" ] && [ -f "$jdk/lib/server/libjvm.so" ] || continue
   mkdir -p "$WORK/classes"
   "$jdk/bin/javac" -d "$WORK/classes" bench/java/SafepointLoop.java
-  for loop in safepoint park; do
+  for loop in safepoint park clock; do
     rm -f "$WORK"/w*.json "$WORK/sp.log"
     "$jdk/bin/java" "-Xlog:safepoint:file=$WORK/sp.log::filecount=0" -cp "$WORK/classes" SafepointLoop $((CYCLES * 20 + 10)) 100 "$loop" >"$WORK/blocks.txt" &
     JVM=$!
@@ -48,7 +51,13 @@ for jdk in /usr/lib/jvm/*/; do
         case $mode in
           off) sleep 3 ;;
           other) "$RTLAB" watch --pid "$OTHER" --duration 3s --quiet >/dev/null 2>&1 || true ;;
-          jvm) "$RTLAB" watch --pid "$JVM" --duration 3s --quiet --json "$WORK/w$c.json" >/dev/null 2>&1 || true ;;
+          jvm)
+            case $loop in
+              safepoint | park) clock=(--no-java-clock) ;;
+              clock) clock=(--java-clock-limit 1000000000) ;;
+              *) clock=() ;;
+            esac
+            "$RTLAB" watch --pid "$JVM" --duration 3s --quiet "${clock[@]}" --json "$WORK/w$c.json" >/dev/null 2>&1 || true ;;
         esac
         echo "$c $mode $start $(now_ms)" >>"$WORK/windows.txt"
       done
@@ -99,13 +108,15 @@ for c in range(1, cycles + 1):
         seen.append(doc["verdict"].get("jvm_safepoints", {}).get("count", 0))
     except (OSError, ValueError):
         seen.append(0)
-if loop == "park":
+if loop in ("park", "clock"):
     full = [c for c in range(1, cycles + 1) if all((c, m) in means for m in ("off", "other", "jvm"))]
+    what = {"park": "parks", "clock": "clock reads"}[loop]
     if len(full) < 6:
-        print(f"{jdk} (parks): skipped: {len(full)} complete cycles")
+        print(f"{jdk} ({what}): skipped: {len(full)} complete cycles")
         sys.exit(0)
-    hit = [(means[(c, "jvm")] - means[(c, "other")]) / 2 for c in full]
-    print(f"{jdk} (parks): {fmt_ci([means[(c, 'off')] for c in full], 1)} ns per park unwatched; "
+    hits = 2 if loop == "park" else 1
+    hit = [(means[(c, "jvm")] - means[(c, "other")]) / hits for c in full]
+    print(f"{jdk} ({what}): {fmt_ci([means[(c, 'off')] for c in full], 1)} ns per call unwatched; "
           f"watching another process {fmt_ci([means[(c, 'other')] / means[(c, 'off')] for c in full])}x, "
           f"watching the JVM {fmt_ci([means[(c, 'jvm')] / means[(c, 'off')] for c in full])}x; "
           f"one probe hit {fmt_ci([h / 1000 for h in hit], 2)} us")

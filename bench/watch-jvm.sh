@@ -12,6 +12,10 @@
 # of a safepoint's total; the watch's rt-loop/timer series over the thread's own figures
 # (count, p50, p99, max); the share of the thread's periods late by over 1 ms that lie in
 # delays the watch named a safepoint. Medians with 95 % intervals (bench/ci.py).
+#
+#   LOAD="stress-ng --cpu 2"   a load beside each run (started before the watch, ended after)
+#   STOPS=dump                 stops by thread dumps (`jcmd PID Thread.print` every 0.5 s)
+#                              instead of System.gc() every 250 ms
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-6}
@@ -20,8 +24,21 @@ if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, uprobes, SCHED_FIFO)" >&2;
 # RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
 if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-echo "# rtlab watch on a JVM vs its own figures: $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+LOADPID=
+DUMPS=
+cleanup() {
+  [ -n "$DUMPS" ] && kill "$DUMPS" 2>/dev/null
+  [ -n "$LOADPID" ] && kill -- -"$LOADPID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+STOPS=${STOPS:-gc}
+case $STOPS in
+  gc) GC_MS=250 ;;
+  dump) GC_MS=0 ;;
+  *) echo "STOPS: gc or dump" >&2; exit 2 ;;
+esac
+echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 : >"$WORK/rows.txt"
 for jdk in /usr/lib/jvm/*/; do
   jdk=${jdk%/}
@@ -32,10 +49,29 @@ for jdk in /usr/lib/jvm/*/; do
   for gc in SerialGC G1GC; do
     for run in $(seq 1 "$RUNS"); do
       rm -f "$WORK/sp.log"
+      if [ -n "${LOAD:-}" ]; then setsid $LOAD >/dev/null 2>&1 & LOADPID=$!; sleep 0.5; fi
+      if [ "$STOPS" = dump ]; then
+        # The JVM once it runs Periodic, then a thread dump every 0.5 s.
+        ( for _ in $(seq 1 100); do
+            pid=
+            for p in $(pgrep -f "Periodic $SECS 1000 0" || true); do
+              [ "$(cat /proc/$p/comm 2>/dev/null)" = java ] && pid=$p
+            done
+            [ -n "$pid" ] && break
+            sleep 0.05
+          done
+          sleep 1
+          while kill -0 "$pid" 2>/dev/null; do
+            "$jdk/bin/jcmd" "$pid" Thread.print >/dev/null 2>&1 || true
+            sleep 0.5
+          done ) & DUMPS=$!
+      fi
       "$RTLAB" watch --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
         "$RTLAB" exec --policy fifo --prio 50 -- "$jdk/bin/java" -XX:+Use$gc \
-        "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 250 100 \
+        "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 "$GC_MS" 100 \
         >"$WORK/out.txt" 2>/dev/null || true
+      if [ -n "$DUMPS" ]; then wait "$DUMPS" 2>/dev/null || true; DUMPS=; fi
+      if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || true; wait "$LOADPID" 2>/dev/null || true; LOADPID=; fi
       python3 - "$WORK" "$(basename "$jdk")" "$gc" >>"$WORK/rows.txt" <<'PY'
 import json, re, sys
 work, jdk, gc = sys.argv[1:4]
@@ -56,7 +92,7 @@ seen = [(s["operation"], s["total_ns"]) for s in d["verdict"].get("jvm_safepoint
 same = sum(1 for a, b in zip(seen, logged) if a[0] == b[0])
 worst = max([abs(a[1] - b[1]) / b[1] for a, b in zip(seen, logged) if a[0] == b[0]] or [0])
 # A delay of L absorbs the periods due in it, one a millisecond, each late by what is left.
-named = sum(int((o["latency_ns"] - 1e6) // 1e6) + 1 for o in d["outliers"]
+named = sum(int((o["latency_ns"] - 1e6) // 1e6) + 1 for o in d.get("outliers", [])
             if o["series"].startswith("rt-loop/") and o["series"].endswith("/timer")
             and o["latency_ns"] > 1e6 and any(c["kind"] == "safepoint" for c in o["causes"]))
 print(json.dumps({"jdk": jdk, "gc": gc, "logged": len(logged), "seen": len(seen), "same": same, "worst": worst,

@@ -12,13 +12,17 @@ import java.lang.management.ThreadMXBean;
  * (LockSupport.unpark of itself, then LockSupport.park): no system call, no safepoint, two
  * hotspot probe hits (thread park begin and end).
  *
- * Usage: java SafepointLoop [SECONDS] [BLOCK_MS] [park]
+ * With "clock", each call is one System.nanoTime() (HotSpot's os::javaTimeNanos: one hit of
+ * rtlab's clock probe where it is attached), the loop's own read being the call.
+ *
+ * Usage: java SafepointLoop [SECONDS] [BLOCK_MS] [park|clock]
  */
 public final class SafepointLoop {
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 60;
         long blockMs = args.length > 1 ? Long.parseLong(args[1]) : 100;
         boolean park = args.length > 2 && args[2].equals("park");
+        boolean clock = args.length > 2 && args[2].equals("clock");
         Thread self = Thread.currentThread();
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         // What -Xlog's uptime decorations count from.
@@ -31,7 +35,9 @@ public final class SafepointLoop {
             long calls = 0;
             long now = start;
             while (now < stop) {
-                if (park) {
+                if (clock) {
+                    // (The read below is the call.)
+                } else if (park) {
                     java.util.concurrent.locks.LockSupport.unpark(self);
                     java.util.concurrent.locks.LockSupport.park();
                 } else {

@@ -156,7 +156,15 @@ pub enum JvmProbe {
     /// ... `thread__sleep__begin` / `thread__sleep__end`: its `Thread.sleep`.
     SleepBegin,
     SleepEnd,
+    /// A thread's read of the JVM's clock (`System.nanoTime()`; HotSpot's `os::javaTimeNanos`,
+    /// a function probe, not a USDT one): where a Java thread reads the time its own
+    /// measure of its lateness is made of.
+    ClockRead,
 }
+
+/// HotSpot's clock for `System.nanoTime()` (`os::javaTimeNanos()`, mangled as in its symbol
+/// table): compiled Java code calls it directly, the interpreter through `JVM_NanoTime`.
+pub const CLOCK_FUNCTION: &str = "_ZN2os13javaTimeNanosEv";
 
 impl JvmProbe {
     /// Every one, with the USDT probe names it is attached at (any provider).
@@ -178,7 +186,11 @@ impl JvmProbe {
     pub fn of_thread(self) -> bool {
         matches!(
             self,
-            JvmProbe::ParkBegin | JvmProbe::ParkEnd | JvmProbe::SleepBegin | JvmProbe::SleepEnd
+            JvmProbe::ParkBegin
+                | JvmProbe::ParkEnd
+                | JvmProbe::SleepBegin
+                | JvmProbe::SleepEnd
+                | JvmProbe::ClockRead
         )
     }
 
@@ -193,6 +205,9 @@ impl JvmProbe {
     }
 
     pub fn name(self) -> &'static str {
+        if self == JvmProbe::ClockRead {
+            return "os::javaTimeNanos";
+        }
         JvmProbe::ALL
             .iter()
             .find(|(p, _)| *p == self)

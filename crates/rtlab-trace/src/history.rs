@@ -373,10 +373,21 @@ pub(crate) fn with_jvm_stops(
     histories: &[History],
 ) {
     use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
-    let Some(process) = rtlab_sys::procfs::process_of(r.tid) else {
+    let from = r.deadline_ns.saturating_sub(STOP_LEAD_NS);
+    // Its process, as /proc says, else (ended before this is explained, as at the run's
+    // end) as its own JVM events said.
+    let own = || {
+        histories.iter().find_map(|h| {
+            let a = h.events.partition_point(|e| e.ts_ns < from);
+            h.events.range(a..).find_map(|e| match &e.kind {
+                Kind::Jvm { process, .. } if e.current_pid == r.tid => Some(*process),
+                _ => None,
+            })
+        })
+    };
+    let Some(process) = rtlab_sys::procfs::process_of(r.tid).or_else(own) else {
         return;
     };
-    let from = r.deadline_ns.saturating_sub(STOP_LEAD_NS);
     let mut events: Vec<&Event> = histories
         .iter()
         .flat_map(|h| {
@@ -525,5 +536,65 @@ mod tests {
         h.push(at(40 + RETENTION_NS + 1, "i"), None);
         h.settle();
         assert_eq!(marks(&h).len(), 1);
+    }
+
+    #[test]
+    fn a_thread_ended_before_its_delay_is_explained_still_has_its_safepoint_named() {
+        // A JVM (process 999 999 999, no such one) that ended at the run's end: its thread's
+        // own probes say which process it was, and its delay overlapping the safepoint is
+        // named by it.
+        let (tid, process) = (999_999_999, 999_999_999);
+        let jvm = |ts, probe, current_pid| Event {
+            cpu: 0,
+            ts_ns: ts,
+            current_pid,
+            kind: Kind::Jvm {
+                probe,
+                process,
+                name: None,
+                park_ns: None,
+            },
+        };
+        use crate::event::JvmProbe::*;
+        let mut h = History::default();
+        for e in [
+            jvm(1_000, ParkBegin, tid),
+            jvm(2_000, SafepointBegin, 7),
+            jvm(50_000_000, SafepointEnd, 7),
+            jvm(50_010_000, ParkEnd, tid),
+        ] {
+            h.push(e, None);
+        }
+        h.settle();
+        let r = crate::Request {
+            series: 0,
+            cpu: 0,
+            tid,
+            deadline_ns: 1_000_000,
+            woke_ns: 50_010_000,
+            running_ns: None,
+            wait: crate::explain::Wait::Timer,
+            slack_ns: 0,
+        };
+        let mut o = rtlab_stats::result::Outlier {
+            series: "t".into(),
+            at_ns: 0,
+            latency_ns: 49_010_000,
+            cpu: None,
+            until_running_ns: None,
+            causes: Vec::new(),
+            stacks: Vec::new(),
+        };
+        with_jvm_stops(&mut o, &r, std::slice::from_ref(&h));
+        let named = o
+            .causes
+            .iter()
+            .find(|c| c.kind == rtlab_stats::result::CauseKind::Safepoint);
+        assert_eq!(
+            named.map(|c| c.duration_ns),
+            Some(49_000_000),
+            "{:?}",
+            o.causes
+        );
     }
 }

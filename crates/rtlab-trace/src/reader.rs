@@ -325,6 +325,16 @@ fn follow_watch(
             Source::Text { dir, jvm_files, .. } => (probe_jvm_text(dir, jvm_files, &lib), false),
         };
         w.jvm_probed(&lib, attached, waits);
+        // Its clock, in that process only (every read traps).
+        if let (Source::Bpf(r), Some(pid), true) = (&mut *source, pid, w.java_clock()) {
+            let clock = r.probe_jvm_clock(&lib, pid);
+            w.jvm_clock_probed(&lib, pid, clock);
+        }
+    }
+    for pid in w.take_clocks_to_remove() {
+        if let Source::Bpf(r) = source {
+            r.unprobe_jvm_clock(pid);
+        }
     }
     match source {
         Source::Bpf(r) => {

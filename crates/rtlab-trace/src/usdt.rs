@@ -17,6 +17,8 @@ pub enum ProbeError {
     NotElf { path: PathBuf, why: &'static str },
     /// No safepoint probes in it (stripped, or not HotSpot's).
     NoSafepointProbes(PathBuf),
+    /// No clock function in its symbol table (stripped).
+    NoClock(PathBuf),
     /// The kernel refused a probe's program (the verifier's last line).
     Load {
         probe: &'static str,
@@ -40,6 +42,11 @@ impl std::fmt::Display for ProbeError {
             ProbeError::NoSafepointProbes(path) => write!(
                 f,
                 "{}: no HotSpot safepoint probes (a stripped or a non-HotSpot libjvm.so)",
+                path.display()
+            ),
+            ProbeError::NoClock(path) => write!(
+                f,
+                "{}: no os::javaTimeNanos in its symbol table (a stripped libjvm.so)",
                 path.display()
             ),
             ProbeError::Load {
@@ -86,96 +93,187 @@ const MAX_READ: usize = 64 << 20;
 
 /// The USDT probe sites of ELF file `path` (none when it has no `.note.stapsdt`).
 pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
-    let io = |error| ProbeError::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    let not_elf = |why| ProbeError::NotElf {
-        path: path.to_path_buf(),
-        why,
-    };
-    // (Not blocking on a FIFO put at its place by the JVM's owner.)
-    let file = rtlab_sys::fs::open_nonblocking(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(not_elf("not a regular file"));
-    }
-    let size = meta.len();
-    // (A length is checked against the file's, and a bound, before anything that long is
-    // allocated: a sparse file can be as large as it says.)
-    let read = |at: u64, len: usize| -> Result<Vec<u8>, ProbeError> {
-        if at.checked_add(len as u64).is_none_or(|end| end > size) {
-            return Err(not_elf("a header points past the end of the file"));
+    Elf::open(path)?.sites()
+}
+
+/// The file offset of function `symbol` (its mangled name) in ELF file `path`, from its
+/// symbol table (`.symtab`, else `.dynsym`): where a uprobe at its entry goes. None when the
+/// file has no such function (stripped, or another build).
+pub fn function(path: &Path, symbol: &str) -> Result<Option<u64>, ProbeError> {
+    Elf::open(path)?.function(symbol)
+}
+
+/// An ELF file being read: its section headers, their names, its loadable segments.
+struct Elf {
+    path: PathBuf,
+    file: std::fs::File,
+    size: u64,
+    sections: Vec<u8>,
+    names: Vec<u8>,
+    /// Its loadable segments: (address, size, file offset).
+    loads: Vec<(u64, u64, u64)>,
+}
+
+const SECTION: usize = 64;
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+impl Elf {
+    fn open(path: &Path) -> Result<Elf, ProbeError> {
+        // (Not blocking on a FIFO put at its place by the JVM's owner.)
+        let file = rtlab_sys::fs::open_nonblocking(path).map_err(|e| io(path, e))?;
+        let meta = file.metadata().map_err(|e| io(path, e))?;
+        if !meta.is_file() {
+            return Err(not_elf(path, "not a regular file"));
         }
-        if len > MAX_READ {
-            return Err(not_elf("a section larger than a libjvm.so's"));
+        let mut elf = Elf {
+            path: path.to_path_buf(),
+            file,
+            size: meta.len(),
+            sections: Vec::new(),
+            names: Vec::new(),
+            loads: Vec::new(),
+        };
+        if elf.size < 64 {
+            return Err(not_elf(path, "not a 64-bit little-endian ELF file"));
         }
-        let mut b = vec![0u8; len];
-        file.read_exact_at(&mut b, at).map_err(io)?;
-        Ok(b)
-    };
-    if size < 64 {
-        return Err(not_elf("not a 64-bit little-endian ELF file"));
-    }
-    let header = read(0, 64)?;
-    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
-        return Err(not_elf("not a 64-bit little-endian ELF file"));
-    }
-    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-    let (phoff, phentsize, phnum) = (
-        u64_at(&header, 0x20),
-        u16_at(&header, 0x36),
-        u16_at(&header, 0x38),
-    );
-    let (shoff, shentsize, shnum, shstrndx) = (
-        u64_at(&header, 0x28),
-        u16_at(&header, 0x3a),
-        u16_at(&header, 0x3c),
-        u16_at(&header, 0x3e),
-    );
-    if shentsize != 64 || phentsize != 56 || shstrndx >= shnum {
-        return Err(not_elf("unexpected ELF headers"));
-    }
-    let sections = read(shoff, shentsize * shnum)?;
-    let section = |i: usize| &sections[i * shentsize..(i + 1) * shentsize];
-    let names = {
-        let s = section(shstrndx);
-        read(u64_at(s, 24), u64_at(s, 32) as usize)?
-    };
-    let name_of = |s: &[u8]| {
-        let at = u32_at(s, 0) as usize;
-        let end = names[at.min(names.len())..]
-            .iter()
-            .position(|&c| c == 0)
-            .map_or(names.len(), |e| at + e);
-        String::from_utf8_lossy(&names[at.min(names.len())..end]).into_owned()
-    };
-    let find = |wanted: &str| (0..shnum).map(section).find(|s| name_of(s) == wanted);
-    let Some(notes) = find(".note.stapsdt") else {
-        return Ok(Vec::new());
-    };
-    // A prelinked file moved its text: its `.stapsdt.base` says by how much.
-    let base_now = find(".stapsdt.base").map(|s| u64_at(s, 16));
-    let loads: Vec<(u64, u64, u64)> = {
-        let ph = read(phoff, phentsize * phnum)?;
-        (0..phnum)
+        let header = elf.read(0, 64)?;
+        if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+            return Err(not_elf(path, "not a 64-bit little-endian ELF file"));
+        }
+        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+        let (phoff, phentsize, phnum) = (
+            u64_at(&header, 0x20),
+            u16_at(&header, 0x36),
+            u16_at(&header, 0x38),
+        );
+        let (shoff, shentsize, shnum, shstrndx) = (
+            u64_at(&header, 0x28),
+            u16_at(&header, 0x3a),
+            u16_at(&header, 0x3c),
+            u16_at(&header, 0x3e),
+        );
+        if shentsize != SECTION || phentsize != 56 || shstrndx >= shnum {
+            return Err(not_elf(path, "unexpected ELF headers"));
+        }
+        elf.sections = elf.read(shoff, shentsize * shnum)?;
+        let s = elf.section(shstrndx).to_vec();
+        elf.names = elf.read(u64_at(&s, 24), u64_at(&s, 32) as usize)?;
+        let ph = elf.read(phoff, phentsize * phnum)?;
+        elf.loads = (0..phnum)
             .map(|i| &ph[i * phentsize..(i + 1) * phentsize])
             .filter(|p| u32_at(p, 0) == 1)
             .map(|p| (u64_at(p, 16), u64_at(p, 32), u64_at(p, 8)))
-            .collect()
-    };
-    let data = read(u64_at(notes, 24), u64_at(notes, 32) as usize)?;
-    Ok(sites_in_notes(&data, base_now, &loads))
+            .collect();
+        Ok(elf)
+    }
+
+    /// `len` bytes at `at`. (A length is checked against the file's, and a bound, before
+    /// anything that long is allocated: a sparse file can be as large as it says.)
+    fn read(&self, at: u64, len: usize) -> Result<Vec<u8>, ProbeError> {
+        if at.checked_add(len as u64).is_none_or(|end| end > self.size) {
+            return Err(not_elf(
+                &self.path,
+                "a header points past the end of the file",
+            ));
+        }
+        if len > MAX_READ {
+            return Err(not_elf(&self.path, "a section larger than a libjvm.so's"));
+        }
+        let mut b = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut b, at)
+            .map_err(|e| io(&self.path, e))?;
+        Ok(b)
+    }
+
+    fn section(&self, i: usize) -> &[u8] {
+        &self.sections[i * SECTION..(i + 1) * SECTION]
+    }
+
+    fn find(&self, wanted: &str) -> Option<&[u8]> {
+        (0..self.sections.len() / SECTION)
+            .map(|i| self.section(i))
+            .find(|s| string_at(&self.names, u32_at(s, 0) as usize) == wanted.as_bytes())
+    }
+
+    /// A section's contents.
+    fn contents(&self, s: &[u8]) -> Result<Vec<u8>, ProbeError> {
+        self.read(u64_at(s, 24), u64_at(s, 32) as usize)
+    }
+
+    fn sites(&self) -> Result<Vec<Site>, ProbeError> {
+        let Some(notes) = self.find(".note.stapsdt") else {
+            return Ok(Vec::new());
+        };
+        // A prelinked file moved its text: its `.stapsdt.base` says by how much.
+        let base_now = self.find(".stapsdt.base").map(|s| u64_at(s, 16));
+        let data = self.contents(notes)?;
+        Ok(sites_in_notes(&data, base_now, &self.loads))
+    }
+
+    fn function(&self, symbol: &str) -> Result<Option<u64>, ProbeError> {
+        for table in [".symtab", ".dynsym"] {
+            let Some(s) = self.find(table) else {
+                continue;
+            };
+            let link = u32_at(s, 40) as usize;
+            if link >= self.sections.len() / SECTION {
+                return Err(not_elf(&self.path, "a symbol table without its strings"));
+            }
+            let (symbols, strings) = (self.contents(s)?, self.contents(self.section(link))?);
+            // Elf64_Sym: name (4), info (1), other (1), section (2), value (8), size (8).
+            let found = symbols.chunks_exact(24).find(|sym| {
+                sym[4] & 0xf == 2 // STT_FUNC
+                    && u64_at(sym, 8) != 0
+                    && string_at(&strings, u32_at(sym, 0) as usize) == symbol.as_bytes()
+            });
+            if let Some(sym) = found {
+                return Ok(file_offset(u64_at(sym, 8), &self.loads));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn io(path: &Path, error: std::io::Error) -> ProbeError {
+    ProbeError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+fn not_elf(path: &Path, why: &'static str) -> ProbeError {
+    ProbeError::NotElf {
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
+/// The NUL-terminated string at `at` in a string table (empty past its end).
+fn string_at(table: &[u8], at: usize) -> &[u8] {
+    let rest = &table[at.min(table.len())..];
+    &rest[..rest.iter().position(|&c| c == 0).unwrap_or(rest.len())]
+}
+
+/// The file offset of address `addr`: through the loadable segment holding it, if any.
+fn file_offset(addr: u64, loads: &[(u64, u64, u64)]) -> Option<u64> {
+    let &(v, _, offset) = loads
+        .iter()
+        .find(|&&(v, size, _)| addr.checked_sub(v).is_some_and(|d| d < size))?;
+    offset.checked_add(addr - v)
 }
 
 /// The probe sites in `.note.stapsdt`'s `data`, their addresses moved by the prelink base
 /// `base_now` (if any) and turned into file offsets through the loadable segments `loads`
 /// (address, size, file offset); a note outside them is left out.
 fn sites_in_notes(data: &[u8], base_now: Option<u64>, loads: &[(u64, u64, u64)]) -> Vec<Site> {
-    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     let mut out = Vec::new();
     let mut at = 0;
     let align = |n: usize| n.div_ceil(4) * 4;
@@ -205,11 +303,7 @@ fn sites_in_notes(data: &[u8], base_now: Option<u64>, loads: &[(u64, u64, u64)])
                 strings.next().unwrap_or_default(),
                 strings.next().unwrap_or_default(),
             );
-            // The file offset of the instruction: through the loadable segment holding it.
-            let segment = loads
-                .iter()
-                .find(|&&(v, size, _)| pc.checked_sub(v).is_some_and(|d| d < size));
-            if let Some(at_file) = segment.and_then(|&(v, _, offset)| offset.checked_add(pc - v)) {
+            if let Some(at_file) = file_offset(pc, loads) {
                 out.push(Site {
                     provider,
                     name,
@@ -344,6 +438,21 @@ mod tests {
                     .find(|s| s.name == name)
                     .unwrap_or_else(|| panic!("{name} in {}", jvm.display()));
                 assert!(s.offset > 0 && s.offset < size, "{s:?}");
+            }
+            // Its clock, where nm (binutils) finds it: in these files its text segment's
+            // addresses are its file offsets.
+            let clock = function(&jvm, crate::event::CLOCK_FUNCTION).unwrap();
+            let nm = std::process::Command::new("nm").arg(&jvm).output();
+            match nm {
+                Ok(out) if out.status.success() => {
+                    let listed = String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .find(|l| l.ends_with(crate::event::CLOCK_FUNCTION))
+                        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok());
+                    assert_eq!(clock, listed, "{}", jvm.display());
+                    assert!(clock.is_some_and(|c| c > 0 && c < size));
+                }
+                _ => eprintln!("skipped: the clock's offset against nm's (no nm here)"),
             }
             let vmops = sites.iter().find(|s| s.name == "vmops__begin").unwrap();
             assert_eq!(vmops.provider, "hotspot");

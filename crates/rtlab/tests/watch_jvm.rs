@@ -121,13 +121,15 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
             jdk.display()
         );
         assert!(
-            stdout.contains("HotSpot's probes attached"),
+            stdout.contains("HotSpot's probes attached")
+                && stdout.contains("clock reads (System.nanoTime) probed"),
             "{}: {stdout}",
             jdk.display()
         );
         let doc = load_valid_document(&json);
         // Every safepoint the JVM logged, in order, with its operation, and its length
-        // within 5 % (or 50 us for the short ones).
+        // within 5 % (or 5 us for the short ones: timed at the VM thread's own clock reads,
+        // as the JVM times them).
         let logged = logged_safepoints(&log);
         let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
             .as_array()
@@ -155,7 +157,7 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
         );
         for (s, l) in seen.iter().zip(&logged) {
             assert_eq!(s.0, l.0, "{}: {seen:?} {logged:?}", jdk.display());
-            let tolerance = (l.1 / 20).max(50_000);
+            let tolerance = (l.1 / 20).max(5_000);
             assert!(
                 s.1.abs_diff(l.1) <= tolerance,
                 "{}: {s:?} against the JVM's {l:?}",
@@ -163,7 +165,7 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
             );
         }
         // The thread's own figures (every period, those a collection absorbed too, as the
-        // thread lived them): the count within 2 %, the p99 and the max within 5 %.
+        // thread lived them): the count within 2 %, the p50, p99 and max within 5 %.
         let own: Vec<f64> = stdout
             .lines()
             .find(|l| l.starts_with("samples "))
@@ -171,7 +173,7 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
             .split_whitespace()
             .filter_map(|w| w.parse().ok())
             .collect();
-        let (n, p99, max) = (own[0], own[2], own[3]);
+        let (n, p50, p99, max) = (own[0], own[1], own[2], own[3]);
         let timer = series_named(&doc, "rt-loop/timer");
         let count = timer["count"].as_f64().unwrap();
         assert!(
@@ -182,6 +184,7 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
             jdk.display()
         );
         for (what, watched, theirs) in [
+            ("p50", timer["p50"].as_f64().unwrap(), p50),
             ("p99", timer["p99"].as_f64().unwrap(), p99),
             ("max", timer["max"].as_f64().unwrap(), max),
         ] {

@@ -193,6 +193,7 @@ const MAX_WATCHED: u32 = 65536;
 /// Bytes per head counter: one cache line each, so CPUs never share one.
 const HEAD_BYTES: u32 = 64;
 
+mod jvm;
 mod programs;
 use programs::*;
 pub use programs::{LockProbes, LockWaits};
@@ -256,6 +257,10 @@ pub(crate) struct Recorder {
     usdt_files: std::collections::HashSet<(u64, u64, u32)>,
     /// Each probe's program and perf event, with the process it is for (0: every process).
     usdt_links: Vec<(u32, Program, OwnedFd)>,
+    /// The JVM processes' clock probes, each with its process.
+    clock_links: Vec<(u32, Program, OwnedFd)>,
+    /// Each libjvm.so's clock function, as a file offset (by device and inode; None: none).
+    jvm_clocks: HashMap<(u64, u64), Option<u64>>,
     vmop_names: HashMap<u64, std::sync::Arc<str>>,
     comms: HashMap<i64, std::sync::Arc<str>>,
     /// Timer functions' names by address (a few, each named on every expiry).
@@ -529,6 +534,8 @@ impl Recorder {
             usdt: Vec::new(),
             usdt_files: std::collections::HashSet::new(),
             usdt_links: Vec::new(),
+            clock_links: Vec::new(),
+            jvm_clocks: HashMap::new(),
             vmop_names: HashMap::new(),
             comms: HashMap::new(),
             timer_functions: HashMap::new(),
@@ -943,121 +950,6 @@ impl Recorder {
         let name: std::sync::Arc<str> = self.symbol(addr).into();
         self.timer_functions.insert(addr, name.clone());
         name
-    }
-
-    /// Attaches to the HotSpot probes of `libjvm` (a JVM's libjvm.so, as a watched process
-    /// maps it) in process `pid`, or with None in every process that maps it: its safepoints,
-    /// VM operations, collections, and its threads' parks and sleeps become [`Kind::Jvm`]
-    /// events. Returns the probes attached (0: already done); or says why none (a
-    /// libjvm.so without probes, or no uprobes here).
-    pub fn probe_jvm(
-        &mut self,
-        libjvm: &std::path::Path,
-        pid: Option<u32>,
-    ) -> Result<usize, crate::usdt::ProbeError> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
-            path: libjvm.to_path_buf(),
-            error,
-        })?;
-        let key = (meta.dev(), meta.ino(), pid.unwrap_or(0));
-        // (Probed in every process already: once more in one would record its hits twice.)
-        if self.usdt_files.contains(&(key.0, key.1, 0)) || !self.usdt_files.insert(key) {
-            return Ok(0);
-        }
-        let (probes_before, links_before) = (self.usdt.len(), self.usdt_links.len());
-        let attached = self.attach_jvm(libjvm, pid);
-        if attached.is_err() {
-            // All or none: a safepoint's begin without its end would hold delays for ever.
-            self.usdt.truncate(probes_before);
-            self.usdt_links.truncate(links_before);
-            self.usdt_files.remove(&key);
-        }
-        attached
-    }
-
-    /// Detaches the probes of JVM processes no longer in `alive` (ended, or out of the watch).
-    pub fn forget_jvms(&mut self, alive: &std::collections::HashSet<u32>) {
-        let kept = |p: &u32| *p == 0 || alive.contains(p);
-        self.usdt_links.retain(|(p, _, _)| kept(p));
-        self.usdt_files.retain(|(_, _, p)| kept(p));
-    }
-
-    fn attach_jvm(
-        &mut self,
-        libjvm: &std::path::Path,
-        pid: Option<u32>,
-    ) -> Result<usize, crate::usdt::ProbeError> {
-        use crate::usdt::ProbeError;
-        let sites = crate::usdt::sites(libjvm)?;
-        let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
-            .into_iter()
-            .filter(|s| s.provider == "hotspot" || s.provider == "hs_private")
-            .filter_map(|s| {
-                let (p, _) = JvmProbe::ALL.iter().find(|(_, n)| *n == s.name)?;
-                (s.semaphore == 0).then_some((*p, s))
-            })
-            .collect();
-        if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin)
-            || !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointEnd)
-        {
-            return Err(ProbeError::NoSafepointProbes(libjvm.to_path_buf()));
-        }
-        let cpu = self.next.first().map_or(0, |n| n.0);
-        let mut attached = 0;
-        // A thread's waits only where the watched processes are known (they fire at every
-        // wait of every Java thread).
-        let watched = self.watched_map.as_ref().map(|m| m.raw_fd());
-        for (probe, site) in wanted {
-            if probe.of_thread() && watched.is_none() {
-                continue;
-            }
-            let index = self.usdt.len() as u32;
-            let args = probe.kept_args().map(|i| site.args.get(i));
-            let filter = watched.filter(|_| probe.of_thread());
-            let insns = usdt_program(index, args, self.maps, filter);
-            let prog = Program::load_kprobe(&insns).map_err(|e| {
-                let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
-                ProbeError::Load {
-                    probe: probe.name(),
-                    error: e.error,
-                    verifier: last.unwrap_or("").to_string(),
-                }
-            })?;
-            // One perf event: its program runs at every hit, on any CPU (the kernel calls a
-            // uprobe's programs once per event attached, whatever CPU the event is for: one
-            // per CPU would record each hit once per CPU). For one process, the probe is
-            // placed in its memory only: other JVMs running the same file pay nothing.
-            let ev = rtlab_sys::perf::uprobe(libjvm, site.offset, pid.map(|p| p as i32), cpu)
-                .map_err(ProbeError::Attach)?;
-            rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(ProbeError::Attach)?;
-            self.usdt.push(probe);
-            self.usdt_links.push((pid.unwrap_or(0), prog, ev));
-            attached += 1;
-        }
-        Ok(attached)
-    }
-
-    /// Whether any JVM's probes are attached ([`Recorder::probe_jvm`]).
-    pub fn probes_jvm(&self) -> bool {
-        !self.usdt.is_empty()
-    }
-
-    /// A VM operation's name, at `addr` (`len` bytes) in the memory of thread `tid`'s process
-    /// (a string in libjvm.so's data: read once per address).
-    fn vmop_name(&mut self, tid: i64, addr: u64, len: u32) -> Option<std::sync::Arc<str>> {
-        if let Some(n) = self.vmop_names.get(&addr) {
-            return Some(n.clone());
-        }
-        let bytes =
-            rtlab_sys::perf::read_process_memory(tid as i32, addr, (len as usize).clamp(1, 128))
-                .ok()?;
-        let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
-        let name: std::sync::Arc<str> = String::from_utf8_lossy(&bytes[..end]).into();
-        if self.vmop_names.len() < 4096 {
-            self.vmop_names.insert(addr, name.clone());
-        }
-        Some(name)
     }
 
     /// Kernel stack `id` ([`Kind::Stack`]), innermost frame first, as `function+0xoffset`,

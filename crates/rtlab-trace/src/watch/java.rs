@@ -37,9 +37,9 @@ pub(super) struct Held {
 /// lives it, from its first timer's expiry or wakeup to the probe at its end.
 #[derive(Debug, Clone, Default)]
 pub(super) struct JavaWait {
-    /// The time the park asked for, as its begin probe says (`parkNanos`' relative time from
-    /// there: nearer the program's own deadline than the time the JVM asks the kernel for,
-    /// computed later).
+    /// The time the park asked for: `parkNanos`' relative time from the thread's clock read
+    /// just before (see `clock`), else from its begin probe (either nearer the program's own
+    /// deadline than the time the JVM asks the kernel for, computed later).
     pub(super) deadline_ns: Option<u64>,
     /// The delays its first woken wait call returned with.
     pub(super) delays: Vec<(DelayKind, Delay)>,
@@ -79,6 +79,14 @@ impl WatchState {
         request: &mut dyn FnMut(Request),
     ) {
         let tid = e.current_pid;
+        if probe == JvmProbe::ClockRead {
+            return self.clock_read(e, request);
+        }
+        if matches!(probe, JvmProbe::ParkBegin | JvmProbe::SleepBegin) {
+            // One that ended with no clock read since: ended at its end probe.
+            self.end_park_unread(tid, request);
+        }
+        let base = self.park_base(tid, e.ts_ns);
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -92,7 +100,7 @@ impl WatchState {
             };
             w.entered_ns = Some(e.ts_ns);
             w.java_wait = Some(JavaWait {
-                deadline_ns: park_ns.map(|t| e.ts_ns.saturating_add(t)),
+                deadline_ns: park_ns.map(|t| base.saturating_add(t)),
                 delays: Vec::new(),
             });
             return;
@@ -100,14 +108,23 @@ impl WatchState {
         let Some(j) = w.java_wait.take() else {
             return; // begun before the watch saw it: ended where its call returned
         };
-        for (kind, (mut since, slack, running)) in j.delays {
-            if let Some(asked) = j.deadline_ns.filter(|_| kind == DelayKind::Timer) {
-                if asked < since && since - asked <= PARK_DEADLINE_NS {
-                    since = asked;
+        let mut delays = j.delays;
+        for (kind, (since, _, _)) in delays.iter_mut() {
+            if let Some(asked) = j.deadline_ns.filter(|_| *kind == DelayKind::Timer) {
+                if asked < *since && *since - asked <= PARK_DEADLINE_NS {
+                    *since = asked;
                 }
             }
-            self.sample_kind(kind, tid, (since, slack, running), e, request);
         }
+        // Ended past the time it asked for with no timer seen (its expiry and wakeup not
+        // recorded: the futex wait's own deadline is not in its call): late from that time,
+        // as the thread sees it, all the same.
+        if let Some(asked) = j.deadline_ns.filter(|&a| a <= e.ts_ns) {
+            if !delays.iter().any(|(k, _)| *k == DelayKind::Timer) {
+                delays.push((DelayKind::Timer, (asked, 0, None)));
+            }
+        }
+        self.park_ended(tid, delays, e, request);
     }
 
     /// Held delays that end at `end`: each, and the periods it absorbed.
@@ -406,5 +423,6 @@ impl WatchState {
         for (tid, kind) in open {
             self.unmeasured(tid, kind);
         }
+        self.end_parks_unread(request);
     }
 }

@@ -36,7 +36,19 @@ struct Open {
     reached_ns: Option<u64>,
     done_ns: Option<u64>,
     operation: Option<Arc<str>>,
+    /// The VM thread (which fired its begin probe), and its first two clock reads after
+    /// its VM operation ended (where its clock is probed): the second, or the only one, is
+    /// the JVM's own end of the safepoint (`SafepointTracing::end`; JDK 17 first times the
+    /// operation, JDK 25 the start of leaving the safepoint).
+    vm_thread: i64,
+    end_reads: [Option<u64>; 2],
 }
+
+/// How long before a safepoint's begin probe the VM thread's clock read is the JVM's own
+/// begin of it (`SafepointTracing::begin` reads it, then fires the probe).
+const BEGIN_READ_NS: u64 = 20_000;
+/// The most threads a JVM process's latest clock reads are kept for.
+const MAX_READERS: usize = 4096;
 
 #[derive(Debug, Default)]
 pub(crate) struct Jvms {
@@ -60,6 +72,8 @@ pub(crate) struct Jvms {
     /// The latest safepoints, oldest first, and how many there were in all.
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pub(crate) stops_seen: u64,
+    /// Per JVM process whose clock is probed, each thread's latest clock read.
+    reads: HashMap<u32, HashMap<i64, u64>>,
 }
 
 impl Jvms {
@@ -90,6 +104,7 @@ impl Jvms {
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
         self.open.retain(|p, _| alive.contains(p));
+        self.reads.retain(|p, _| alive.contains(p));
         self.jvms.retain(|p| alive.contains(p));
     }
 
@@ -133,13 +148,34 @@ impl Jvms {
         self.jvms.insert(*process);
         match probe {
             JvmProbe::SafepointBegin => {
+                // From the JVM's own clock read where seen (as its -Xlog:safepoint counts).
+                let read = self
+                    .reads
+                    .get(process)
+                    .and_then(|r| r.get(&e.current_pid))
+                    .filter(|&&r| r <= e.ts_ns && e.ts_ns - r <= BEGIN_READ_NS);
                 self.open.insert(
                     *process,
                     Open {
-                        begin_ns: e.ts_ns,
+                        begin_ns: read.copied().unwrap_or(e.ts_ns),
+                        vm_thread: e.current_pid,
                         ..Open::default()
                     },
                 );
+            }
+            JvmProbe::ClockRead => {
+                let reads = self.reads.entry(*process).or_default();
+                if reads.len() >= MAX_READERS {
+                    reads.clear();
+                }
+                reads.insert(e.current_pid, e.ts_ns);
+                if let Some(o) = self.open.get_mut(process) {
+                    if o.done_ns.is_some() && e.current_pid == o.vm_thread {
+                        if let Some(r) = o.end_reads.iter_mut().find(|r| r.is_none()) {
+                            *r = Some(e.ts_ns);
+                        }
+                    }
+                }
             }
             JvmProbe::VmopBegin => {
                 if let Some(o) = self.open.get_mut(process) {
@@ -151,11 +187,18 @@ impl Jvms {
             }
             JvmProbe::SafepointEnd => {
                 let o = self.open.remove(process)?;
+                // At the JVM's own clock read where seen: it logs the safepoint, then fires
+                // the probe (its own account leaves the log's write out).
+                let [first, second] = o.end_reads;
+                let end_ns = second
+                    .or(first)
+                    .filter(|&r| r <= e.ts_ns)
+                    .unwrap_or(e.ts_ns);
                 return Some(Stop {
                     process: *process,
                     begin_ns: o.begin_ns,
                     reached_ns: o.reached_ns,
-                    end_ns: e.ts_ns,
+                    end_ns,
                     done_ns: o.done_ns,
                     operation: o.operation,
                 });
@@ -163,6 +206,7 @@ impl Jvms {
             JvmProbe::VmopEnd => {
                 if let Some(o) = self.open.get_mut(process) {
                     o.done_ns = Some(e.ts_ns);
+                    o.end_reads = [None; 2];
                 }
             }
             _ => {}

@@ -135,6 +135,8 @@ struct Watched {
     /// In a Java park or sleep (where its JVM's probes tell): its delays end where the JVM
     /// returns to Java code, not where a wait call inside it returns.
     java_wait: Option<JavaWait>,
+    /// Its clock reads, and its park that ended, not read the clock since.
+    clock: clock::ThreadClock,
     /// Its period, where its timer delays begin at a steady interval (two in a row within
     /// 5 %), and where its last one began.
     period_ns: Option<u64>,
@@ -275,6 +277,8 @@ pub struct WatchState {
     lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
     /// The watched JVMs, through HotSpot's probes.
     jvms: jvm::Jvms,
+    /// The watched JVMs' clock probes.
+    clocks: clock::Clocks,
 }
 
 impl WatchState {
@@ -282,6 +286,7 @@ impl WatchState {
     pub fn new(spec: WatchSpec) -> WatchState {
         let spec_keep = spec.keep;
         let spec_all = spec.scope == Scope::All;
+        let java_clock = spec.java_clock_limit;
         let mut state = WatchState {
             spec,
             threads: HashMap::new(),
@@ -313,6 +318,7 @@ impl WatchState {
             generation: 0,
             lost_by_cpu: Default::default(),
             jvms: jvm::Jvms::default(),
+            clocks: clock::Clocks::new(java_clock),
             processes: HashMap::new(),
             thread_process: HashMap::new(),
             known: HashMap::new(),
@@ -515,6 +521,7 @@ impl WatchState {
             }
             Kind::Lost(n) => self.lost_by_cpu.entry(e.cpu).or_default()[0] += n,
             Kind::LostOthers(n) => self.lost_by_cpu.entry(e.cpu).or_default()[1] += n,
+            Kind::Jvm { .. } => self.offer_clock_read(e),
             _ => {}
         }
         // A wait call is recorded only for the watched process: a thread of it not watched
@@ -541,6 +548,12 @@ impl WatchState {
             | Kind::WaitEnter { .. }
             | Kind::WaitExit { .. } => watched(&e.current_pid),
             Kind::Lost(_) => true,
+            // (Every thread's clock reads: the VM thread's time its safepoints.)
+            Kind::Jvm {
+                probe: JvmProbe::ClockRead,
+                process,
+                ..
+            } => self.processes.contains_key(process),
             Kind::Jvm { probe, .. } if probe.of_thread() => watched(&e.current_pid),
             Kind::Jvm { process, .. } => self.processes.contains_key(process),
             _ => false,
@@ -630,6 +643,7 @@ impl WatchState {
                             (false, false) => w.runnable_since,
                             (false, true) => None,
                         };
+                        self.clock_switched_out(prev.pid, asleep && !preempted, e.ts_ns, request);
                     }
                 }
                 // Its class as the scheduler has it now (a thread made real-time after it
@@ -638,6 +652,7 @@ impl WatchState {
                     self.classify(next.pid, next.prio < 100);
                 }
                 self.rt_switch(e.cpu as usize, e.ts_ns, prev, next);
+                self.clock_switched_in(next.pid, e.ts_ns);
                 self.switched_in(next.pid, e, request);
             }
             Kind::LockPi { trylock: false } => {
@@ -671,6 +686,16 @@ impl WatchState {
                 }
             }
             Kind::WaitExit { ret, .. } => self.returned(e, *ret, request),
+            Kind::Jvm {
+                probe: JvmProbe::ClockRead,
+                process,
+                ..
+            } => {
+                if self.clocks.probed.contains(process) {
+                    self.jvms.step(e);
+                }
+                self.clock_read(e, request)
+            }
             Kind::Jvm { probe, park_ns, .. } if probe.of_thread() => {
                 self.java_wait(e, *probe, *park_ns, request)
             }
@@ -690,6 +715,7 @@ impl WatchState {
             }
             Kind::Lost(_) => {
                 self.jvms.forget();
+                self.end_parks_unread(request);
                 // The observer's switch away may be among them too.
                 if let Some(since) = self.observer_since.get_mut(e.cpu as usize) {
                     *since = None;
@@ -809,9 +835,11 @@ impl WatchState {
 #[cfg(test)]
 mod tests;
 
+mod clock;
 mod java;
 pub(crate) mod jvm;
 mod series;
 mod spec;
 mod threads;
+pub use clock::DEFAULT_LIMIT as DEFAULT_CLOCK_LIMIT;
 pub use jvm::Stop;

@@ -121,4 +121,8 @@ pub struct WatchSpec {
     /// every system call's entry and exit where the kernel has no cheaper probe); false:
     /// where the thread got a CPU.
     pub user_view: bool,
+    /// Probe each watched JVM process's clock (`System.nanoTime()`): a Java thread's park is
+    /// then timed between the thread's own clock reads. Each read traps: a process reading
+    /// it more than this many times a second has its probe removed (0: none attached).
+    pub java_clock_limit: u64,
 }

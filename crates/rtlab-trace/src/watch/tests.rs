@@ -51,6 +51,7 @@ fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
         locks: crate::LockWaits::No,
         all_cpus: false,
         user_view: true,
+        java_clock_limit: DEFAULT_CLOCK_LIMIT,
     });
     (tid, w)
 }
@@ -80,6 +81,7 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
         locks: crate::LockWaits::No,
         all_cpus,
         user_view: true,
+        java_clock_limit: DEFAULT_CLOCK_LIMIT,
     };
     let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
     assert_eq!(w.cpus_wanted(), Some(&CpuMask::of(&[last])));
@@ -1001,3 +1003,5 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     ts.flush(&mut |_| {});
     assert_eq!(ts.reader_cpus(at), Some(vec![0, 1]));
 }
+
+mod clock;

@@ -147,6 +147,7 @@ impl WatchState {
             self.know(*p, what);
         }
         self.jvms.look(processes.keys().copied(), now);
+        self.clocks.retain(|p| processes.contains_key(p));
         self.thread_process.retain(|_, p| processes.contains_key(p));
         let mut alive = HashMap::new();
         let cpus_of = |tid: i64| {
@@ -327,6 +328,7 @@ impl WatchState {
             in_call: None,
             held: None,
             java_wait: None,
+            clock: Default::default(),
             period_ns: None,
             last_timer_ns: None,
             last_timer_delay: None,

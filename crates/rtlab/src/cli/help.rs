@@ -56,7 +56,12 @@ A JVM (a process mapping a libjvm.so with HotSpot's USDT probes) is watched thro
 with no agent or flag: its safepoints are series jvm:<operation>/safepoint, a Java thread's
 park or sleep is late from the time it asked for to where its Java code goes on (after a
 safepoint, too), and outliers overlapping one are named by it (JVM safepoint: <VM
-operation>, the time to reach it and at it).
+operation>, the time to reach it and at it). Its clock (System.nanoTime) is probed in each
+watched JVM process, so a park counts from the thread's read before it to its read after
+it, as the thread times itself: each read then traps (under a microsecond), and a process
+reading it over --java-clock-limit times a second (default 20000) has that probe removed;
+--no-java-clock leaves it alone (parks are then timed at HotSpot's park probes, a few
+microseconds inside the thread's own figures).
 --stacks adds kernel stacks to each explained delay (eBPF only): the late thread's as it left
 its CPU, the waker's at the wakeup (for a sleep timer, the code its interrupt stopped) and
 the culprit's (the main cause's task) as it gave the CPU back.

@@ -82,6 +82,17 @@ pub struct WatchArgs {
     /// exit, which the default needs on kernels without BPF function probes.
     #[arg(long)]
     pub until_running: bool,
+    /// Do not probe a watched JVM's clock (System.nanoTime). By default each watched JVM
+    /// process's clock reads are probed, so a Java thread's park is timed from the read
+    /// before it to the read after it, as the thread times itself; each read then traps (a
+    /// fraction of a microsecond). Without it, parks are timed at HotSpot's park probes, a
+    /// few microseconds inside the thread's own measure.
+    #[arg(long)]
+    pub no_java_clock: bool,
+    /// Remove a JVM process's clock probe once it reads the clock more than READS times in
+    /// a second (its parks are then timed at HotSpot's park probes; 0: never probed).
+    #[arg(long, value_name = "READS", default_value_t = rtlab_trace::watch::DEFAULT_CLOCK_LIMIT)]
+    pub java_clock_limit: u64,
     /// Exit with status 3 when trace events of the watched threads were lost (some of their
     /// delays then went unmeasured; each series says how many). Losses of other tasks'
     /// events only leave explanations incomplete, and are reported without failing.

@@ -107,6 +107,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         keep: args.top.map_or(10, usize::from),
         all_cpus: args.all_cpus,
         user_view: !args.until_running,
+        java_clock_limit: if args.no_java_clock {
+            0
+        } else {
+            args.java_clock_limit
+        },
     };
     if rtlab_sys::process::in_initial_pid_namespace() == Some(false) {
         anyhow::bail!(

@@ -1,0 +1,279 @@
+//! A Java thread's clock reads (`System.nanoTime()`, HotSpot's `os::javaTimeNanos`, probed
+//! in each watched JVM process): a Java thread measures its own lateness with them, from the
+//! read its park's time was computed from to the read after the park. HotSpot's park probes
+//! lie a few microseconds inside those (the JVM's way into the park and back to Java code):
+//! where the reads are seen, a park's time asked for counts from the read just before it,
+//! and its delays end at the first read after it, as the thread's own figures do.
+
+use super::*;
+
+/// A Java park or sleep that ended, its delays waiting for the thread's next clock read.
+#[derive(Debug, Clone)]
+pub(super) struct ParkEnded {
+    pub(super) delays: Vec<(DelayKind, Delay)>,
+    /// Its end probe.
+    pub(super) end: Event,
+    /// How long the thread was kept off its CPU since (preempted), and since when it is.
+    pub(super) off_ns: u64,
+    pub(super) out_since: Option<u64>,
+}
+
+/// A watched thread's clock, as its JVM's probe shows it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ThreadClock {
+    /// Its latest read.
+    pub(super) read_ns: Option<u64>,
+    /// Its park that ended, not read the clock since.
+    pub(super) ended: Option<ParkEnded>,
+}
+
+/// A read within this long before a park's begin probe is the one the park's time was
+/// computed from (`parkNanos(deadline - System.nanoTime())`: a microsecond or two here, more
+/// where the host stops the vCPU in between, which the guest does not see).
+pub(super) const BEFORE_PARK_NS: u64 = 1_000_000;
+/// A read after a park's end probe is the park's while the thread ran this long at most
+/// since (preempted in between, the time off its CPU is lateness it lives too; asleep, it
+/// waits for something else, and the park ends at its probe). As long as before: the
+/// host may stop the vCPU there too.
+pub(super) const AFTER_PARK_NS: u64 = 1_000_000;
+/// Above this many reads a second in one JVM process (by default), its clock probe costs too
+/// much (each read traps, a fraction of a microsecond: 20 000 of them about 1 % of a CPU
+/// here): it is removed, and the process's parks are timed at the park probes.
+pub const DEFAULT_LIMIT: u64 = 20_000;
+
+/// The watched JVM processes' clock probes.
+#[derive(Debug, Default)]
+pub(super) struct Clocks {
+    /// The most reads a second a probed process may make (0: no probes).
+    pub(super) limit: u64,
+    /// The processes whose reads are seen.
+    pub(super) probed: std::collections::HashSet<u32>,
+    /// Reads per process in the current second: since when, how many.
+    rate: HashMap<u32, (u64, u64)>,
+    /// Processes whose probes are to be removed.
+    remove: Vec<u32>,
+    /// The files a note told of.
+    announced: std::collections::HashSet<std::path::PathBuf>,
+}
+
+impl Clocks {
+    pub(super) fn new(limit: u64) -> Clocks {
+        Clocks {
+            limit,
+            ..Default::default()
+        }
+    }
+
+    /// Keeps the processes `alive` says are.
+    pub(super) fn retain(&mut self, alive: impl Fn(&u32) -> bool) {
+        self.probed.retain(&alive);
+        self.rate.retain(|p, _| alive(p));
+    }
+
+    /// A read in `process` at `ts_ns`, any CPU's order: whether the process's reads just
+    /// went over the limit.
+    fn count(&mut self, process: u32, ts_ns: u64) -> bool {
+        let (since, n) = self.rate.entry(process).or_insert((ts_ns, 0));
+        if ts_ns >= *since + 1_000_000_000 {
+            (*since, *n) = (ts_ns, 0);
+        }
+        *n += 1;
+        *n == self.limit.saturating_add(1) && self.probed.remove(&process)
+    }
+}
+
+impl WatchState {
+    /// Whether the watch attaches to the watched JVMs' clocks.
+    pub(crate) fn java_clock(&self) -> bool {
+        self.clocks.limit > 0
+    }
+
+    /// What came of attaching to JVM `pid`'s clock (in `libjvm`).
+    pub(crate) fn jvm_clock_probed(
+        &mut self,
+        libjvm: &std::path::Path,
+        pid: u32,
+        r: Result<bool, crate::usdt::ProbeError>,
+    ) {
+        let first = self.clocks.announced.insert(libjvm.to_path_buf());
+        let note = match r {
+            Ok(false) => return,
+            Ok(true) => {
+                self.clocks.probed.insert(pid);
+                format!(
+                    "JVM: its threads' clock reads (System.nanoTime) probed in each watched JVM \
+                     process: a Java thread's park is timed from the read before it to the read \
+                     after it, as the thread times itself, and a safepoint as the JVM times it \
+                     (each read traps, under a microsecond; removed above {} reads a second)",
+                    self.clocks.limit
+                )
+            }
+            Err(why) => format!(
+                "JVM: no clock probe ({why}): a Java thread's park is timed at HotSpot's park \
+                 probes, a few microseconds inside the thread's own measure"
+            ),
+        };
+        if first {
+            self.jvms.notes.push(note);
+        }
+    }
+
+    /// The processes whose clock probes are to be removed (too many reads).
+    pub(crate) fn take_clocks_to_remove(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.clocks.remove)
+    }
+
+    /// A clock read offered (any CPU order): counted against its process's limit.
+    pub(super) fn offer_clock_read(&mut self, e: &Event) {
+        let Kind::Jvm {
+            probe: JvmProbe::ClockRead,
+            process,
+            ..
+        } = &e.kind
+        else {
+            return;
+        };
+        if self.clocks.count(*process, e.ts_ns) {
+            self.clocks.remove.push(*process);
+            self.jvms.notes.push(format!(
+                "JVM: process {process} reads its clock over {} times a second: its clock \
+                 probe is removed, its threads' parks are timed at HotSpot's park probes from \
+                 now on (--java-clock-limit)",
+                self.clocks.limit
+            ));
+        }
+    }
+
+    /// Thread `e.current_pid` read its clock at `e`: a park that ended just before ends here.
+    pub(super) fn clock_read(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
+        // (Still coming from a process whose probe was just removed: not used.)
+        let probed = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|p| self.clocks.probed.contains(p));
+        let Some(w) = self.threads.get_mut(&tid).filter(|_| probed) else {
+            return;
+        };
+        w.clock.read_ns = Some(e.ts_ns);
+        let Some(p) = w.clock.ended.take() else {
+            return;
+        };
+        let ran = e.ts_ns.saturating_sub(p.end.ts_ns).saturating_sub(p.off_ns);
+        let end = if ran <= AFTER_PARK_NS { e } else { &p.end };
+        for (kind, delay) in p.delays {
+            self.sample_kind(kind, tid, delay, end, request);
+        }
+    }
+
+    /// Where the park thread `tid` begins at `begin_ns` counts its time from: its clock read
+    /// just before, else its begin probe.
+    pub(super) fn park_base(&self, tid: i64, begin_ns: u64) -> u64 {
+        self.threads
+            .get(&tid)
+            .and_then(|w| w.clock.read_ns)
+            .filter(|&r| r <= begin_ns && begin_ns - r <= BEFORE_PARK_NS)
+            .unwrap_or(begin_ns)
+    }
+
+    /// A Java park of thread `tid` ended at `end` with `delays`: they end at its next clock
+    /// read where its JVM's reads are seen, else here.
+    pub(super) fn park_ended(
+        &mut self,
+        tid: i64,
+        delays: Vec<(DelayKind, Delay)>,
+        end: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let probed = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|p| self.clocks.probed.contains(p));
+        self.end_park_unread(tid, request);
+        match self.threads.get_mut(&tid) {
+            Some(w) if probed && !delays.is_empty() => {
+                w.clock.ended = Some(ParkEnded {
+                    delays,
+                    end: end.clone(),
+                    off_ns: 0,
+                    out_since: None,
+                })
+            }
+            _ => {
+                for (kind, delay) in delays {
+                    self.sample_kind(kind, tid, delay, end, request);
+                }
+            }
+        }
+    }
+
+    /// Thread `tid`'s park that ended with no clock read since ends at its end probe.
+    pub(super) fn end_park_unread(&mut self, tid: i64, request: &mut dyn FnMut(Request)) {
+        let Some(p) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|w| w.clock.ended.take())
+        else {
+            return;
+        };
+        for (kind, delay) in p.delays {
+            self.sample_kind(kind, tid, delay, &p.end, request);
+        }
+    }
+
+    /// Thread `tid` left its CPU at `ts_ns` (`asleep`, or preempted): a park ended before,
+    /// with no clock read since, ends at its probe if it went to sleep; if preempted, or
+    /// asleep at its JVM's safepoint (a safepoint begun on its way back to Java code: it
+    /// waits at the barrier, and its own measure counts that), the time off its CPU does not
+    /// count against its next read.
+    pub(super) fn clock_switched_out(
+        &mut self,
+        tid: i64,
+        asleep: bool,
+        ts_ns: u64,
+        request: &mut dyn FnMut(Request),
+    ) {
+        let stopped = self
+            .thread_process
+            .get(&tid)
+            .is_some_and(|&p| self.jvms.at_safepoint(p));
+        let Some(p) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|w| w.clock.ended.as_mut())
+        else {
+            return;
+        };
+        match asleep && !stopped {
+            true => self.end_park_unread(tid, request),
+            false => p.out_since = Some(ts_ns),
+        }
+    }
+
+    /// Thread `tid` got a CPU at `ts_ns`.
+    pub(super) fn clock_switched_in(&mut self, tid: i64, ts_ns: u64) {
+        if let Some(p) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|w| w.clock.ended.as_mut())
+        {
+            if let Some(out) = p.out_since.take() {
+                p.off_ns += ts_ns.saturating_sub(out);
+            }
+        }
+    }
+
+    /// Every park that ended with no clock read since ends at its end probe (events lost, or
+    /// the run's end).
+    pub(super) fn end_parks_unread(&mut self, request: &mut dyn FnMut(Request)) {
+        let tids: Vec<i64> = self
+            .threads
+            .iter()
+            .filter(|(_, w)| w.clock.ended.is_some())
+            .map(|(&t, _)| t)
+            .collect();
+        for tid in tids {
+            self.end_park_unread(tid, request);
+        }
+    }
+}

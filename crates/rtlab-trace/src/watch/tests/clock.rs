@@ -1,0 +1,215 @@
+//! A Java thread's parks timed between its own clock reads.
+
+use super::*;
+use crate::event::JvmProbe;
+
+/// Thread `tid` reads its JVM's clock at `ts`.
+fn clock_read(tid: i64, ts: u64) -> Event {
+    let kind = Kind::Jvm {
+        probe: JvmProbe::ClockRead,
+        process: std::process::id(),
+        name: None,
+        park_ns: None,
+    };
+    own(tid, 0, ts, kind)
+}
+
+/// This test's thread watched with its wait calls, its process's clock probed (`probed`).
+fn watched(probed: bool) -> (i64, WatchState) {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    if probed {
+        let lib = std::path::Path::new("/x/libjvm.so");
+        w.jvm_clock_probed(lib, std::process::id(), Ok(true));
+    }
+    (tid, w)
+}
+
+/// This test's thread watched, its process's clock probed (`probed`), in a park asked at
+/// 100 us for 901 us after a clock read at 99 us (its deadline 1 ms), the kernel's timer
+/// at 1.002 ms, on its CPU at 1.01 ms, its wait back at 1.02 ms, the park's end probe at 1.03 ms.
+fn parked(probed: bool) -> (i64, WatchState) {
+    let (tid, mut w) = watched(probed);
+    w.offer(&clock_read(tid, 99_000));
+    w.offer(&park(tid, 100_000, Some(901_000)));
+    sleep_to(&mut w, tid, (101_000, 1_002_000, 1_020_000));
+    w.offer(&switch(0, 1_010_000, 0, TaskState::RUNNING, tid));
+    w.offer(&park(tid, 1_030_000, None));
+    (tid, w)
+}
+
+fn switch(cpu: u16, ts: u64, prev: i64, state: TaskState, next: i64) -> Event {
+    let kind = Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    ev(cpu, ts, kind)
+}
+
+fn timer_max(w: &mut WatchState) -> (u64, Nanos) {
+    w.flush(&mut |_| {});
+    let timer = series_of(w, DelayKind::Timer);
+    (timer.total.len(), timer.total.max())
+}
+
+#[test]
+fn a_java_park_is_late_from_the_clock_read_before_it_to_the_one_after_it() {
+    let (tid, mut w) = parked(true);
+    w.offer(&clock_read(tid, 1_032_000));
+    // From 99 us + 901 us to the read at 1.032 ms.
+    assert_eq!(timer_max(&mut w), (1, Nanos(32_000)));
+    // Its clock not probed: from its begin probe plus 901 us to its end probe.
+    let (tid, mut w) = parked(false);
+    w.offer(&clock_read(tid, 1_032_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(29_000)));
+}
+
+#[test]
+fn time_off_its_cpu_before_the_read_counts_and_a_read_after_a_sleep_or_long_run_does_not() {
+    // Preempted for 500 us after the park's end, then its read: late to the read.
+    let (tid, mut w) = parked(true);
+    w.offer(&switch(0, 1_031_000, tid, TaskState::RUNNING, 0));
+    w.offer(&switch(0, 1_531_000, 0, TaskState::RUNNING, tid));
+    w.offer(&clock_read(tid, 1_533_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(533_000)));
+    // Asleep after it (waiting for something else): ended at the park's end probe.
+    let (tid, mut w) = parked(true);
+    w.offer(&switch(0, 1_031_000, tid, TaskState::SLEEPING, 0));
+    w.offer(&switch(0, 1_531_000, 0, TaskState::RUNNING, tid));
+    w.offer(&clock_read(tid, 1_533_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+    // Its next read after running 1.1 ms: not the park's.
+    let (tid, mut w) = parked(true);
+    w.offer(&clock_read(tid, 2_130_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+    // Its next park before any read: ended at the end probe.
+    let (tid, mut w) = parked(true);
+    w.offer(&park(tid, 1_040_000, Some(960_000)));
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+    // The run ends before a read: the same.
+    let (_, mut w) = parked(true);
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+}
+
+#[test]
+fn a_read_long_before_the_park_is_not_what_its_time_counts_from() {
+    let (tid, mut w) = watched(true);
+    w.offer(&clock_read(tid, 10_000));
+    w.offer(&park(tid, 1_100_000, Some(900_000)));
+    sleep_to(&mut w, tid, (1_101_000, 2_002_000, 2_020_000));
+    w.offer(&park(tid, 2_030_000, None));
+    w.offer(&clock_read(tid, 2_031_000));
+    // From its begin probe: 1.1 ms + 900 us.
+    assert_eq!(timer_max(&mut w), (1, Nanos(31_000)));
+}
+
+#[test]
+fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let pid = std::process::id();
+    w.jvm_clock_probed(std::path::Path::new("/x/libjvm.so"), pid, Ok(true));
+    assert!(
+        w.jvm_notes()[0].contains("clock reads"),
+        "{:?}",
+        w.jvm_notes()
+    );
+    // As many as allowed in a second, then one more in the same second.
+    for i in 0..crate::watch::clock::DEFAULT_LIMIT {
+        w.offer(&clock_read(tid, 1_000 + i * 10_000));
+    }
+    assert!(w.take_clocks_to_remove().is_empty());
+    w.offer(&clock_read(tid, 999_000_000));
+    assert_eq!(w.take_clocks_to_remove(), vec![pid]);
+    assert!(w.jvm_notes()[1].contains("removed"), "{:?}", w.jvm_notes());
+    // Its parks are timed at the probes from now on.
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 1_000_100_000, Some(900_000)));
+    sleep_to(&mut w, tid, (1_000_101_000, 1_001_002_000, 1_001_020_000));
+    w.offer(&park(tid, 1_001_030_000, None));
+    w.offer(&clock_read(tid, 1_001_032_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+}
+
+#[test]
+fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
+    // The VM thread (current_pid 0 in `safepoint`) reads its clock at 1 us and fires the
+    // begin probe at 3 us; its VM operation ends at 9 us; it reads the clock at 9.8 us (the
+    // operation's timer), 11 us (the JVM's end of the safepoint) and 12.5 us (its log's
+    // time stamp); the end probe at 20 us. As -Xlog:safepoint counts it: 1 to 11 us.
+    let vmop = |ts, begin| {
+        let probe = match begin {
+            true => JvmProbe::VmopBegin,
+            false => JvmProbe::VmopEnd,
+        };
+        let kind = Kind::Jvm {
+            probe,
+            process: std::process::id(),
+            name: Some("FindDeadlocks".into()),
+            park_ns: None,
+        };
+        ev(1, ts, kind)
+    };
+    let stop = |probed: bool| {
+        let (_, mut w) = watch_this_thread(u64::MAX);
+        if probed {
+            let lib = std::path::Path::new("/x/libjvm.so");
+            w.jvm_clock_probed(lib, std::process::id(), Ok(true));
+        }
+        for e in [
+            clock_read(0, 1_000),
+            safepoint(3_000, true),
+            vmop(5_000, true),
+            vmop(9_000, false),
+            clock_read(0, 9_800),
+            clock_read(0, 11_000),
+            clock_read(0, 12_500),
+            safepoint(20_000, false),
+        ] {
+            w.offer(&e);
+        }
+        w.flush(&mut |_| {});
+        let s = w.jvm_stops().0.next().cloned().expect("a safepoint");
+        (s.begin_ns, s.end_ns)
+    };
+    assert_eq!(stop(true), (1_000, 11_000));
+    // Its clock not probed: at its probes.
+    assert_eq!(stop(false), (3_000, 20_000));
+}
+
+#[test]
+fn a_park_that_ends_past_its_time_with_no_timer_seen_is_late_from_that_time() {
+    // Its futex wait returned (timed out) with neither the timer's expiry nor a wakeup
+    // recorded: late from the time it asked for to where its Java code read the clock.
+    let (tid, mut w) = watched(true);
+    w.offer(&clock_read(tid, 99_000));
+    w.offer(&park(tid, 100_000, Some(901_000)));
+    futex_wait(&mut w, tid, 101_000, 0, 1_020_000);
+    w.offer(&park(tid, 1_030_000, None));
+    w.offer(&clock_read(tid, 1_032_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(32_000)));
+    // One that ended before its time (unparked): no lateness.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&park(tid, 100_000, Some(901_000)));
+    futex_wait(&mut w, tid, 101_000, 500_000, 510_000);
+    w.offer(&park(tid, 520_000, None));
+    w.flush(&mut |_| {});
+    assert!(w
+        .series()
+        .iter()
+        .all(|s| s.kind != DelayKind::Timer || s.total.is_empty()));
+}
+
+#[test]
+fn a_park_whose_thread_then_waits_at_a_safepoints_barrier_ends_at_its_read_after_it() {
+    // Back from its park at 1.03 ms, it meets a safepoint begun at 1.031 ms on its way to
+    // Java code: asleep at the barrier until 3 ms, then its read: late to that read.
+    let (tid, mut w) = parked(true);
+    w.offer(&safepoint(1_031_000, true));
+    w.offer(&switch(0, 1_032_000, tid, TaskState::SLEEPING, 0));
+    w.offer(&safepoint(2_990_000, false));
+    w.offer(&switch(0, 3_000_000, 0, TaskState::RUNNING, tid));
+    w.offer(&clock_read(tid, 3_002_000));
+    assert_eq!(timer_max(&mut w), (1, Nanos(2_002_000)));
+}
