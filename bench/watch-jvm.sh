@@ -16,6 +16,8 @@
 #   LOAD="stress-ng --cpu 2"   a load beside each run (started before the watch, ended after)
 #   STOPS=dump                 stops by thread dumps (`jcmd PID Thread.print` every 0.5 s)
 #                              instead of System.gc() every 250 ms
+#   KEEP=DIR                   keep each run's files (the watch's JSON, the JVM's safepoint
+#                              log, the program's output) in DIR/<jdk>-<gc>-<run>/
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-6}
@@ -71,6 +73,10 @@ for jdk in /usr/lib/jvm/*/; do
         "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 "$GC_MS" 100 \
         >"$WORK/out.txt" 2>/dev/null || true
       if [ -n "$DUMPS" ]; then wait "$DUMPS" 2>/dev/null || true; DUMPS=; fi
+      if [ -n "${KEEP:-}" ]; then
+        kept="$KEEP/$(basename "$jdk")-$gc-$run"
+        mkdir -p "$kept" && cp "$WORK/w.json" "$WORK/sp.log" "$WORK/out.txt" "$kept/" 2>/dev/null || true
+      fi
       if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || true; wait "$LOADPID" 2>/dev/null || true; LOADPID=; fi
       python3 - "$WORK" "$(basename "$jdk")" "$gc" >>"$WORK/rows.txt" <<'PY'
 import json, re, sys
