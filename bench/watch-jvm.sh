@@ -11,7 +11,9 @@
 # logged and the watch saw (matched in order, same operation), the largest relative difference
 # of a safepoint's total; the watch's rt-loop/timer series over the thread's own figures
 # (count, p50, p99, max); the share of the thread's periods late by over 1 ms that lie in
-# delays the watch named a safepoint. Medians with 95 % intervals (bench/ci.py).
+# delays the watch named a safepoint of a VM operation the JVM logged over 1 ms, and the share
+# of the periods the logged safepoints themselves made late by over 1 ms (the thread's own
+# count also holds those the host made late). Medians with 95 % intervals (bench/ci.py).
 #
 #   LOAD="stress-ng --cpu 2"   a load beside each run (started before the watch, ended after)
 #   STOPS=dump                 stops by thread dumps (`jcmd PID Thread.print` every 0.5 s)
@@ -97,13 +99,23 @@ for l in open(f"{work}/sp.log"):
 seen = [(s["operation"], s["total_ns"]) for s in d["verdict"].get("jvm_safepoints", {}).get("latest", [])]
 same = sum(1 for a, b in zip(seen, logged) if a[0] == b[0])
 worst = max([abs(a[1] - b[1]) / b[1] for a, b in zip(seen, logged) if a[0] == b[0]] or [0])
-# A delay of L absorbs the periods due in it, one a millisecond, each late by what is left.
+# A delay of L absorbs the periods due in it, one a millisecond, each late by what is left:
+# floor((L - 1 ms) / 1 ms) + 1 of them late by over 1 ms. Named: a safepoint of a VM operation
+# the JVM logged over 1 ms is among its causes.
+long_ops = {op for op, total in logged if total > 1e6}
 named = sum(int((o["latency_ns"] - 1e6) // 1e6) + 1 for o in d.get("outliers", [])
             if o["series"].startswith("rt-loop/") and o["series"].endswith("/timer")
-            and o["latency_ns"] > 1e6 and any(c["kind"] == "safepoint" for c in o["causes"]))
+            and o["latency_ns"] > 1e6
+            and any(c["kind"] == "safepoint" and any(op in c.get("detail", "") for op in long_ops)
+                    for c in o["causes"]))
+# The periods the JVM's own log says its safepoints made late by over 1 ms: a stop of D
+# absorbs the periods due in it, (D - 1 ms) / 1 ms of them late by over 1 ms on average.
+by_log = sum(max(0.0, (total - 1e6) / 1e6) for _, total in logged)
 print(json.dumps({"jdk": jdk, "gc": gc, "logged": len(logged), "seen": len(seen), "same": same, "worst": worst,
                   "n": t["count"] / n, "p50": t["p50"] / p50, "p99": t["p99"] / p99, "max": t["max"] / mx,
-                  "named": min(named / late, 1.0) if late else None, "late": late}))
+                  "named": min(named / late, 1.0) if late else None, "late": late,
+                  "by_log": by_log, "named_n": named,
+                  "named_of_log": min(named / by_log, 1.0) if by_log >= 1 else None}))
 PY
     done
   done
@@ -119,11 +131,17 @@ def f(v, d=3):
         return "-"
     m, lo, hi = median_ci(v)
     return f"{m:.{d}f}" + (f" [{lo:.{d}f}, {hi:.{d}f}]" if lo is not None else "")
-print("| JDK | GC | runs | safepoints logged / seen / same operation | worst safepoint total vs the log | count ratio | p50 ratio | p99 ratio | max ratio | periods late > 1 ms in delays named a safepoint |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+def pooled(r):
+    by_log = sum(x.get("by_log", 0) for x in r)
+    if by_log < 1:
+        return "0"
+    named = sum(x.get("named_n", 0) for x in r)
+    return f"{by_log:.0f}: {min(named / by_log, 1):.3f}; {f([x.get('named_of_log') for x in r])}"
+print("| JDK | GC | runs | safepoints logged / seen / same operation | worst safepoint total vs the log | count ratio | p50 ratio | p99 ratio | max ratio | periods late > 1 ms in delays named a safepoint | periods the log's safepoints made late > 1 ms: in all, share named (pooled; per run) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for jdk in sorted({r["jdk"] for r in rows}):
     for gc in ["SerialGC", "G1GC"]:
         r = [x for x in rows if x["jdk"] == jdk and x["gc"] == gc]
         if r:
-            print(f"| {jdk} | {gc} | {len(r)} | {sum(x['logged'] for x in r)} / {sum(x['seen'] for x in r)} / {sum(x['same'] for x in r)} | {max(x['worst'] for x in r):.4f} | {f([x['n'] for x in r], 4)} | {f([x['p50'] for x in r])} | {f([x['p99'] for x in r])} | {f([x['max'] for x in r])} | {f([x['named'] for x in r])} |")
+            print(f"| {jdk} | {gc} | {len(r)} | {sum(x['logged'] for x in r)} / {sum(x['seen'] for x in r)} / {sum(x['same'] for x in r)} | {max(x['worst'] for x in r):.4f} | {f([x['n'] for x in r], 4)} | {f([x['p50'] for x in r])} | {f([x['p99'] for x in r])} | {f([x['max'] for x in r])} | {f([x['named'] for x in r])} | {pooled(r)} |")
 PY

@@ -194,37 +194,53 @@ fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_p
                 jdk.display()
             );
         }
-        // The thread's periods late by over 1 ms (as it counts them): at least 85 % lie in a
-        // delay explained as a collection's safepoint. A delay of L absorbs the periods due
-        // in it, one a millisecond, each late by what is left of L.
+        // The periods the collections made late by over 1 ms: at least 90 % lie in a delay
+        // explained as a collection's safepoint. A stop of D, as the JVM logged it, absorbs
+        // the periods due in it, one a millisecond, each late by what is left of D: on
+        // average (D - 1 ms) / 1 ms of them late by over 1 ms. A delay of L the watch named
+        // is the first absorbed period's: the periods late by over 1 ms in it number
+        // floor((L - 1 ms) / 1 ms) + 1. (The thread's own count of late periods also holds those the
+        // machine made: beside a load, SCHED_OTHER tasks run through the fair server and hold
+        // a SCHED_FIFO thread for a millisecond or more; those are not the collection's.)
         let late_own = own[4];
+        let beyond_first_ms = |ns: f64| ((ns - 1e6) / 1e6).max(0.0);
+        let by_log: f64 = logged
+            .iter()
+            .filter(|l| collection(&l.0))
+            .map(|l| beyond_first_ms(l.1 as f64))
+            .sum();
         let by_collection: f64 = doc["outliers"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|o| o["series"].as_str().unwrap().ends_with("/timer"))
+            .filter(|o| {
+                let series = o["series"].as_str().unwrap();
+                series.starts_with("rt-loop/") && series.ends_with("/timer")
+            })
             .filter(|o| {
                 o["causes"].as_array().unwrap().iter().any(|c| {
                     let detail = c["detail"].as_str().unwrap_or("");
                     c["kind"] == "safepoint" && COLLECTIONS.iter().any(|op| detail.contains(op))
                 })
             })
-            .map(|o| ((o["latency_ns"].as_f64().unwrap() - 1e6) / 1e6).floor() + 1.0)
+            .map(|o| beyond_first_ms(o["latency_ns"].as_f64().unwrap()).floor() + 1.0)
             .sum();
         assert!(
-            late_own >= 100.0,
-            "{}: {late_own} late periods",
+            late_own >= 100.0 && by_log >= 100.0,
+            "{}: {late_own} late periods, {by_log} by the logged collections",
             jdk.display()
         );
         // This watch's own threads are the observer, never a cause.
         assert_observer_never_named(&doc, &jdk.display().to_string());
         assert!(
-            // (90 % is the bench's target; in a run here the JIT's compiler threads, at the
-            // same real-time priority, also make a few periods late: 85 %.)
-            by_collection >= late_own * 0.85,
-            "{}: {by_collection} of the thread's {late_own} periods late by over 1 ms named the collection: {:#}",
+            by_collection >= by_log * 0.9,
+            "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log: {:#}",
             jdk.display(),
             doc["outliers"]
+        );
+        eprintln!(
+            "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log, {late_own} by the thread's own count",
+            jdk.display()
         );
     }
 }

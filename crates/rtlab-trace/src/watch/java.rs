@@ -204,7 +204,13 @@ impl WatchState {
     /// waits for the next: each such period is late, as it sees it, by the time from its
     /// deadline to that wait's entry. (Periods the kernel never sees, as HdrHistogram's
     /// correction for an expected interval counts them.)
-    pub(super) fn skipped(&mut self, tid: i64, next: u64) {
+    pub(super) fn skipped(
+        &mut self,
+        tid: i64,
+        next: u64,
+        e: &Event,
+        request: &mut dyn FnMut(Request),
+    ) {
         // Only a Java thread: a C program's sleep to a time already past is a call of its
         // own (counted), and one that skips the periods it missed (cyclictest) does not
         // count them.
@@ -224,13 +230,34 @@ impl WatchState {
         // Caught up just before it entered this wait (else, where the last delay ended).
         let caught_up = w.entered_ns.filter(|&t| t >= end).unwrap_or(end);
         let mut deadline = since + period;
+        // The first period due after the last delay ended: the ones before lie in that delay
+        // (explained with it); this one was late for a reason of its own, met while the
+        // thread ran (a safepoint that stopped it in its Java code), and is asked about.
+        let mut first_own = None;
         while deadline + period / 2 < next && deadline < caught_up {
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
                 s.total.record(Nanos(caught_up - deadline));
                 s.interval.record(Nanos(caught_up - deadline));
             }
+            if deadline >= end && first_own.is_none() {
+                first_own = Some(deadline);
+            }
             deadline += period;
+        }
+        if let Some(due) = first_own {
+            if self.admit(DelayKind::Timer, caught_up - due) {
+                request(Request {
+                    series: pair.own,
+                    cpu: e.cpu,
+                    tid,
+                    deadline_ns: due,
+                    woke_ns: caught_up,
+                    running_ns: None,
+                    wait: Wait::Timer,
+                    slack_ns: 0,
+                });
+            }
         }
     }
 

@@ -45,8 +45,10 @@ struct Open {
 }
 
 /// How long before a safepoint's begin probe the VM thread's clock read is the JVM's own
-/// begin of it (`SafepointTracing::begin` reads it, then fires the probe).
-const BEGIN_READ_NS: u64 = 20_000;
+/// begin of it (`SafepointTracing::begin` reads it, then fires the probe: a microsecond
+/// apart, but the host stops the vCPU in between now and then, for tens of microseconds,
+/// which the JVM's account counts; its latest read before the probe is that one).
+const BEGIN_READ_NS: u64 = 1_000_000;
 /// The most threads a JVM process's latest clock reads are kept for.
 const MAX_READERS: usize = 4096;
 

@@ -642,7 +642,7 @@ fn series_of(w: &WatchState, kind: DelayKind) -> &WatchSeries {
 fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_absorbed() {
     // A 1 ms periodic thread whose timer returns while its JVM is at a safepoint: it blocks
     // at the barrier until the VM thread wakes it, just before the end probe.
-    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let (tid, mut w) = watch_this_thread(1_000_000);
     w.set_wait_calls(true);
     for k in 1..=3 {
         let d = k * 1_000_000;
@@ -668,7 +668,10 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
     w.offer(&safepoint(9_020_000, false));
     // It runs the deadlines it missed at once, then waits for the next (entered at 9.012 ms).
     sleep_to(&mut w, tid, (9_012_000, 10_000_000, 10_030_000));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let mut requests = Vec::new();
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |r| requests.push(r));
+    // Asked about once: the periods it ran at once lie in the delay the safepoint held.
+    assert_eq!(requests.len(), 1, "{requests:?}");
     let timer = series_of(&w, DelayKind::Timer);
     // Three on time (20 us), the one the safepoint held (4 ms to 9.01 ms), the five
     // deadlines it ran at once (5 ms to 9 ms, each late to 9.012 ms), the next (30 us).
@@ -681,7 +684,7 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
 fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait() {
     // Stopped by a safepoint while it ran (no wait of its own returned in it): its deadlines
     // at 4 and 5 ms passed meanwhile, run at once after it; its next wait entered at 5.5 ms.
-    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let (tid, mut w) = watch_this_thread(1_000_000);
     w.set_wait_calls(true);
     w.offer(&safepoint(100_000, true)); // a JVM
     w.offer(&safepoint(200_000, false));
@@ -690,11 +693,19 @@ fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait(
         sleep_to(&mut w, tid, (d - 500_000, d, d + 20_000));
     }
     sleep_to(&mut w, tid, (5_500_000, 6_000_000, 6_020_000));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    let mut requests = Vec::new();
+    w.advance(MERGE_LAG_NS + 20_000_000, &mut |r| requests.push(r));
     let timer = series_of(&w, DelayKind::Timer);
     // 1 to 3 ms waited for; 4 and 5 ms run at once at 5.5 ms; 6 ms waited for.
     assert_eq!(timer.total.len(), 6);
     assert_eq!(timer.total.max(), Nanos(1_500_000));
+    // The first missed one, over the threshold (1 ms), is asked about: from its deadline to
+    // where the thread caught up (what stopped it is found there).
+    let asked: Vec<(u64, u64)> = requests
+        .iter()
+        .map(|r| (r.deadline_ns, r.woke_ns))
+        .collect();
+    assert_eq!(asked, vec![(4_000_000, 5_500_000)]);
 }
 
 #[test]

@@ -150,31 +150,37 @@ fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
         };
         ev(1, ts, kind)
     };
-    let stop = |probed: bool| {
+    // (The read `before` the begin probe; every time stamp 2 ms on.)
+    let stop = |probed: bool, before: u64| {
         let (_, mut w) = watch_this_thread(u64::MAX);
         if probed {
             let lib = std::path::Path::new("/x/libjvm.so");
             w.jvm_clock_probed(lib, std::process::id(), Ok(true));
         }
+        let t = |ns: u64| 2_000_000 + ns;
         for e in [
-            clock_read(0, 1_000),
-            safepoint(3_000, true),
-            vmop(5_000, true),
-            vmop(9_000, false),
-            clock_read(0, 9_800),
-            clock_read(0, 11_000),
-            clock_read(0, 12_500),
-            safepoint(20_000, false),
+            clock_read(0, t(3_000) - before),
+            safepoint(t(3_000), true),
+            vmop(t(5_000), true),
+            vmop(t(9_000), false),
+            clock_read(0, t(9_800)),
+            clock_read(0, t(11_000)),
+            clock_read(0, t(12_500)),
+            safepoint(t(20_000), false),
         ] {
             w.offer(&e);
         }
         w.flush(&mut |_| {});
         let s = w.jvm_stops().0.next().cloned().expect("a safepoint");
-        (s.begin_ns, s.end_ns)
+        (s.begin_ns as i64 - 2_000_000, s.end_ns as i64 - 2_000_000)
     };
-    assert_eq!(stop(true), (1_000, 11_000));
+    assert_eq!(stop(true, 2_000), (1_000, 11_000));
+    // The host stopped the vCPU 60 us between the read and the probe: the JVM counts it.
+    assert_eq!(stop(true, 62_000), (-59_000, 11_000));
+    // A read 1.5 ms before is another's: at the probe.
+    assert_eq!(stop(true, 1_500_000).0, 3_000);
     // Its clock not probed: at its probes.
-    assert_eq!(stop(false), (3_000, 20_000));
+    assert_eq!(stop(false, 2_000), (3_000, 20_000));
 }
 
 #[test]
