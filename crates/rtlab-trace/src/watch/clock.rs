@@ -25,6 +25,9 @@ pub(super) struct ThreadClock {
     pub(super) read_ns: Option<u64>,
     /// Its park that ended, not read the clock since.
     pub(super) ended: Option<ParkEnded>,
+    /// Its parks in a row read within [`PROMPT_READ_NS`] of their return: a thread that
+    /// measures itself right after each park.
+    pub(super) prompt: u32,
 }
 
 /// A read within this long before a park's begin probe is the one the park's time was
@@ -36,6 +39,15 @@ pub(super) const BEFORE_PARK_NS: u64 = 1_000_000;
 /// waits for something else, and the park ends at its probe). As long as before: the
 /// host may stop the vCPU there too.
 pub(super) const AFTER_PARK_NS: u64 = 1_000_000;
+/// A thread whose last [`PROMPT_PARKS`] parks were each read within this long of their
+/// return reads its clock right after a park (a periodic loop measuring itself: a few
+/// microseconds of code in between); a later read of such a thread, up to
+/// [`STALLED_AFTER_PARK_NS`], was held back by the host (the vCPU stopped, which the guest
+/// sees as running), and the thread's own measure counts that. A thread that works between
+/// its park and its read is never that prompt: its park ends at its probe past 1 ms.
+pub(super) const PROMPT_READ_NS: u64 = 50_000;
+pub(super) const PROMPT_PARKS: u32 = 16;
+pub(super) const STALLED_AFTER_PARK_NS: u64 = 20_000_000;
 /// Above this many reads a second in one JVM process (by default), its clock probe costs too
 /// much (each read traps, a fraction of a microsecond: 20 000 of them about 1 % of a CPU
 /// here): it is removed, and the process's parks are timed at the park probes.
@@ -160,7 +172,20 @@ impl WatchState {
             return;
         };
         let ran = e.ts_ns.saturating_sub(p.end.ts_ns).saturating_sub(p.off_ns);
-        let end = if ran <= AFTER_PARK_NS { e } else { &p.end };
+        let prompt = w.clock.prompt >= PROMPT_PARKS;
+        let stalled = prompt && ran > AFTER_PARK_NS && ran <= STALLED_AFTER_PARK_NS;
+        // (A stalled read leaves the thread's habit as it was.)
+        if !stalled {
+            w.clock.prompt = match ran <= PROMPT_READ_NS {
+                true => w.clock.prompt.saturating_add(1),
+                false => 0,
+            };
+        }
+        let end = if ran <= AFTER_PARK_NS || stalled {
+            e
+        } else {
+            &p.end
+        };
         for (kind, delay) in p.delays {
             self.sample_kind(kind, tid, delay, end, request);
         }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::event::JvmProbe;
+use crate::watch::clock::PROMPT_PARKS;
 
 /// Thread `tid` reads its JVM's clock at `ts`.
 fn clock_read(tid: i64, ts: u64) -> Event {
@@ -90,6 +91,41 @@ fn time_off_its_cpu_before_the_read_counts_and_a_read_after_a_sleep_or_long_run_
     // The run ends before a read: the same.
     let (_, mut w) = parked(true);
     assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
+}
+
+/// Thread `tid`'s periods `from..to`, 10 ms apart: each a park to 1 ms past its start (as
+/// `parked`), its Java code reading the clock `after` its end probe.
+fn periods(w: &mut WatchState, tid: i64, from: u64, to: u64, after: u64) {
+    for k in from..to {
+        let o = k * 10_000_000;
+        w.offer(&clock_read(tid, o + 99_000));
+        w.offer(&park(tid, o + 100_000, Some(901_000)));
+        sleep_to(w, tid, (o + 101_000, o + 1_002_000, o + 1_020_000));
+        w.offer(&park(tid, o + 1_030_000, None));
+        w.offer(&clock_read(tid, o + 1_030_000 + after));
+    }
+}
+
+#[test]
+fn a_thread_that_reads_its_clock_right_after_each_park_is_late_to_a_read_the_host_held_back() {
+    // Sixteen parks read 2 us after their return, then one read 1.5 ms after it (the vCPU
+    // stopped there: no event says so, the thread seems to run): late to that read, as the
+    // thread measures itself.
+    let (tid, mut w) = watched(true);
+    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 16, 17, 1_500_000);
+    assert_eq!(timer_max(&mut w), (17, Nanos(1_530_000)));
+    // One park fewer read at once: the thread's habit is not known, the park ends at its
+    // probe.
+    let (tid, mut w) = watched(true);
+    periods(&mut w, tid, 1, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 16, 17, 1_500_000);
+    assert_eq!(timer_max(&mut w), (16, Nanos(32_000)));
+    // A thread that works 200 us between its park and its read: the same.
+    let (tid, mut w) = watched(true);
+    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 200_000);
+    periods(&mut w, tid, 16, 17, 1_500_000);
+    assert_eq!(timer_max(&mut w), (17, Nanos(230_000)));
 }
 
 #[test]
