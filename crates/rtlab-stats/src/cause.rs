@@ -58,6 +58,11 @@ impl CauseKey {
     pub fn of(c: &Cause) -> CauseKey {
         let time_sharing = !matches!(c.prio, Some(p) if p > 0);
         let mechanism = match (c.kind, &c.task, c.reason) {
+            // Asleep again after its wakeup: the task is what ran on its CPU meanwhile, not
+            // what it waited for.
+            (CauseKind::Blocking, _, Some(ReasonCode::AsleepAgain)) => {
+                Mechanism::Other(CauseKind::Blocking)
+            }
             (CauseKind::Blocking, Some(_), _) => Mechanism::Blocked,
             (CauseKind::Preemption, Some(_), reason) => match reason {
                 Some(ReasonCode::NonPreemptible) if time_sharing => Mechanism::NonPreemptible,

@@ -412,6 +412,7 @@ reason_codes! {
     Observer = "observer",
     FairServer = "fair_server",
     JvmSafepoint = "jvm_safepoint",
+    AsleepAgain = "asleep_again",
 }
 
 impl Serialize for ReasonCode {

@@ -419,22 +419,30 @@ pub(crate) fn with_jvm_stops(
     // One still in progress when the delay ended.
     stops.extend(jvm.open_at(process, r.woke_ns));
     let vm_thread = vm_thread.map(|t| find_task(histories, t));
-    let meanwhile: Vec<String> = o
-        .causes
+    // What ran on its CPU meanwhile, by task (rtlab's own threads as one, the observer).
+    let mut ran: Vec<(&str, u64)> = Vec::new();
+    for c in &o.causes {
+        let Some(task) = c.task.as_deref() else {
+            continue;
+        };
+        // rtlab's own threads are the observer, never named as a cause.
+        let ours = c
+            .pid
+            .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32));
+        let task = match ours && crate::reader::is_observer_thread(task) {
+            true => "the observer (rtlab itself)",
+            false => task,
+        };
+        match ran.iter_mut().find(|(t, _)| *t == task) {
+            Some(r) => r.1 += c.duration_ns,
+            None => ran.push((task, c.duration_ns)),
+        }
+    }
+    ran.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let meanwhile: Vec<String> = ran
         .iter()
-        .filter_map(|c| {
-            let task = c.task.as_deref()?;
-            // rtlab's own threads are the observer, never named as a cause.
-            let ours = c
-                .pid
-                .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32));
-            let task = match ours && crate::reader::is_observer_thread(task) {
-                true => "the observer (rtlab itself)",
-                false => task,
-            };
-            Some(format!("{task} {}", rtlab_stats::Nanos(c.duration_ns)))
-        })
         .take(3)
+        .map(|(task, ns)| format!("{task} {}", rtlab_stats::Nanos(*ns)))
         .collect();
     let mut added = Vec::new();
     for s in stops {
@@ -470,6 +478,15 @@ pub(crate) fn with_jvm_stops(
         });
     }
     let stopped: u64 = added.iter().map(|c| c.duration_ns).sum();
+    // Its sleep after its wakeup (at the safepoint's barrier) is the stop's own time.
+    let mut covered = stopped;
+    for c in o.causes.iter_mut() {
+        if c.reason == Some(ReasonCode::AsleepAgain) {
+            let part = c.duration_ns.min(covered);
+            c.duration_ns -= part;
+            covered -= part;
+        }
+    }
     let rest = o.latency_ns.saturating_sub(stopped);
     let kernel: u64 = o.causes.iter().map(|c| c.duration_ns).sum();
     if kernel > rest {
@@ -556,6 +573,16 @@ mod tests {
             },
         };
         use crate::event::JvmProbe::*;
+        use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
+        let cause = |kind, duration_ns, reason| Cause {
+            kind,
+            duration_ns,
+            task: None,
+            pid: None,
+            prio: None,
+            detail: None,
+            reason: Some(reason),
+        };
         let mut h = History::default();
         for e in [
             jvm(1_000, ParkBegin, tid),
@@ -582,10 +609,29 @@ mod tests {
             latency_ns: 49_010_000,
             cpu: None,
             until_running_ns: None,
-            causes: Vec::new(),
+            // As the kernel's events tell it: asleep again after its timer's wakeup (at the
+            // safepoint's barrier), then its way out of idle.
+            causes: vec![
+                cause(CauseKind::Blocking, 48_900_000, ReasonCode::AsleepAgain),
+                cause(
+                    CauseKind::IdleExit,
+                    110_000,
+                    ReasonCode::IdleExitAfterWakeup,
+                ),
+            ],
             stacks: Vec::new(),
         };
         with_jvm_stops(&mut o, &r, std::slice::from_ref(&h));
+        // The sleep is the stop's; what is left of the delay outside it, the way out of idle.
+        let kinds: Vec<(CauseKind, u64)> =
+            o.causes.iter().map(|c| (c.kind, c.duration_ns)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (CauseKind::Safepoint, 49_000_000),
+                (CauseKind::IdleExit, 10_000)
+            ]
+        );
         let named = o
             .causes
             .iter()

@@ -559,12 +559,26 @@ pub(crate) fn is_observer_thread(comm: &str) -> bool {
 
 /// Causes that are rtlab's own observing threads become one `observer` cause: rtlab is never
 /// named as the culprit of what it watches, and what it cost is said as such.
-fn as_observer(causes: Vec<Cause>) -> Vec<Cause> {
-    let ours = |c: &Cause| {
+fn as_observer(mut causes: Vec<Cause>) -> Vec<Cause> {
+    let own_thread = |c: &Cause| {
         c.task.as_deref().is_some_and(is_observer_thread)
             && c.pid
                 .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32))
     };
+    // Where the late thread was asleep again, what ran on its CPU did not keep it: rtlab's
+    // own threads there are not named at all (the sleep is one cause, whoever ran).
+    let again = |c: &Cause| c.reason == Some(rtlab_stats::result::ReasonCode::AsleepAgain);
+    if causes.iter().any(|c| again(c) && own_thread(c)) {
+        let mut asleep = 0;
+        causes.retain(|c| {
+            let drop = again(c) && (own_thread(c) || c.task.is_none());
+            asleep += if drop { c.duration_ns } else { 0 };
+            !drop
+        });
+        causes.push(taskless(CauseKind::Blocking, asleep, Reason::AsleepAgain));
+        causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+    }
+    let ours = own_thread;
     if !causes.iter().any(ours) {
         return causes;
     }
@@ -574,18 +588,23 @@ fn as_observer(causes: Vec<Cause>) -> Vec<Cause> {
         .max_by_key(|c| c.duration_ns)
         .and_then(|c| c.task.clone())
         .unwrap_or_else(|| "rtlab".into());
-    let reason = Reason::Observer { comm };
-    rest.push(Cause {
-        kind: CauseKind::Observer,
-        duration_ns: observer.iter().map(|c| c.duration_ns).sum(),
+    let ns = observer.iter().map(|c| c.duration_ns).sum();
+    rest.push(taskless(CauseKind::Observer, ns, Reason::Observer { comm }));
+    rest.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+    rest
+}
+
+/// A cause that names no task.
+fn taskless(kind: CauseKind, duration_ns: u64, reason: Reason) -> Cause {
+    Cause {
+        kind,
+        duration_ns,
         task: None,
         pid: None,
         prio: None,
         detail: Some(reason.to_string()),
         reason: Some(reason.code()),
-    });
-    rest.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
-    rest
+    }
 }
 
 fn explain_one(
@@ -649,15 +668,7 @@ fn explain_one(
         let reason = Reason::TimerSlack {
             slack_ns: r.slack_ns,
         };
-        causes.push(Cause {
-            kind: CauseKind::Syscall,
-            duration_ns: slack,
-            task: None,
-            pid: None,
-            prio: None,
-            detail: Some(reason.to_string()),
-            reason: Some(reason.code()),
-        });
+        causes.push(taskless(CauseKind::Syscall, slack, reason));
         causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
     }
     let causes = as_observer(causes);
@@ -676,4 +687,71 @@ fn explain_one(
         },
         saved,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_stats::result::ReasonCode;
+
+    fn cause(kind: CauseKind, ns: u64, task: Option<&str>, reason: Reason) -> Cause {
+        Cause {
+            kind,
+            duration_ns: ns,
+            task: task.map(String::from),
+            pid: task.map(|_| rtlab_sys::futex::current_tid() as i64),
+            prio: None,
+            detail: Some(reason.to_string()),
+            reason: Some(reason.code()),
+        }
+    }
+
+    #[test]
+    fn rtlab_running_while_the_thread_slept_again_is_not_named_and_when_it_ran_it_is_the_observer()
+    {
+        let again = Reason::AsleepAgain;
+        let causes = as_observer(vec![
+            cause(
+                CauseKind::Blocking,
+                3_000_000,
+                Some("rtlab-explain"),
+                again.clone(),
+            ),
+            cause(CauseKind::Blocking, 1_000_000, None, again.clone()),
+            cause(CauseKind::Blocking, 200_000, Some("kworker/0:1"), again),
+            cause(
+                CauseKind::Preemption,
+                50_000,
+                Some("rtlab"),
+                Reason::NonPreemptible,
+            ),
+        ]);
+        let got: Vec<(CauseKind, u64, Option<&str>, Option<ReasonCode>)> = causes
+            .iter()
+            .map(|c| (c.kind, c.duration_ns, c.task.as_deref(), c.reason))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    CauseKind::Blocking,
+                    4_000_000,
+                    None,
+                    Some(ReasonCode::AsleepAgain)
+                ),
+                (
+                    CauseKind::Blocking,
+                    200_000,
+                    Some("kworker/0:1"),
+                    Some(ReasonCode::AsleepAgain)
+                ),
+                (
+                    CauseKind::Observer,
+                    50_000,
+                    None,
+                    Some(ReasonCode::Observer)
+                ),
+            ]
+        );
+    }
 }

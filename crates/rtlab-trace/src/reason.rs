@@ -61,6 +61,10 @@ pub enum Reason {
         blocker: Blocker,
         holder: Option<Named>,
     },
+    /// After its wakeup past the deadline the thread ran and went to sleep again, waiting for
+    /// something else on its way back to its code (a Java thread: its JVM's safepoint
+    /// barrier, a lock): its CPU idled, or other tasks ran, meanwhile.
+    AsleepAgain,
     /// Woken from another CPU; on a VM the host delivered the IPI late while `running` ran.
     IpiLateOnHost { from_cpu: u16, running: String },
     /// Woken from another CPU; the IPI waited while the current task had interrupts off.
@@ -144,6 +148,7 @@ impl Reason {
             Reason::PriorityInversion { .. } => ReasonCode::PriorityInversion,
             Reason::RanWhileBlocked { .. } => ReasonCode::RanWhileBlocked,
             Reason::NetStackInversion { .. } => ReasonCode::NetStackInversion,
+            Reason::AsleepAgain => ReasonCode::AsleepAgain,
             Reason::IpiLateOnHost { .. } => ReasonCode::IpiLateOnHost,
             Reason::IpiWaited { .. } => ReasonCode::IpiWaited,
             Reason::NotifierCall => ReasonCode::NotifierCall,
@@ -306,6 +311,9 @@ impl fmt::Display for Reason {
                 }
             ),
             Reason::Observer { comm } => write!(f, "rtlab's own {comm} thread ran here"),
+            Reason::AsleepAgain => f.write_str(
+                "asleep again after its wakeup, waiting for something else on its way back to its code (a Java thread: its JVM's safepoint barrier, or a lock)",
+            ),
             Reason::ThrottledWhileRan { fair_server: true } => f.write_str(
                 "RT throttling by the fair server: this kernel (6.12+) runs waiting SCHED_OTHER work up to 50 ms of every second over real-time threads (debugfs sched/fair_server/cpuN/runtime; rtlab check fair_server)",
             ),

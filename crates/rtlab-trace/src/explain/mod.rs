@@ -449,6 +449,9 @@ struct Attribution<'a> {
     woken: bool,
     /// Lock waits: the thread ran and blocked (asleep until the holder wakes it).
     blocked: bool,
+    /// A timer wait: woken past the deadline, the thread ran and went to sleep again
+    /// (waiting for something else on its way back to its code).
+    asleep_again: bool,
     /// Its priority when woken (or, for a lock wait, when it blocked).
     woken_prio: Option<i64>,
     /// Its priority as its last wakeup or switch-out showed it (a spinner is never woken).
@@ -506,6 +509,7 @@ impl<'a> Attribution<'a> {
             // A spinning thread is runnable throughout: nothing has to wake it.
             woken: late.wait == Wait::Spin,
             blocked: false,
+            asleep_again: false,
             woken_prio: None,
             thread_prio: None,
             time_sharing_since: 0,
@@ -606,6 +610,7 @@ impl<'a> Attribution<'a> {
             Moved::Woken { from_cpu, prio, .. } => {
                 self.woken = true;
                 self.blocked = false;
+                self.asleep_again = false;
                 self.woken_prio = Some(prio);
                 self.runnable_since = e.ts_ns;
                 self.ipi_pending = (from_cpu != self.late.cpu).then_some(from_cpu);
@@ -625,7 +630,10 @@ impl<'a> Attribution<'a> {
                 asleep: true, prio, ..
             } => {
                 // It went to sleep: a wakeup before this one (an earlier period's, in the
-                // history before the deadline) is spent.
+                // history before the deadline) is spent. Woken past the deadline, it sleeps
+                // again on its way back (the delay runs to where its code goes on).
+                self.asleep_again =
+                    self.late.wait == Wait::Timer && self.woken && e.ts_ns >= self.t0;
                 self.woken = false;
                 if self.late.wait.blocks() && e.ts_ns >= self.t0 {
                     self.blocked = true;
@@ -825,6 +833,13 @@ impl<'a> Attribution<'a> {
         let current = self.cpu.current.as_ref();
         if self.blocked {
             return self.blocked_owner(current);
+        }
+        if self.asleep_again {
+            return Key::new(
+                CauseKind::Blocking,
+                current.filter(|t| !t.is_idle()),
+                Reason::AsleepAgain,
+            );
         }
         let (woken, woken_prio) = (self.woken, self.woken_prio);
         if let (Some(from), Some(t)) = (self.ipi_pending, current) {

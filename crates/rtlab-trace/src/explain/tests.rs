@@ -702,6 +702,44 @@ fn a_busy_cpu_that_misses_its_tick_did_not_run() {
 }
 
 #[test]
+fn a_thread_asleep_again_after_its_wakeup_waits_for_something_else_not_the_host() {
+    // Its timer wakes it at 5.0004 s, it runs and goes to sleep again at 5.00042 (a Java
+    // thread at its JVM's safepoint barrier), its CPU idles until the VM thread on CPU 1
+    // wakes it at 5.04 s. The idle CPU is the wait, not a late timer or a stopped vCPU.
+    let mut lines = vec!["<idle>-0 [000] d..1. 5.000000: cpu_idle: state=1 cpu_id=0"];
+    lines.extend(TIMER_WAKES_T_ON_IDLE_CPU0);
+    lines.extend([
+        "t-7 [000] d..2. 5.000420: sched_switch: prev_comm=t prev_pid=7 prev_prio=4 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+        "<idle>-0 [000] d..1. 5.000421: cpu_idle: state=1 cpu_id=0",
+        "vm-9 [001] d..2. 5.040000: sched_waking: comm=t pid=7 prio=4 target_cpu=000",
+        "<idle>-0 [000] d..2. 5.040010: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=4",
+    ]);
+    let ev = events(&lines);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 5_000_400_000,
+        woke_ns: 5_040_012_000,
+        ..Late::default()
+    };
+    for virtualized in [true, false] {
+        let causes = attribute(&ev, Some(&swapper0()), &late, &rules(virtualized));
+        assert_eq!(causes[0].kind, CauseKind::Blocking, "{causes:?}");
+        assert_eq!(
+            causes[0].reason,
+            Some(ReasonCode::AsleepAgain),
+            "{causes:?}"
+        );
+        assert_eq!(causes[0].duration_ns, 39_580_000, "{causes:?}");
+        let gaps: u64 = causes
+            .iter()
+            .filter(|c| c.kind == CauseKind::HypervisorGap)
+            .map(|c| c.duration_ns)
+            .sum();
+        assert!(gaps <= 10_000, "{causes:?}");
+    }
+}
+
+#[test]
 fn an_idle_cpu_woken_late_is_a_hypervisor_gap_on_a_vm() {
     let mut lines = vec!["<idle>-0 [000] d..1. 5.000000: cpu_idle: state=1 cpu_id=0"];
     lines.extend(TIMER_WAKES_T_ON_IDLE_CPU0);
@@ -902,7 +940,22 @@ fn a_lock_wait_names_the_holder_and_the_task_that_kept_it_off_the_cpu() {
         },
         &rules,
     );
-    assert!(as_wakeup.iter().all(|c| c.kind != CauseKind::Blocking));
+    assert!(as_wakeup.iter().all(|c| !matches!(
+        c.reason,
+        Some(
+            ReasonCode::HolderRan
+                | ReasonCode::WaitingForHolder
+                | ReasonCode::PriorityInversion
+                | ReasonCode::RanWhileBlocked
+        )
+    )));
+    // Only that it went to sleep again after its wakeup, until woken again.
+    let again: u64 = as_wakeup
+        .iter()
+        .filter(|c| c.reason == Some(ReasonCode::AsleepAgain))
+        .map(|c| c.duration_ns)
+        .sum();
+    assert_eq!(again, 3_500_000, "{as_wakeup:?}");
 }
 
 #[test]
