@@ -44,7 +44,8 @@ pub(super) const AFTER_PARK_NS: u64 = 1_000_000;
 /// microseconds of code in between); a later read of such a thread, up to
 /// [`STALLED_AFTER_PARK_NS`], was held back by the host (the vCPU stopped, which the guest
 /// sees as running), and the thread's own measure counts that. A thread that works between
-/// its park and its read is never that prompt: its park ends at its probe past 1 ms.
+/// its park and its read is never that prompt: its park ends at its probe past 1 ms, and
+/// one such read past 1 ms makes the thread's habit unknown again.
 pub(super) const PROMPT_READ_NS: u64 = 50_000;
 pub(super) const PROMPT_PARKS: u32 = 16;
 pub(super) const STALLED_AFTER_PARK_NS: u64 = 20_000_000;
@@ -147,6 +148,7 @@ impl WatchState {
         };
         if self.clocks.count(*process, e.ts_ns) {
             self.clocks.remove.push(*process);
+            self.jvms.unclock(*process);
             self.jvms.notes.push(format!(
                 "JVM: process {process} reads its clock over {} times a second: its clock \
                  probe is removed, its threads' parks are timed at HotSpot's park probes from \
@@ -174,12 +176,13 @@ impl WatchState {
         let ran = e.ts_ns.saturating_sub(p.end.ts_ns).saturating_sub(p.off_ns);
         let prompt = w.clock.prompt >= PROMPT_PARKS;
         let stalled = prompt && ran > AFTER_PARK_NS && ran <= STALLED_AFTER_PARK_NS;
-        // (A stalled read leaves the thread's habit as it was.)
-        if !stalled {
-            w.clock.prompt = match ran <= PROMPT_READ_NS {
-                true => w.clock.prompt.saturating_add(1),
-                false => 0,
-            };
+        // A stalled read leaves the thread's habit as it was, and so does one under 1 ms (a
+        // short stall, or a little work: the host stops the vCPU often when it does so at
+        // all); a longer one not taken as a stall is work: the habit is not known any more.
+        if ran <= PROMPT_READ_NS {
+            w.clock.prompt = w.clock.prompt.saturating_add(1);
+        } else if ran > AFTER_PARK_NS && !stalled {
+            w.clock.prompt = 0;
         }
         let end = if ran <= AFTER_PARK_NS || stalled {
             e

@@ -46,9 +46,10 @@ struct Open {
 
 /// How long before a safepoint's begin probe the VM thread's clock read is the JVM's own
 /// begin of it (`SafepointTracing::begin` reads it, then fires the probe: a microsecond
-/// apart, but the host stops the vCPU in between now and then, for tens of microseconds,
-/// which the JVM's account counts; its latest read before the probe is that one).
-const BEGIN_READ_NS: u64 = 1_000_000;
+/// apart, but the vCPU is stopped in between now and then, for tens of microseconds, once
+/// for 1.08 ms, which the JVM's account counts). Its latest read before the probe, and since
+/// the JVM's previous safepoint ended, is that one.
+const BEGIN_READ_NS: u64 = 10_000_000;
 /// The most threads a JVM process's latest clock reads are kept for.
 const MAX_READERS: usize = 4096;
 
@@ -76,6 +77,10 @@ pub(crate) struct Jvms {
     pub(crate) stops_seen: u64,
     /// Per JVM process whose clock is probed, each thread's latest clock read.
     reads: HashMap<u32, HashMap<i64, u64>>,
+    /// JVM processes whose clock probe was removed: their reads are not used.
+    unclocked: std::collections::HashSet<u32>,
+    /// Per JVM process, when its latest safepoint ended.
+    ended: HashMap<u32, u64>,
 }
 
 impl Jvms {
@@ -107,6 +112,8 @@ impl Jvms {
         self.checked.retain(|p, _| alive.contains(p));
         self.open.retain(|p, _| alive.contains(p));
         self.reads.retain(|p, _| alive.contains(p));
+        self.ended.retain(|p, _| alive.contains(p));
+        self.unclocked.retain(|p| alive.contains(p));
         self.jvms.retain(|p| alive.contains(p));
     }
 
@@ -151,11 +158,12 @@ impl Jvms {
         match probe {
             JvmProbe::SafepointBegin => {
                 // From the JVM's own clock read where seen (as its -Xlog:safepoint counts).
+                let after = self.ended.get(process).copied().unwrap_or(0);
                 let read = self
                     .reads
                     .get(process)
                     .and_then(|r| r.get(&e.current_pid))
-                    .filter(|&&r| r <= e.ts_ns && e.ts_ns - r <= BEGIN_READ_NS);
+                    .filter(|&&r| r <= e.ts_ns && e.ts_ns - r <= BEGIN_READ_NS && r >= after);
                 self.open.insert(
                     *process,
                     Open {
@@ -165,6 +173,7 @@ impl Jvms {
                     },
                 );
             }
+            JvmProbe::ClockRead if self.unclocked.contains(process) => {}
             JvmProbe::ClockRead => {
                 let reads = self.reads.entry(*process).or_default();
                 if reads.len() >= MAX_READERS {
@@ -196,6 +205,7 @@ impl Jvms {
                     .or(first)
                     .filter(|&r| r <= e.ts_ns)
                     .unwrap_or(e.ts_ns);
+                self.ended.insert(*process, e.ts_ns);
                 return Some(Stop {
                     process: *process,
                     begin_ns: o.begin_ns,
@@ -214,6 +224,12 @@ impl Jvms {
             _ => {}
         }
         None
+    }
+
+    /// JVM `process`'s clock probe was removed: its reads are not used from now on.
+    pub(crate) fn unclock(&mut self, process: u32) {
+        self.unclocked.insert(process);
+        self.reads.remove(&process);
     }
 
     /// Keeps `stop` among the latest.

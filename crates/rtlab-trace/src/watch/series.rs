@@ -134,14 +134,19 @@ impl WatchState {
     }
 
     /// Thread `tid`'s timer delay began at `since`: its period, where two intervals in a row
-    /// agree within 5 %.
+    /// agree within 5 % (and are not a multiple of the period known: a thread late by over a
+    /// period again and again runs every other one at once, and waits two periods apart).
     pub(super) fn learn_period(&mut self, tid: i64, since: u64) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
         if let Some((last, interval)) = w.last_timer_ns {
             let now = since.saturating_sub(last);
-            if interval > 0 && now.abs_diff(interval) * 20 <= interval {
+            let multiple = w.period_ns.is_some_and(|p| {
+                let k = (now + p / 2) / p.max(1);
+                k >= 2 && now.abs_diff(k * p) * 20 <= p
+            });
+            if interval > 0 && now.abs_diff(interval) * 20 <= interval && !multiple {
                 w.period_ns = Some(now);
             }
             w.last_timer_ns = Some((since, now));

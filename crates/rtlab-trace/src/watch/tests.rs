@@ -709,6 +709,28 @@ fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait(
 }
 
 #[test]
+fn a_java_thread_late_by_over_a_period_again_and_again_keeps_its_period() {
+    // 1 ms periods; from 4 ms on, each wait it makes is 1.5 ms late, so it runs the next
+    // period at once and waits two periods apart (4, 6, ... 14 ms); then on time again.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    w.set_wait_calls(true);
+    w.offer(&safepoint(100_000, true)); // a JVM
+    w.offer(&safepoint(200_000, false));
+    for k in 1..=3 {
+        let d = k * 1_000_000;
+        sleep_to(&mut w, tid, (d - 500_000, d, d + 20_000));
+    }
+    for d in (4..=14).step_by(2).map(|ms| ms * 1_000_000) {
+        sleep_to(&mut w, tid, (d - 490_000, d, d + 1_500_000));
+    }
+    sleep_to(&mut w, tid, (15_510_000, 16_000_000, 16_020_000));
+    w.advance(MERGE_LAG_NS + 30_000_000, &mut |_| {});
+    // Every period from 1 to 16 ms counted: those run at once (5, 7, ... 15 ms) too.
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 16);
+}
+
+#[test]
 fn a_thread_that_runs_through_a_safepoint_keeps_its_own_delays() {
     // A collector's worker: woken again and again while its JVM is at a safepoint, then
     // asleep until the next collection. Its delays end where its waits returned.

@@ -126,6 +126,18 @@ fn a_thread_that_reads_its_clock_right_after_each_park_is_late_to_a_read_the_hos
     periods(&mut w, tid, 0, PROMPT_PARKS as u64, 200_000);
     periods(&mut w, tid, 16, 17, 1_500_000);
     assert_eq!(timer_max(&mut w), (17, Nanos(230_000)));
+    // Prompt, then a few reads held back under 1 ms (a burst of short stalls), then one
+    // 1.5 ms: still its habit, late to that read. After one read 25 ms on (work), not.
+    let (tid, mut w) = watched(true);
+    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 16, 19, 400_000);
+    periods(&mut w, tid, 19, 20, 1_500_000);
+    assert_eq!(timer_max(&mut w), (20, Nanos(1_530_000)));
+    let (tid, mut w) = watched(true);
+    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 16, 17, 25_000_000);
+    w.advance(MERGE_LAG_NS + 200_000_000, &mut |_| {});
+    assert_eq!(w.threads[&tid].clock.prompt, 0);
 }
 
 #[test]
@@ -186,14 +198,14 @@ fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
         };
         ev(1, ts, kind)
     };
-    // (The read `before` the begin probe; every time stamp 2 ms on.)
+    // (The read `before` the begin probe; every time stamp 20 ms on.)
     let stop = |probed: bool, before: u64| {
         let (_, mut w) = watch_this_thread(u64::MAX);
         if probed {
             let lib = std::path::Path::new("/x/libjvm.so");
             w.jvm_clock_probed(lib, std::process::id(), Ok(true));
         }
-        let t = |ns: u64| 2_000_000 + ns;
+        let t = |ns: u64| 20_000_000 + ns;
         for e in [
             clock_read(0, t(3_000) - before),
             safepoint(t(3_000), true),
@@ -208,15 +220,42 @@ fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
         }
         w.flush(&mut |_| {});
         let s = w.jvm_stops().0.next().cloned().expect("a safepoint");
-        (s.begin_ns as i64 - 2_000_000, s.end_ns as i64 - 2_000_000)
+        (s.begin_ns as i64 - 20_000_000, s.end_ns as i64 - 20_000_000)
     };
     assert_eq!(stop(true, 2_000), (1_000, 11_000));
     // The host stopped the vCPU 60 us between the read and the probe: the JVM counts it.
     assert_eq!(stop(true, 62_000), (-59_000, 11_000));
-    // A read 1.5 ms before is another's: at the probe.
-    assert_eq!(stop(true, 1_500_000).0, 3_000);
+    // One 1.5 ms before, the vCPU stopped that long: the JVM counts it too.
+    assert_eq!(stop(true, 1_500_000).0, -1_497_000);
+    // A read 11 ms before is another's: at the probe. (So is one before the JVM's previous
+    // safepoint ended, and any once its clock probe is removed.)
+    assert_eq!(stop(true, 11_000_000).0, 3_000);
     // Its clock not probed: at its probes.
     assert_eq!(stop(false, 2_000), (3_000, 20_000));
+}
+
+#[test]
+fn a_safepoints_begin_is_never_a_read_from_before_the_previous_one_ended() {
+    // The VM thread reads its clock at 1 us, begins a safepoint at 2 us, ends it at 5 us;
+    // the next begins at 8 us with no read of its own seen in between.
+    let (_, mut w) = watch_this_thread(u64::MAX);
+    w.jvm_clock_probed(
+        std::path::Path::new("/x/libjvm.so"),
+        std::process::id(),
+        Ok(true),
+    );
+    for e in [
+        clock_read(0, 1_000),
+        safepoint(2_000, true),
+        safepoint(5_000, false),
+        safepoint(8_000, true),
+        safepoint(9_000, false),
+    ] {
+        w.offer(&e);
+    }
+    w.flush(&mut |_| {});
+    let begins: Vec<u64> = w.jvm_stops().0.map(|s| s.begin_ns).collect();
+    assert_eq!(begins, vec![1_000, 8_000]);
 }
 
 #[test]
