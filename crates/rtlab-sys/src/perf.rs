@@ -33,9 +33,17 @@ pub fn uprobe_type() -> Result<u32, SysError> {
 /// A disabled uprobe at byte `offset` of `path` (the file offset of the probed
 /// instruction): in process `pid` only (its threads, on any CPU; the probe is placed in no
 /// other process's memory), or with None in every process, counted on `cpu`. Either way a
-/// BPF program attached to it runs at every hit it takes, on any CPU.
+/// BPF program attached to it runs at every hit it takes, on any CPU. With `ret`, a return
+/// probe: `offset` is a function's entry, and the program runs where the function returns
+/// (its registers then: the value returned in `%rax`).
 #[allow(unsafe_code)]
-pub fn uprobe(path: &Path, offset: u64, pid: Option<i32>, cpu: usize) -> Result<OwnedFd, SysError> {
+pub fn uprobe(
+    path: &Path,
+    offset: u64,
+    pid: Option<i32>,
+    cpu: usize,
+    ret: bool,
+) -> Result<OwnedFd, SysError> {
     let pmu = uprobe_type()?;
     let c_path =
         CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| SysError::Invalid {
@@ -43,7 +51,7 @@ pub fn uprobe(path: &Path, offset: u64, pid: Option<i32>, cpu: usize) -> Result<
         })?;
     let mut attr = [0u64; ATTR_SIZE / 8];
     attr[0] = pmu as u64 | ((ATTR_SIZE as u64) << 32);
-    attr[1] = 0; // config: no return probe, no reference counter
+    attr[1] = ret as u64; // config: bit 0 a return probe (the PMU's `retprobe` format); no reference counter
     attr[2] = 1; // sample_period
     attr[5] = DISABLED;
     attr[7] = c_path.as_ptr() as u64; // config1: uprobe_path

@@ -121,9 +121,10 @@ pub enum Kind {
         probe: JvmProbe,
         process: u32,
         name: Option<std::sync::Arc<str>>,
-        /// A park's time asked for (`LockSupport.parkNanos`: relative, in nanoseconds),
-        /// where it is one.
-        park_ns: Option<u64>,
+        /// A time the probe gives: a park's time asked for (`LockSupport.parkNanos`:
+        /// relative, in nanoseconds), where it is one; the time a clock read returned
+        /// (`System.nanoTime()`: CLOCK_MONOTONIC, as the trace's), where seen.
+        time_ns: Option<u64>,
     },
     /// The kernel stack of `task` at the event just before (where the recorder keeps
     /// stacks): at a switch, the task leaving the CPU; at a watched thread's waking, the
@@ -548,7 +549,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
                 probe: *probe,
                 process: 0,
                 name: field(fields, "op").map(|op| op.trim_matches('"').into()),
-                park_ns: None,
+                time_ns: None,
             }
         }
         n if n.ends_with("_entry") && !n.starts_with("hrtimer") => Kind::VectorEntry {
@@ -637,14 +638,14 @@ pub fn format_line(e: &Event) -> String {
             probe,
             process,
             name,
-            park_ns,
+            time_ns,
         } => format!(
             "hotspot:{}: process={process}{}{}",
             probe.name(),
             name.as_ref()
                 .map(|n| format!(" name={n}"))
                 .unwrap_or_default(),
-            park_ns.map(|t| format!(" time={t}")).unwrap_or_default()
+            time_ns.map(|t| format!(" time={t}")).unwrap_or_default()
         ),
     };
     format!(

@@ -569,7 +569,7 @@ mod tests {
                 probe,
                 process,
                 name: None,
-                park_ns: None,
+                time_ns: None,
             },
         };
         use crate::event::JvmProbe::*;

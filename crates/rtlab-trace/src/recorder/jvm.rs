@@ -74,7 +74,8 @@ impl Recorder {
             }
             let args = probe.kept_args().map(|i| site.args.get(i));
             let filter = watched.filter(|_| probe.of_thread());
-            let link = self.attach_uprobe(libjvm, site.offset, probe, args, filter, pid)?;
+            let at = (libjvm, site.offset, false);
+            let link = self.attach_uprobe(at, probe, args, filter, pid)?;
             self.usdt_links.push(link);
             attached += 1;
         }
@@ -82,11 +83,11 @@ impl Recorder {
     }
 
     /// Loads `probe`'s program (recording `args`, for the processes in map `filter` if
-    /// given) and attaches it at `offset` in `libjvm`, in process `pid` or every process.
+    /// given) and attaches it at `offset` in `libjvm` (at the return of the function there
+    /// with `ret`), in process `pid` or every process.
     fn attach_uprobe(
         &mut self,
-        libjvm: &std::path::Path,
-        offset: u64,
+        (libjvm, offset, ret): (&std::path::Path, u64, bool),
         probe: JvmProbe,
         args: [Option<&crate::usdt::Arg>; 2],
         filter: Option<i32>,
@@ -108,7 +109,7 @@ impl Recorder {
         // CPU would record each hit once per CPU). For one process, the probe is placed in
         // its memory only: other JVMs running the same file pay nothing.
         let cpu = self.next.first().map_or(0, |n| n.0);
-        let ev = rtlab_sys::perf::uprobe(libjvm, offset, pid.map(|p| p as i32), cpu)
+        let ev = rtlab_sys::perf::uprobe(libjvm, offset, pid.map(|p| p as i32), cpu, ret)
             .map_err(ProbeError::Attach)?;
         rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(ProbeError::Attach)?;
         self.usdt.push(probe);
@@ -146,14 +147,32 @@ impl Recorder {
             }
         };
         let offset = offset.ok_or_else(|| crate::usdt::ProbeError::NoClock(libjvm.into()))?;
-        let link = self.attach_uprobe(
-            libjvm,
-            offset,
-            JvmProbe::ClockRead,
-            [None, None],
-            Some(watched),
+        // At its return, with the value it returns (`%rax`): the time the thread read,
+        // exactly. (A probe's own time comes after the read: on a VM, the host may stop the
+        // vCPU in between, for hundreds of microseconds at times, which the guest does not
+        // see. At its entry, that time came before the read, by as much.) Where return
+        // probes are refused, at its entry.
+        let rax = crate::usdt::Arg::Register {
+            regs_offset: 80,
+            size: 8,
+        };
+        let (probe, filter) = (JvmProbe::ClockRead, Some(watched));
+        let link = match self.attach_uprobe(
+            (libjvm, offset, true),
+            probe,
+            [Some(&rax), None],
+            filter,
             Some(pid),
-        )?;
+        ) {
+            Ok(link) => link,
+            Err(_) => self.attach_uprobe(
+                (libjvm, offset, false),
+                probe,
+                [None, None],
+                filter,
+                Some(pid),
+            )?,
+        };
         self.clock_links.push(link);
         Ok(true)
     }

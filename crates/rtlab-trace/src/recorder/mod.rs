@@ -842,15 +842,19 @@ impl Recorder {
                     }
                     _ => None,
                 };
-                // A park's relative time (an absolute one is in wall-clock milliseconds).
-                let park_ns = (probe == JvmProbe::ParkBegin && u32_at(OFF_PID2) == 0)
-                    .then(|| u64_at(OFF_X))
-                    .filter(|&t| (1..i64::MAX as u64).contains(&t));
+                // A park's relative time (an absolute one is in wall-clock milliseconds); a
+                // clock read's value, where its probe is at the clock's return.
+                let time_ns = match probe {
+                    JvmProbe::ParkBegin => (u32_at(OFF_PID2) == 0).then(|| u64_at(OFF_X)),
+                    JvmProbe::ClockRead => Some(u64_at(OFF_X)),
+                    _ => None,
+                }
+                .filter(|&t| (1..i64::MAX as u64).contains(&t));
                 Kind::Jvm {
                     probe,
                     process: u32_at(OFF_PID1),
                     name,
-                    park_ns,
+                    time_ns,
                 }
             }
             K_WAIT_EXIT => Kind::WaitExit {

@@ -7,6 +7,28 @@
 
 use super::*;
 
+/// How long before its probe a clock read's value may be (the time the probe gives, where
+/// it is at the clock's return: the host may stop the vCPU between the read and the probe).
+/// More: not a time of this clock.
+pub(super) const READ_BEFORE_PROBE_NS: u64 = 1_000_000_000;
+
+/// Event `e` at the time it happened: a clock read at the time it read, where its probe gives
+/// it (its probe's own time is later), any other at its own.
+pub(super) fn at_its_read(e: &Event) -> Event {
+    let read = match &e.kind {
+        Kind::Jvm {
+            probe: JvmProbe::ClockRead,
+            time_ns: Some(t),
+            ..
+        } => Some(*t).filter(|&t| t <= e.ts_ns && e.ts_ns - t <= READ_BEFORE_PROBE_NS),
+        _ => None,
+    };
+    Event {
+        ts_ns: read.unwrap_or(e.ts_ns),
+        ..e.clone()
+    }
+}
+
 /// A Java park or sleep that ended, its delays waiting for the thread's next clock read.
 #[derive(Debug, Clone)]
 pub(super) struct ParkEnded {
@@ -23,6 +45,9 @@ pub(super) struct ParkEnded {
 pub(super) struct ThreadClock {
     /// Its latest read.
     pub(super) read_ns: Option<u64>,
+    /// Its latest reads (up to [`RECENT_READS`]): the periods a periodic thread runs at once
+    /// are each measured at one.
+    pub(super) recent: std::collections::VecDeque<u64>,
     /// Its park that ended, not read the clock since.
     pub(super) ended: Option<ParkEnded>,
     /// Its parks in a row read within [`PROMPT_READ_NS`] of their return: a thread that
@@ -30,10 +55,19 @@ pub(super) struct ThreadClock {
     pub(super) prompt: u32,
 }
 
+/// The most reads of a thread kept.
+pub(super) const RECENT_READS: usize = 128;
 /// A read within this long before a park's begin probe is the one the park's time was
 /// computed from (`parkNanos(deadline - System.nanoTime())`: a microsecond or two here, more
 /// where the host stops the vCPU in between, which the guest does not see).
 pub(super) const BEFORE_PARK_NS: u64 = 1_000_000;
+/// A read up to this long before a park's begin probe is the one its time was computed
+/// from where the two give the thread's next period (see `park_base`).
+pub(super) const STALLED_BEFORE_PARK_NS: u64 = 20_000_000;
+/// How near a periodic thread's period a park's time from a read must be to be computed from
+/// it (the thread's deadline, exactly where the read is its own clock's value; a few
+/// microseconds off where the period was learned at probes).
+pub(super) const ON_PERIOD_NS: u64 = 10_000;
 /// A read after a park's end probe is the park's while the thread ran this long at most
 /// since (preempted in between, the time off its CPU is lateness it lives too; asleep, it
 /// waits for something else, and the park ends at its probe). As long as before: the
@@ -170,6 +204,10 @@ impl WatchState {
             return;
         };
         w.clock.read_ns = Some(e.ts_ns);
+        if w.clock.recent.len() >= RECENT_READS {
+            w.clock.recent.pop_front();
+        }
+        w.clock.recent.push_back(e.ts_ns);
         let Some(p) = w.clock.ended.take() else {
             return;
         };
@@ -194,13 +232,31 @@ impl WatchState {
         }
     }
 
-    /// Where the park thread `tid` begins at `begin_ns` counts its time from: its clock read
-    /// just before, else its begin probe.
-    pub(super) fn park_base(&self, tid: i64, begin_ns: u64) -> u64 {
-        self.threads
-            .get(&tid)
-            .and_then(|w| w.clock.read_ns)
-            .filter(|&r| r <= begin_ns && begin_ns - r <= BEFORE_PARK_NS)
+    /// Where the park thread `tid` begins at `begin_ns`, for `asked` (relative), counts its
+    /// time from: its clock read just before; or one up to [`STALLED_BEFORE_PARK_NS`] before,
+    /// where that read plus the time asked is the thread's next period to within
+    /// [`ON_PERIOD_NS`] (`parkNanos(next - System.nanoTime())`, the vCPU stopped after the
+    /// read); else its begin probe.
+    pub(super) fn park_base(&self, tid: i64, begin_ns: u64, asked: Option<u64>) -> u64 {
+        let Some(w) = self.threads.get(&tid) else {
+            return begin_ns;
+        };
+        let on_period = |r: u64| {
+            let (Some(period), Some((last, _)), Some(asked)) =
+                (w.period_ns, w.last_timer_ns, asked)
+            else {
+                return false;
+            };
+            let due = r.saturating_add(asked);
+            let k = (due.saturating_sub(last) + period / 2) / period.max(1);
+            k >= 1 && due.abs_diff(last + k * period) <= ON_PERIOD_NS
+        };
+        (w.clock.read_ns)
+            .filter(|&r| r <= begin_ns)
+            .filter(|&r| {
+                begin_ns - r <= BEFORE_PARK_NS
+                    || (begin_ns - r <= STALLED_BEFORE_PARK_NS && on_period(r))
+            })
             .unwrap_or(begin_ns)
     }
 

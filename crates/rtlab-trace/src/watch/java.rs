@@ -41,13 +41,33 @@ pub(super) struct JavaWait {
     /// just before (see `clock`), else from its begin probe (either nearer the program's own
     /// deadline than the time the JVM asks the kernel for, computed later).
     pub(super) deadline_ns: Option<u64>,
+    /// That read (else its begin probe), and its first wait call's entry: the JVM reads its
+    /// clock again in between, on its way to the wait, for the kernel's deadline (later
+    /// than the thread's by as much: by the time the host stops the vCPU there, too).
+    pub(super) base_ns: u64,
+    pub(super) entry_ns: Option<u64>,
     /// The delays its first woken wait call returned with.
     pub(super) delays: Vec<(DelayKind, Delay)>,
 }
 
-/// How far before the kernel's deadline a park's own may be (the JVM's way from the probe
-/// to its wait call; more: not this wait's).
+/// How far before the kernel's deadline a park's own may be, past the time from the read it
+/// counts from to its wait call (more: not this wait's).
 pub(super) const PARK_DEADLINE_NS: u64 = 1_000_000;
+
+/// Where a periodic thread that ran the periods `due` at once measured each: where it read
+/// its clock as often for each (`reads`: since the delay before them ended, the last one
+/// before its next wait, which found that wait's period not due yet), at its own read of it
+/// (the first for one read a period, the second for two ...); else each at `caught_up`.
+pub(super) fn measured_at(due: &[u64], reads: &[u64], caught_up: u64) -> Vec<u64> {
+    let m = due.len();
+    let stride = (m > 0 && reads.len() > m && (reads.len() - 1).is_multiple_of(m))
+        .then(|| (reads.len() - 1) / m)
+        .filter(|&s| (due.iter().enumerate()).all(|(j, &d)| reads[(j + 1) * s - 1] >= d));
+    match stride {
+        Some(s) => (0..m).map(|j| reads[(j + 1) * s - 1]).collect(),
+        None => vec![caught_up; m],
+    }
+}
 
 /// A return from a wait: where, when its wait was woken, and the delays it ends.
 pub(super) type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
@@ -86,7 +106,7 @@ impl WatchState {
             // One that ended with no clock read since: ended at its end probe.
             self.end_park_unread(tid, request);
         }
-        let base = self.park_base(tid, e.ts_ns);
+        let base = self.park_base(tid, e.ts_ns, park_ns);
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -101,6 +121,8 @@ impl WatchState {
             w.entered_ns = Some(e.ts_ns);
             w.java_wait = Some(JavaWait {
                 deadline_ns: park_ns.map(|t| base.saturating_add(t)),
+                base_ns: base,
+                entry_ns: None,
                 delays: Vec::new(),
             });
             return;
@@ -109,9 +131,10 @@ impl WatchState {
             return; // begun before the watch saw it: ended where its call returned
         };
         let mut delays = j.delays;
+        let read_to_wait = j.entry_ns.unwrap_or(e.ts_ns).saturating_sub(j.base_ns);
         for (kind, (since, _, _)) in delays.iter_mut() {
             if let Some(asked) = j.deadline_ns.filter(|_| *kind == DelayKind::Timer) {
-                if asked < *since && *since - asked <= PARK_DEADLINE_NS {
+                if asked < *since && *since - asked <= PARK_DEADLINE_NS + read_to_wait {
                     *since = asked;
                 }
             }
@@ -204,11 +227,13 @@ impl WatchState {
     /// waits for the next: each such period is late, as it sees it, by the time from its
     /// deadline to that wait's entry. (Periods the kernel never sees, as HdrHistogram's
     /// correction for an expected interval counts them.)
+    ///
+    /// With `next` None the thread waits no more (the run ends, or the thread did): the
+    /// periods it ran at once up to its last clock read count, none asked about.
     pub(super) fn skipped(
         &mut self,
         tid: i64,
-        next: u64,
-        e: &Event,
+        next: Option<(u64, &Event)>,
         request: &mut dyn FnMut(Request),
     ) {
         // Only a Java thread: a C program's sleep to a time already past is a call of its
@@ -227,32 +252,58 @@ impl WatchState {
         let Some(pair) = w.pairs[DelayKind::Timer as usize] else {
             return;
         };
-        // Caught up just before it entered this wait (else, where the last delay ended).
-        let caught_up = w.entered_ns.filter(|&t| t >= end).unwrap_or(end);
+        // It ran the periods it missed at once, each measured at a read of its own: its
+        // reads since the last delay ended, up to this wait's entry (where its reads are not
+        // seen, all at the entry; else, where the last delay ended). Not at the entry where
+        // they are: the host may stop the vCPU between its last read and the wait.
+        let entered = match next {
+            Some(_) => w.entered_ns.filter(|&t| t >= end),
+            None => Some(u64::MAX),
+        };
+        let reads: Vec<u64> = match entered {
+            Some(entered) => (w.clock.recent.iter().copied())
+                .filter(|&r| r > end && r <= entered)
+                .collect(),
+            None => Vec::new(),
+        };
+        let caught_up = match (reads.last(), next) {
+            (Some(&last), _) => last,
+            (None, Some(_)) => entered.unwrap_or(end),
+            (None, None) => return,
+        };
+        let (next, cpu) = (next.map_or(u64::MAX, |(t, _)| t), next.map(|(_, e)| e.cpu));
+        let mut due = Vec::new();
         let mut deadline = since + period;
+        while deadline + period / 2 < next && deadline < caught_up {
+            due.push(deadline);
+            deadline += period;
+        }
+        let at = measured_at(&due, &reads, caught_up);
         // The first period due after the last delay ended: the ones before lie in that delay
         // (explained with it); this one was late for a reason of its own, met while the
         // thread ran (a safepoint that stopped it in its Java code), and is asked about.
         let mut first_own = None;
-        while deadline + period / 2 < next && deadline < caught_up {
+        for (&deadline, &at) in due.iter().zip(&at) {
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
-                s.total.record(Nanos(caught_up - deadline));
-                s.interval.record(Nanos(caught_up - deadline));
+                s.total.record(Nanos(at - deadline));
+                s.interval.record(Nanos(at - deadline));
             }
             if deadline >= end && first_own.is_none() {
-                first_own = Some(deadline);
+                first_own = Some((deadline, at));
             }
-            deadline += period;
         }
-        if let Some(due) = first_own {
-            if self.admit(DelayKind::Timer, caught_up - due) {
+        let Some(cpu) = cpu else {
+            return;
+        };
+        if let Some((due, at)) = first_own {
+            if self.admit(DelayKind::Timer, at - due) {
                 request(Request {
                     series: pair.own,
-                    cpu: e.cpu,
+                    cpu,
                     tid,
                     deadline_ns: due,
-                    woke_ns: caught_up,
+                    woke_ns: at,
                     running_ns: None,
                     wait: Wait::Timer,
                     slack_ns: 0,
@@ -447,9 +498,14 @@ impl WatchState {
         for (tid, h) in held {
             self.release_at_own_returns(tid, h, request);
         }
+        self.end_parks_unread(request);
+        // The periods each ran at once after its last wait.
+        let tids: Vec<i64> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.skipped(tid, None, request);
+        }
         for (tid, kind) in open {
             self.unmeasured(tid, kind);
         }
-        self.end_parks_unread(request);
     }
 }

@@ -118,6 +118,11 @@ impl Jvms {
     }
 
     /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
+    /// Process `process` fired a JVM's probe: a JVM.
+    pub(super) fn saw(&mut self, process: u32) {
+        self.jvms.insert(process);
+    }
+
     pub(crate) fn is_jvm(&self, process: u32) -> bool {
         self.jvms.contains(&process) || self.open.contains_key(&process)
     }

@@ -560,8 +560,8 @@ impl WatchState {
         };
         if relevant {
             self.arrived += 1;
-            self.heap
-                .push(Reverse(Timed(e.ts_ns, self.arrived, e.clone())));
+            let e = clock::at_its_read(e);
+            self.heap.push(Reverse(Timed(e.ts_ns, self.arrived, e)));
         }
     }
 
@@ -675,8 +675,9 @@ impl WatchState {
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.timer_expired = None;
                     // (A Java park's own entry is its begin probe's.)
-                    if w.java_wait.is_none() {
-                        w.entered_ns = Some(e.ts_ns);
+                    match w.java_wait.as_mut() {
+                        None => w.entered_ns = Some(e.ts_ns),
+                        Some(j) => _ = j.entry_ns.get_or_insert(e.ts_ns),
                     }
                     w.in_call = Some(InCall {
                         deadline_ns: *deadline_ns,
@@ -696,8 +697,15 @@ impl WatchState {
                 }
                 self.clock_read(e, request)
             }
-            Kind::Jvm { probe, park_ns, .. } if probe.of_thread() => {
-                self.java_wait(e, *probe, *park_ns, request)
+            Kind::Jvm {
+                probe,
+                process,
+                time_ns,
+                ..
+            } if probe.of_thread() => {
+                // (A JVM by its probes, before the watch finds its libjvm.so mapped.)
+                self.jvms.saw(*process);
+                self.java_wait(e, *probe, *time_ns, request)
             }
             Kind::Jvm { .. } => {
                 if let Some(stop) = self.jvms.step(e) {

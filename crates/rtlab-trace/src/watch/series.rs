@@ -116,7 +116,7 @@ impl WatchState {
         request: &mut dyn FnMut(Request),
     ) {
         if kind == DelayKind::Timer {
-            self.skipped(tid, since, e, request);
+            self.skipped(tid, Some((since, e)), request);
             self.learn_period(tid, since);
             if let Some(w) = self.threads.get_mut(&tid) {
                 w.last_timer_delay = Some((since, e.ts_ns));

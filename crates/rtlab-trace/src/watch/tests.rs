@@ -587,7 +587,7 @@ fn safepoint(ts: u64, begin: bool) -> Event {
             probe,
             process: std::process::id(),
             name: None,
-            park_ns: None,
+            time_ns: None,
         },
     )
 }
@@ -864,7 +864,7 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
         probe: crate::event::JvmProbe::VmopEnd,
         process: std::process::id(),
         name: None,
-        park_ns: None,
+        time_ns: None,
     };
     w.offer(&ev(1, 8_900_000, done));
     futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000);
@@ -884,7 +884,7 @@ fn park(tid: i64, ts: u64, begin: Option<u64>) -> Event {
         probe,
         process: std::process::id(),
         name: None,
-        park_ns: begin,
+        time_ns: begin,
     };
     own(tid, 0, ts, kind)
 }

@@ -214,7 +214,16 @@ impl WatchState {
         let changed = alive.len() != self.threads.len()
             || alive.keys().any(|t| !self.threads.contains_key(t));
         // A thread that exited is kept until its last events have been merged (they lag
-        // the re-read by up to the merge's lag): its last periods count.
+        // the re-read by up to the merge's lag): its last periods count, those it ran at once
+        // after its last wait too.
+        let ending: Vec<i64> = (self.threads.iter())
+            .filter(|(t, _)| !alive.contains_key(t))
+            .filter(|(_, w)| w.exited_ns.is_some_and(|s| now >= s + 4 * MERGE_LAG_NS))
+            .map(|(&t, _)| t)
+            .collect();
+        for tid in ending {
+            self.skipped(tid, None, &mut |_| {});
+        }
         for (tid, mut w) in self.threads.drain() {
             let since = *w.exited_ns.get_or_insert(now);
             if now < since + 4 * MERGE_LAG_NS {

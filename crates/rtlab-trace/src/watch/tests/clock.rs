@@ -4,13 +4,19 @@ use super::*;
 use crate::event::JvmProbe;
 use crate::watch::clock::PROMPT_PARKS;
 
-/// Thread `tid` reads its JVM's clock at `ts`.
+/// Thread `tid` reads its JVM's clock at `ts` (a probe at the clock's entry).
 fn clock_read(tid: i64, ts: u64) -> Event {
+    clock_read_returned(tid, ts, None)
+}
+
+/// Thread `tid`'s clock read whose probe fired at `ts`, the time it read `value` where its
+/// probe is at the clock's return.
+fn clock_read_returned(tid: i64, ts: u64, value: Option<u64>) -> Event {
     let kind = Kind::Jvm {
         probe: JvmProbe::ClockRead,
         process: std::process::id(),
         name: None,
-        park_ns: None,
+        time_ns: value,
     };
     own(tid, 0, ts, kind)
 }
@@ -194,7 +200,7 @@ fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
             probe,
             process: std::process::id(),
             name: Some("FindDeadlocks".into()),
-            park_ns: None,
+            time_ns: None,
         };
         ev(1, ts, kind)
     };
@@ -293,4 +299,132 @@ fn a_park_whose_thread_then_waits_at_a_safepoints_barrier_ends_at_its_read_after
     w.offer(&switch(0, 3_000_000, 0, TaskState::RUNNING, tid));
     w.offer(&clock_read(tid, 3_002_000));
     assert_eq!(timer_max(&mut w), (1, Nanos(2_002_000)));
+}
+
+/// Thread `tid` reads its clock at `read`, parks at `begin` for `asked` (its timer fires at
+/// `read + asked`), is back at `back`, its park's end probe 5 us later, its read 1 us after.
+fn cycle(w: &mut WatchState, tid: i64, read: u64, begin: u64, asked: u64, back: u64) {
+    w.offer(&clock_read(tid, read));
+    w.offer(&park(tid, begin, Some(asked)));
+    sleep_to(w, tid, (begin + 1_000, read + asked, back));
+    w.offer(&park(tid, back + 5_000, None));
+    w.offer(&clock_read(tid, back + 6_000));
+}
+
+/// Thread `tid` parks to 1, 2 and 3 ms on time; its park for 4 ms returns at 6.194 ms (read
+/// at 6.2 ms), and it runs 5 and 6 ms at once (reads at 6.21 and 6.22 ms).
+fn late_by_over_two_periods(w: &mut WatchState, tid: i64) {
+    for d in [1_000_000, 2_000_000, 3_000_000] {
+        cycle(w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
+    }
+    cycle(w, tid, 3_500_000, 3_501_000, 500_000, 6_194_000);
+    w.offer(&clock_read(tid, 6_210_000));
+    w.offer(&clock_read(tid, 6_220_000));
+}
+
+#[test]
+fn periods_run_at_once_are_each_late_to_the_thread_s_own_read_of_it() {
+    // 1 ms periods, each a park asked 1 us after a read. The park for 4 ms returns at
+    // 6.195 ms (read at 6.2 ms); the thread runs 5 and 6 ms at once (reads at 6.21 and 6.22
+    // ms), reads at 6.9 ms for 7 ms (the vCPU stopped before it) and parks 30 us later.
+    let (tid, mut w) = watched(true);
+    w.offer(&safepoint(10_000, true)); // a JVM
+    w.offer(&safepoint(20_000, false));
+    late_by_over_two_periods(&mut w, tid);
+    cycle(&mut w, tid, 6_900_000, 6_930_000, 100_000, 7_020_000);
+    w.flush(&mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 7);
+    assert_eq!(timer.total.max(), Nanos(2_200_000));
+    // 4 ms late by 2.2 ms, 5 ms by 1.21 ms, 6 ms by 220 us (at their reads); not by 1.9 ms
+    // and 900 us (to its last read) nor 1.93 ms and 930 us (to the park's begin).
+    let at_most = timer.total.cumulative_counts(&[30_000, 250_000, 1_300_000]);
+    assert_eq!(at_most, vec![4, 5, 6]);
+}
+
+#[test]
+fn a_period_run_at_once_is_measured_at_its_own_read_where_the_reads_say_which() {
+    use crate::watch::java::measured_at;
+    let due = [5_000, 6_000];
+    // One read a period, then the one before the next wait.
+    assert_eq!(
+        measured_at(&due, &[6_210, 6_220, 6_900], 6_900),
+        [6_210, 6_220]
+    );
+    // Two a period (one before the wait it skips, one after).
+    let reads = [6_205, 6_210, 6_215, 6_220, 6_900];
+    assert_eq!(measured_at(&due, &reads, 6_900), [6_210, 6_220]);
+    // No such pattern, or a read before its period was due: each at the last read.
+    assert_eq!(measured_at(&due, &[6_210, 6_900], 6_900), [6_900, 6_900]);
+    assert_eq!(
+        measured_at(&due, &[4_000, 6_220, 6_900], 6_900),
+        [6_900, 6_900]
+    );
+    assert!(measured_at(&[], &[6_900], 6_900).is_empty());
+}
+
+#[test]
+fn a_read_is_where_the_thread_read_its_clock_not_where_the_probe_fired() {
+    // The read after the park returned 1.032 ms; the probe at the clock's return fired 318 us
+    // later (the vCPU stopped in between): late by 32 us, as the thread measures itself.
+    let (tid, mut w) = parked(true);
+    w.offer(&clock_read_returned(tid, 1_350_000, Some(1_032_000)));
+    assert_eq!(timer_max(&mut w), (1, Nanos(32_000)));
+    // A value after its probe is no time of this clock: at the probe's.
+    let (tid, mut w) = parked(true);
+    w.offer(&clock_read_returned(tid, 1_350_000, Some(1_360_000)));
+    assert_eq!(timer_max(&mut w), (1, Nanos(350_000)));
+}
+
+#[test]
+fn periods_run_at_once_just_before_the_end_count_in_a_jvm_known_by_its_park_probes() {
+    // No safepoint seen, its libjvm.so not found yet: a JVM by its park probes. It runs 5
+    // and 6 ms at once after its late park, and the run ends before it waits again.
+    let (tid, mut w) = watched(true);
+    late_by_over_two_periods(&mut w, tid);
+    w.flush(&mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 6);
+    let at_most = timer.total.cumulative_counts(&[30_000, 250_000, 1_300_000]);
+    assert_eq!(at_most, vec![3, 4, 5]);
+}
+
+#[test]
+fn a_park_begun_long_after_its_read_counts_from_it_where_that_gives_the_next_period() {
+    // On time at 1, 2 and 3 ms; it reads at 3.5 ms for 4 ms, and its park's begin probe
+    // comes 1.69 ms later (the vCPU stopped in between): parkNanos(500 us), for which the
+    // JVM asks the kernel for 5.69 ms. Late for 4 ms by 1.71 ms, as it measures itself.
+    let held_back = |asked: u64| {
+        let (tid, mut w) = watched(true);
+        for d in [1_000_000, 2_000_000, 3_000_000] {
+            cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
+        }
+        w.offer(&clock_read(tid, 3_500_000));
+        w.offer(&park(tid, 5_190_000, Some(asked)));
+        let timer = 5_190_000 + asked;
+        sleep_to(&mut w, tid, (5_191_000, timer, timer + 14_000));
+        w.offer(&park(tid, timer + 19_000, None));
+        w.offer(&clock_read(tid, timer + 20_000));
+        timer_max(&mut w)
+    };
+    assert_eq!(held_back(500_000), (4, Nanos(1_710_000)));
+    // Asked 400 us: off its period, not computed from that read; from its begin probe.
+    assert_eq!(held_back(400_000), (4, Nanos(26_000)));
+}
+
+#[test]
+fn a_park_whose_wait_call_the_host_held_back_counts_from_the_time_the_thread_asked_for() {
+    // It reads at 3.5 ms for 4 ms and parks 200 us later (parkNanos(500 us)); the JVM gets
+    // to its wait call 1.08 ms after that (the vCPU stopped), its own read on the way making
+    // the kernel's deadline 5.28 ms. Late for 4 ms by 1.3 ms, as it measures itself.
+    let (tid, mut w) = watched(true);
+    for d in [1_000_000, 2_000_000, 3_000_000] {
+        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
+    }
+    w.offer(&clock_read(tid, 3_500_000));
+    w.offer(&park(tid, 3_700_000, Some(500_000)));
+    sleep_to(&mut w, tid, (4_780_000, 5_280_000, 5_294_000));
+    w.offer(&park(tid, 5_299_000, None));
+    w.offer(&clock_read(tid, 5_300_000));
+    assert_eq!(timer_max(&mut w), (4, Nanos(1_300_000)));
 }
