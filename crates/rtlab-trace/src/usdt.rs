@@ -337,7 +337,7 @@ fn parse_arg(spec: &str) -> Arg {
 
 /// A register's offset in x86-64 `struct pt_regs`, by any of its names (`rax`, `eax`, `ax`,
 /// `al`; `r8`, `r8d`, `r8w`, `r8b`).
-fn regs_offset(name: &str) -> Option<i16> {
+pub(crate) fn regs_offset(name: &str) -> Option<i16> {
     const CLASSIC: [(&[&str], i16); 8] = [
         (&["rbp", "ebp", "bp", "bpl"], 32),
         (&["rbx", "ebx", "bx", "bl"], 40),

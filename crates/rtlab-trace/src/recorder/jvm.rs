@@ -153,7 +153,7 @@ impl Recorder {
         // see. At its entry, that time came before the read, by as much.) Where return
         // probes are refused, at its entry.
         let rax = crate::usdt::Arg::Register {
-            regs_offset: 80,
+            regs_offset: crate::usdt::regs_offset("rax").unwrap_or(80),
             size: 8,
         };
         let (probe, filter) = (JvmProbe::ClockRead, Some(watched));

@@ -9,8 +9,8 @@ use super::*;
 
 /// How long before its probe a clock read's value may be (the time the probe gives, where
 /// it is at the clock's return: the host may stop the vCPU between the read and the probe).
-/// More: not a time of this clock.
-pub(super) const READ_BEFORE_PROBE_NS: u64 = 1_000_000_000;
+/// More: at its probe (well inside the merge's lag, which orders the events by time).
+pub(super) const READ_BEFORE_PROBE_NS: u64 = 10_000_000;
 
 /// Event `e` at the time it happened: a clock read at the time it read, where its probe gives
 /// it (its probe's own time is later), any other at its own.
@@ -53,10 +53,13 @@ pub(super) struct ThreadClock {
     /// Its parks in a row read within [`PROMPT_READ_NS`] of their return: a thread that
     /// measures itself right after each park.
     pub(super) prompt: u32,
+    /// How long it has been off its CPU since its latest read, and since when it is.
+    pub(super) off_since_read_ns: u64,
+    pub(super) out_since: Option<u64>,
 }
 
 /// The most reads of a thread kept.
-pub(super) const RECENT_READS: usize = 128;
+pub(super) const RECENT_READS: usize = 256;
 /// A read within this long before a park's begin probe is the one the park's time was
 /// computed from (`parkNanos(deadline - System.nanoTime())`: a microsecond or two here, more
 /// where the host stops the vCPU in between, which the guest does not see).
@@ -151,7 +154,7 @@ impl WatchState {
                     "JVM: its threads' clock reads (System.nanoTime) probed in each watched JVM \
                      process: a Java thread's park is timed from the read before it to the read \
                      after it, as the thread times itself, and a safepoint as the JVM times it \
-                     (each read traps, under a microsecond; removed above {} reads a second)",
+                     (each read traps, about a microsecond; removed above {} reads a second)",
                     self.clocks.limit
                 )
             }
@@ -204,6 +207,7 @@ impl WatchState {
             return;
         };
         w.clock.read_ns = Some(e.ts_ns);
+        w.clock.off_since_read_ns = 0;
         if w.clock.recent.len() >= RECENT_READS {
             w.clock.recent.pop_front();
         }
@@ -233,7 +237,8 @@ impl WatchState {
     }
 
     /// Where the park thread `tid` begins at `begin_ns`, for `asked` (relative), counts its
-    /// time from: its clock read just before; or one up to [`STALLED_BEFORE_PARK_NS`] before,
+    /// time from: its clock read just before (running; off its CPU in between, any time);
+    /// or one up to [`STALLED_BEFORE_PARK_NS`] before,
     /// where that read plus the time asked is the thread's next period to within
     /// [`ON_PERIOD_NS`] (`parkNanos(next - System.nanoTime())`, the vCPU stopped after the
     /// read); else its begin probe.
@@ -241,21 +246,27 @@ impl WatchState {
         let Some(w) = self.threads.get(&tid) else {
             return begin_ns;
         };
+        // (A read after its last timer delay ended: one for this park.)
         let on_period = |r: u64| {
-            let (Some(period), Some((last, _)), Some(asked)) =
-                (w.period_ns, w.last_timer_ns, asked)
+            let (Some(period), Some((last, _)), Some(asked), Some((_, end))) =
+                (w.period_ns, w.last_timer_ns, asked, w.last_timer_delay)
             else {
                 return false;
             };
+            if r < end {
+                return false;
+            }
             let due = r.saturating_add(asked);
             let k = (due.saturating_sub(last) + period / 2) / period.max(1);
             k >= 1 && due.abs_diff(last + k * period) <= ON_PERIOD_NS
         };
+        // (Time off its CPU in between is no code of its own: blocked at a safepoint on its
+        // way into the park, it parks for the time it computed before.)
+        let ran = |r: u64| (begin_ns - r).saturating_sub(w.clock.off_since_read_ns);
         (w.clock.read_ns)
             .filter(|&r| r <= begin_ns)
             .filter(|&r| {
-                begin_ns - r <= BEFORE_PARK_NS
-                    || (begin_ns - r <= STALLED_BEFORE_PARK_NS && on_period(r))
+                ran(r) <= BEFORE_PARK_NS || (ran(r) <= STALLED_BEFORE_PARK_NS && on_period(r))
             })
             .unwrap_or(begin_ns)
     }
@@ -321,11 +332,11 @@ impl WatchState {
             .thread_process
             .get(&tid)
             .is_some_and(|&p| self.jvms.at_safepoint(p));
-        let Some(p) = self
-            .threads
-            .get_mut(&tid)
-            .and_then(|w| w.clock.ended.as_mut())
-        else {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        w.clock.out_since = Some(ts_ns);
+        let Some(p) = w.clock.ended.as_mut() else {
             return;
         };
         match asleep && !stopped {
@@ -336,11 +347,13 @@ impl WatchState {
 
     /// Thread `tid` got a CPU at `ts_ns`.
     pub(super) fn clock_switched_in(&mut self, tid: i64, ts_ns: u64) {
-        if let Some(p) = self
-            .threads
-            .get_mut(&tid)
-            .and_then(|w| w.clock.ended.as_mut())
-        {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if let Some(out) = w.clock.out_since.take() {
+            w.clock.off_since_read_ns += ts_ns.saturating_sub(out);
+        }
+        if let Some(p) = w.clock.ended.as_mut() {
             if let Some(out) = p.out_since.take() {
                 p.off_ns += ts_ns.saturating_sub(out);
             }

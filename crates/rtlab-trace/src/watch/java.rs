@@ -38,8 +38,9 @@ pub(super) struct Held {
 #[derive(Debug, Clone, Default)]
 pub(super) struct JavaWait {
     /// The time the park asked for: `parkNanos`' relative time from the thread's clock read
-    /// just before (see `clock`), else from its begin probe (either nearer the program's own
-    /// deadline than the time the JVM asks the kernel for, computed later).
+    /// just before (see `clock`: up to 20 ms before where the host held the park back),
+    /// else from its begin probe (either nearer the program's own deadline than the time the
+    /// JVM asks the kernel for, computed later).
     pub(super) deadline_ns: Option<u64>,
     /// That read (else its begin probe), and its first wait call's entry: the JVM reads its
     /// clock again in between, on its way to the wait, for the kernel's deadline (later
@@ -54,19 +55,25 @@ pub(super) struct JavaWait {
 /// counts from to its wait call (more: not this wait's).
 pub(super) const PARK_DEADLINE_NS: u64 = 1_000_000;
 
-/// Where a periodic thread that ran the periods `due` at once measured each: where it read
-/// its clock as often for each (`reads`: since the delay before them ended, the last one
-/// before its next wait, which found that wait's period not due yet), at its own read of it
-/// (the first for one read a period, the second for two ...); else each at `caught_up`.
-pub(super) fn measured_at(due: &[u64], reads: &[u64], caught_up: u64) -> Vec<u64> {
-    let m = due.len();
-    let stride = (m > 0 && reads.len() > m && (reads.len() - 1).is_multiple_of(m))
-        .then(|| (reads.len() - 1) / m)
-        .filter(|&s| (due.iter().enumerate()).all(|(j, &d)| reads[(j + 1) * s - 1] >= d));
-    match stride {
-        Some(s) => (0..m).map(|j| reads[(j + 1) * s - 1]).collect(),
-        None => vec![caught_up; m],
-    }
+/// Where a periodic thread that ran `m` periods at once (the first due at `first`, `period`
+/// apart) measured each: where it read its clock as often for each (`reads`: since the delay
+/// before them ended, up to its next wait, `waits` if it waits again: then the last read found
+/// that wait's period not due yet), at its own read of it (the first for one read a period,
+/// the second for two ...); else each at `caught_up`.
+pub(super) fn measured_at(
+    (first, period, m): (u64, u64, u64),
+    reads: &[u64],
+    waits: bool,
+    caught_up: u64,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let n = (reads.len() as u64).saturating_sub(waits as u64);
+    let stride = (m > 0 && n >= m && n.is_multiple_of(m))
+        .then(|| n / m)
+        .filter(|&s| (0..m).all(|j| reads[((j + 1) * s - 1) as usize] >= first + j * period));
+    (0..m).map(move |j| {
+        let at = stride.map_or(caught_up, |s| reads[((j + 1) * s - 1) as usize]);
+        (first + j * period, at)
+    })
 }
 
 /// A return from a wait: where, when its wait was woken, and the delays it ends.
@@ -131,7 +138,7 @@ impl WatchState {
             return; // begun before the watch saw it: ended where its call returned
         };
         let mut delays = j.delays;
-        let read_to_wait = j.entry_ns.unwrap_or(e.ts_ns).saturating_sub(j.base_ns);
+        let read_to_wait = j.entry_ns.map_or(0, |t| t.saturating_sub(j.base_ns));
         for (kind, (since, _, _)) in delays.iter_mut() {
             if let Some(asked) = j.deadline_ns.filter(|_| *kind == DelayKind::Timer) {
                 if asked < *since && *since - asked <= PARK_DEADLINE_NS + read_to_wait {
@@ -225,8 +232,9 @@ impl WatchState {
     /// waited or while it ran, or the machine's), a Java thread runs the periods it missed at
     /// once (`LockSupport.parkNanos` with a time already past makes no system call), then
     /// waits for the next: each such period is late, as it sees it, by the time from its
-    /// deadline to that wait's entry. (Periods the kernel never sees, as HdrHistogram's
-    /// correction for an expected interval counts them.)
+    /// deadline to its own clock read of it where seen, else to that wait's entry. (Periods
+    /// the kernel never sees, as HdrHistogram's correction for an expected interval counts
+    /// them.)
     ///
     /// With `next` None the thread waits no more (the run ends, or the thread did): the
     /// periods it ran at once up to its last clock read count, none asked about.
@@ -238,11 +246,10 @@ impl WatchState {
     ) {
         // Only a Java thread: a C program's sleep to a time already past is a call of its
         // own (counted), and one that skips the periods it missed (cyclictest) does not
-        // count them.
-        let jvm = self
-            .thread_process
-            .get(&tid)
-            .is_some_and(|&p| self.jvms.is_jvm(p));
+        // count them. (One that waits no more is counted at its clock reads, a Java thread's
+        // only: its process may be gone by now.)
+        let jvm =
+            next.is_none() || (self.thread_process.get(&tid)).is_some_and(|&p| self.jvms.is_jvm(p));
         let Some(w) = self.threads.get(&tid).filter(|_| jvm) else {
             return;
         };
@@ -253,37 +260,31 @@ impl WatchState {
             return;
         };
         // It ran the periods it missed at once, each measured at a read of its own: its
-        // reads since the last delay ended, up to this wait's entry (where its reads are not
-        // seen, all at the entry; else, where the last delay ended). Not at the entry where
-        // they are: the host may stop the vCPU between its last read and the wait.
-        let entered = match next {
-            Some(_) => w.entered_ns.filter(|&t| t >= end),
-            None => Some(u64::MAX),
-        };
-        let reads: Vec<u64> = match entered {
-            Some(entered) => (w.clock.recent.iter().copied())
-                .filter(|&r| r > end && r <= entered)
-                .collect(),
-            None => Vec::new(),
-        };
+        // reads since the last delay ended, up to the wait it entered next (where its reads
+        // are not seen, all at that entry; else, where the last delay ended). Not at the
+        // entry where they are: the host may stop the vCPU between its last read and the wait.
+        let entered = w.entered_ns.filter(|&t| t >= end);
+        let reads: Vec<u64> = (w.clock.recent.iter().copied())
+            .filter(|&r| r > end && r <= entered.unwrap_or(u64::MAX))
+            .filter(|_| entered.is_some() || next.is_none())
+            .collect();
         let caught_up = match (reads.last(), next) {
             (Some(&last), _) => last,
             (None, Some(_)) => entered.unwrap_or(end),
             (None, None) => return,
         };
-        let (next, cpu) = (next.map_or(u64::MAX, |(t, _)| t), next.map(|(_, e)| e.cpu));
-        let mut due = Vec::new();
-        let mut deadline = since + period;
-        while deadline + period / 2 < next && deadline < caught_up {
-            due.push(deadline);
-            deadline += period;
-        }
-        let at = measured_at(&due, &reads, caught_up);
+        let (cpu, next) = (next.map(|(_, e)| e.cpu), next.map_or(u64::MAX, |(t, _)| t));
+        let first = since + period;
+        let m = match first + period / 2 < next && first < caught_up {
+            true => ((caught_up - 1 - first) / period + 1)
+                .min((next - period / 2 - 1 - first) / period + 1),
+            false => 0,
+        };
         // The first period due after the last delay ended: the ones before lie in that delay
         // (explained with it); this one was late for a reason of its own, met while the
         // thread ran (a safepoint that stopped it in its Java code), and is asked about.
         let mut first_own = None;
-        for (&deadline, &at) in due.iter().zip(&at) {
+        for (deadline, at) in measured_at((first, period, m), &reads, cpu.is_some(), caught_up) {
             for i in [pair.own, pair.by_name] {
                 let s = &mut self.series[i as usize];
                 s.total.record(Nanos(at - deadline));

@@ -117,12 +117,12 @@ impl Jvms {
         self.jvms.retain(|p| alive.contains(p));
     }
 
-    /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
     /// Process `process` fired a JVM's probe: a JVM.
     pub(super) fn saw(&mut self, process: u32) {
         self.jvms.insert(process);
     }
 
+    /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
     pub(crate) fn is_jvm(&self, process: u32) -> bool {
         self.jvms.contains(&process) || self.open.contains_key(&process)
     }

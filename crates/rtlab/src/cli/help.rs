@@ -58,7 +58,7 @@ park or sleep is late from the time it asked for to where its Java code goes on 
 safepoint, too), and outliers overlapping one are named by it (JVM safepoint: <VM
 operation>, the time to reach it and at it). Its clock (System.nanoTime) is probed in each
 watched JVM process, so a park counts from the thread's read before it to its read after
-it, as the thread times itself: each read then traps (under a microsecond), and a process
+it, as the thread times itself: each read then traps (about a microsecond), and a process
 reading it over --java-clock-limit times a second (default 20000) has that probe removed;
 --no-java-clock leaves it alone (parks are then timed at HotSpot's park probes, a few
 microseconds inside the thread's own figures).

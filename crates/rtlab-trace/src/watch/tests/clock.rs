@@ -345,22 +345,27 @@ fn periods_run_at_once_are_each_late_to_the_thread_s_own_read_of_it() {
 #[test]
 fn a_period_run_at_once_is_measured_at_its_own_read_where_the_reads_say_which() {
     use crate::watch::java::measured_at;
-    let due = [5_000, 6_000];
+    let at = |reads: &[u64], waits: bool| -> Vec<u64> {
+        measured_at((5_000, 1_000, 2), reads, waits, 6_900)
+            .map(|(due, at)| at - due)
+            .collect()
+    };
     // One read a period, then the one before the next wait.
-    assert_eq!(
-        measured_at(&due, &[6_210, 6_220, 6_900], 6_900),
-        [6_210, 6_220]
-    );
+    assert_eq!(at(&[6_210, 6_220, 6_900], true), [1_210, 220]);
     // Two a period (one before the wait it skips, one after).
-    let reads = [6_205, 6_210, 6_215, 6_220, 6_900];
-    assert_eq!(measured_at(&due, &reads, 6_900), [6_210, 6_220]);
+    assert_eq!(at(&[6_205, 6_210, 6_215, 6_220, 6_900], true), [1_210, 220]);
+    // No wait after them (the run ended): one a period.
+    assert_eq!(at(&[6_210, 6_220], false), [1_210, 220]);
     // No such pattern, or a read before its period was due: each at the last read.
-    assert_eq!(measured_at(&due, &[6_210, 6_900], 6_900), [6_900, 6_900]);
+    assert_eq!(at(&[6_210, 6_900], true), [1_900, 900]);
+    assert_eq!(at(&[4_000, 6_220, 6_900], true), [1_900, 900]);
     assert_eq!(
-        measured_at(&due, &[4_000, 6_220, 6_900], 6_900),
-        [6_900, 6_900]
+        measured_at((5_000, 1_000, 0), &[6_900], true, 6_900).count(),
+        0
     );
-    assert!(measured_at(&[], &[6_900], 6_900).is_empty());
+    // No read seen at all: each where it caught up.
+    assert_eq!(at(&[], true), [1_900, 900]);
+    assert_eq!(at(&[], false), [1_900, 900]);
 }
 
 #[test]
@@ -427,4 +432,24 @@ fn a_park_whose_wait_call_the_host_held_back_counts_from_the_time_the_thread_ask
     w.offer(&park(tid, 5_299_000, None));
     w.offer(&clock_read(tid, 5_300_000));
     assert_eq!(timer_max(&mut w), (4, Nanos(1_300_000)));
+}
+
+#[test]
+fn a_park_begun_after_a_block_counts_from_the_read_before_the_block() {
+    // It reads at 3.5 ms for 4 ms, then blocks 40 ms on its way into the park (at a
+    // safepoint: off its CPU, asleep); the park begins at 43.6 ms with the 500 us it computed
+    // before, and its timer fires at 44.1 ms. Late for 4 ms by 40.12 ms, as it measures
+    // itself; not 20 us from its begin probe.
+    let (tid, mut w) = watched(true);
+    for d in [1_000_000, 2_000_000, 3_000_000] {
+        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
+    }
+    w.offer(&clock_read(tid, 3_500_000));
+    w.offer(&switch(0, 3_510_000, tid, TaskState::SLEEPING, 0));
+    w.offer(&switch(0, 43_590_000, 0, TaskState::RUNNING, tid));
+    w.offer(&park(tid, 43_600_000, Some(500_000)));
+    sleep_to(&mut w, tid, (43_601_000, 44_100_000, 44_114_000));
+    w.offer(&park(tid, 44_119_000, None));
+    w.offer(&clock_read(tid, 44_120_000));
+    assert_eq!(timer_max(&mut w), (4, Nanos(40_120_000)));
 }
