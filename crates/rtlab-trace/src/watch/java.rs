@@ -66,14 +66,24 @@ pub(super) fn measured_at(
     waits: bool,
     caught_up: u64,
 ) -> impl Iterator<Item = (u64, u64)> + '_ {
-    let n = (reads.len() as u64).saturating_sub(waits as u64);
-    let stride = (m > 0 && n >= m && n.is_multiple_of(m))
-        .then(|| n / m)
-        .filter(|&s| (0..m).all(|j| reads[((j + 1) * s - 1) as usize] >= first + j * period));
+    let stride = reads_per_period((first, period, m), reads, waits);
     (0..m).map(move |j| {
         let at = stride.map_or(caught_up, |s| reads[((j + 1) * s - 1) as usize]);
         (first + j * period, at)
     })
+}
+
+/// How many of `reads` the thread made for each of the `m` periods (see [`measured_at`]),
+/// where they say so: as many for each, each period's own read at or after its deadline.
+pub(super) fn reads_per_period(
+    (first, period, m): (u64, u64, u64),
+    reads: &[u64],
+    waits: bool,
+) -> Option<u64> {
+    let n = (reads.len() as u64).saturating_sub(waits as u64);
+    (m > 0 && n >= m && n.is_multiple_of(m))
+        .then(|| n / m)
+        .filter(|&s| (0..m).all(|j| reads[((j + 1) * s - 1) as usize] >= first + j * period))
 }
 
 /// A return from a wait: where, when its wait was woken, and the delays it ends.
@@ -237,7 +247,8 @@ impl WatchState {
     /// them.)
     ///
     /// With `next` None the thread waits no more (the run ends, or the thread did): the
-    /// periods it ran at once up to its last clock read count, none asked about.
+    /// periods it ran at once up to its last clock read count, where it read its clock as
+    /// often for each; none asked about.
     pub(super) fn skipped(
         &mut self,
         tid: i64,
@@ -280,6 +291,12 @@ impl WatchState {
                 .min((next - period / 2 - 1 - first) / period + 1),
             false => 0,
         };
+        // Waiting no more, only where its reads show it ran them: a thread on its way out
+        // may read its clock after its last period (a JVM's thread exit does, after a
+        // collection), which is no period of its own.
+        if cpu.is_none() && reads_per_period((first, period, m), &reads, false).is_none() {
+            return;
+        }
         // The first period due after the last delay ended: the ones before lie in that delay
         // (explained with it); this one was late for a reason of its own, met while the
         // thread ran (a safepoint that stopped it in its Java code), and is asked about.

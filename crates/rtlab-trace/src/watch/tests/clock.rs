@@ -392,6 +392,15 @@ fn periods_run_at_once_just_before_the_end_count_in_a_jvm_known_by_its_park_prob
     assert_eq!(timer.total.len(), 6);
     let at_most = timer.total.cumulative_counts(&[30_000, 250_000, 1_300_000]);
     assert_eq!(at_most, vec![3, 4, 5]);
+    // On time to 3 ms, then a read at 48 ms on its way out (after a collection): no period
+    // of its own, none counted.
+    let (tid, mut w) = watched(true);
+    for d in [1_000_000, 2_000_000, 3_000_000] {
+        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
+    }
+    w.offer(&clock_read(tid, 48_000_000));
+    w.flush(&mut |_| {});
+    assert_eq!(series_of(&w, DelayKind::Timer).total.len(), 3);
 }
 
 #[test]
