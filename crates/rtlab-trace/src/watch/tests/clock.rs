@@ -311,12 +311,17 @@ fn cycle(w: &mut WatchState, tid: i64, read: u64, begin: u64, asked: u64, back: 
     w.offer(&clock_read(tid, back + 6_000));
 }
 
-/// Thread `tid` parks to 1, 2 and 3 ms on time; its park for 4 ms returns at 6.194 ms (read
-/// at 6.2 ms), and it runs 5 and 6 ms at once (reads at 6.21 and 6.22 ms).
-fn late_by_over_two_periods(w: &mut WatchState, tid: i64) {
+/// Thread `tid` parks to 1, 2 and 3 ms on time (each asked 1 us after a read).
+fn on_time_to_3_ms(w: &mut WatchState, tid: i64) {
     for d in [1_000_000, 2_000_000, 3_000_000] {
         cycle(w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
     }
+}
+
+/// Thread `tid` parks to 1, 2 and 3 ms on time; its park for 4 ms returns at 6.194 ms (read
+/// at 6.2 ms), and it runs 5 and 6 ms at once (reads at 6.21 and 6.22 ms).
+fn late_by_over_two_periods(w: &mut WatchState, tid: i64) {
+    on_time_to_3_ms(w, tid);
     cycle(w, tid, 3_500_000, 3_501_000, 500_000, 6_194_000);
     w.offer(&clock_read(tid, 6_210_000));
     w.offer(&clock_read(tid, 6_220_000));
@@ -395,9 +400,7 @@ fn periods_run_at_once_just_before_the_end_count_in_a_jvm_known_by_its_park_prob
     // On time to 3 ms, then a read at 48 ms on its way out (after a collection): no period
     // of its own, none counted.
     let (tid, mut w) = watched(true);
-    for d in [1_000_000, 2_000_000, 3_000_000] {
-        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
-    }
+    on_time_to_3_ms(&mut w, tid);
     w.offer(&clock_read(tid, 48_000_000));
     w.flush(&mut |_| {});
     assert_eq!(series_of(&w, DelayKind::Timer).total.len(), 3);
@@ -410,9 +413,7 @@ fn a_park_begun_long_after_its_read_counts_from_it_where_that_gives_the_next_per
     // JVM asks the kernel for 5.69 ms. Late for 4 ms by 1.71 ms, as it measures itself.
     let held_back = |asked: u64| {
         let (tid, mut w) = watched(true);
-        for d in [1_000_000, 2_000_000, 3_000_000] {
-            cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
-        }
+        on_time_to_3_ms(&mut w, tid);
         w.offer(&clock_read(tid, 3_500_000));
         w.offer(&park(tid, 5_190_000, Some(asked)));
         let timer = 5_190_000 + asked;
@@ -432,9 +433,7 @@ fn a_park_whose_wait_call_the_host_held_back_counts_from_the_time_the_thread_ask
     // to its wait call 1.08 ms after that (the vCPU stopped), its own read on the way making
     // the kernel's deadline 5.28 ms. Late for 4 ms by 1.3 ms, as it measures itself.
     let (tid, mut w) = watched(true);
-    for d in [1_000_000, 2_000_000, 3_000_000] {
-        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
-    }
+    on_time_to_3_ms(&mut w, tid);
     w.offer(&clock_read(tid, 3_500_000));
     w.offer(&park(tid, 3_700_000, Some(500_000)));
     sleep_to(&mut w, tid, (4_780_000, 5_280_000, 5_294_000));
@@ -450,9 +449,7 @@ fn a_park_begun_after_a_block_counts_from_the_read_before_the_block() {
     // before, and its timer fires at 44.1 ms. Late for 4 ms by 40.12 ms, as it measures
     // itself; not 20 us from its begin probe.
     let (tid, mut w) = watched(true);
-    for d in [1_000_000, 2_000_000, 3_000_000] {
-        cycle(&mut w, tid, d - 501_000, d - 500_000, 501_000, d + 20_000);
-    }
+    on_time_to_3_ms(&mut w, tid);
     w.offer(&clock_read(tid, 3_500_000));
     w.offer(&switch(0, 3_510_000, tid, TaskState::SLEEPING, 0));
     w.offer(&switch(0, 43_590_000, 0, TaskState::RUNNING, tid));
