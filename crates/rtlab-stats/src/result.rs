@@ -402,6 +402,7 @@ reason_codes! {
     EventsLost = "events_lost",
     NoTick = "no_tick",
     BeforeFirstEvent = "before_first_event",
+    HistoryCut = "history_cut",
     NoEvent = "no_event",
     KeptPeerOff = "kept_peer_off",
     PeerIdleGap = "peer_idle_gap",

@@ -7,8 +7,16 @@ use std::collections::VecDeque;
 
 /// Keeps this much history per CPU.
 const RETENTION_NS: u64 = 1_000_000_000;
-/// And at most this many events per CPU.
+/// And at most this many events per CPU, beyond what the explanations still pending need
+/// and the newest [`RECENT_NS`] (a CPU busy with a switch storm makes hundreds of thousands
+/// a second).
 const MAX_EVENTS: usize = 65_536;
+/// Kept whatever their count: a request sent now may reach this far back.
+const RECENT_NS: u64 = 200_000_000;
+/// Never more than this many events per CPU, even for an explanation still pending (about
+/// 100 MB; reached only when the reader is seconds behind a CPU that makes hundreds of
+/// thousands of events a second). What this cuts is said in the explanation it concerns.
+const HARD_CAP_EVENTS: usize = 1 << 20;
 
 /// Per-CPU history.
 #[derive(Debug, Default)]
@@ -22,6 +30,9 @@ pub(crate) struct History {
     pub(crate) ticks: VecDeque<u64>,
     /// Events of the drain under way, merged in at its end ([`History::settle`]).
     pending: Vec<Event>,
+    /// Where the oldest events were dropped: the newest of them, and its age then. None: nothing dropped yet (the history starts where the trace
+    /// does).
+    pub(crate) cut: Option<crate::explain::Cut>,
 }
 
 impl History {
@@ -55,7 +66,6 @@ impl History {
         if at <= self.raw.len() {
             self.raw.insert(at, r);
         }
-        self.trim();
     }
 
     /// Merges the events of a drain in, in time order. They come a ring at a time (the
@@ -95,21 +105,35 @@ impl History {
             batch.shrink_to(2 * came.max(4096));
         }
         self.pending = batch;
-        self.trim();
     }
 
-    fn trim(&mut self) {
-        // A second of history, or fewer events on a CPU that produces more than MAX_EVENTS a
-        // second (the windows explained reach 20 ms before a deadline): bounded either way.
+    /// Drops the oldest events: those past a second, or past [`MAX_EVENTS`] and older than
+    /// [`RECENT_NS`], but none from `keep_from_ns` on (the earliest window an explanation
+    /// still pending needs) unless past [`HARD_CAP_EVENTS`]. Sized by time, not by count: a
+    /// reader that fell behind drains a burst of events at once, and a count alone dropped
+    /// the windows of the outliers it had not explained yet. `now_ns` is CLOCK_MONOTONIC, as
+    /// the events.
+    pub(crate) fn trim(&mut self, keep_from_ns: u64, now_ns: u64) {
+        let recent = self.newest_ns.saturating_sub(RECENT_NS);
+        let mut dropped = None;
         while self.events.front().is_some_and(|f| {
-            f.ts_ns + RETENTION_NS < self.newest_ns || self.events.len() > MAX_EVENTS
+            let old = f.ts_ns + RETENTION_NS < self.newest_ns
+                || (self.events.len() > MAX_EVENTS && f.ts_ns < recent);
+            (old && f.ts_ns < keep_from_ns) || self.events.len() > HARD_CAP_EVENTS
         }) {
             if let Some(old) = self.events.pop_front() {
+                dropped = Some(old.ts_ns);
                 if let Kind::Switch { next, .. } = old.kind {
                     self.base = Some(next);
                 }
             }
             self.raw.pop_front();
+        }
+        if let Some(through_ns) = dropped {
+            self.cut = Some(crate::explain::Cut {
+                through_ns,
+                age_ns: now_ns.saturating_sub(through_ns),
+            });
         }
         // Give back what a burst took (a watch runs for days).
         if self.events.capacity() > 4 * self.events.len().max(4096) {
@@ -170,7 +194,11 @@ pub(crate) fn find_task(histories: &[History], pid: i64) -> Task {
 /// A CPU's events from `from` on, and the task current before the first of them (the base,
 /// updated by the switches before it).
 pub(crate) fn window_of(h: &History, from: u64) -> (Option<Task>, Vec<Event>) {
-    let start = h.events.partition_point(|e| e.ts_ns < from);
+    window_from(h, h.events.partition_point(|e| e.ts_ns < from))
+}
+
+/// A CPU's events from its `start`-th kept on, and the task current before them.
+fn window_from(h: &History, start: usize) -> (Option<Task>, Vec<Event>) {
     let mut base = h.base.clone();
     for e in h.events.range(..start) {
         if let Kind::Switch { next, .. } = &e.kind {
@@ -187,7 +215,10 @@ pub(crate) fn late_window(
     from: u64,
     elsewhere: &[Event],
 ) -> (Option<Task>, Vec<Event>) {
-    let (base, mut window) = window_of(h, from);
+    // From the CPU's last event before `from`: a CPU silent from before the window until
+    // past the deadline was silent (a stretch like any other), the trace had begun.
+    let start = h.events.partition_point(|e| e.ts_ns < from);
+    let (base, mut window) = window_from(h, start.saturating_sub(1));
     if !elsewhere.is_empty() {
         window.extend(elsewhere.iter().cloned());
         window.sort_by_key(|e| e.ts_ns);
@@ -549,10 +580,42 @@ mod tests {
         let want: Vec<(u64, String)> = want.iter().map(|&(t, m)| (t, m.to_string())).collect();
         assert_eq!(marks(&h), want);
         assert_eq!(h.newest_ns, 40);
-        // Older than the retention: dropped at the merge.
+        // Older than the retention: dropped at the trim after the drain, and said.
         h.push(at(40 + RETENTION_NS + 1, "i"), None);
         h.settle();
+        assert_eq!(marks(&h).len(), 9, "not at the merge");
+        h.trim(u64::MAX, 50 + RETENTION_NS);
         assert_eq!(marks(&h).len(), 1);
+        assert_eq!(
+            h.cut,
+            Some(crate::explain::Cut {
+                through_ns: 40,
+                age_ns: 10 + RETENTION_NS
+            })
+        );
+    }
+
+    #[test]
+    fn a_burst_drained_at_once_keeps_the_windows_still_pending_whatever_its_count() {
+        // The reader fell behind: one drain brings 3 * MAX_EVENTS events of one CPU, 10 us
+        // apart (2 s). A request pending from 0.5 s keeps everything from there; without one,
+        // past the count and older than RECENT_NS goes.
+        let burst = |h: &mut History| {
+            for i in 0..3 * MAX_EVENTS as u64 {
+                h.push(at(1 + i * 10_000, "x"), None);
+            }
+            h.settle();
+        };
+        let mut h = History::default();
+        burst(&mut h);
+        let newest = h.newest_ns;
+        h.trim(500_000_000, newest);
+        assert_eq!(h.events.front().unwrap().ts_ns, 500_000_001);
+        assert!(h.cut.unwrap().through_ns < 500_000_000);
+        let mut h = History::default();
+        burst(&mut h);
+        h.trim(u64::MAX, newest);
+        assert_eq!(h.events.len(), MAX_EVENTS);
     }
 
     #[test]

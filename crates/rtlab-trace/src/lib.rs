@@ -467,6 +467,7 @@ impl Explainer {
                     .fold(IDLE_GAP_MIN_NS, u64::max)
             }),
             tick: None,
+            cut: None,
         };
         let reader = {
             let stop = stop.clone();

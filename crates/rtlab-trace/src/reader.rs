@@ -188,6 +188,14 @@ impl Histories {
             h.settle();
         }
     }
+
+    /// Drops what no explanation needs any more (see [`History::trim`]): nothing from
+    /// `keep_from_ns` on.
+    fn trim(&mut self, keep_from_ns: u64, now_ns: u64) {
+        for h in &mut self.per_cpu {
+            h.trim(keep_from_ns, now_ns);
+        }
+    }
 }
 
 impl Consumer for Histories {
@@ -287,6 +295,15 @@ impl Pending {
 
     fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Where the earliest window a pending request needs begins (`u64::MAX`: none pending).
+    fn keep_from(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|(r, _)| r.deadline_ns.saturating_sub(LEAD_NS))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -472,6 +489,9 @@ pub(crate) fn read_loop(
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
         let stopping = stop.load(Ordering::Relaxed);
+        // The requests sent before this drain first: their windows are kept through it
+        // (a reader that fell behind drains a burst, and trims only after explaining).
+        take_requests(&rx, &mut pending, &mut out);
         let drained_at = monotonic_now_ns();
         // Each event goes to every consumer: the history, and a watcher (which takes the
         // events of its threads as they are read; one lock per poll).
@@ -507,10 +527,7 @@ pub(crate) fn read_loop(
         if let Source::Bpf(r) = &source {
             lost.store(r.lost(), Ordering::Relaxed);
         }
-        while let Ok(r) = rx.try_recv() {
-            out.over_threshold += 1;
-            pending.push(r, monotonic_now_ns());
-        }
+        take_requests(&rx, &mut pending, &mut out);
         for r in pending.take_ready(&histories, monotonic_now_ns(), stopping) {
             let series = series_name(watch, options, r.series);
             let (o, window) = explain_request(
@@ -530,6 +547,7 @@ pub(crate) fn read_loop(
                 None => keep_top(&mut out.outliers, o, options, threshold),
             }
         }
+        histories.trim(pending.keep_from(), monotonic_now_ns());
         if stopping && pending.is_empty() {
             return Ok(out);
         }
@@ -543,6 +561,14 @@ pub(crate) fn read_loop(
             let ms = if eager { 1 } else { source.idle_ms() };
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
+    }
+}
+
+/// The measuring threads' requests sent so far, pending from now.
+fn take_requests(rx: &mpsc::Receiver<Request>, pending: &mut Pending, out: &mut ReaderOut) {
+    while let Ok(r) = rx.try_recv() {
+        out.over_threshold += 1;
+        pending.push(r, monotonic_now_ns());
     }
 }
 
@@ -649,6 +675,7 @@ fn explain_one(
                 .map(|dir| SavedWindow::new(dir, (index, series), r, histories, from));
             let rules = explain::Rules {
                 tick: h.tick_grid(),
+                cut: h.cut,
                 ..*rules
             };
             explain::attribute(&window, base.as_ref(), &late, &rules)

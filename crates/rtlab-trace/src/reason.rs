@@ -115,6 +115,9 @@ pub enum Reason {
     },
     /// Between the deadline and the first traced event.
     BeforeFirstEvent,
+    /// Between the deadline and the first event kept: older ones were dropped at `age_ns`
+    /// old (the reader was behind, or the delay was reported late).
+    HistoryCut { age_ns: u64 },
     /// No traced event on the thread's CPU in the window.
     NoEventInWindow,
     /// No traced event on `cpu` at all.
@@ -171,6 +174,7 @@ impl Reason {
             Reason::EventsLost { .. } => ReasonCode::EventsLost,
             Reason::NoTick { .. } => ReasonCode::NoTick,
             Reason::BeforeFirstEvent => ReasonCode::BeforeFirstEvent,
+            Reason::HistoryCut { .. } => ReasonCode::HistoryCut,
             Reason::NoEventInWindow | Reason::NoEventOnCpu { .. } => ReasonCode::NoEvent,
             Reason::KeptPeerOff { .. } => ReasonCode::KeptPeerOff,
             Reason::PeerIdleGap { .. } => ReasonCode::PeerIdleGap,
@@ -377,6 +381,11 @@ impl fmt::Display for Reason {
                 )
             }
             Reason::BeforeFirstEvent => f.write_str("before the first traced event"),
+            Reason::HistoryCut { age_ns } => write!(
+                f,
+                "not known: the trace no longer held these events (dropped {} after they happened, the reader behind)",
+                Nanos(*age_ns)
+            ),
             Reason::NoEventInWindow => f.write_str("no traced event on this CPU in the window"),
             Reason::NoEventOnCpu { cpu } => write!(f, "no traced event on CPU {cpu}"),
             Reason::KeptPeerOff { cpu, peer } => write!(

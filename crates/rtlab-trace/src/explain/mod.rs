@@ -252,6 +252,17 @@ pub struct Rules {
     /// The late thread's CPU's tick grid, where the trace shows it: a busy CPU takes a tick
     /// at every point of it, so a silence across one is time the CPU did not take interrupts.
     pub tick: Option<Tick>,
+    /// Where the late thread's CPU's history was cut (its oldest events dropped): a window
+    /// that begins with no event is then not the start of the trace.
+    pub cut: Option<Cut>,
+}
+
+/// The oldest events of a CPU's history were dropped, the newest of them at `through_ns`,
+/// when it was `age_ns` old.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    pub through_ns: u64,
+    pub age_ns: u64,
 }
 
 /// Time-sharing tasks on a real-time thread's CPU this long, while the thread could run, are
@@ -541,13 +552,16 @@ impl<'a> Attribution<'a> {
                 Some(prev) if e.ts_ns > prev => self.stretch(prev, e),
                 Some(_) => {}
                 None if e.ts_ns > self.t0 => {
-                    // Nothing known between the deadline and the first event.
+                    // Nothing known between the deadline and the first event: the trace began
+                    // after it, or its events were no longer kept.
+                    let unknown = match self.rules.cut {
+                        Some(Cut { age_ns, .. }) => Reason::HistoryCut { age_ns },
+                        None => Reason::BeforeFirstEvent,
+                    };
                     for (a, b, span) in split_by(&self.known, self.t0, e.ts_ns) {
                         let key = match span {
                             Some(span) => self.span_key(span),
-                            None => {
-                                Key::new(CauseKind::Unexplained, None, Reason::BeforeFirstEvent)
-                            }
+                            None => Key::new(CauseKind::Unexplained, None, unknown.clone()),
                         };
                         self.add(key, a, b);
                     }

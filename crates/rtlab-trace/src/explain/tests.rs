@@ -13,6 +13,7 @@ fn rules(virtualized: bool) -> Rules {
         virtualized,
         idle_gap_ns: None,
         tick: None,
+        cut: None,
     }
 }
 
@@ -557,6 +558,7 @@ fn a_silent_interrupt_past_the_gap_says_it_was_silent() {
         virtualized: true,
         idle_gap_ns: None,
         tick: None,
+        cut: None,
     };
     let causes = attribute(&ev, Some(&base), &late, &short);
     assert_eq!(causes[0].detail.as_deref(), Some("call_function_single"));
@@ -590,6 +592,7 @@ fn the_thread_itself_silent_for_long_is_a_gap_past_it_and_noted_below() {
         virtualized: true,
         idle_gap_ns: None,
         tick: None,
+        cut: None,
     };
     let causes = attribute(&ev, Some(&swapper0()), &late, &short);
     assert_eq!(causes[0].kind, CauseKind::Syscall, "{causes:?}");
@@ -1063,4 +1066,33 @@ fn time_before_lost_events_is_unexplained_not_a_gap() {
         .as_deref()
         .unwrap()
         .contains("500 trace events lost"));
+}
+
+#[test]
+fn a_window_whose_events_were_dropped_says_so_and_is_not_the_start_of_the_trace() {
+    // The thread's CPU's first kept event comes 2 ms after the deadline (a reader that fell
+    // behind dropped the events before it): those 2 ms are said not known and why; with
+    // nothing ever dropped they are before the trace began.
+    let ev = events(&[
+        "rtlab-hog-42 [000] d..2. 10.003000: sched_switch: prev_comm=rtlab-hog prev_pid=42 prev_prio=0 prev_state=S ==> next_comm=t next_pid=7 next_prio=4",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 10_001_000_000,
+        woke_ns: 10_003_000_000,
+        ..Late::default()
+    };
+    let code = |rules: &Rules| attribute(&ev, None, &late, rules)[0].reason;
+    assert_eq!(code(&rules(true)), Some(ReasonCode::BeforeFirstEvent));
+    let cut = Rules {
+        cut: Some(crate::explain::Cut {
+            through_ns: 9_990_000_000,
+            age_ns: 900_000_000,
+        }),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &cut);
+    assert_eq!(causes[0].reason, Some(ReasonCode::HistoryCut), "{causes:?}");
+    let detail = causes[0].detail.as_deref().unwrap();
+    assert!(detail.contains("900 ms after they happened"), "{detail}");
 }
