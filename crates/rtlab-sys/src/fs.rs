@@ -327,17 +327,63 @@ pub fn open_setting(path: &Path, kernel_only: bool) -> io::Result<File> {
 }
 
 /// Opens `path` for reading with `O_NONBLOCK` (a pipe-like file such as tracefs's
-/// `trace_pipe`, whose reads should return at once when it is empty).
+/// `trace_pipe`, whose reads should return at once when it is empty), never as the
+/// controlling terminal (`O_NOCTTY`: a terminal put at its place would be one).
 pub fn open_nonblocking(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
+}
+
+/// Opens `path` for reading only if it is a regular file, checked before it is opened
+/// (found with `O_PATH`, then opened through that descriptor): a device, a FIFO or a
+/// terminal at its place is never opened (never armed, waited on, or made the controlling
+/// terminal).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let found = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let st = rustix::fs::fstat(&found)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let fd = rustix::fs::open(
+        format!("/proc/self/fd/{}", found.as_raw_fd()),
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_regular_opens_a_file_and_never_a_fifo_or_a_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(open_regular(&file).is_ok());
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        // (A plain open would wait for a writer.)
+        let e = open_regular(&fifo).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        assert!(open_regular(Path::new("/dev/null")).is_err());
+        assert!(open_regular(Path::new("/proc/self/cwd")).is_err());
+    }
 
     #[test]
     fn create_new_refuses_a_planted_symlink_and_leaves_its_target_alone() {

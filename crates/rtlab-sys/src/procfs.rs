@@ -108,17 +108,141 @@ impl Parents {
     }
 }
 
-/// The file process `pid` maps whose name is `file_name` (`libjvm.so`), as a path rtlab can
-/// open whatever the process's mount namespace (through `/proc/<pid>/root`).
-pub fn mapped_file(pid: u32, file_name: &str) -> Option<std::path::PathBuf> {
+/// A file a process maps, as a line of its `/proc/<pid>/maps` names it: its path (in the
+/// process's own mount namespace), its device (`makedev`) and inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub path: String,
+    pub dev: u64,
+    pub inode: u64,
+}
+
+/// The longest path a maps line is taken with (a kernel path is at most 4096 bytes).
+const MAX_MAPPED_PATH: usize = 4096;
+
+/// One line of `/proc/<pid>/maps`: `start-end perms offset major:minor inode path`.
+fn mapping_of_line(line: &str) -> Option<Mapping> {
+    let mut rest = line;
+    let mut fields = [""; 5];
+    for f in &mut fields {
+        rest = rest.trim_start();
+        let end = rest.find(' ').unwrap_or(rest.len());
+        *f = &rest[..end];
+        rest = &rest[end..];
+    }
+    let path = rest.trim_start();
+    let (major, minor) = fields[3].split_once(':')?;
+    let dev = rustix::fs::makedev(
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
+    let inode = fields[4].parse().ok().filter(|&i| i != 0)?;
+    (path.starts_with('/') && path.len() <= MAX_MAPPED_PATH).then(|| Mapping {
+        path: path.to_string(),
+        dev,
+        inode,
+    })
+}
+
+/// The first file process `pid` maps whose name is `file_name` (`libjvm.so`).
+pub fn mapping(pid: u32, file_name: &str) -> Option<Mapping> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     let suffix = format!("/{file_name}");
-    let path = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.ends_with(&suffix))?;
-    let rooted = std::path::PathBuf::from(format!("/proc/{pid}/root{path}"));
-    Some(if rooted.exists() { rooted } else { path.into() })
+    maps.lines()
+        .filter_map(mapping_of_line)
+        .find(|m| m.path.ends_with(&suffix))
+}
+
+/// A file opened as a process maps it ([`open_mapped`]), with its owner and mode.
+#[derive(Debug)]
+pub struct MappedFile {
+    pub file: std::fs::File,
+    pub mapping: Mapping,
+    pub uid: u32,
+    pub mode: u32,
+}
+
+impl MappedFile {
+    /// Owned by root and writable by no one else: what root put there (its contents,
+    /// offsets included, are root's own word).
+    pub fn root_owned(&self) -> bool {
+        self.uid == 0 && self.mode & 0o022 == 0
+    }
+}
+
+/// Opens, once, the file process `pid` maps whose name is `file_name`, so that nothing done
+/// to its path can swap it for another: the path is resolved under the process's own root
+/// (`/proc/<pid>/root`, its mount namespace, a container's) with no symlink followed
+/// (`openat2`, `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, `O_PATH |
+/// O_NOFOLLOW`), checked before it is opened (a regular file whose device and inode are the
+/// maps line's), opened through that descriptor without blocking and never as a terminal
+/// (`O_NOCTTY | O_NONBLOCK`), and kept only if the process (held by a pidfd from before its
+/// maps were read) is still the one that was read.
+/// `Ok(None)`: it maps no such file. Linux 5.6+ (`openat2`).
+pub fn open_mapped(pid: u32, file_name: &str) -> io::Result<Option<MappedFile>> {
+    let not = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    let process = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| not("pid 0"))?;
+    let pidfd = rustix::process::pidfd_open(process, rustix::process::PidfdFlags::empty())?;
+    match mapping(pid, file_name) {
+        Some(m) => open_as_mapped(pid, &pidfd, m).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`open_mapped`] once `mapping` was read from the maps of `pid` (held by `pidfd`).
+fn open_as_mapped(
+    pid: u32,
+    pidfd: &rustix::fd::OwnedFd,
+    mapping: Mapping,
+) -> io::Result<MappedFile> {
+    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+    let not = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    let root = rustix::fs::open(
+        format!("/proc/{pid}/root"),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    // Found first without opening it (`O_PATH`): a device or a FIFO at its place is never
+    // opened, so never armed, waited on or made the controlling terminal.
+    let found = rustix::fs::openat2(
+        &root,
+        mapping.path.as_str(),
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let st = rustix::fs::fstat(&found)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(not("not a regular file"));
+    }
+    if (st.st_dev, st.st_ino) != (mapping.dev, mapping.inode) {
+        return Err(not("not the file the process maps (replaced since)"));
+    }
+    // Then that very file opened to read, through its descriptor.
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::open(
+        format!("/proc/self/fd/{}", found.as_raw_fd()),
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let again = rustix::fs::fstat(&fd)?;
+    if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
+        return Err(not("not the file the process maps (replaced since)"));
+    }
+    // The pid still the process whose maps were read (a pidfd turns readable at its exit).
+    let mut poll = [rustix::event::PollFd::new(
+        pidfd,
+        rustix::event::PollFlags::IN,
+    )];
+    if rustix::event::poll(&mut poll, Some(&rustix::time::Timespec::default()))? > 0 {
+        return Err(not("the process ended while its file was opened"));
+    }
+    Ok(MappedFile {
+        file: std::fs::File::from(fd),
+        mapping,
+        uid: st.st_uid,
+        mode: st.st_mode & 0o7777,
+    })
 }
 
 /// The process a thread belongs to (`Tgid:` of `/proc/<tid>/status`).
@@ -268,6 +392,18 @@ pub fn task_last_cpu(tid: i64) -> Option<usize> {
         .1
         .split_whitespace()
         .nth(36)?
+        .parse()
+        .ok()
+}
+
+/// When a task started, in clock ticks since boot (field 22 of `/proc/<tid>/stat`): with its
+/// pid, what tells it from a later task given the same pid.
+pub fn task_start_ticks(tid: i64) -> Option<u64> {
+    let stat = thread_stat(tid)?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
         .parse()
         .ok()
 }
@@ -430,6 +566,131 @@ pub fn pids_named(name: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_maps_line_gives_its_path_device_and_inode_whatever_the_spaces() {
+        let m = mapping_of_line(
+            "7f1c2a000000-7f1c2a200000 r-xp 00001000 fd:01 1234567                    /opt/my jdk/lib/server/libjvm.so",
+        )
+        .unwrap();
+        assert_eq!(m.path, "/opt/my jdk/lib/server/libjvm.so");
+        assert_eq!(m.dev, rustix::fs::makedev(0xfd, 1));
+        assert_eq!(m.inode, 1234567);
+        // Anonymous memory and pseudo-files are no file.
+        assert_eq!(
+            mapping_of_line("7ffd-7ffe rw-p 00000000 00:00 0      [stack]"),
+            None
+        );
+        assert_eq!(mapping_of_line("7ffd-7ffe rw-p 00000000 00:00 0"), None);
+    }
+
+    /// A process (python3) mapping `path` read-only, until killed; None: no python3 here.
+    fn mapping_process(path: &std::path::Path) -> Option<std::process::Child> {
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import mmap,sys,time\nf=open(sys.argv[1],'rb')\nm=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ)\nf.close()\nprint('mapped',flush=True)\ntime.sleep(60)",
+            ])
+            .arg(path)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "mapped");
+        Some(child)
+    }
+
+    #[test]
+    fn a_mapped_file_is_opened_as_mapped_and_a_path_swapped_since_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libfake.so");
+        std::fs::write(&lib, vec![7u8; 8192]).unwrap();
+        let Some(mut child) = mapping_process(&lib) else {
+            eprintln!("skipped: no python3 to map a file");
+            return;
+        };
+        let pid = child.id();
+        let opened = open_mapped(pid, "libfake.so").unwrap().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&lib).unwrap();
+        assert_eq!(
+            (opened.mapping.dev, opened.mapping.inode),
+            (meta.dev(), meta.ino())
+        );
+        assert_eq!(opened.file.metadata().unwrap().ino(), meta.ino());
+        assert_eq!(
+            open_mapped(pid, "libnothing.so")
+                .unwrap()
+                .map(|m| m.mapping),
+            None
+        );
+        // Its maps line read, then the path swapped (as a process's owner can, between the
+        // read and the open) for a symlink to a file of root's: refused, the target never
+        // opened.
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .unwrap();
+        let read = mapping(pid, "libfake.so").unwrap();
+        let moved = dir.path().join("moved.so");
+        std::fs::rename(&lib, &moved).unwrap();
+        std::os::unix::fs::symlink("/bin/sh", &lib).unwrap();
+        // (Found as the link itself, never followed.)
+        let err = open_as_mapped(pid, &pidfd, read.clone()).unwrap_err();
+        assert!(
+            err.raw_os_error() == Some(libc::ELOOP) || err.to_string() == "not a regular file",
+            "{err}"
+        );
+        // ... or for another regular file: not the one mapped.
+        std::fs::remove_file(&lib).unwrap();
+        std::fs::write(&lib, vec![9u8; 8192]).unwrap();
+        let err = open_as_mapped(pid, &pidfd, read.clone()).unwrap_err();
+        assert!(
+            err.to_string().contains("not the file the process maps"),
+            "{err}"
+        );
+        // ... or for a FIFO (which would block a plain open) or a directory.
+        std::fs::remove_file(&lib).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &lib,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(open_as_mapped(pid, &pidfd, read.clone()).is_err());
+        // ... and once the process ended, nothing of it is taken.
+        std::fs::remove_file(&lib).unwrap();
+        std::fs::rename(&moved, &lib).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(open_as_mapped(pid, &pidfd, read).is_err());
+    }
+
+    #[test]
+    fn only_a_file_of_roots_that_no_one_else_may_write_is_roots_own() {
+        let f = |uid, mode| MappedFile {
+            file: std::fs::File::open("/proc/self/stat").unwrap(),
+            mapping: Mapping {
+                path: "/x".into(),
+                dev: 0,
+                inode: 1,
+            },
+            uid,
+            mode,
+        };
+        assert!(f(0, 0o644).root_owned());
+        assert!(f(0, 0o755).root_owned());
+        assert!(!f(0, 0o664).root_owned());
+        assert!(!f(0, 0o646).root_owned());
+        assert!(!f(1000, 0o644).root_owned());
+    }
 
     #[test]
     fn the_tree_kept_from_reading_to_reading_gains_and_loses_children() {

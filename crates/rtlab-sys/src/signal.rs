@@ -1,5 +1,6 @@
-//! Ctrl-C handling: the first SIGINT/SIGTERM/SIGHUP sets a flag that measuring loops poll, so a run
-//! ends early but still reports; a second one terminates the process the default way.
+//! Ctrl-C handling: the first SIGINT/SIGTERM (SIGHUP where a terminal started the run) sets a
+//! flag that measuring loops poll, so a run ends early but still reports; a second one
+//! terminates the process the default way. Without a terminal SIGHUP is ignored.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,8 +25,22 @@ pub fn install_interrupt_handler() {
 }
 
 fn install(handler: extern "C" fn(libc::c_int)) {
-    // SIGHUP too: a closed terminal ends the run like Ctrl-C, results written, cleanup done.
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    // SIGHUP too where a terminal started the run: its closing ends the run like Ctrl-C,
+    // results written, cleanup done. Without one (a service, a pod, a pipeline) a hangup is
+    // nobody's Ctrl-C: whoever hands rtlab a terminal it did not have (a file swapped for a
+    // pty) could otherwise end it, and a unit that restarts on failure would not restart an
+    // exit 0. There it is ignored.
+    let hup = match started_at_a_terminal() {
+        true => Some(libc::SIGHUP),
+        false => {
+            // SAFETY: setting a signal's disposition to SIG_IGN has no memory effects.
+            unsafe {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            }
+            None
+        }
+    };
+    for sig in [libc::SIGINT, libc::SIGTERM].into_iter().chain(hup) {
         // SAFETY: zeroed sigaction is a valid "no flags, empty mask" value; the handler is an
         // extern "C" fn that only does async-signal-safe work (an atomic store and signal()).
         unsafe {
@@ -37,7 +52,15 @@ fn install(handler: extern "C" fn(libc::c_int)) {
     }
 }
 
-/// True once SIGINT or SIGTERM was received.
+/// Whether standard input, output or error is a terminal.
+fn started_at_a_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
+        || std::io::stdout().is_terminal()
+        || std::io::stderr().is_terminal()
+}
+
+/// True once SIGINT or SIGTERM (or, run from a terminal, SIGHUP) was received.
 #[inline]
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)

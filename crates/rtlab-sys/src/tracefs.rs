@@ -38,20 +38,56 @@ pub fn unmount() -> Result<(), SysError> {
     Ok(())
 }
 
-/// Tracing instances (`instances/rtlab-<pid>`) whose rtlab is gone: a run killed with SIGKILL
+/// What this run names the things it makes in tracefs with (its instance `rtlab-<tag>`, its
+/// uprobe group `rtlab_<tag>`): its pid, its start time and the boot's (`<pid>_<start>_<boot>`).
+/// A later process given the same pid, or a run of an earlier boot, is not this one.
+pub fn run_tag() -> String {
+    let pid = std::process::id();
+    match (crate::procfs::task_start_ticks(pid as i64), boot_tag()) {
+        (Some(start), Some(boot)) => format!("{pid}_{start}_{boot}"),
+        _ => pid.to_string(),
+    }
+}
+
+/// The first 8 hex digits of this boot's id.
+fn boot_tag() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let hex: String = id
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .take(8)
+        .collect();
+    (hex.len() == 8).then_some(hex)
+}
+
+/// Whether the run of `tag` ([`run_tag`]; a bare pid from an older version) is alive as far
+/// as this PID namespace sees: its pid there, started when the tag says, in this boot. A run
+/// in another PID namespace sharing this tracefs looks gone from here: what is removed as
+/// stale is only ever removed if the kernel lets it go (see [`remove_stale_instances`]).
+fn tag_alive(tag: &str) -> bool {
+    let mut parts = tag.split('_');
+    let Some(pid) = parts.next().and_then(|p| p.parse::<i64>().ok()) else {
+        return true; // not one of ours: left alone
+    };
+    let (start, boot) = (parts.next(), parts.next());
+    let started = crate::procfs::task_start_ticks(pid);
+    started.is_some()
+        && start.is_none_or(|s| s.parse::<u64>().ok() == started)
+        && boot.is_none_or(|b| boot_tag().is_none_or(|ours| ours == b))
+}
+
+/// Tracing instances (`instances/rtlab-<tag>`) whose rtlab is gone: a run killed with SIGKILL
 /// leaves its instance tracing (its events on, its buffers allocated) until someone removes it.
 pub fn stale_instances() -> Vec<std::path::PathBuf> {
     let Some(root) = crate::probe::tracefs_mount() else {
         return Vec::new();
     };
-    stale_instances_in(&root.join("instances"), |pid| {
-        std::path::Path::new(&format!("/proc/{pid}")).exists()
-    })
+    stale_instances_in(&root.join("instances"), tag_alive)
 }
 
 fn stale_instances_in(
     instances: &std::path::Path,
-    alive: impl Fn(u32) -> bool,
+    alive: impl Fn(&str) -> bool,
 ) -> Vec<std::path::PathBuf> {
     let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(instances)
         .into_iter()
@@ -61,8 +97,12 @@ fn stale_instances_in(
             e.file_name()
                 .to_str()
                 .and_then(|n| n.strip_prefix("rtlab-"))
-                .and_then(|p| p.parse::<u32>().ok())
-                .is_some_and(|pid| !alive(pid))
+                .filter(|tag| {
+                    tag.split('_')
+                        .next()
+                        .is_some_and(|p| p.parse::<u32>().is_ok())
+                })
+                .is_some_and(|tag| !alive(tag))
         })
         .map(|e| e.path())
         .collect();
@@ -70,15 +110,13 @@ fn stale_instances_in(
     out
 }
 
-/// Removes [`stale_instances`] (tracing off first); returns those it removed.
+/// Removes [`stale_instances`]; returns those it removed. Only by `rmdir`, which the kernel
+/// refuses (EBUSY) while a run still reads the instance: nothing of a live run is ever
+/// turned off, even one in another PID namespace that looks gone from here.
 pub fn remove_stale_instances() -> Vec<std::path::PathBuf> {
     stale_instances()
         .into_iter()
-        .filter(|dir| {
-            let _ = std::fs::write(dir.join("tracing_on"), "0");
-            let _ = std::fs::write(dir.join("events/enable"), "0");
-            std::fs::remove_dir(dir).is_ok()
-        })
+        .filter(|dir| std::fs::remove_dir(dir).is_ok())
         .collect()
 }
 
@@ -109,8 +147,8 @@ fn uprobe_events_in(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Removes the uprobe events of `group` (disabled first: nothing may trace them any more);
-/// returns how many were removed.
+/// Removes the uprobe events of `group`; returns how many were removed. The kernel refuses
+/// (EBUSY) to remove one an instance still traces: a live run's are never disturbed.
 pub fn remove_uprobe_group(group: &str) -> usize {
     let Some(root) = crate::probe::tracefs_mount() else {
         return 0;
@@ -119,10 +157,7 @@ pub fn remove_uprobe_group(group: &str) -> usize {
     uprobe_events_in(&text)
         .into_iter()
         .filter(|(g, _)| g == group)
-        .filter(|(g, n)| {
-            let _ = std::fs::write(root.join(format!("events/{g}/{n}/enable")), "0");
-            define_uprobe(&format!("-:{g}/{n}")).is_ok()
-        })
+        .filter(|(g, n)| define_uprobe(&format!("-:{g}/{n}")).is_ok())
         .count()
 }
 
@@ -138,8 +173,12 @@ pub fn remove_stale_uprobes() -> Vec<String> {
         .map(|(g, _)| g)
         .filter(|g| {
             g.strip_prefix("rtlab_")
-                .and_then(|p| p.parse::<u32>().ok())
-                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+                .filter(|tag| {
+                    tag.split('_')
+                        .next()
+                        .is_some_and(|p| p.parse::<u32>().is_ok())
+                })
+                .is_some_and(|tag| !tag_alive(tag))
         })
         .collect();
     groups.dedup();
@@ -154,11 +193,46 @@ mod stale_tests {
     #[test]
     fn only_instances_of_dead_rtlab_runs_are_stale() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["rtlab-100", "rtlab-200", "rtlab-x", "other-300", "rtlab-"] {
+        for name in [
+            "rtlab-100",
+            "rtlab-200",
+            "rtlab-x",
+            "other-300",
+            "rtlab-",
+            "rtlab-7_9_ab",
+        ] {
             std::fs::create_dir(dir.path().join(name)).unwrap();
         }
-        let stale = stale_instances_in(dir.path(), |pid| pid == 200);
-        assert_eq!(stale, vec![dir.path().join("rtlab-100")]);
+        let stale = stale_instances_in(dir.path(), |tag| tag == "200");
+        assert_eq!(
+            stale,
+            vec![
+                dir.path().join("rtlab-100"),
+                dir.path().join("rtlab-7_9_ab")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_is_its_pid_started_when_its_tag_says_in_this_boot() {
+        // Regression (hardening, third review, #7): a run was judged by its pid alone.
+        let me = run_tag();
+        assert!(tag_alive(&me), "{me}");
+        let mut parts = me.split('_');
+        let (pid, start, boot) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        // The same pid started at another time: a later process, not this run.
+        let later: u64 = start.parse::<u64>().unwrap() + 1;
+        assert!(!tag_alive(&format!("{pid}_{later}_{boot}")));
+        // ... or of another boot.
+        assert!(!tag_alive(&format!("{pid}_{start}_00000000")));
+        assert!(
+            tag_alive(pid),
+            "a bare pid of an older version, still running"
+        );
     }
 
     #[test]

@@ -168,6 +168,9 @@ pub enum JvmProbe {
 pub const CLOCK_FUNCTION: &str = "_ZN2os13javaTimeNanosEv";
 
 impl JvmProbe {
+    /// The USDT providers of HotSpot's probes.
+    pub const PROVIDERS: [&'static str; 2] = ["hotspot", "hs_private"];
+
     /// Every one, with the USDT probe names it is attached at (any provider).
     pub const ALL: [(JvmProbe, &'static str); 10] = [
         (JvmProbe::SafepointBegin, "safepoint__begin"),

@@ -62,7 +62,7 @@ impl Instance {
         };
         let dir = root
             .join("instances")
-            .join(format!("rtlab-{}", std::process::id()));
+            .join(format!("rtlab-{}", rtlab_sys::tracefs::run_tag()));
         // An instance of a crashed run with our pid cannot exist (pids are unique while
         // alive), but stale ones of dead pids are removed.
         rtlab_sys::tracefs::remove_stale_instances();
@@ -125,7 +125,7 @@ impl Drop for Instance {
 
 /// The group of this run's uprobe events (a JVM's probes), removed with the instance.
 fn uprobe_group() -> String {
-    format!("rtlab_{}", std::process::id())
+    format!("rtlab_{}", rtlab_sys::tracefs::run_tag())
 }
 
 /// A register's name in a uprobe event's fetch arguments, by its offset in x86-64's
@@ -168,15 +168,22 @@ fn uprobe_line(
 /// Attaches uprobe events at the HotSpot safepoint, VM operation and collection probes of
 /// `libjvm`, traced by instance `dir` (as `hotspot_<probe>_<n>` events); returns how many.
 /// All or none: a safepoint's begin without its end would hold delays for ever.
-pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, crate::usdt::ProbeError> {
+/// A uprobe event fires in every process that maps the file: a file of root's only.
+pub(crate) fn probe_jvm(
+    dir: &Path,
+    libjvm: &crate::usdt::Library,
+) -> Result<usize, crate::usdt::ProbeError> {
     use crate::event::JvmProbe;
     use crate::usdt::ProbeError;
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let sites = crate::usdt::sites(libjvm)?;
+    if !libjvm.root_owned {
+        return Err(ProbeError::NotRoots(libjvm.shown.clone()));
+    }
+    let sites = libjvm.sites(&JvmProbe::PROVIDERS)?;
     let wanted: Vec<(crate::event::JvmProbe, crate::usdt::Site)> = sites
         .into_iter()
-        .filter(|s| (s.provider == "hotspot" || s.provider == "hs_private") && s.semaphore == 0)
+        .filter(|s| s.semaphore == 0)
         .filter_map(|s| {
             // Not a thread's parks and sleeps: they fire at every wait of every Java thread
             // of every JVM of the file, which a uprobe event cannot filter by process.
@@ -188,9 +195,11 @@ pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, crate::usdt:
         .collect();
     let stops = [JvmProbe::SafepointBegin, JvmProbe::SafepointEnd];
     if !stops.iter().all(|p| wanted.iter().any(|(w, _)| w == p)) {
-        return Err(ProbeError::NoSafepointProbes(libjvm.to_path_buf()));
+        return Err(ProbeError::NoSafepointProbes(libjvm.shown.clone()));
     }
     let group = uprobe_group();
+    // Through rtlab's descriptor: the very file the offsets were read from.
+    let path = libjvm.kernel_path();
     let mut names = Vec::new();
     for (probe, site) in &wanted {
         let name = format!(
@@ -198,7 +207,7 @@ pub(crate) fn probe_jvm(dir: &Path, libjvm: &Path) -> Result<usize, crate::usdt:
             probe.name(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let defined = rtlab_sys::tracefs::define_uprobe(&uprobe_line(&name, libjvm, *probe, site))
+        let defined = rtlab_sys::tracefs::define_uprobe(&uprobe_line(&name, &path, *probe, site))
             .map_err(ProbeError::Attach)
             .and_then(|()| {
                 let path = dir.join("events").join(&group).join(&name).join("enable");
@@ -245,7 +254,7 @@ mod tests {
             line,
             format!(
                 "p:rtlab_{}/hotspot_vmops__begin_3 /lib/libjvm.so:0x129a072 op=+0(%r14):ustring",
-                std::process::id()
+                rtlab_sys::tracefs::run_tag()
             )
         );
     }

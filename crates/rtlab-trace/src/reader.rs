@@ -341,9 +341,12 @@ fn follow_watch(
             Source::Bpf(r) => (r.probe_jvm(&lib, pid), r.takes_watched()),
             Source::Text { dir, jvm_files, .. } => (probe_jvm_text(dir, jvm_files, &lib), false),
         };
+        let refused = attached.as_ref().is_err_and(|e| e.not_permitted());
         w.jvm_probed(&lib, attached, waits);
         // Its clock, in that process only (every read traps).
-        if let (Source::Bpf(r), Some(pid), true) = (&mut *source, pid, w.java_clock()) {
+        if let (Source::Bpf(r), Some(pid), true, false) =
+            (&mut *source, pid, w.java_clock(), refused)
+        {
             let clock = r.probe_jvm_clock(&lib, pid);
             w.jvm_clock_probed(&lib, pid, clock);
         }
@@ -389,18 +392,14 @@ fn place_reader(want: Option<Vec<usize>>, placed: &mut Option<Vec<usize>>) {
     }
 }
 
-/// A JVM's probes through tracefs (once per file): every process's, whatever `--pid` says.
+/// A JVM's probes through tracefs (once per file): every process's, whatever `--pid` says
+/// (so a file of root's only).
 fn probe_jvm_text(
     dir: &std::path::Path,
     files: &mut std::collections::HashSet<(u64, u64)>,
-    libjvm: &std::path::Path,
+    libjvm: &crate::usdt::Library,
 ) -> Result<usize, crate::usdt::ProbeError> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
-        path: libjvm.to_path_buf(),
-        error,
-    })?;
-    if !files.insert((meta.dev(), meta.ino())) {
+    if !files.insert(libjvm.id) {
         return Ok(0);
     }
     crate::instance::probe_jvm(dir, libjvm)

@@ -19,6 +19,8 @@ pub enum ProbeError {
     NoSafepointProbes(PathBuf),
     /// No clock function in its symbol table (stripped).
     NoClock(PathBuf),
+    /// Probes in every process asked for, in a file not root's (or writable by others).
+    NotRoots(PathBuf),
     /// The kernel refused a probe's program (the verifier's last line).
     Load {
         probe: &'static str,
@@ -49,6 +51,12 @@ impl std::fmt::Display for ProbeError {
                 "{}: no os::javaTimeNanos in its symbol table (a stripped libjvm.so)",
                 path.display()
             ),
+            ProbeError::NotRoots(path) => write!(
+                f,
+                "{}: not installed by root (another user owns it or may write it): probed only \
+                 in a watched process that maps it, never in every process",
+                path.display()
+            ),
             ProbeError::Load {
                 probe,
                 error,
@@ -61,6 +69,25 @@ impl std::fmt::Display for ProbeError {
 }
 
 impl std::error::Error for ProbeError {}
+
+impl ProbeError {
+    /// The kernel refuses uprobes (or their programs) to this process: no file would do.
+    pub fn not_permitted(&self) -> bool {
+        match self {
+            ProbeError::Attach(e) | ProbeError::Load { error: e, .. } => e.is_permission(),
+            _ => false,
+        }
+    }
+
+    /// The file itself is the reason (unreadable, not an ELF file rtlab reads, no probes):
+    /// the same for any process that maps it.
+    pub fn is_the_files(&self) -> bool {
+        matches!(
+            self,
+            ProbeError::Io { .. } | ProbeError::NotElf { .. } | ProbeError::NoSafepointProbes(_)
+        )
+    }
+}
 
 /// One probe site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,25 +115,90 @@ pub enum Arg {
 }
 
 /// The most read of a file at once (its section and program headers, its section names,
-/// its probes' notes: a few hundred kB in a libjvm.so).
+/// its symbol tables: a few MB in a libjvm.so).
 const MAX_READ: usize = 64 << 20;
+/// The most probe notes read (a libjvm.so's are under 64 kB), and the most sites kept of
+/// them: a file of millions of notes is refused, not parsed into memory.
+const MAX_NOTES: usize = 1 << 20;
+const MAX_SITES: usize = 1024;
 
-/// The USDT probe sites of ELF file `path` (none when it has no `.note.stapsdt`).
-pub fn sites(path: &Path) -> Result<Vec<Site>, ProbeError> {
-    Elf::open(path)?.sites()
+/// A libjvm.so opened once, as a watched process maps it (or as the JVM rtlab starts will):
+/// its notes, its symbols and the kernel's probes all go through this descriptor
+/// (`/proc/self/fd/N` for the kernel), never through its path again. Whoever owns the file
+/// can swap its path for another file at any moment; a probe's offset means something only
+/// in the file it was read from.
+#[derive(Debug, Clone)]
+pub struct Library {
+    /// Its path as the process names it (for what rtlab says of it).
+    pub shown: PathBuf,
+    file: std::sync::Arc<std::fs::File>,
+    /// Its device and inode (one file however many processes map it).
+    pub id: (u64, u64),
+    /// Owned by root and writable by no one else: what root installed, whose notes are
+    /// root's own word. Only such a file is probed in every process that maps it; any other
+    /// only in the watched process that maps it.
+    pub root_owned: bool,
 }
 
-/// The file offset of function `symbol` (its mangled name) in ELF file `path`, from its
-/// symbol table (`.symtab`, else `.dynsym`): where a uprobe at its entry goes. None when the
-/// file has no such function (stripped, or another build).
-pub fn function(path: &Path, symbol: &str) -> Result<Option<u64>, ProbeError> {
-    Elf::open(path)?.function(symbol)
+impl Library {
+    /// The libjvm.so process `pid` maps, opened as it maps it (see
+    /// [`rtlab_sys::procfs::open_mapped`]: under its own root, no symlink followed, the
+    /// very file of its maps line, the process still the one read). None: it maps none.
+    pub fn of_process(pid: u32) -> Result<Option<Library>, ProbeError> {
+        let shown = || PathBuf::from(format!("/proc/{pid}/maps: libjvm.so"));
+        let opened =
+            rtlab_sys::procfs::open_mapped(pid, "libjvm.so").map_err(|e| io(&shown(), e))?;
+        Ok(opened.map(|m| Library {
+            root_owned: m.root_owned(),
+            shown: PathBuf::from(&m.mapping.path),
+            id: (m.mapping.dev, m.mapping.inode),
+            file: std::sync::Arc::new(m.file),
+        }))
+    }
+
+    /// The file at `path` (the libjvm.so of a JVM the user's own command will start),
+    /// opened once: a regular file only, checked before it is opened.
+    pub fn open(path: &Path) -> Result<Library, ProbeError> {
+        use std::os::unix::fs::MetadataExt;
+        let file = match rtlab_sys::fs::open_regular(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(not_elf(path, "not a regular file"))
+            }
+            other => other.map_err(|e| io(path, e))?,
+        };
+        let meta = file.metadata().map_err(|e| io(path, e))?;
+        Ok(Library {
+            shown: path.to_path_buf(),
+            id: (meta.dev(), meta.ino()),
+            root_owned: meta.uid() == 0 && meta.mode() & 0o022 == 0,
+            file: std::sync::Arc::new(file),
+        })
+    }
+
+    /// The path the kernel is given for a probe in it: this descriptor's, in rtlab's own
+    /// `/proc/self/fd` (valid while this library, or a clone of it, is open).
+    pub fn kernel_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+
+    /// Its USDT probe sites of `provider`s (none when it has no `.note.stapsdt`).
+    pub fn sites(&self, providers: &[&str]) -> Result<Vec<Site>, ProbeError> {
+        Elf::of(&self.file, &self.shown)?.sites(providers)
+    }
+
+    /// The file offset of function `symbol` (its mangled name), from its symbol table
+    /// (`.symtab`, else `.dynsym`): where a uprobe at its entry goes. None when the file has
+    /// no such function (stripped, or another build).
+    pub fn function(&self, symbol: &str) -> Result<Option<u64>, ProbeError> {
+        Elf::of(&self.file, &self.shown)?.function(symbol)
+    }
 }
 
 /// An ELF file being read: its section headers, their names, its loadable segments.
-struct Elf {
-    path: PathBuf,
-    file: std::fs::File,
+struct Elf<'a> {
+    path: &'a Path,
+    file: &'a std::fs::File,
     size: u64,
     sections: Vec<u8>,
     names: Vec<u8>,
@@ -124,16 +216,14 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 
-impl Elf {
-    fn open(path: &Path) -> Result<Elf, ProbeError> {
-        // (Not blocking on a FIFO put at its place by the JVM's owner.)
-        let file = rtlab_sys::fs::open_nonblocking(path).map_err(|e| io(path, e))?;
+impl<'a> Elf<'a> {
+    fn of(file: &'a std::fs::File, path: &'a Path) -> Result<Elf<'a>, ProbeError> {
         let meta = file.metadata().map_err(|e| io(path, e))?;
         if !meta.is_file() {
             return Err(not_elf(path, "not a regular file"));
         }
         let mut elf = Elf {
-            path: path.to_path_buf(),
+            path,
             file,
             size: meta.len(),
             sections: Vec::new(),
@@ -179,17 +269,17 @@ impl Elf {
     fn read(&self, at: u64, len: usize) -> Result<Vec<u8>, ProbeError> {
         if at.checked_add(len as u64).is_none_or(|end| end > self.size) {
             return Err(not_elf(
-                &self.path,
+                self.path,
                 "a header points past the end of the file",
             ));
         }
         if len > MAX_READ {
-            return Err(not_elf(&self.path, "a section larger than a libjvm.so's"));
+            return Err(not_elf(self.path, "a section larger than a libjvm.so's"));
         }
         let mut b = vec![0u8; len];
         self.file
             .read_exact_at(&mut b, at)
-            .map_err(|e| io(&self.path, e))?;
+            .map_err(|e| io(self.path, e))?;
         Ok(b)
     }
 
@@ -208,14 +298,17 @@ impl Elf {
         self.read(u64_at(s, 24), u64_at(s, 32) as usize)
     }
 
-    fn sites(&self) -> Result<Vec<Site>, ProbeError> {
+    fn sites(&self, providers: &[&str]) -> Result<Vec<Site>, ProbeError> {
         let Some(notes) = self.find(".note.stapsdt") else {
             return Ok(Vec::new());
         };
+        if u64_at(notes, 32) > MAX_NOTES as u64 {
+            return Err(not_elf(self.path, "more probe notes than a libjvm.so's"));
+        }
         // A prelinked file moved its text: its `.stapsdt.base` says by how much.
         let base_now = self.find(".stapsdt.base").map(|s| u64_at(s, 16));
         let data = self.contents(notes)?;
-        Ok(sites_in_notes(&data, base_now, &self.loads))
+        Ok(sites_in_notes(&data, base_now, &self.loads, providers))
     }
 
     fn function(&self, symbol: &str) -> Result<Option<u64>, ProbeError> {
@@ -225,7 +318,7 @@ impl Elf {
             };
             let link = u32_at(s, 40) as usize;
             if link >= self.sections.len() / SECTION {
-                return Err(not_elf(&self.path, "a symbol table without its strings"));
+                return Err(not_elf(self.path, "a symbol table without its strings"));
             }
             let (symbols, strings) = (self.contents(s)?, self.contents(self.section(link))?);
             // Elf64_Sym: name (4), info (1), other (1), section (2), value (8), size (8).
@@ -270,14 +363,20 @@ fn file_offset(addr: u64, loads: &[(u64, u64, u64)]) -> Option<u64> {
     offset.checked_add(addr - v)
 }
 
-/// The probe sites in `.note.stapsdt`'s `data`, their addresses moved by the prelink base
-/// `base_now` (if any) and turned into file offsets through the loadable segments `loads`
-/// (address, size, file offset); a note outside them is left out.
-fn sites_in_notes(data: &[u8], base_now: Option<u64>, loads: &[(u64, u64, u64)]) -> Vec<Site> {
+/// The probe sites of `providers` in `.note.stapsdt`'s `data` (the first [`MAX_SITES`]),
+/// their addresses moved by the prelink base `base_now` (if any) and turned into file
+/// offsets through the loadable segments `loads` (address, size, file offset); a note
+/// outside them is left out.
+fn sites_in_notes(
+    data: &[u8],
+    base_now: Option<u64>,
+    loads: &[(u64, u64, u64)],
+    providers: &[&str],
+) -> Vec<Site> {
     let mut out = Vec::new();
     let mut at = 0;
     let align = |n: usize| n.div_ceil(4) * 4;
-    while at + 12 <= data.len() {
+    while at + 12 <= data.len() && out.len() < MAX_SITES {
         let (namesz, descsz, kind) = (
             u32_at(data, at) as usize,
             u32_at(data, at + 4) as usize,
@@ -295,15 +394,13 @@ fn sites_in_notes(data: &[u8], base_now: Option<u64>, loads: &[(u64, u64, u64)])
             if let Some(now) = base_now {
                 pc = pc.wrapping_add(now.wrapping_sub(base));
             }
-            let mut strings = desc[24..]
-                .split(|&c| c == 0)
-                .map(|s| String::from_utf8_lossy(s).into_owned());
-            let (provider, name, args) = (
-                strings.next().unwrap_or_default(),
-                strings.next().unwrap_or_default(),
-                strings.next().unwrap_or_default(),
-            );
-            if let Some(at_file) = file_offset(pc, loads) {
+            let mut strings = desc[24..].split(|&c| c == 0);
+            let provider = String::from_utf8_lossy(strings.next().unwrap_or_default());
+            let wanted = providers.contains(&provider.as_ref());
+            if let (true, Some(at_file)) = (wanted, file_offset(pc, loads)) {
+                let mut text = || String::from_utf8_lossy(strings.next().unwrap_or_default());
+                let (name, args) = (text().into_owned(), text().into_owned());
+                let provider = provider.into_owned();
                 out.push(Site {
                     provider,
                     name,
@@ -425,7 +522,8 @@ mod tests {
             return;
         }
         for jvm in jvms {
-            let sites = sites(&jvm).unwrap();
+            let lib = Library::open(&jvm).unwrap();
+            let sites = lib.sites(&["hotspot", "hs_private"]).unwrap();
             let size = std::fs::metadata(&jvm).unwrap().len();
             for name in [
                 "safepoint__begin",
@@ -441,7 +539,7 @@ mod tests {
             }
             // Its clock, where nm (binutils) finds it: in these files its text segment's
             // addresses are its file offsets.
-            let clock = function(&jvm, crate::event::CLOCK_FUNCTION).unwrap();
+            let clock = lib.function(crate::event::CLOCK_FUNCTION).unwrap();
             let nm = std::process::Command::new("nm").arg(&jvm).output();
             match nm {
                 Ok(out) if out.status.success() => {
@@ -464,11 +562,112 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_is_given_the_file_read_not_whatever_its_path_names_since() {
+        // The file's owner swaps its path for a symlink to another file (of root's) once
+        // rtlab has read the notes: the probe still goes in the file whose notes were read.
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libjvm.so");
+        std::fs::write(&lib, b"not yet an ELF file, but the one read").unwrap();
+        let opened = Library::open(&lib).unwrap();
+        let inode = std::fs::metadata(&lib).unwrap().ino();
+        std::fs::rename(&lib, dir.path().join("old")).unwrap();
+        std::os::unix::fs::symlink("/bin/sh", &lib).unwrap();
+        let given = std::fs::metadata(opened.kernel_path()).unwrap();
+        assert_eq!((given.dev(), given.ino()), opened.id);
+        assert_eq!(given.ino(), inode);
+        // A file of this test's user, writable by it alone: root's only when run as root.
+        let is_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+        assert_eq!(opened.root_owned, is_root);
+    }
+
+    #[test]
+    fn a_file_of_64_mib_of_notes_is_refused_before_they_are_read() {
+        // An ELF header, and three sections: none, the section names, and a note section
+        // of 64 MiB (the file sparse: nothing that large is written, nor read).
+        let names = b"\0.shstrtab\0.note.stapsdt\0";
+        let (names_at, table_at) = (64u64, 128u64);
+        let notes_len = 64u64 << 20;
+        let notes_at = table_at + 3 * 64;
+        let mut f = vec![0u8; notes_at as usize];
+        f[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        f[0x28..0x30].copy_from_slice(&table_at.to_le_bytes());
+        f[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        f[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        f[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
+        f[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes());
+        f[names_at as usize..names_at as usize + names.len()].copy_from_slice(names);
+        let section = |f: &mut Vec<u8>, i: usize, name: u32, at: u64, len: u64| {
+            let s = table_at as usize + i * 64;
+            f[s..s + 4].copy_from_slice(&name.to_le_bytes());
+            f[s + 24..s + 32].copy_from_slice(&at.to_le_bytes());
+            f[s + 32..s + 40].copy_from_slice(&len.to_le_bytes());
+        };
+        section(&mut f, 1, 1, names_at, names.len() as u64);
+        section(&mut f, 2, 11, notes_at, notes_len);
+        let dir = tempfile::tempdir().unwrap();
+        let bomb = dir.path().join("libjvm.so");
+        std::fs::write(&bomb, &f).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&bomb)
+            .unwrap()
+            .set_len(notes_at + notes_len)
+            .unwrap();
+        let e = Library::open(&bomb)
+            .unwrap()
+            .sites(&["hotspot"])
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("more probe notes than a libjvm.so's"),
+            "{e}"
+        );
+        assert!(
+            e.is_the_files(),
+            "remembered, not read again for another process"
+        );
+    }
+
+    #[test]
+    fn notes_of_other_providers_are_not_kept_and_past_a_bound_none_are() {
+        let note = |provider: &str, name: &str| {
+            let desc: Vec<u8> = [0u64, 0, 0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .chain(format!("{provider}\0{name}\0\0").into_bytes())
+                .collect();
+            let mut n = Vec::new();
+            n.extend(8u32.to_le_bytes());
+            n.extend((desc.len() as u32).to_le_bytes());
+            n.extend(3u32.to_le_bytes());
+            n.extend(b"stapsdt\0");
+            n.extend(&desc);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n
+        };
+        let loads = [(0, 1 << 20, 0)];
+        let mut data = note("other", "x");
+        data.extend(note("hotspot", "safepoint__begin"));
+        let kept = sites_in_notes(&data, None, &loads, &["hotspot"]);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].name, "safepoint__begin");
+        let many: Vec<u8> = (0..MAX_SITES + 10)
+            .flat_map(|_| note("hotspot", "safepoint__begin"))
+            .collect();
+        assert_eq!(
+            sites_in_notes(&many, None, &loads, &["hotspot"]).len(),
+            MAX_SITES
+        );
+    }
+
+    #[test]
     fn a_file_that_is_not_one_or_lies_in_its_headers_is_refused_without_reading_past_its_end() {
         let dir = std::env::temp_dir().join(format!("rtlab-usdt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let short = dir.join("short");
         std::fs::write(&short, b"\x7fELF").unwrap();
+        let sites = |p: &Path| Library::open(p)?.sites(&["hotspot"]);
         let e = sites(&short).unwrap_err();
         assert!(matches!(e, ProbeError::NotElf { .. }), "{e}");
         assert!(

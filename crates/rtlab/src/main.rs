@@ -5,6 +5,34 @@
 //! `--fail-above` gate was hit.
 #![deny(unsafe_code)]
 
+// What rtlab prints never panics when its terminal or pipe is gone (std's macros do, and a
+// closed terminal is how a run is often ended): the line is lost, the run's results and its
+// cleanup are not. These shadow std's four for the whole binary.
+macro_rules! eprintln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! eprint {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! println {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! print {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod cli;
 mod cmd;
 mod hlog;

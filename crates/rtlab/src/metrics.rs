@@ -1,15 +1,18 @@
 //! `--metrics ADDR:PORT`: a minimal HTTP/1.1 server for Prometheus's scrapes, on std's
 //! `TcpListener`. Each connection is answered on a thread of its own, at most
-//! [`MAX_CLIENTS`] at once (one more is closed at once), each with one deadline for the whole
-//! exchange (2 s to send a request of at most 8 KiB, whatever pace the client reads or writes
-//! at, then the answer), then closed: a slow or hostile client costs a scrape at most one of
-//! those slots, never the watch itself (the page is made from a copy of the watcher's figures
-//! taken under its lock), and stopping the server never waits for a client.
+//! [`MAX_CLIENTS`] at once and [`MAX_PER_PEER`] from one address, each with one deadline for
+//! the whole exchange (2 s to send a request of at most 8 KiB, whatever pace the client reads
+//! or writes at, then the answer), then closed. A connection that has not sent its request
+//! yet holds its slot only until a newer one needs it: idle or dribbling connections (8 of
+//! them answered no scrape at all before) cannot keep a scraper out, which sends its request
+//! as soon as it connects. A slow or hostile client never costs the watch itself (the page
+//! is made from a copy of the watcher's figures taken under its lock), and stopping the
+//! server never waits for a client.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long one request may take, from accept to the last byte of the answer.
@@ -17,6 +20,8 @@ const DEADLINE: Duration = Duration::from_secs(2);
 const MAX_REQUEST: usize = 8192;
 /// Connections answered at once; Prometheus needs one (two while a scrape times out).
 pub const MAX_CLIENTS: usize = 8;
+/// Of them, from one address.
+pub const MAX_PER_PEER: usize = 4;
 
 /// The page's maker, shared by the connections' threads.
 pub type Page = Arc<dyn Fn() -> String + Send + Sync>;
@@ -28,12 +33,57 @@ pub struct MetricsServer {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Frees a client slot when its thread ends, however it ends.
-struct Slot(Arc<AtomicUsize>);
+/// One connection being answered.
+struct Client {
+    id: u64,
+    peer: IpAddr,
+    /// True once its whole request came: answered from then on, never evicted.
+    asked: Arc<AtomicBool>,
+    /// To close it when evicted (its thread then ends at its next read).
+    conn: TcpStream,
+}
+
+/// The connections being answered, oldest first.
+#[derive(Clone, Default)]
+struct Clients(Arc<Mutex<Vec<Client>>>);
+
+impl Clients {
+    /// Room for a connection from `peer`: made by closing the oldest that has not sent its
+    /// request yet where the peer or the server is full; None where every one has (it is
+    /// then closed at once).
+    fn admit(&self, id: u64, peer: IpAddr, conn: &TcpStream) -> Option<Arc<AtomicBool>> {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let from_peer = all.iter().filter(|c| c.peer == peer).count();
+        if from_peer >= MAX_PER_PEER || all.len() >= MAX_CLIENTS {
+            let full_peer = from_peer >= MAX_PER_PEER;
+            let evict = all
+                .iter()
+                .position(|c| !c.asked.load(Ordering::Acquire) && (!full_peer || c.peer == peer))?;
+            let old = all.remove(evict);
+            let _ = old.conn.shutdown(std::net::Shutdown::Both);
+        }
+        let asked = Arc::new(AtomicBool::new(false));
+        all.push(Client {
+            id,
+            peer,
+            asked: asked.clone(),
+            conn: conn.try_clone().ok()?,
+        });
+        Some(asked)
+    }
+
+    fn remove(&self, id: u64) {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|c| c.id != id);
+    }
+}
+
+/// Frees a client's slot when its thread ends, however it ends.
+struct Slot(Clients, u64);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.remove(self.1);
     }
 }
 
@@ -42,28 +92,28 @@ impl MetricsServer {
     pub fn start(listener: TcpListener, page: Page) -> std::io::Result<MetricsServer> {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let busy = Arc::new(AtomicUsize::new(0));
+        let clients = Clients::default();
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("rtlab-metrics".into())
                 .spawn(move || {
-                    for conn in listener.incoming() {
+                    for (id, conn) in (0u64..).zip(listener.incoming()) {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
                         let Ok(conn) = conn else { continue };
-                        if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-                            busy.fetch_sub(1, Ordering::AcqRel);
-                            continue; // closed at once: every slot is taken
-                        }
-                        let slot = Slot(busy.clone());
+                        let Ok(peer) = conn.peer_addr() else { continue };
+                        let Some(asked) = clients.admit(id, peer.ip(), &conn) else {
+                            continue; // closed at once: every slot is answering a request
+                        };
+                        let slot = Slot(clients.clone(), id);
                         let page = page.clone();
                         let spawned = std::thread::Builder::new()
                             .name("rtlab-metrics-c".into())
                             .spawn(move || {
                                 let _slot = slot;
-                                let _ = answer(conn, &*page, Instant::now() + DEADLINE);
+                                let _ = answer(conn, &*page, Instant::now() + DEADLINE, &asked);
                             });
                         // A thread that could not start dropped its slot with its closure.
                         drop(spawned);
@@ -110,11 +160,12 @@ fn left(deadline: Instant) -> std::io::Result<Duration> {
     }
 }
 
-/// Reads one request and answers it, all before `deadline`.
+/// Reads one request and answers it, all before `deadline` (`asked` set once it came).
 fn answer(
     mut conn: TcpStream,
     page: &(dyn Fn() -> String + Send + Sync),
     deadline: Instant,
+    asked: &AtomicBool,
 ) -> std::io::Result<()> {
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
@@ -136,6 +187,7 @@ fn answer(
             );
         }
     }
+    asked.store(true, Ordering::Release);
     let line = request
         .split(|&b| b == b'\r' || b == b'\n')
         .next()
@@ -282,6 +334,63 @@ mod tests {
         for s in slow {
             s.join().unwrap();
         }
+    }
+
+    #[test]
+    fn idle_connections_do_not_keep_a_scrape_out() {
+        // Regression (hardening, third review, #5): 8 connections that sent nothing took
+        // every slot, and 0 of 20 scrapes were answered.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = MetricsServer::start(listener, Arc::new(|| "ok\n".to_string())).unwrap();
+        let addr = server.addr();
+        let idle: Vec<TcpStream> = (0..2 * MAX_CLIENTS)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        for _ in 0..20 {
+            let ok = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+            assert!(ok.ends_with("\r\n\r\nok\n"), "{ok}");
+            // ... and the idle ones come back at once, as an attacker's would.
+            for _ in 0..MAX_CLIENTS {
+                let _ = TcpStream::connect(addr);
+            }
+        }
+        drop(idle);
+    }
+
+    #[test]
+    fn a_peer_holds_at_most_its_share_and_a_full_server_evicts_the_idle_first() {
+        let clients = Clients::default();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let peers = |c: &Clients| -> Vec<(u64, IpAddr)> {
+            c.0.lock().unwrap().iter().map(|c| (c.id, c.peer)).collect()
+        };
+        // Peer a fills its share; its next connection evicts its oldest idle one.
+        let asked: Vec<_> = (0..MAX_PER_PEER as u64)
+            .map(|id| clients.admit(id, a, &conn).unwrap())
+            .collect();
+        clients.admit(10, a, &conn).unwrap();
+        assert_eq!(peers(&clients)[0].0, 1);
+        assert_eq!(peers(&clients).len(), MAX_PER_PEER);
+        // Every one of a's answering a request: the next from a is refused.
+        for s in &asked {
+            s.store(true, Ordering::Release);
+        }
+        clients.0.lock().unwrap()[MAX_PER_PEER - 1]
+            .asked
+            .store(true, Ordering::Release);
+        assert!(clients.admit(11, a, &conn).is_none());
+        // b still gets in, up to the server's bound.
+        for id in 20..20 + (MAX_CLIENTS - MAX_PER_PEER) as u64 {
+            clients.admit(id, b, &conn).unwrap();
+        }
+        assert_eq!(peers(&clients).len(), MAX_CLIENTS);
+        // Full: a newcomer evicts b's oldest idle one.
+        clients.admit(30, b, &conn).unwrap();
+        assert!(!peers(&clients).contains(&(20, b)));
+        assert_eq!(peers(&clients).len(), MAX_CLIENTS);
     }
 
     #[test]

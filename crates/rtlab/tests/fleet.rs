@@ -222,6 +222,8 @@ fn the_kubernetes_manifests_validate_against_the_api_schema() {
         "the DaemonSet adds {wanted:?}"
     );
     assert!(text.contains("drop: [\"ALL\"]") && text.contains("hostPID: true"));
+    // Only the scraper reaches /metrics (it names the node's processes and threads).
+    assert!(text.contains("kind: NetworkPolicy") && text.contains("- Ingress"));
     if !have("kubernetes-validate", "--version") {
         return skip(
             test,
@@ -241,6 +243,7 @@ fn the_kubernetes_manifests_validate_against_the_api_schema() {
             "namespace/rtlab",
             "daemonset/rtlab-watch",
             "service/rtlab-watch",
+            "networkpolicy/rtlab-watch",
         ] {
             assert!(
                 said.contains(&format!("passed for resource {kind}")),

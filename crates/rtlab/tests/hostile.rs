@@ -612,14 +612,14 @@ fn a_killed_watchs_tracing_instance_is_reported_then_removed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let instance = rtlab_sys::probe::tracefs_mount()
-        .unwrap()
-        .join(format!("instances/rtlab-{}", watch.id()));
+    let instances = rtlab_sys::probe::tracefs_mount().unwrap().join("instances");
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !instance.exists() && Instant::now() < deadline {
+    let mut instance = instance_of(&instances, watch.id());
+    while instance.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
+        instance = instance_of(&instances, watch.id());
     }
-    assert!(instance.exists(), "the watch made no instance");
+    let instance = instance.expect("the watch made no instance");
     watch.kill().unwrap();
     watch.wait().unwrap();
     let _ = sleeper.kill();
@@ -755,4 +755,111 @@ fn many_wide_histograms_in_one_document_are_refused_at_once() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains("more than rtlab decodes"), "{stderr}");
     }
+}
+
+/// A process mapping `lib` (private, executable: as a program maps its code),
+/// at SCHED_FIFO 5 where `rt`, until killed.
+fn mapping(lib: &Path, rt: bool) -> Child {
+    let mut cmd = Command::new(if rt { "chrt" } else { "python3" });
+    if rt {
+        cmd.args(["-f", "5", "python3"]);
+    }
+    let mut child = cmd
+        .args([
+            "-c",
+            "import mmap,sys,time\nf=open(sys.argv[1],'rb')\nm=mmap.mmap(f.fileno(),0,flags=mmap.MAP_PRIVATE,prot=mmap.PROT_READ|mmap.PROT_EXEC)\nprint('mapped',flush=True)\ntime.sleep(60)",
+        ])
+        .arg(lib)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "mapped");
+    child
+}
+
+#[test]
+fn a_libjvm_of_another_users_is_probed_only_in_the_watched_process_that_maps_it() {
+    // Regression (hardening, third review, #1): `watch --all` probed every process through
+    // any file a process mapped as libjvm.so, at offsets its notes chose, and looked at
+    // processes `--rt-only` then left out. Now a file not root's is probed only in the
+    // watched process mapping it, and processes not watched are not looked at.
+    let test = "a libjvm.so of another user's";
+    if !is_root() {
+        return skip(test, "needs root (eBPF, uprobes)");
+    }
+    let Some(real) = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("lib/server/libjvm.so"))
+        .find(|p| p.is_file())
+    else {
+        return skip(test, "no libjvm.so under /usr/lib/jvm");
+    };
+    if Command::new("python3").arg("-V").output().is_err() {
+        return skip(test, "no python3");
+    }
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libjvm.so");
+    std::fs::copy(&real, &lib).unwrap();
+    // Another user's file (nobody's), as a user's own JDK is.
+    std::os::unix::fs::chown(&lib, Some(65534), Some(65534)).unwrap();
+    let (mut watched, mut other) = (mapping(&lib, true), mapping(&lib, false));
+    let watch = Command::new(rtlab_path())
+        .args(["watch", "--all", "--rt-only", "--duration", "3s", "--quiet"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    let (in_watched, in_other) = (probed_code_kb(watched.id()), probed_code_kb(other.id()));
+    let out = watch.wait_with_output().unwrap();
+    for p in [&mut watched, &mut other] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(in_watched > 0, "no probe in the watched process: {stdout}");
+    assert_eq!(in_other, 0, "probes in a process not watched: {stdout}");
+}
+
+#[test]
+fn without_a_terminal_a_hangup_does_not_end_the_watch() {
+    // Regression (hardening, third review, #2): a user who got a terminal of theirs made
+    // rtlab's controlling terminal closed it, and the hangup ended the shipped unit's watch
+    // with exit 0 ("interrupted"), which its restart policy did not restart. Run with no
+    // terminal (as a service is), a SIGHUP is ignored.
+    if !is_root() {
+        return skip("a hangup without a terminal", "needs root (eBPF)");
+    }
+    let _serial = realtime_serial();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let started = Instant::now();
+    let watch = Command::new(rtlab_path())
+        .args(["watch", "--duration", "3s", "--quiet"])
+        .args(["--pid", &sleeper.id().to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let sent = Command::new("kill")
+        .args(["-HUP", &watch.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = watch.wait_with_output().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("interrupted"), "{text}");
+    assert!(text.contains("duration reached"), "{text}");
+    assert!(started.elapsed() >= Duration::from_millis(2900));
 }

@@ -231,15 +231,59 @@ fn a_duration_near_the_clock_limit_still_measures() {
 }
 
 #[test]
-fn a_hangup_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
+fn a_closed_terminal_ends_the_run_like_ctrl_c_and_removes_the_tracefs_instance() {
     // Regression (hardening, low): SIGHUP (the terminal closed) killed rtlab the default way,
-    // leaving its tracefs instance behind and no result file.
-    let explain: &[&str] = if is_root() {
-        &["--explain", "--explain-with", "tracefs", "--cpus", "0"]
-    } else {
-        &[]
+    // leaving its tracefs instance behind and no result file. rtlab runs at a terminal of its
+    // own (script's pty), which then closes (script killed): the kernel hangs it up. (Without
+    // a terminal, SIGHUP is ignored: see the hostile tests.)
+    let test = "a closed terminal";
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return skip(test, "no script (util-linux) to give rtlab a terminal");
+    }
+    let explain = match is_root() {
+        true => "--explain --explain-with tracefs --cpus 0",
+        false => "",
     };
-    interrupted_run_keeps_the_results("-HUP", "60s", explain);
+    let _serial = realtime_serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hup.json");
+    let command = format!(
+        "exec {} wakeup --no-dma-latency --duration 60s --quiet {explain} --json {}",
+        assert_cmd::cargo::cargo_bin("rtlab").display(),
+        json.display()
+    );
+    let mut script = std::process::Command::new("script")
+        .args(["-qfc", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let running = |json: &std::path::Path| {
+        rtlab_sys::procfs::pids().into_iter().any(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*json.to_string_lossy()))
+        })
+    };
+    assert!(running(&json), "rtlab runs under script");
+    script.kill().unwrap();
+    script.wait().unwrap();
+    let started = Instant::now();
+    while running(&json) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "rtlab did not stop when its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let doc = load_valid_document(&json);
+    assert_eq!(doc["verdict"]["interrupted"], true);
+    assert!(doc["duration_s"].as_f64().unwrap() < 30.0);
     let left = std::fs::read_dir("/sys/kernel/tracing/instances")
         .map(|d| {
             d.flatten()

@@ -579,9 +579,8 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
         "{:?}",
         series_names(&doc)
     );
-    let instance =
-        std::path::Path::new("/sys/kernel/tracing/instances").join(format!("rtlab-{pid}"));
-    assert!(!instance.exists(), "{} left behind", instance.display());
+    let instance = instance_of(std::path::Path::new("/sys/kernel/tracing/instances"), pid);
+    assert!(instance.is_none(), "{instance:?} left behind");
 }
 
 #[test]

@@ -318,34 +318,6 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
     );
 }
 
-/// The anonymous kB (pages copied to hold a uprobe's breakpoint) in process `pid`'s
-/// executable mapping of libjvm.so.
-fn probed_code_kb(pid: u32) -> u64 {
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
-    let mut in_code = false;
-    let mut kb = 0;
-    for line in smaps.lines() {
-        let is_header = line
-            .split_whitespace()
-            .next()
-            .is_some_and(|f| f.contains('-'))
-            && line.split_whitespace().nth(1).is_some_and(|p| p.len() == 4);
-        if is_header {
-            in_code = line.contains(" r-xp ") && line.ends_with("libjvm.so");
-        } else if in_code {
-            if let Some(v) = line.strip_prefix("Anonymous:") {
-                kb += v
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap_or(0);
-            }
-        }
-    }
-    kb
-}
-
 #[test]
 fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_events_removed() {
     let test = "watch --explain-with tracefs on a JVM";

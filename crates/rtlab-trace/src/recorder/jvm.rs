@@ -5,33 +5,42 @@
 use super::*;
 
 impl Recorder {
-    /// Attaches to the HotSpot probes of `libjvm` (a JVM's libjvm.so, as a watched process
-    /// maps it) in process `pid`, or with None in every process that maps it: its safepoints,
-    /// VM operations, collections, and its threads' parks and sleeps become [`Kind::Jvm`]
-    /// events. Returns the probes attached (0: already done); or says why none (a
-    /// libjvm.so without probes, or no uprobes here).
+    /// Attaches to the HotSpot probes of `libjvm` (a JVM's libjvm.so, opened as a watched
+    /// process maps it) in process `pid`, or with None in every process that maps it (a
+    /// file of root's only: its notes say where the probes go): its safepoints, VM
+    /// operations, collections, and its threads' parks and sleeps become [`Kind::Jvm`]
+    /// events. Returns the probes attached (0: already done, or the file was refused
+    /// before); or says why none (a libjvm.so without probes, or no uprobes here).
     pub fn probe_jvm(
         &mut self,
-        libjvm: &std::path::Path,
+        libjvm: &crate::usdt::Library,
         pid: Option<u32>,
     ) -> Result<usize, crate::usdt::ProbeError> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
-            path: libjvm.to_path_buf(),
-            error,
-        })?;
-        let key = (meta.dev(), meta.ino(), pid.unwrap_or(0));
+        use crate::usdt::ProbeError;
+        if pid.is_none() && !libjvm.root_owned {
+            return Err(ProbeError::NotRoots(libjvm.shown.clone()));
+        }
+        let (dev, ino) = libjvm.id;
+        let key = (dev, ino, pid.unwrap_or(0));
         // (Probed in every process already: once more in one would record its hits twice.)
-        if self.usdt_files.contains(&(key.0, key.1, 0)) || !self.usdt_files.insert(key) {
+        if self.usdt_refused.contains(&(dev, ino))
+            || self.usdt_files.contains(&(dev, ino, 0))
+            || !self.usdt_files.insert(key)
+        {
             return Ok(0);
         }
         let (probes_before, links_before) = (self.usdt.len(), self.usdt_links.len());
         let attached = self.attach_jvm(libjvm, pid);
-        if attached.is_err() {
+        if let Err(e) = &attached {
             // All or none: a safepoint's begin without its end would hold delays for ever.
             self.usdt.truncate(probes_before);
             self.usdt_links.truncate(links_before);
             self.usdt_files.remove(&key);
+            // A file that cannot be read as a libjvm.so is not read again (another process
+            // mapping it would cost as much, for the same answer).
+            if e.is_the_files() {
+                self.usdt_refused.insert((dev, ino));
+            }
         }
         attached
     }
@@ -46,14 +55,13 @@ impl Recorder {
 
     fn attach_jvm(
         &mut self,
-        libjvm: &std::path::Path,
+        libjvm: &crate::usdt::Library,
         pid: Option<u32>,
     ) -> Result<usize, crate::usdt::ProbeError> {
         use crate::usdt::ProbeError;
-        let sites = crate::usdt::sites(libjvm)?;
+        let sites = libjvm.sites(&JvmProbe::PROVIDERS)?;
         let wanted: Vec<(JvmProbe, crate::usdt::Site)> = sites
             .into_iter()
-            .filter(|s| s.provider == "hotspot" || s.provider == "hs_private")
             .filter_map(|s| {
                 let (p, _) = JvmProbe::ALL.iter().find(|(_, n)| *n == s.name)?;
                 (s.semaphore == 0).then_some((*p, s))
@@ -62,7 +70,7 @@ impl Recorder {
         if !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointBegin)
             || !wanted.iter().any(|(p, _)| *p == JvmProbe::SafepointEnd)
         {
-            return Err(ProbeError::NoSafepointProbes(libjvm.to_path_buf()));
+            return Err(ProbeError::NoSafepointProbes(libjvm.shown.clone()));
         }
         let mut attached = 0;
         // A thread's waits only where the watched processes are known (they fire at every
@@ -87,7 +95,7 @@ impl Recorder {
     /// with `ret`), in process `pid` or every process.
     fn attach_uprobe(
         &mut self,
-        (libjvm, offset, ret): (&std::path::Path, u64, bool),
+        (libjvm, offset, ret): (&crate::usdt::Library, u64, bool),
         probe: JvmProbe,
         args: [Option<&crate::usdt::Arg>; 2],
         filter: Option<i32>,
@@ -109,7 +117,9 @@ impl Recorder {
         // CPU would record each hit once per CPU). For one process, the probe is placed in
         // its memory only: other JVMs running the same file pay nothing.
         let cpu = self.next.first().map_or(0, |n| n.0);
-        let ev = rtlab_sys::perf::uprobe(libjvm, offset, pid.map(|p| p as i32), cpu, ret)
+        // Through this descriptor: the very file the offsets were read from.
+        let path = libjvm.kernel_path();
+        let ev = rtlab_sys::perf::uprobe(&path, offset, pid.map(|p| p as i32), cpu, ret)
             .map_err(ProbeError::Attach)?;
         rtlab_sys::perf::attach_bpf(&ev, prog.raw_fd()).map_err(ProbeError::Attach)?;
         self.usdt.push(probe);
@@ -124,29 +134,25 @@ impl Recorder {
     /// it was attached now (false: it was already, or no set of watched processes).
     pub fn probe_jvm_clock(
         &mut self,
-        libjvm: &std::path::Path,
+        libjvm: &crate::usdt::Library,
         pid: u32,
     ) -> Result<bool, crate::usdt::ProbeError> {
-        use std::os::unix::fs::MetadataExt;
         let Some(watched) = self.watched_map.as_ref().map(|m| m.raw_fd()) else {
             return Ok(false);
         };
         if self.clock_links.iter().any(|(p, _, _)| *p == pid) {
             return Ok(false);
         }
-        let meta = std::fs::metadata(libjvm).map_err(|error| crate::usdt::ProbeError::Io {
-            path: libjvm.to_path_buf(),
-            error,
-        })?;
-        let offset = match self.jvm_clocks.get(&(meta.dev(), meta.ino())) {
+        let offset = match self.jvm_clocks.get(&libjvm.id) {
             Some(&offset) => offset,
             None => {
-                let found = crate::usdt::function(libjvm, crate::event::CLOCK_FUNCTION)?;
-                self.jvm_clocks.insert((meta.dev(), meta.ino()), found);
+                let found = libjvm.function(crate::event::CLOCK_FUNCTION)?;
+                self.jvm_clocks.insert(libjvm.id, found);
                 found
             }
         };
-        let offset = offset.ok_or_else(|| crate::usdt::ProbeError::NoClock(libjvm.into()))?;
+        let offset =
+            offset.ok_or_else(|| crate::usdt::ProbeError::NoClock(libjvm.shown.clone()))?;
         // At its return, with the value it returns (`%rax`): the time the thread read,
         // exactly. (A probe's own time comes after the read: on a VM, the host may stop the
         // vCPU in between, for hundreds of microseconds at times, which the guest does not

@@ -255,6 +255,9 @@ pub(crate) struct Recorder {
     /// (By device and inode: one file seen through two processes' roots is probed once; and
     /// by the process probed, 0: every process.)
     usdt_files: std::collections::HashSet<(u64, u64, u32)>,
+    /// Files (device, inode) whose probes could not be read: not read again for another
+    /// process that maps them.
+    usdt_refused: std::collections::HashSet<(u64, u64)>,
     /// Each probe's program and perf event, with the process it is for (0: every process).
     usdt_links: Vec<(u32, Program, OwnedFd)>,
     /// The JVM processes' clock probes, each with its process.
@@ -533,6 +536,7 @@ impl Recorder {
             maps,
             usdt: Vec::new(),
             usdt_files: std::collections::HashSet::new(),
+            usdt_refused: std::collections::HashSet::new(),
             usdt_links: Vec::new(),
             clock_links: Vec::new(),
             jvm_clocks: HashMap::new(),

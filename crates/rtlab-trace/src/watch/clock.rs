@@ -102,8 +102,8 @@ pub(super) struct Clocks {
     rate: HashMap<u32, (u64, u64)>,
     /// Processes whose probes are to be removed.
     remove: Vec<u32>,
-    /// The files a note told of.
-    announced: std::collections::HashSet<std::path::PathBuf>,
+    /// The files (device, inode) a note told of.
+    announced: std::collections::HashSet<(u64, u64)>,
 }
 
 impl Clocks {
@@ -141,11 +141,11 @@ impl WatchState {
     /// What came of attaching to JVM `pid`'s clock (in `libjvm`).
     pub(crate) fn jvm_clock_probed(
         &mut self,
-        libjvm: &std::path::Path,
+        libjvm: &crate::usdt::Library,
         pid: u32,
         r: Result<bool, crate::usdt::ProbeError>,
     ) {
-        let first = self.clocks.announced.insert(libjvm.to_path_buf());
+        let first = self.clocks.announced.insert(libjvm.id);
         let note = match r {
             Ok(false) => return,
             Ok(true) => {
@@ -164,7 +164,7 @@ impl WatchState {
             ),
         };
         if first {
-            self.jvms.notes.push(note);
+            self.jvms.note(note);
         }
     }
 
@@ -186,7 +186,7 @@ impl WatchState {
         if self.clocks.count(*process, e.ts_ns) {
             self.clocks.remove.push(*process);
             self.jvms.unclock(*process);
-            self.jvms.notes.push(format!(
+            self.jvms.note(format!(
                 "JVM: process {process} reads its clock over {} times a second: its clock \
                  probe is removed, its threads' parks are timed at HotSpot's park probes from \
                  now on (--java-clock-limit)",

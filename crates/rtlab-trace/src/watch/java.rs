@@ -360,7 +360,7 @@ impl WatchState {
 
     /// The JVM about to be started uses `libjvm`: its probes are attached now, before it
     /// runs (see [`WatchState::jvm_pending`]).
-    pub fn expect_jvm(&mut self, libjvm: std::path::PathBuf) {
+    pub fn expect_jvm(&mut self, libjvm: &std::path::Path) {
         self.jvms.expect(libjvm);
     }
 
@@ -371,34 +371,26 @@ impl WatchState {
 
     /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
     /// attach to their probes), each with the process to probe (None: every process).
-    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<(std::path::PathBuf, Option<u32>)> {
+    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<(crate::usdt::Library, Option<u32>)> {
         self.jvms.take_found()
     }
 
     /// What came of attaching to a JVM's probes (`waits`: its threads' parks and sleeps too).
     pub(crate) fn jvm_probed(
         &mut self,
-        libjvm: &std::path::Path,
+        libjvm: &crate::usdt::Library,
         r: Result<usize, crate::usdt::ProbeError>,
         waits: bool,
     ) {
-        // Named as the process maps it (opened through its /proc/<pid>/root).
-        let shown = libjvm.to_string_lossy();
-        let shown = match shown.strip_prefix("/proc/") {
-            Some(rest) => rest
-                .split_once("/root")
-                .map_or(shown.to_string(), |(_, p)| p.to_string()),
-            None => shown.to_string(),
-        };
-        let libjvm = std::path::Path::new(&shown);
         let note = match r {
             Ok(0) => return,
+            Err(why) if why.not_permitted() => return self.jvms.uprobes_refused(&why),
             // (One line per file: each JVM process running it is probed on its own.)
-            Ok(_) if !self.jvms.announced.insert(libjvm.to_path_buf()) => return,
+            Ok(_) if !self.jvms.announced.insert(libjvm.id) => return,
             Ok(n) => format!(
                 "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections{})",
                 n,
-                libjvm.display(),
+                libjvm.shown.display(),
                 match waits {
                     true => ", the watched threads' parks and sleeps",
                     false => "; through tracefs, not its threads' parks and sleeps",
@@ -406,7 +398,7 @@ impl WatchState {
             ),
             Err(why) => format!("JVM: no probes ({why}): its threads are watched from the kernel only"),
         };
-        self.jvms.notes.push(note);
+        self.jvms.note(note);
     }
 
     /// The watched JVMs' latest safepoints (at most a thousand, oldest first), and how many
@@ -416,8 +408,8 @@ impl WatchState {
     }
 
     /// What the watch did with the JVMs it watched (one line each).
-    pub fn jvm_notes(&self) -> &[String] {
-        &self.jvms.notes
+    pub fn jvm_notes(&self) -> (&[String], u64) {
+        self.jvms.notes()
     }
 
     /// Thread `e.current_pid`'s wait call returned at `e`, woken at `woken`, with `delays`:

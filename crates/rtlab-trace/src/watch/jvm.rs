@@ -3,8 +3,8 @@
 //! safepoint (every Java thread stopped).
 
 use crate::event::{Event, JvmProbe, Kind};
+use crate::usdt::Library;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A JVM maps libjvm.so within milliseconds of its start: a process started during the
@@ -14,6 +14,11 @@ const MAPS_NS: u64 = 3_000_000_000;
 const MAPS_EVERY_NS: u64 = 100_000_000;
 /// The latest safepoints kept one by one (for the result).
 const KEEP_STOPS: usize = 1000;
+/// The most notes of what became of the JVMs (each said once; past these, counted). A node
+/// may run thousands of short-lived processes that map a file named libjvm.so.
+const MAX_NOTES: usize = 16;
+/// The longest note kept (a path in it is the process owner's choice).
+const MAX_NOTE_LEN: usize = 600;
 
 /// One safepoint of a watched JVM, as its probes told it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,13 +66,19 @@ pub(crate) struct Jvms {
     looked: bool,
     /// libjvm.so files found, not yet handed to the recorder: each with the process to probe
     /// (None: every process that maps it).
-    found: Vec<(PathBuf, Option<u32>)>,
-    /// Probe the JVMs found in every process (the watch takes in every process anyway).
+    found: Vec<(Library, Option<u32>)>,
+    /// Probe the JVMs found in every process (the watch takes in every process anyway), where
+    /// the file is root's.
     pub(crate) everywhere: bool,
-    /// What became of each file found: probes attached, or why none.
-    pub(crate) notes: Vec<String>,
-    /// The files whose attached probes a note already told of.
-    pub(crate) announced: std::collections::HashSet<PathBuf>,
+    /// What became of each file found: probes attached, or why none (at most [`MAX_NOTES`],
+    /// each once), and how many more there were.
+    notes: Vec<String>,
+    notes_over: u64,
+    /// The files (device, inode) whose attached probes a note already told of.
+    pub(crate) announced: std::collections::HashSet<(u64, u64)>,
+    /// The kernel refused a uprobe for lack of privilege (a service with CAP_BPF and
+    /// CAP_PERFMON only): no libjvm.so is looked for or read from then on.
+    no_uprobes: bool,
     /// Per JVM process, its safepoint in progress.
     open: HashMap<u32, Open>,
     /// The processes that map a libjvm.so.
@@ -87,6 +98,9 @@ impl Jvms {
     /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
     /// seen).
     pub(crate) fn look(&mut self, processes: impl Iterator<Item = u32> + Clone, now: u64) {
+        if self.no_uprobes {
+            return;
+        }
         let started_since = self.looked;
         self.looked = true;
         for pid in processes.clone() {
@@ -97,7 +111,14 @@ impl Jvms {
             {
                 continue;
             }
-            let lib = rtlab_sys::procfs::mapped_file(pid, "libjvm.so");
+            // Opened once, as the process maps it: what the recorder reads and probes.
+            let lib = match Library::of_process(pid) {
+                Ok(lib) => lib,
+                Err(why) => {
+                    self.note(format!("JVM: process {pid} not probed ({why})"));
+                    None
+                }
+            };
             // Running before the watch began: it has mapped whatever it maps.
             let done = lib.is_some() || !started_since;
             if lib.is_some() {
@@ -105,8 +126,12 @@ impl Jvms {
             }
             self.checked
                 .insert(pid, if done { (u64::MAX, 0) } else { (first, now) });
-            let whose = (!self.everywhere).then_some(pid);
-            self.found.extend(lib.map(|l| (l, whose)));
+            // In every process only a file of root's; another only in this process.
+            let everywhere = |l: &Library| self.everywhere && l.root_owned;
+            self.found.extend(lib.map(|l| {
+                let whose = (!everywhere(&l)).then_some(pid);
+                (l, whose)
+            }));
         }
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
@@ -133,14 +158,57 @@ impl Jvms {
     }
 
     /// The libjvm.so files found since the last call, each with the process to probe.
-    pub(crate) fn take_found(&mut self) -> Vec<(PathBuf, Option<u32>)> {
+    pub(crate) fn take_found(&mut self) -> Vec<(Library, Option<u32>)> {
         std::mem::take(&mut self.found)
     }
 
     /// A JVM about to start will map `libjvm` (probed in every process: its process is not
-    /// known before it starts).
-    pub(crate) fn expect(&mut self, libjvm: PathBuf) {
-        self.found.push((libjvm, None));
+    /// known before it starts). Only a file of root's: another is probed in the JVM's own
+    /// process once it maps it.
+    pub(crate) fn expect(&mut self, libjvm: &std::path::Path) {
+        match Library::open(libjvm) {
+            Ok(lib) if lib.root_owned => self.found.push((lib, None)),
+            Ok(_) => {}
+            Err(why) => self.note(format!("JVM: {why}")),
+        }
+    }
+
+    /// Uprobes are not permitted here (`why`): said once, and no JVM is looked for again.
+    pub(crate) fn uprobes_refused(&mut self, why: &crate::usdt::ProbeError) {
+        if !self.no_uprobes {
+            self.no_uprobes = true;
+            self.found.clear();
+            self.note(format!(
+                "JVM: uprobes are not permitted to rtlab here ({why}): no JVM's libjvm.so is \
+                 read or probed, its threads are watched from the kernel only (root with \
+                 CAP_SYS_ADMIN attaches them)"
+            ));
+        }
+    }
+
+    /// Says `text` once (the first [`MAX_NOTES`] different ones; past them, counted).
+    pub(crate) fn note(&mut self, mut text: String) {
+        if self.notes.contains(&text) {
+            return;
+        }
+        if self.notes.len() >= MAX_NOTES {
+            self.notes_over += 1;
+            return;
+        }
+        if text.len() > MAX_NOTE_LEN {
+            let mut end = MAX_NOTE_LEN;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str("...");
+        }
+        self.notes.push(text);
+    }
+
+    /// The notes said, and how many more were not kept.
+    pub(crate) fn notes(&self) -> (&[String], u64) {
+        (&self.notes, self.notes_over)
     }
 
     /// Files found not yet handed to the recorder.
@@ -267,5 +335,51 @@ impl Jvms {
     /// Events lost: a safepoint's end may be among them.
     pub(crate) fn forget(&mut self) {
         self.open.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_said_once_each_a_few_of_them_and_short_the_rest_counted() {
+        // Regression (hardening, third review, #4): 3 000 short-lived processes mapping a
+        // bogus libjvm.so made 3 000 note lines (11.7 MB of output).
+        let mut j = Jvms::default();
+        for _ in 0..3 {
+            j.note("JVM: no probes (same file)".into());
+        }
+        assert_eq!(
+            j.notes(),
+            (&["JVM: no probes (same file)".to_string()][..], 0)
+        );
+        for pid in 0..3_000 {
+            j.note(format!(
+                "JVM: process {pid} not probed ({})",
+                "x".repeat(10_000)
+            ));
+        }
+        let (notes, more) = j.notes();
+        assert_eq!(notes.len(), MAX_NOTES);
+        assert_eq!(more, 3_000 - (MAX_NOTES as u64 - 1));
+        assert!(notes.iter().all(|n| n.len() <= MAX_NOTE_LEN + 3));
+    }
+
+    #[test]
+    fn where_uprobes_are_refused_no_jvm_is_looked_for_again_and_it_is_said_once() {
+        // Regression (hardening, third review, #8): the unit (no CAP_SYS_ADMIN) could attach
+        // no uprobe yet opened and parsed every libjvm.so mapped.
+        let mut j = Jvms::default();
+        let refused = crate::usdt::ProbeError::Attach(rtlab_sys::SysError::PermissionDenied {
+            what: "perf_event_open(uprobe)".into(),
+        });
+        assert!(refused.not_permitted());
+        j.uprobes_refused(&refused);
+        j.uprobes_refused(&refused);
+        assert_eq!(j.notes().0.len(), 1, "{:?}", j.notes());
+        // This process maps files: none is looked at.
+        j.look([std::process::id()].into_iter(), 1);
+        assert!(j.take_found().is_empty() && j.checked.is_empty());
     }
 }

@@ -146,7 +146,6 @@ impl WatchState {
         for (p, what) in &processes {
             self.know(*p, what);
         }
-        self.jvms.look(processes.keys().copied(), now);
         self.clocks.retain(|p| processes.contains_key(p));
         self.thread_process.retain(|_, p| processes.contains_key(p));
         let mut alive = HashMap::new();
@@ -260,6 +259,14 @@ impl WatchState {
                 .collect();
             processes.retain(|p, _| with.contains(p));
         }
+        // JVMs only among the processes actually watched (a thread of theirs chosen): a
+        // file another process maps is none of the watch's business.
+        let watched: std::collections::HashSet<u32> = (self.threads.keys())
+            .filter_map(|t| self.thread_process.get(t))
+            .copied()
+            .filter(|p| processes.contains_key(p))
+            .collect();
+        self.jvms.look(watched.iter().copied(), now);
         if processes.len() != self.processes.len()
             || processes.keys().any(|p| !self.processes.contains_key(p))
         {

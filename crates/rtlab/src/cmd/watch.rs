@@ -136,7 +136,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
             // safepoint can come within a few hundred milliseconds).
             if let Some(libjvm) = command.iter().find_map(|a| libjvm_of(a.as_ref())) {
                 let s = || state.lock().unwrap_or_else(|p| p.into_inner());
-                s().expect_jvm(libjvm);
+                s().expect_jvm(&libjvm);
                 let until = monotonic_now_ns() + 2_000_000_000;
                 while s().jvm_pending() && monotonic_now_ns() < until {
                     std::thread::sleep(std::time::Duration::from_millis(2));
@@ -290,31 +290,79 @@ fn cgroup_dir(text: &str) -> Result<std::path::PathBuf, NoCgroup> {
     {
         return Ok(dir);
     }
-    let uid = text.trim_start_matches("pod");
-    let is_uid = uid.len() >= 8
-        && uid
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
-    if !is_uid {
+    let uid = text.strip_prefix("pod").unwrap_or(text);
+    if !is_pod_uid(uid) {
         return Err(NoCgroup::NoSuchDir);
     }
-    let wanted = [format!("pod{}", uid.replace('-', "_")), format!("pod{uid}")];
-    let mut stack: Vec<(std::path::PathBuf, usize)> = roots.into_iter().map(|r| (r, 0)).collect();
-    while let Some((d, depth)) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let name = e.file_name().to_string_lossy().to_string();
-            if wanted.iter().any(|w| name.contains(w.as_str())) {
-                return Ok(e.path());
-            }
-            if depth < 4 {
-                stack.push((e.path(), depth + 1));
+    let mut found = pod_dirs(&roots, uid);
+    found.dedup();
+    match found.len() {
+        0 => Err(NoCgroup::NoSuchPod(uid.to_string())),
+        1 => Ok(found.remove(0)),
+        _ => Err(NoCgroup::Ambiguous(uid.to_string(), found)),
+    }
+}
+
+/// A whole pod UID: a UUID (`-` or `_` between its groups, as cgroup names spell it), or a
+/// static pod's 32 hex digits. Never a prefix.
+fn is_pod_uid(uid: &str) -> bool {
+    let groups: Vec<&str> = uid.split(['-', '_']).collect();
+    let hex = |g: &str| g.chars().all(|c| c.is_ascii_hexdigit());
+    let lens: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    groups.iter().all(|g| hex(g)) && (lens == [8, 4, 4, 4, 12] || lens == [32])
+}
+
+/// The cgroups of the pod `uid` under `roots`: only in Kubernetes' own subtrees (a
+/// directory named `kubepods*` at the top, or one level down under the kubelet's cgroup
+/// root), and only a directory named exactly as the kubelet names a pod's (`pod<uid>`, or
+/// `kubepods[-<qos>]-pod<uid with _>.slice`). A user's delegated subtree is not searched.
+fn pod_dirs(roots: &[std::path::PathBuf], uid: &str) -> Vec<std::path::PathBuf> {
+    let (dashed, underscored) = (uid.replace('_', "-"), uid.replace('-', "_"));
+    let is_pod = |name: &str| {
+        name == format!("pod{dashed}")
+            || name.strip_prefix("kubepods").is_some_and(|rest| {
+                rest.ends_with(&format!("-pod{underscored}.slice"))
+                    && rest
+                        .trim_end_matches(&format!("-pod{underscored}.slice"))
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-')
+            })
+    };
+    let dirs = |d: &std::path::Path| -> Vec<(String, std::path::PathBuf)> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .collect()
+    };
+    // Kubernetes' subtrees: `kubepods*` at the top or one level down.
+    let mut stack: Vec<(std::path::PathBuf, usize)> = Vec::new();
+    for root in roots {
+        for (name, top) in dirs(root) {
+            if name.starts_with("kubepods") {
+                stack.push((top, 0));
+            } else if !name.contains("user") {
+                let under = dirs(&top)
+                    .into_iter()
+                    .filter(|(n, _)| n.contains("kubepods"));
+                stack.extend(under.map(|(_, p)| (p, 0)));
             }
         }
     }
-    Err(NoCgroup::NoSuchPod(uid.to_string()))
+    let mut found = Vec::new();
+    while let Some((d, depth)) = stack.pop() {
+        for (name, path) in dirs(&d) {
+            if is_pod(&name) {
+                found.push(path);
+            } else if depth < 3 {
+                stack.push((path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Why `--cgroup` names no cgroup.
@@ -324,6 +372,8 @@ enum NoCgroup {
     NoSuchDir,
     /// A pod UID (as written, without `pod`) that no cgroup's name holds.
     NoSuchPod(String),
+    /// A pod UID that more than one cgroup is named for.
+    Ambiguous(String, Vec<std::path::PathBuf>),
 }
 
 impl std::fmt::Display for NoCgroup {
@@ -333,6 +383,15 @@ impl std::fmt::Display for NoCgroup {
                 "no such cgroup (a directory with cgroup.procs, under /sys/fs/cgroup or absolute, or a pod UID)",
             ),
             NoCgroup::NoSuchPod(uid) => write!(f, "no pod with UID {uid} under /sys/fs/cgroup"),
+            NoCgroup::Ambiguous(uid, dirs) => write!(
+                f,
+                "{} cgroups are named for pod {uid} ({}): give the directory",
+                dirs.len(),
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -699,9 +758,13 @@ fn report(
         );
     }
     text.push_str(&lost_line(&s));
-    for note in s.jvm_notes() {
+    let (notes, more) = s.jvm_notes();
+    for note in notes {
         text.push_str(note);
         text.push('\n');
+    }
+    if more > 0 {
+        text.push_str(&format!("JVM: {more} more notes like these not shown\n"));
     }
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
@@ -1017,4 +1080,43 @@ fn summary_lines(
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_its_whole_uid_in_kubernetes_own_subtrees_and_never_two() {
+        // Regression (hardening, third review, #6): the first directory holding `pod<uid>`
+        // anywhere (a user's delegated subtree too) was taken, from an 8-digit prefix.
+        let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        assert!(is_pod_uid(uid) && is_pod_uid(&uid.replace('-', "_")));
+        assert!(is_pod_uid("0123456789abcdef0123456789abcdef"));
+        for not in [
+            "0f1e2d3c",
+            "0f1e2d3c-4b5a",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fz",
+        ] {
+            assert!(!is_pod_uid(not), "{not}");
+        }
+        let root = tempfile::tempdir().unwrap();
+        let mk = |p: &str| std::fs::create_dir_all(root.path().join(p)).unwrap();
+        let u = uid.replace('-', "_");
+        // A user's subtree naming the pod first: never searched.
+        mk(&format!("user.slice/user-1000.slice/kubepods-pod{u}.slice"));
+        mk(&format!("user.slice/evil/pod{uid}"));
+        let roots = [root.path().to_path_buf()];
+        assert_eq!(pod_dirs(&roots, uid), Vec::<std::path::PathBuf>::new());
+        let pod =
+            format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice");
+        mk(&pod);
+        mk(&format!(
+            "kubepods.slice/kubepods-burstable.slice/x-pod{u}.slice.bak"
+        ));
+        assert_eq!(pod_dirs(&roots, uid), vec![root.path().join(&pod)]);
+        // Under the kubelet's own cgroup root too, in the cgroupfs form.
+        mk(&format!("kubelet.slice/kubepods/besteffort/pod{uid}"));
+        assert_eq!(pod_dirs(&roots, uid).len(), 2, "two: ambiguous, refused");
+    }
 }

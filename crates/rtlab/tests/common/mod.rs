@@ -541,3 +541,46 @@ pub fn assert_observer_never_named(doc: &Value, what: &str) {
         );
     }
 }
+
+/// The anonymous kB (pages copied to hold a uprobe's breakpoint) in process `pid`'s
+/// executable mapping of libjvm.so.
+pub fn probed_code_kb(pid: u32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut in_code = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let is_header = line
+            .split_whitespace()
+            .next()
+            .is_some_and(|f| f.contains('-'))
+            && line.split_whitespace().nth(1).is_some_and(|p| p.len() == 4);
+        if is_header {
+            in_code = line.contains(" r-xp ") && line.ends_with("libjvm.so");
+        } else if in_code {
+            if let Some(v) = line.strip_prefix("Anonymous:") {
+                kb += v
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+            }
+        }
+    }
+    kb
+}
+
+/// The tracing instance of rtlab process `pid` under `instances` (`rtlab-<pid>_<start>_<boot>`),
+/// if there is one.
+pub fn instance_of(instances: &Path, pid: u32) -> Option<PathBuf> {
+    std::fs::read_dir(instances)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("rtlab-{pid}_")))
+        })
+}

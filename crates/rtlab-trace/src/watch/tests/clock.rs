@@ -21,13 +21,17 @@ fn clock_read_returned(tid: i64, ts: u64, value: Option<u64>) -> Event {
     own(tid, 0, ts, kind)
 }
 
+/// A file opened as a library (the test's own executable: no probe is placed in it).
+fn a_library() -> crate::usdt::Library {
+    crate::usdt::Library::open(std::path::Path::new("/proc/self/exe")).unwrap()
+}
+
 /// This test's thread watched with its wait calls, its process's clock probed (`probed`).
 fn watched(probed: bool) -> (i64, WatchState) {
     let (tid, mut w) = watch_this_thread(u64::MAX);
     w.set_wait_calls(true);
     if probed {
-        let lib = std::path::Path::new("/x/libjvm.so");
-        w.jvm_clock_probed(lib, std::process::id(), Ok(true));
+        w.jvm_clock_probed(&a_library(), std::process::id(), Ok(true));
     }
     (tid, w)
 }
@@ -162,9 +166,9 @@ fn a_read_long_before_the_park_is_not_what_its_time_counts_from() {
 fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
     let (tid, mut w) = watch_this_thread(u64::MAX);
     let pid = std::process::id();
-    w.jvm_clock_probed(std::path::Path::new("/x/libjvm.so"), pid, Ok(true));
+    w.jvm_clock_probed(&a_library(), pid, Ok(true));
     assert!(
-        w.jvm_notes()[0].contains("clock reads"),
+        w.jvm_notes().0[0].contains("clock reads"),
         "{:?}",
         w.jvm_notes()
     );
@@ -175,7 +179,11 @@ fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
     assert!(w.take_clocks_to_remove().is_empty());
     w.offer(&clock_read(tid, 999_000_000));
     assert_eq!(w.take_clocks_to_remove(), vec![pid]);
-    assert!(w.jvm_notes()[1].contains("removed"), "{:?}", w.jvm_notes());
+    assert!(
+        w.jvm_notes().0[1].contains("removed"),
+        "{:?}",
+        w.jvm_notes()
+    );
     // Its parks are timed at the probes from now on.
     w.set_wait_calls(true);
     w.offer(&park(tid, 1_000_100_000, Some(900_000)));
@@ -208,8 +216,7 @@ fn a_safepoint_is_timed_at_the_vm_threads_own_clock_reads_where_seen() {
     let stop = |probed: bool, before: u64| {
         let (_, mut w) = watch_this_thread(u64::MAX);
         if probed {
-            let lib = std::path::Path::new("/x/libjvm.so");
-            w.jvm_clock_probed(lib, std::process::id(), Ok(true));
+            w.jvm_clock_probed(&a_library(), std::process::id(), Ok(true));
         }
         let t = |ns: u64| 20_000_000 + ns;
         for e in [
@@ -245,11 +252,7 @@ fn a_safepoints_begin_is_never_a_read_from_before_the_previous_one_ended() {
     // The VM thread reads its clock at 1 us, begins a safepoint at 2 us, ends it at 5 us;
     // the next begins at 8 us with no read of its own seen in between.
     let (_, mut w) = watch_this_thread(u64::MAX);
-    w.jvm_clock_probed(
-        std::path::Path::new("/x/libjvm.so"),
-        std::process::id(),
-        Ok(true),
-    );
+    w.jvm_clock_probed(&a_library(), std::process::id(), Ok(true));
     for e in [
         clock_read(0, 1_000),
         safepoint(2_000, true),
