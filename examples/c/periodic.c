@@ -1,7 +1,8 @@
 // A periodic real-time-style loop to point `rtlab watch` at: one thread named "rt-loop" wakes
 // every PERIOD_US on CLOCK_MONOTONIC absolute deadlines (clock_nanosleep TIMER_ABSTIME, as
 // cyclictest does) and measures its own lateness; at the end it prints
-// "samples N p50 X p99 Y max Z" (ns). Usage: periodic [SECONDS] [PERIOD_US]
+// "samples N p50 X p99 Y max Z" (ns); with LOG=path each period's deadline and lateness
+// ("deadline_ns late_ns") go to that file. Usage: periodic [SECONDS] [PERIOD_US]
 //
 //   cc -O2 -pthread -o periodic examples/c/periodic.c
 //   ./periodic 10 1000 & sudo rtlab watch --pid $! --thread rt-loop --duration 10s
@@ -30,8 +31,8 @@ static void *loop(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rt-loop");
     size_t n = (size_t)(seconds * 1e9 / period_ns) + 1, i = 0;
-    int64_t *late = malloc(n * sizeof *late);
-    if (!late) {
+    int64_t *late = malloc(n * sizeof *late), *when = malloc(n * sizeof *when);
+    if (!late || !when) {
         perror("malloc");
         exit(1);
     }
@@ -40,13 +41,19 @@ static void *loop(void *arg) {
         struct timespec t = {next / 1000000000, next % 1000000000};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) != 0) {
         }
+        when[i] = next;
         late[i++] = now_ns() - next;
         next += period_ns;
     }
+    const char *log = getenv("LOG");
+    FILE *f = log ? fopen(log, "w") : NULL;
+    for (size_t k = 0; f && k < n; k++) fprintf(f, "%lld %lld\n", (long long)when[k], (long long)late[k]);
+    if (f) fclose(f);
     qsort(late, n, sizeof *late, cmp);
     printf("samples %zu p50 %lld p99 %lld max %lld\n", n, (long long)late[n / 2],
            (long long)late[n * 99 / 100], (long long)late[n - 1]);
     free(late);
+    free(when);
     return NULL;
 }
 

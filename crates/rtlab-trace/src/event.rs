@@ -163,6 +163,13 @@ pub enum JvmProbe {
     ClockRead,
 }
 
+/// Timers that end a wait through a file or a signal, not as the waiting thread's own sleep
+/// timer: a `timerfd` (`timerfd_tmrproc`: its reader's `read`, `poll` or `epoll_wait`
+/// returns), a POSIX timer (`posix_timer_fn`: its signal ends a `sigwaitinfo`), `setitimer`
+/// and `alarm` (`it_real_fn`: SIGALRM). The threads it wakes, in the same interrupt right
+/// after its expiry, waited for the time it was set for: their `timer` delay runs from there.
+pub const FILE_OR_SIGNAL_TIMERS: [&str; 3] = ["timerfd_tmrproc", "posix_timer_fn", "it_real_fn"];
+
 /// HotSpot's clock for `System.nanoTime()` (`os::javaTimeNanos()`, mangled as in its symbol
 /// table): compiled Java code calls it directly, the interpreter through `JVM_NanoTime`.
 pub const CLOCK_FUNCTION: &str = "_ZN2os13javaTimeNanosEv";

@@ -819,6 +819,87 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
 
 /// For a test of the C program (`test` names it): a directory with the program built in it,
 /// or None when the test cannot run here (said why).
+#[test]
+fn a_timer_that_wakes_through_a_file_or_a_signal_is_measured_period_by_period_as_the_program_does()
+{
+    // examples/c/timer_loop.c waits for a timerfd in read() or epoll_wait(), or for a POSIX
+    // timer's signal in sigwaitinfo(), and logs each period's deadline and lateness; the
+    // watch's --samples, joined on the deadline: nearly every period, each no later than
+    // the program saw it (the watch ends where the wait returns, the program reads its clock
+    // after), none without a deadline of the program's.
+    let test = "timers that wake through a file or a signal";
+    if !can_run(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(program) = c_example(dir.path(), "timer_loop") else {
+        return skip(test, "needs a C compiler (cc)");
+    };
+    let _serial = realtime_serial();
+    for how in ["read", "epoll", "sigwait"] {
+        let (own_log, samples) = (
+            dir.path().join(format!("{how}.own")),
+            dir.path().join(format!("{how}.tsv")),
+        );
+        let out = rtlab()
+            .args(["watch", "--thread", "rt-loop", "--quiet", "--samples"])
+            .arg(&samples)
+            .arg("--")
+            .arg("env")
+            .arg(format!("LOG={}", own_log.display()))
+            .arg(&program)
+            .args(["2", "1000", how])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let own: std::collections::HashMap<u64, u64> = std::fs::read_to_string(&own_log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut f = l.split(' ').map(|x| x.parse::<u64>().unwrap());
+                (f.next().unwrap(), f.next().unwrap())
+            })
+            .collect();
+        let text = std::fs::read_to_string(&samples).unwrap();
+        assert!(
+            text.starts_with("# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns\n"),
+            "{text}"
+        );
+        let timer: Vec<(u64, u64)> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .filter(|f| f[1] == "timer")
+            .map(|f| (f[2].parse().unwrap(), f[4].parse().unwrap()))
+            .collect();
+        if timer.is_empty() && !text.contains("\twakeup\t") {
+            return skip(test, "no delays measured (no wait-call events here)");
+        }
+        let joined = timer.iter().filter(|(d, _)| own.contains_key(d)).count();
+        assert_eq!(
+            joined,
+            timer.len(),
+            "{how}: a deadline the program never had"
+        );
+        assert!(
+            joined * 100 >= own.len() * 95,
+            "{how}: {joined} of the program's {} periods",
+            own.len()
+        );
+        for (deadline, delay) in &timer {
+            assert!(
+                *delay <= own[deadline],
+                "{how}: {delay} ns watched, {} ns by the program at {deadline}",
+                own[deadline]
+            );
+        }
+    }
+}
+
 fn c_program_test(test: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if !can_run(test) {
         return None;
@@ -835,14 +916,17 @@ fn c_program_test(test: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)>
 
 /// The C program that measures its own lateness, built into `dir`, or None (no compiler).
 fn periodic_c(dir: &std::path::Path) -> Option<std::path::PathBuf> {
-    let program = dir.join("periodic");
+    c_example(dir, "periodic")
+}
+
+/// examples/c/`name`.c built into `dir`, or None (no compiler).
+fn c_example(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    let program = dir.join(name);
+    let source = format!("{}/../../examples/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     Command::new("cc")
         .args(["-O2", "-pthread", "-o"])
         .arg(&program)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/c/periodic.c"
-        ))
+        .arg(source)
         .status()
         .is_ok_and(|s| s.success())
         .then_some(program)

@@ -35,6 +35,9 @@ pub(super) struct Sleeper {
     pub(super) cast: i32,
     /// `hrtimer_sleeper.task`.
     pub(super) task: i32,
+    /// The addresses of [`crate::event::FILE_OR_SIGNAL_TIMERS`] (0: not in this kernel):
+    /// their expiries go to the watched threads' rings, whose waits they end.
+    pub(super) file_or_signal: [u64; 3],
 }
 
 impl TaskOffsets {
@@ -53,6 +56,8 @@ impl TaskOffsets {
                 type_id: btf.struct_id("hrtimer_sleeper")? as i32,
                 cast: btf.func_id("bpf_rdonly_cast")? as i32,
                 task: btf.offset_of("hrtimer_sleeper", "task")? as i32,
+                file_or_signal: crate::event::FILE_OR_SIGNAL_TIMERS
+                    .map(|f| symbols.iter().find(|(_, n)| n == f).map_or(0, |s| s.0)),
             })
         })();
         Ok(TaskOffsets {
@@ -291,6 +296,7 @@ impl Builder {
         }
         // Jumps to the end of this check, patched below.
         let mut done = Vec::new();
+        let mut marked = Vec::new();
         // One candidate task's process, in r1, looked up; a hit marks the record and ends
         // the check, a miss falls through to the next candidate (`skip` patched to here).
         let mut check = |b: &mut Builder, skips: Vec<usize>| {
@@ -325,6 +331,17 @@ impl Builder {
                 let mut skips = Vec::new();
                 self.push(asm::ldx64(R3, R6, 0));
                 self.push(asm::ldx64(R2, R3, function as i16));
+                // A timer that wakes its thread through a file or a signal: whose it is shows
+                // only at the waking that follows, and its expiry measures that thread's
+                // wait, so it goes with the watched threads' events (a few a second: a
+                // storm of other tasks' switches must not take them).
+                for a in s.file_or_signal.into_iter().filter(|&a| a != 0) {
+                    self.extend(asm::ld_imm64(R1, a));
+                    self.push(asm::jne(R2, R1, 2));
+                    self.push(asm::st32(R10, FP_OWN, 1));
+                    marked.push(self.insns.len());
+                    self.push(asm::ja(0));
+                }
                 self.extend(asm::ld_imm64(R1, s.wakeup));
                 skips.push(self.insns.len());
                 self.push(asm::jne(R2, R1, 0));
@@ -339,7 +356,7 @@ impl Builder {
             }
             Whose::Watched | Whose::Other => {}
         }
-        for at in done {
+        for at in done.into_iter().chain(marked) {
             self.insns[at].off = (self.insns.len() - at - 1) as i16;
         }
     }
@@ -850,6 +867,8 @@ pub(super) const WAIT_CALLS: &[i32] = &[
     271, // ppoll
     23,  // select
     270, // pselect6
+    0,   // read: a timerfd's (or a pipe's, a socket's) reader waits in it
+    128, // rt_sigtimedwait: sigwaitinfo, sigtimedwait (a POSIX timer's signal)
 ];
 pub(super) const SYS_CLOCK_NANOSLEEP: i32 = 230;
 pub(super) const SYS_NANOSLEEP: i32 = 35;

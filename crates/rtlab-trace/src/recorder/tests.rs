@@ -33,6 +33,7 @@ fn jumps_land_inside_the_program() {
             type_id: 5,
             cast: 6,
             task: 64,
+            file_or_signal: [0xffff_ffff_8100_1000, 0, 0xffff_ffff_8100_2000],
         }),
     };
     let without = TaskOffsets {

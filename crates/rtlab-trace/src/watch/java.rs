@@ -307,6 +307,7 @@ impl WatchState {
                 s.total.record(Nanos(at - deadline));
                 s.interval.record(Nanos(at - deadline));
             }
+            self.write_sample(tid, DelayKind::Timer, (deadline, at));
             if deadline >= end && first_own.is_none() {
                 first_own = Some((deadline, at));
             }

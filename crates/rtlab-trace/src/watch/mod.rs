@@ -13,8 +13,10 @@
 //! `epoll_wait`/`poll` timeout: every sleep the kernel ends with `hrtimer_wakeup`) to the
 //! moment it ran: what a periodic loop loses each period, the timer interrupt's own path
 //! included. The eBPF recorder reads the expiry from the timer itself (the text fallback
-//! cannot, and measures `wakeup` only). A `timerfd` wakes its reader through the file, not a
-//! sleep timer, so it counts as a `wakeup`.
+//! cannot, and measures `wakeup` only). A `timerfd`, a POSIX timer or `setitimer` wakes its
+//! thread through a file or a signal, not as its sleep timer: the thread woken in that
+//! timer's interrupt waited for its expiry, and its `timer` delay runs from there too
+//! ([`FILE_OR_SIGNAL_TIMERS`]).
 //!
 //! A thread's `lock` delay runs from its entry into the kernel's wait for a PI futex
 //! (`FUTEX_LOCK_PI`: a `pthread_mutex_t` with `PTHREAD_PRIO_INHERIT`, rtlab-sync's `PiMutex`)
@@ -120,6 +122,10 @@ struct Watched {
     lock_since: Option<u64>,
     /// The requested expiry of the sleep timer that woke it, and its slack, until it runs.
     timer_expired: Option<(u64, u64)>,
+    /// A periodic timer of [`FILE_OR_SIGNAL_TIMERS`] drives it (see [`TimerGrid`]).
+    grid: Option<TimerGrid>,
+    /// Its latest wakeup came from such a timer (until its delays are measured).
+    by_grid_timer: bool,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
     /// The thread through its wakeups and switches, by the explainer's rules (a wakeup can
@@ -150,6 +156,28 @@ struct Watched {
     exited_ns: Option<u64>,
 }
 
+use crate::event::FILE_OR_SIGNAL_TIMERS;
+
+/// How long after such a timer's expiry a waking on its CPU is still its own (the same
+/// interrupt: a few microseconds; far more than that, with no switch between, is not).
+const TIMER_WAKES_WITHIN_NS: u64 = 100_000;
+
+/// A thread driven by a periodic timer that wakes it through a file or a signal (a
+/// `timerfd`, a POSIX timer): such a timer goes on expiring on its grid (its armed time plus
+/// whole intervals) whether or not the thread waits, and the thread's next wait takes every
+/// expiry since at once (a `timerfd` read returns their count, a POSIX timer's signal its
+/// overruns), each late to its own time: the kernel counts them on that grid. The expiry the
+/// thread last took, and the wait call it takes them in.
+#[derive(Debug, Clone, Copy)]
+struct TimerGrid {
+    taken_ns: u64,
+    call: i32,
+}
+
+/// The most expiries of its grid a thread's wait takes at once (a bound on the work of one
+/// return, far above a late loop's: 10 s of a 1 ms timer).
+const GRID_MAX_TAKEN: u64 = 10_000;
+
 /// A delay begun: since when, the timer's slack in it, and when the thread got a CPU in
 /// between (where that is not its end).
 type Delay = (u64, u64, Option<u64>);
@@ -168,6 +196,8 @@ struct InCall {
     /// Its latest wakeup within the call, and when it got a CPU after it.
     woken_ns: Option<u64>,
     running_ns: Option<u64>,
+    /// The system call (its number).
+    call: i32,
 }
 
 /// Event with its arrival order, ordered by time (then arrival) for the merge.
@@ -275,6 +305,11 @@ pub struct WatchState {
     /// Events lost, by CPU: of the watched threads (or of every task, where they have no
     /// rings of their own), and of other tasks only.
     lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
+    /// Where each measured delay is written as it is measured (`watch --samples`).
+    samples: Option<std::io::BufWriter<std::fs::File>>,
+    /// Per CPU, the expiry of a timer of [`FILE_OR_SIGNAL_TIMERS`] that just fired there (its
+    /// requested time, its slack, when it fired): the threads it wakes waited for it.
+    fired: Vec<Option<(u64, u64, u64)>>,
     /// The watched JVMs, through HotSpot's probes.
     jvms: jvm::Jvms,
     /// The watched JVMs' clock probes.
@@ -317,6 +352,8 @@ impl WatchState {
             adopted_misses: Default::default(),
             generation: 0,
             lost_by_cpu: Default::default(),
+            fired: Vec::new(),
+            samples: None,
             jvms: jvm::Jvms::default(),
             clocks: clock::Clocks::new(java_clock),
             processes: HashMap::new(),
@@ -543,6 +580,12 @@ impl WatchState {
                 expires_ns: Some(_),
                 ..
             } => watched(&task.pid),
+            // (Whose wait it ends shows at the waking that follows: few a second.)
+            Kind::HrtimerEntry {
+                function,
+                expires_ns: Some(_),
+                ..
+            } => FILE_OR_SIGNAL_TIMERS.contains(&&**function),
             Kind::LockPi { trylock: false }
             | Kind::LockPiDone { .. }
             | Kind::WaitEnter { .. }
@@ -599,31 +642,15 @@ impl WatchState {
             // From `sched_waking` (the decision to wake it), as the scheduler's own wakeup
             // tracepoints count, not from its timer's expiry (earlier by the timer
             // interrupt's path): that is the `timer` kind's start.
-            Kind::Waking { task, .. } => {
-                // A waking only comes for a task that set itself asleep, so the latest one
-                // marks the start (an earlier one was for a sleep it never entered).
-                if let Some(w) = self.threads.get_mut(&task.pid) {
-                    w.follow.step(e);
-                    w.runnable_since = Some(e.ts_ns);
-                    if let Some(c) = w.in_call.as_mut() {
-                        c.woken_ns = Some(e.ts_ns);
-                        c.running_ns = None;
-                    }
-                }
-            }
+            Kind::Waking { task, .. } => self.woken(task.pid, e),
             Kind::HrtimerEntry {
                 function,
-                task: Some(task),
-                expires_ns: Some(expires),
+                task,
+                expires_ns,
                 slack_ns,
-            } if &**function == "hrtimer_wakeup" => {
-                if let Some(w) = self.threads.get_mut(&task.pid) {
-                    // (Its wakeup counts from the `sched_waking` that follows.)
-                    w.follow.step(e);
-                    w.timer_expired = Some((*expires, *slack_ns));
-                }
-            }
+            } => self.timer_fired(function, task.as_ref(), (*expires_ns, *slack_ns), e),
             Kind::Switch { prev, next, .. } => {
+                self.fire(e.cpu, None);
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
                     // An expiry seen before it left its CPU ended no wait of it (a sleep
                     // timer that fired while it ran, woken otherwise, before it was
@@ -670,7 +697,7 @@ impl WatchState {
                     self.sample((pair, tid), (since, 0, None), e, Wait::Lock, request);
                 }
             }
-            Kind::WaitEnter { deadline_ns, .. } => {
+            Kind::WaitEnter { deadline_ns, call } => {
                 self.release_held(e, request);
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.timer_expired = None;
@@ -683,6 +710,7 @@ impl WatchState {
                         deadline_ns: *deadline_ns,
                         woken_ns: None,
                         running_ns: None,
+                        call: *call,
                     });
                 }
             }
@@ -718,6 +746,8 @@ impl WatchState {
                         let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
                         s.total.record(d);
                         s.interval.record(d);
+                        let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
+                        self.write_sample(who, DelayKind::Safepoint, span);
                     }
                 }
             }
@@ -765,6 +795,65 @@ impl WatchState {
 
     /// Thread `tid` got a CPU at `e`: the delays it ends, unless it is inside a wait call
     /// (then they end where the call returns, [`WatchState::returned`]).
+    /// Thread `tid` woken at `e`: runnable from here (a waking only comes for a task that set
+    /// itself asleep, so the latest one marks the start: an earlier one was for a sleep it
+    /// never entered). Woken by a timer that fired just before on this CPU, in the same
+    /// interrupt, it waited for that timer's expiry.
+    fn woken(&mut self, tid: i64, e: &Event) {
+        let fired = self.fired.get(e.cpu as usize).copied().flatten();
+        let timer = fired.filter(|f| e.ts_ns.saturating_sub(f.2) <= TIMER_WAKES_WITHIN_NS);
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        w.follow.step(e);
+        w.runnable_since = Some(e.ts_ns);
+        if let Some(c) = w.in_call.as_mut() {
+            c.woken_ns = Some(e.ts_ns);
+            c.running_ns = None;
+        }
+        if let Some((expires, slack, _)) = timer {
+            w.timer_expired = Some((expires, slack));
+            w.by_grid_timer = true;
+        }
+    }
+
+    /// A high-resolution timer's expiry (`function`) at `e`: a watched thread's sleep timer
+    /// (`hrtimer_wakeup`, with the thread it wakes and the expiry it was set for), or one of
+    /// [`FILE_OR_SIGNAL_TIMERS`], whose expiry the thread woken next in its interrupt waited
+    /// for. Its wakeup counts from the `sched_waking` that follows, not from here.
+    fn timer_fired(
+        &mut self,
+        function: &str,
+        task: Option<&crate::event::Task>,
+        (expires, slack_ns): (Option<u64>, u64),
+        e: &Event,
+    ) {
+        if FILE_OR_SIGNAL_TIMERS.contains(&function) {
+            return self.fire(e.cpu, expires.map(|x| (x, slack_ns, e.ts_ns)));
+        }
+        let (Some(task), Some(expires), "hrtimer_wakeup") = (task, expires, function) else {
+            return;
+        };
+        self.fire(e.cpu, None);
+        if let Some(w) = self.threads.get_mut(&task.pid) {
+            w.follow.step(e);
+            w.timer_expired = Some((expires, slack_ns));
+        }
+    }
+
+    /// A timer of [`FILE_OR_SIGNAL_TIMERS`] fired on `cpu` (its expiry, slack and when), or
+    /// with None its interrupt is over (a switch, another timer).
+    fn fire(&mut self, cpu: u16, timer: Option<(u64, u64, u64)>) {
+        let cpu = cpu as usize;
+        if self.fired.len() <= cpu {
+            if timer.is_none() {
+                return;
+            }
+            self.fired.resize(cpu + 1, None);
+        }
+        self.fired[cpu] = timer;
+    }
+
     fn switched_in(&mut self, tid: i64, e: &Event, request: &mut dyn FnMut(Request)) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
@@ -795,6 +884,7 @@ impl WatchState {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
+        let by_grid_timer = std::mem::take(&mut w.by_grid_timer);
         let Some(call) = w.in_call.take() else {
             return; // entered before the watch saw it: ended at its switch-in
         };
@@ -836,6 +926,52 @@ impl WatchState {
             for (kind, delay) in delays {
                 self.sample_kind(kind, tid, delay, e, request);
             }
+        }
+        let woke_it = by_grid_timer.then(|| start.map(|s| s.0)).flatten();
+        self.take_grid(tid, (call, woke_it), e.ts_ns);
+    }
+
+    /// Thread `tid`'s wait `call` returned at `end` (woken by its periodic file or signal
+    /// timer at the expiry `woke_it`, or not): every expiry of the timer's grid since the
+    /// last it took, up to `end`, is taken now, each late to its own time (see
+    /// [`TimerGrid`]); the one that woke it is measured already. A wait woken by something
+    /// else means the timer drives it no more.
+    fn take_grid(&mut self, tid: i64, (call, woke_it): (InCall, Option<u64>), end: u64) {
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        match (woke_it, w.grid) {
+            (Some(d), _) => {
+                w.grid = Some(TimerGrid {
+                    taken_ns: d,
+                    call: call.call,
+                })
+            }
+            (None, Some(g)) if g.call != call.call => return,
+            (None, Some(_)) if call.woken_ns.is_some() => {
+                w.grid = None;
+                return;
+            }
+            (None, Some(_)) => {}
+            (None, None) => return,
+        }
+        let (Some(g), Some(period)) = (w.grid, w.period_ns) else {
+            return;
+        };
+        let Some(pair) = self.pair_of(tid, DelayKind::Timer) else {
+            return;
+        };
+        let mut taken = g.taken_ns;
+        for _ in 0..GRID_MAX_TAKEN {
+            let next = taken + period;
+            if next > end {
+                break;
+            }
+            self.record((pair, tid), (next, end));
+            taken = next;
+        }
+        if let Some(g) = self.threads.get_mut(&tid).and_then(|w| w.grid.as_mut()) {
+            g.taken_ns = taken;
         }
     }
 }

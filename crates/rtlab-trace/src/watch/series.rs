@@ -196,11 +196,7 @@ impl WatchState {
         request: &mut dyn FnMut(Request),
     ) {
         let delay = e.ts_ns.saturating_sub(since);
-        for i in [pair.own, pair.by_name] {
-            let s = &mut self.series[i as usize];
-            s.total.record(Nanos(delay));
-            s.interval.record(Nanos(delay));
-        }
+        self.record((pair, tid), (since, e.ts_ns));
         let kind = self.series[pair.own as usize].kind;
         if self.admit(kind, delay) {
             request(Request {
@@ -214,6 +210,51 @@ impl WatchState {
                 slack_ns,
             });
         }
+    }
+
+    /// Writes every delay measured from now on to `file` (`watch --samples`): a header
+    /// line, then one line per delay, tab-separated: the thread (for a safepoint, its JVM
+    /// process), the kind, its deadline and its end (CLOCK_MONOTONIC ns, as the program's
+    /// own `clock_gettime(CLOCK_MONOTONIC)` and `System.nanoTime()` read it) and the delay.
+    /// A run's delays can be joined with the program's own log of each period.
+    pub fn write_samples(&mut self, file: std::fs::File) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+        writeln!(w, "# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns")?;
+        self.samples = Some(w);
+        Ok(())
+    }
+
+    /// Writes out what the samples file holds so far; its first error, if any.
+    pub fn flush_samples(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        self.samples.as_mut().map_or(Ok(()), |w| w.flush())
+    }
+
+    /// One measured delay to the samples file, where one is written (a write that fails
+    /// drops the file: the series go on).
+    pub(super) fn write_sample(&mut self, who: i64, kind: DelayKind, (from, to): (u64, u64)) {
+        use std::io::Write;
+        let Some(w) = self.samples.as_mut() else {
+            return;
+        };
+        let delay = to.saturating_sub(from);
+        if writeln!(w, "{who}\t{}\t{from}\t{to}\t{delay}", kind.name()).is_err() {
+            self.samples = None;
+        }
+    }
+
+    /// A delay of thread `tid` from `from` to `to` into its series `pair` (its own and its
+    /// name's) and the samples file.
+    pub(super) fn record(&mut self, (pair, tid): (Pair, i64), (from, to): (u64, u64)) {
+        let delay = Nanos(to.saturating_sub(from));
+        for i in [pair.own, pair.by_name] {
+            let s = &mut self.series[i as usize];
+            s.total.record(delay);
+            s.interval.record(delay);
+        }
+        let kind = self.series[pair.own as usize].kind;
+        self.write_sample(tid, kind, (from, to));
     }
 
     /// A `kind` delay of thread `tid` that could not be measured (its end, or its start, is

@@ -1037,4 +1037,127 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     assert_eq!(ts.reader_cpus(at), Some(vec![0, 1]));
 }
 
+#[test]
+fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_ends() {
+    // A timerfd's reader (blocked in read(), no deadline of its own) is woken in the timer's
+    // interrupt: its `timer` delay runs from the expiry the timerfd was armed for to the
+    // read's return. A waking long after an expiry, or after a switch, is none of its.
+    let (tid, mut w) = watch_this_thread(0);
+    w.set_wait_calls(true);
+    let fired = |expires| Kind::HrtimerEntry {
+        function: "timerfd_tmrproc".into(),
+        task: None,
+        expires_ns: Some(expires),
+        slack_ns: 0,
+    };
+    let woken = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    let read = |ts, enter: bool| {
+        let kind = match enter {
+            true => Kind::WaitEnter {
+                call: 0,
+                deadline_ns: None,
+            },
+            false => Kind::WaitExit { call: 0, ret: 8 },
+        };
+        own(tid, 0, ts, kind)
+    };
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    // Armed for 10 000: fires at 10 300, wakes it at 10 302, back from read() at 11 000.
+    w.offer(&read(1_000, true));
+    w.offer(&ev(0, 1_100, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 10_300, fired(10_000)));
+    w.offer(&ev(0, 10_302, woken.clone()));
+    w.offer(&ev(0, 10_800, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&read(11_000, false));
+    // Another timerfd fires at 20 000; this thread is woken 300 us later by something else.
+    w.offer(&read(12_000, true));
+    w.offer(&ev(0, 12_100, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&ev(0, 20_000, fired(20_000)));
+    w.offer(&ev(0, 320_000, woken.clone()));
+    w.offer(&ev(0, 320_500, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&read(321_000, false));
+    w.advance(MERGE_LAG_NS + 400_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 1, "only the wait the timer ended");
+    assert_eq!(
+        timer.total.max(),
+        Nanos(1_000),
+        "from its expiry to the read's return"
+    );
+}
+
+#[test]
+fn a_wait_on_a_periodic_timerfd_takes_every_expiry_since_its_last_each_late_to_its_own_time() {
+    // Three periods woken by the timerfd (its period learned: 1 ms), then the thread runs
+    // late and its next read() returns at once at 4.5 ms: the expiries of 3.01 and 4.01 ms
+    // are taken there, as the read's count tells the program, each late to its own time.
+    // Then a read woken by something else (a pipe): the timer drives it no more.
+    let (tid, mut w) = watch_this_thread(0);
+    w.set_wait_calls(true);
+    let read = |ts, enter: bool| {
+        let kind = match enter {
+            true => Kind::WaitEnter {
+                call: 0,
+                deadline_ns: None,
+            },
+            false => Kind::WaitExit { call: 0, ret: 8 },
+        };
+        own(tid, 0, ts, kind)
+    };
+    let switch = |prev: i64, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: match prev == tid {
+            true => TaskState::SLEEPING,
+            false => TaskState::RUNNING,
+        },
+        next: task(next),
+    };
+    let woken = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    for d in [10_000, 1_010_000, 2_010_000] {
+        w.offer(&read(d - 500_000, true));
+        w.offer(&ev(0, d - 499_000, switch(tid, 0)));
+        w.offer(&ev(
+            0,
+            d + 300,
+            Kind::HrtimerEntry {
+                function: "timerfd_tmrproc".into(),
+                task: None,
+                expires_ns: Some(d),
+                slack_ns: 0,
+            },
+        ));
+        w.offer(&ev(0, d + 302, woken.clone()));
+        w.offer(&ev(0, d + 800, switch(0, tid)));
+        w.offer(&read(d + 1_000, false));
+    }
+    w.offer(&read(4_499_000, true));
+    w.offer(&read(4_500_000, false));
+    // Woken by a pipe at 6 ms, 200 us after a timer expiry it would have taken.
+    w.offer(&read(4_600_000, true));
+    w.offer(&ev(0, 4_601_000, switch(tid, 0)));
+    w.offer(&ev(0, 6_000_000, woken));
+    w.offer(&ev(0, 6_000_100, switch(0, tid)));
+    w.offer(&read(6_000_200, false));
+    w.offer(&read(9_000_000, true));
+    w.offer(&read(9_000_100, false));
+    w.advance(MERGE_LAG_NS + 10_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(
+        timer.total.len(),
+        5,
+        "three woken, two taken at once, none after"
+    );
+    assert_eq!(timer.total.max(), Nanos(1_490_000));
+}
+
 mod clock;

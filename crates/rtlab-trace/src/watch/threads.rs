@@ -339,6 +339,8 @@ impl WatchState {
             refused: [false; 3],
             lock_since: None,
             timer_expired: None,
+            grid: None,
+            by_grid_timer: false,
             runnable_since: None,
             follow: Follow::anywhere(tid),
             in_call: None,

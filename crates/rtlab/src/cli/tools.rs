@@ -52,6 +52,11 @@ pub struct WatchArgs {
     /// existing FILE keeps what it has and gets a new log section with this run's start time.
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
+    /// Write every measured delay to FILE as it is measured, one line each (thread, kind,
+    /// deadline and end in CLOCK_MONOTONIC ns, delay): to join with the program's own log of
+    /// each period. An existing FILE gets this run's lines after its own.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; port 0
     /// picks a free one, printed at the start).
     #[arg(long, value_name = "ADDR:PORT")]

@@ -38,6 +38,9 @@ fn checked(
     if let Some(path) = &args.hlog {
         rtlab_report::check_writable_file(path).map_err(|e| BadInput(format!("--hlog {e}")))?;
     }
+    if let Some(path) = &args.samples {
+        rtlab_report::check_writable_file(path).map_err(|e| BadInput(format!("--samples {e}")))?;
+    }
     let listener = args
         .metrics
         .map(|addr| {
@@ -128,6 +131,14 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         .watch_state()
         .expect("a watching explainer has a state")
         .clone();
+    // The samples, from the first delay measured (appended, never through a link, like the log).
+    if let Some(path) = &args.samples {
+        let file = rtlab_sys::fs::open_append(path)
+            .map_err(|e| anyhow::anyhow!("--samples {}: {e}", path.display()))?;
+        let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+        s.write_samples(file)
+            .map_err(|e| anyhow::anyhow!("--samples {}: {e}", path.display()))?;
+    }
     let (child, pid) = match target {
         Target::Pid(pid) => (None, pid),
         Target::Cgroup(_) | Target::All => (None, 0),
@@ -184,6 +195,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         }
         None => watching.until_end(None, explainer)?,
     };
+    if let Some(path) = &args.samples {
+        let flushed = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .flush_samples();
+        if let Err(e) = flushed {
+            warnings.push(format!("--samples {}: {e}", path.display()));
+        }
+    }
     warnings.extend(shortfalls(
         &state.lock().unwrap_or_else(|p| p.into_inner()),
         pid,
