@@ -3,10 +3,14 @@
 # explainer, the watcher, the survey and the report; the trace and lab unit tests; the C ABI's
 # and the Java binding's, whose inversion test is timed) ROUNDS times in a row, first on an idle machine,
 # then beside `stress-ng --cpu 2`, and counts failures. A test that fails by chance here
-# would fail a CI landing by chance too: the goal is 0 failures.
+# would fail a CI landing by chance too: the goal is 0 failures. The loads, besides idle:
+# `stress` (stress-ng --cpu 2), `switch` (stress-ng --cpu 2 --switch 1: a storm of context
+# switches too), `build` (a looping `cargo build -j2` of a copy of this repository, its own
+# target directory: what a developer's machine or a CI runner does beside the suite).
 #
-#   sudo bench/soak.sh [ROUNDS] [idle|stress|both] [BINARY_REGEX]
+#   sudo bench/soak.sh [ROUNDS] [idle|stress|switch|build|both|busy] [BINARY_REGEX]
 #   sudo bench/soak.sh 20                 # the acceptance run: 20 x idle, 20 x stress
+#   sudo bench/soak.sh 5 busy '.'         # every test binary, 5 x beside each busy load
 #   sudo bench/soak.sh 3 stress 'explain' # a quick look at one binary
 #
 # The test binaries and the rtlab binary are copied to a temporary directory first, so a
@@ -20,18 +24,33 @@ rounds=${1:-20}
 modes=${2:-both}
 pattern=${3:-'^(explain|wakeup|lock|net|slack|load_survey|report|hostile|watch|rtlab_trace|rtlab_lab|c_abi|java)-'}
 out=${OUT:-bench/soak-out}
-case $modes in idle) modes=(idle) ;; stress) modes=(stress) ;; both) modes=(idle stress) ;;
-  *) echo "soak: mode must be idle, stress or both, got '$modes'" >&2; exit 2 ;; esac
+case $modes in idle | stress | switch | build) modes=("$modes") ;; both) modes=(idle stress) ;;
+  busy) modes=(switch build) ;;
+  *) echo "soak: mode must be idle, stress, switch, build, both or busy, got '$modes'" >&2; exit 2 ;; esac
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "soak: ROUNDS must be a positive number, got '$rounds'" >&2; exit 2; }
-if [[ " ${modes[*]} " == *" stress "* ]] && ! command -v stress-ng >/dev/null; then
+if [[ " ${modes[*]} " == *" stress "* || " ${modes[*]} " == *" switch "* ]] && ! command -v stress-ng >/dev/null; then
   echo "soak: stress-ng is not installed (apt-get install stress-ng)" >&2; exit 2
 fi
 
 work=$(mktemp -d /tmp/rtlab-soak.XXXXXX)
 stress_pid=
 cleanup() {
-  [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null && wait "$stress_pid" 2>/dev/null
+  [ -n "$stress_pid" ] && kill -- -"$stress_pid" 2>/dev/null && wait "$stress_pid" 2>/dev/null
   rm -rf "$work"
+}
+# The load of `mode` in the background, in a process group of its own ($stress_pid).
+start_load() {
+  case $1 in
+    stress) setsid stress-ng --cpu 2 --timeout 0 --quiet & ;;
+    switch) setsid stress-ng --cpu 2 --switch 1 --timeout 0 --quiet & ;;
+    build)
+      mkdir -p "$work/copy"
+      git archive HEAD | tar -x -C "$work/copy"
+      setsid bash -c 'cd "$1" && while :; do cargo build -j2 --release -q --target-dir "$1/target" >/dev/null 2>&1; touch crates/rtlab-trace/src/lib.rs; done' _ "$work/copy" & ;;
+    *) return ;;
+  esac
+  stress_pid=$!
+  sleep 1
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -71,11 +90,7 @@ summary="$out/summary.txt"
 } | tee "$summary"
 total_failed=0
 for mode in "${modes[@]}"; do
-  if [ "$mode" = stress ]; then
-    stress-ng --cpu 2 --timeout 0 --quiet &
-    stress_pid=$!
-    sleep 1
-  fi
+  start_load "$mode"
   for b in $bins; do
     failed=0
     started=$(date +%s)
@@ -93,7 +108,7 @@ for mode in "${modes[@]}"; do
     total_failed=$((total_failed + failed))
   done
   if [ -n "$stress_pid" ]; then
-    kill "$stress_pid" 2>/dev/null || true
+    kill -- -"$stress_pid" 2>/dev/null || true
     wait "$stress_pid" 2>/dev/null || true
     stress_pid=
   fi

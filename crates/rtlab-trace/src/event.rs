@@ -58,6 +58,9 @@ pub enum Kind {
         expires_ns: Option<u64>,
         /// How much later the kernel may fire it (the timer slack; 0 where not known).
         slack_ns: u64,
+        /// The timer's address (`struct hrtimer *`), where known and it is not a sleep timer:
+        /// one timer's expiries told from another's.
+        timer: Option<u64>,
     },
     /// The current thread enters the kernel's wait for a PI futex (`futex_lock_pi`).
     LockPi {
@@ -534,6 +537,8 @@ pub fn parse_line(line: &str) -> Option<Event> {
             task: None,
             expires_ns: None,
             slack_ns: 0,
+            timer: field(fields, "hrtimer")
+                .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok()),
         },
         "cpu_idle" => {
             let state: u64 = num(fields, "state")?;

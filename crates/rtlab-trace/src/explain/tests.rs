@@ -221,6 +221,7 @@ fn a_sleep_timers_expiry_stands_for_the_wakeup_and_ticks_are_not_interrupt_time(
             task,
             expires_ns: None,
             slack_ns: 0,
+            timer: None,
         },
     };
     let thread = Task {
@@ -326,6 +327,7 @@ fn an_earlier_periods_wakeup_does_not_make_a_late_timer_look_woken() {
             task: Some(thread.clone()),
             expires_ns: None,
             slack_ns: 0,
+            timer: None,
         },
     };
     let mut ev = events(&[

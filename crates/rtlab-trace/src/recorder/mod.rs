@@ -827,6 +827,8 @@ impl Recorder {
                 task: (u32_at(OFF_A) == 1).then(|| task(i32_at(OFF_PID1), i32_at(OFF_PRIO1))),
                 expires_ns: self.monotonic_expiry(u64_at(OFF_PID2), u64_at(OFF_TS)),
                 slack_ns: u32_at(OFF_CUR) as u64,
+                // (A sleep timer's slots hold its task instead.)
+                timer: Some(u64_at(OFF_PID1)).filter(|&a| a != 0 && u32_at(OFF_A) != 1),
             },
             K_LOCK_PI => Kind::LockPi {
                 trylock: u32_at(OFF_A) != 0,

@@ -421,10 +421,12 @@ impl Builder {
         self.push(asm::call(helper::PROBE_READ_KERNEL));
     }
 
-    /// `hrtimer_expire_entry(struct hrtimer *, ktime_t *now)`: the function (in X), and for
-    /// a sleep timer the task it wakes (slot 1, A = 1), the requested expiry (slot 2's
+    /// `hrtimer_expire_entry(struct hrtimer *, ktime_t *now)`: the function (in X), the
+    /// timer's address (slot 1's eight bytes), and for a sleep timer the task it wakes
+    /// instead (slot 1, A = 1), the requested expiry (slot 2's
     /// eight bytes; 0 where BTF does not place it) and the slack (CUR: hard - requested).
     fn timer(&mut self, t: &TaskOffsets) {
+        self.push(asm::st64(R7, OFF_PID1, 0));
         self.push(asm::st32(R7, OFF_A, 0));
         self.push(asm::st32(R7, OFF_PID2, 0));
         self.push(asm::st32(R7, OFF_PRIO2, 0));
@@ -436,6 +438,9 @@ impl Builder {
         self.push(asm::ldx64(R3, R6, 0));
         self.push(asm::ldx64(R2, R3, t.timer_function as i16));
         self.push(asm::stx64(R7, OFF_X, R2));
+        // The timer itself (its address, slots 1's eight bytes: a sleep timer's task takes
+        // them below): one timer's expiries told from another's.
+        self.push(asm::stx64(R7, OFF_PID1, R3));
         if let Some(expires) = t.timer_expires {
             self.push(asm::ldx64(R1, R3, expires as i16));
             self.push(asm::stx64(R7, OFF_PID2, R1));

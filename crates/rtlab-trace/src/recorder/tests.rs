@@ -617,6 +617,7 @@ fn records_this_threads_switches_with_names_and_priorities() {
                     task: Some(t),
                     expires_ns,
                     slack_ns,
+                    ..
                 } if t.pid == tid && &**function == "hrtimer_wakeup" => {
                     Some((e.ts_ns, *expires_ns, *slack_ns))
                 }

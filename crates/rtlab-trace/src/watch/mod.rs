@@ -126,6 +126,9 @@ struct Watched {
     grid: Option<TimerGrid>,
     /// Its latest wakeup came from such a timer (until its delays are measured).
     by_grid_timer: bool,
+    /// The address of the timer that woke it last through a file or a signal, and how many
+    /// times in a row it did.
+    own_timer: Option<(u64, u32)>,
     /// Runnable since (woken or preempted), not yet on a CPU.
     runnable_since: Option<u64>,
     /// The thread through its wakeups and switches, by the explainer's rules (a wakeup can
@@ -172,6 +175,16 @@ const TIMER_WAKES_WITHIN_NS: u64 = 100_000;
 struct TimerGrid {
     taken_ns: u64,
     call: i32,
+}
+
+/// A timer of [`FILE_OR_SIGNAL_TIMERS`] that fired: the expiry it was set for, its slack,
+/// when it fired, and which timer it is (its address, where known).
+#[derive(Debug, Clone, Copy)]
+struct Fired {
+    expires_ns: u64,
+    slack_ns: u64,
+    at_ns: u64,
+    timer: Option<u64>,
 }
 
 /// The most expiries of its grid a thread's wait takes at once (a bound on the work of one
@@ -307,9 +320,9 @@ pub struct WatchState {
     lost_by_cpu: std::collections::BTreeMap<u16, [u64; 2]>,
     /// Where each measured delay is written as it is measured (`watch --samples`).
     samples: Option<std::io::BufWriter<std::fs::File>>,
-    /// Per CPU, the expiry of a timer of [`FILE_OR_SIGNAL_TIMERS`] that just fired there (its
-    /// requested time, its slack, when it fired): the threads it wakes waited for it.
-    fired: Vec<Option<(u64, u64, u64)>>,
+    /// Per CPU, a timer of [`FILE_OR_SIGNAL_TIMERS`] that just fired there: the threads it
+    /// wakes waited for it.
+    fired: Vec<Option<Fired>>,
     /// The watched JVMs, through HotSpot's probes.
     jvms: jvm::Jvms,
     /// The watched JVMs' clock probes.
@@ -648,7 +661,8 @@ impl WatchState {
                 task,
                 expires_ns,
                 slack_ns,
-            } => self.timer_fired(function, task.as_ref(), (*expires_ns, *slack_ns), e),
+                timer,
+            } => self.timer_fired(function, task.as_ref(), (*expires_ns, *slack_ns, *timer), e),
             Kind::Switch { prev, next, .. } => {
                 self.fire(e.cpu, None);
                 if let Some(w) = self.threads.get_mut(&prev.pid) {
@@ -801,7 +815,7 @@ impl WatchState {
     /// interrupt, it waited for that timer's expiry.
     fn woken(&mut self, tid: i64, e: &Event) {
         let fired = self.fired.get(e.cpu as usize).copied().flatten();
-        let timer = fired.filter(|f| e.ts_ns.saturating_sub(f.2) <= TIMER_WAKES_WITHIN_NS);
+        let timer = fired.filter(|f| e.ts_ns.saturating_sub(f.at_ns) <= TIMER_WAKES_WITHIN_NS);
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -811,10 +825,25 @@ impl WatchState {
             c.woken_ns = Some(e.ts_ns);
             c.running_ns = None;
         }
-        if let Some((expires, slack, _)) = timer {
-            w.timer_expired = Some((expires, slack));
-            w.by_grid_timer = true;
+        // A thread's periodic timer is one timer: known once it woke the thread twice in a
+        // row, another that fired just before a wakeup of the thread (by coincidence: a
+        // wakeup of its own, in the same interrupt) is not its.
+        let Some(f) = timer else { return };
+        let its = match (w.own_timer, f.timer) {
+            (Some((known, n)), Some(this)) => n < 2 || known == this,
+            _ => true,
+        };
+        if !its {
+            // (A thread that replaced its timer: after two others, the known one is no more.)
+            w.own_timer = w.own_timer.map(|(known, n)| (known, n - 1));
+            return;
         }
+        w.own_timer = match (w.own_timer, f.timer) {
+            (Some((known, n)), Some(this)) if known == this => Some((this, n + 1)),
+            (_, this) => this.map(|t| (t, 1)),
+        };
+        w.timer_expired = Some((f.expires_ns, f.slack_ns));
+        w.by_grid_timer = true;
     }
 
     /// A high-resolution timer's expiry (`function`) at `e`: a watched thread's sleep timer
@@ -825,11 +854,17 @@ impl WatchState {
         &mut self,
         function: &str,
         task: Option<&crate::event::Task>,
-        (expires, slack_ns): (Option<u64>, u64),
+        (expires, slack_ns, timer): (Option<u64>, u64, Option<u64>),
         e: &Event,
     ) {
         if FILE_OR_SIGNAL_TIMERS.contains(&function) {
-            return self.fire(e.cpu, expires.map(|x| (x, slack_ns, e.ts_ns)));
+            let fired = expires.map(|expires_ns| Fired {
+                expires_ns,
+                slack_ns,
+                at_ns: e.ts_ns,
+                timer,
+            });
+            return self.fire(e.cpu, fired);
         }
         let (Some(task), Some(expires), "hrtimer_wakeup") = (task, expires, function) else {
             return;
@@ -841,9 +876,9 @@ impl WatchState {
         }
     }
 
-    /// A timer of [`FILE_OR_SIGNAL_TIMERS`] fired on `cpu` (its expiry, slack and when), or
-    /// with None its interrupt is over (a switch, another timer).
-    fn fire(&mut self, cpu: u16, timer: Option<(u64, u64, u64)>) {
+    /// A timer of [`FILE_OR_SIGNAL_TIMERS`] fired on `cpu`, or with None its interrupt is
+    /// over (a switch, another timer).
+    fn fire(&mut self, cpu: u16, timer: Option<Fired>) {
         let cpu = cpu as usize;
         if self.fired.len() <= cpu {
             if timer.is_none() {

@@ -195,6 +195,7 @@ fn a_timer_delay_runs_from_the_requested_expiry_and_a_stale_expiry_is_dropped() 
         task: Some(task(tid)),
         expires_ns: Some(expires),
         slack_ns: 50,
+        timer: None,
     };
     let waking = Kind::Waking {
         task: task(tid),
@@ -373,6 +374,7 @@ fn sleeper_timer(tid: i64, expires: u64) -> Kind {
         task: Some(task(tid)),
         expires_ns: Some(expires),
         slack_ns: 0,
+        timer: None,
     }
 }
 
@@ -1049,6 +1051,7 @@ fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_
         task: None,
         expires_ns: Some(expires),
         slack_ns: 0,
+        timer: None,
     };
     let woken = Kind::Waking {
         task: task(tid),
@@ -1134,6 +1137,7 @@ fn a_wait_on_a_periodic_timerfd_takes_every_expiry_since_its_last_each_late_to_i
                 task: None,
                 expires_ns: Some(d),
                 slack_ns: 0,
+                timer: None,
             },
         ));
         w.offer(&ev(0, d + 302, woken.clone()));
@@ -1158,6 +1162,49 @@ fn a_wait_on_a_periodic_timerfd_takes_every_expiry_since_its_last_each_late_to_i
         "three woken, two taken at once, none after"
     );
     assert_eq!(timer.total.max(), Nanos(1_490_000));
+}
+
+#[test]
+fn another_timer_that_fires_just_before_a_wakeup_is_not_the_threads_own() {
+    // Woken three times by its timerfd (timer 0xa), then woken by a pipe 20 us after another
+    // process's alarm (timer 0xb) fired on the same CPU: a wakeup, not a timer delay.
+    let (tid, mut w) = watch_this_thread(0);
+    w.set_wait_calls(true);
+    let read = |ts, enter: bool| {
+        let kind = match enter {
+            true => Kind::WaitEnter {
+                call: 0,
+                deadline_ns: None,
+            },
+            false => Kind::WaitExit { call: 0, ret: 8 },
+        };
+        own(tid, 0, ts, kind)
+    };
+    let fired = |expires, function: &str, timer| Kind::HrtimerEntry {
+        function: function.into(),
+        task: None,
+        expires_ns: Some(expires),
+        slack_ns: 0,
+        timer: Some(timer),
+    };
+    let woken = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    for d in [1_000_000, 2_000_000, 3_000_000] {
+        w.offer(&read(d - 500_000, true));
+        w.offer(&ev(0, d + 300, fired(d, "timerfd_tmrproc", 0xa)));
+        w.offer(&ev(0, d + 302, woken.clone()));
+        w.offer(&read(d + 1_000, false));
+    }
+    w.offer(&read(3_100_000, true));
+    w.offer(&ev(0, 3_200_000, fired(3_200_000, "it_real_fn", 0xb)));
+    w.offer(&ev(0, 3_200_020, woken));
+    w.offer(&read(3_201_000, false));
+    w.advance(MERGE_LAG_NS + 4_000_000, &mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 3, "its own timer's three periods only");
+    assert_eq!(timer.total.max(), Nanos(1_000));
 }
 
 mod clock;

@@ -341,6 +341,7 @@ impl WatchState {
             timer_expired: None,
             grid: None,
             by_grid_timer: false,
+            own_timer: None,
             runnable_since: None,
             follow: Follow::anywhere(tid),
             in_call: None,

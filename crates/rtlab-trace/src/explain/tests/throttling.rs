@@ -27,6 +27,7 @@ fn timer_wait(
             task: (function == "hrtimer_wakeup").then(|| thread.clone()),
             expires_ns: None,
             slack_ns: 0,
+            timer: None,
         },
     }));
     ev.sort_by_key(|e| e.ts_ns);
