@@ -54,7 +54,9 @@ for l in open(f"{work}/s.tsv"):
     if l.startswith("#"):
         continue
     tid, kind, deadline, end, delay = l.rstrip("\n").split("\t")
-    if kind == "timer":
+    # (Up to the program's last period: the wait that brought it may have taken an expiry
+    # after it, which the program does not count.)
+    if kind == "timer" and own and int(deadline) <= max(own):
         watch[int(deadline)] = int(delay)
 both = sorted(set(own) & set(watch))
 def q(xs, f):
