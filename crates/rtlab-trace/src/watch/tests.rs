@@ -1039,6 +1039,18 @@ fn where_it_may_move_the_reader_keeps_off_the_cpus_the_watched_real_time_threads
     assert_eq!(ts.reader_cpus(at), Some(vec![0, 1]));
 }
 
+/// Thread `tid`'s entry into (`enter`) or return from a `read()` at `ts` (no deadline).
+fn read_call(tid: i64, ts: u64, enter: bool) -> Event {
+    let kind = match enter {
+        true => Kind::WaitEnter {
+            call: 0,
+            deadline_ns: None,
+        },
+        false => Kind::WaitExit { call: 0, ret: 8 },
+    };
+    own(tid, 0, ts, kind)
+}
+
 #[test]
 fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_ends() {
     // A timerfd's reader (blocked in read(), no deadline of its own) is woken in the timer's
@@ -1057,16 +1069,7 @@ fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_
         task: task(tid),
         target_cpu: 0,
     };
-    let read = |ts, enter: bool| {
-        let kind = match enter {
-            true => Kind::WaitEnter {
-                call: 0,
-                deadline_ns: None,
-            },
-            false => Kind::WaitExit { call: 0, ret: 8 },
-        };
-        own(tid, 0, ts, kind)
-    };
+    let read = |ts, enter| read_call(tid, ts, enter);
     let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
         prev: task(prev),
         prev_state: state,
@@ -1104,16 +1107,7 @@ fn a_wait_on_a_periodic_timerfd_takes_every_expiry_since_its_last_each_late_to_i
     // Then a read woken by something else (a pipe): the timer drives it no more.
     let (tid, mut w) = watch_this_thread(0);
     w.set_wait_calls(true);
-    let read = |ts, enter: bool| {
-        let kind = match enter {
-            true => Kind::WaitEnter {
-                call: 0,
-                deadline_ns: None,
-            },
-            false => Kind::WaitExit { call: 0, ret: 8 },
-        };
-        own(tid, 0, ts, kind)
-    };
+    let read = |ts, enter| read_call(tid, ts, enter);
     let switch = |prev: i64, next: i64| Kind::Switch {
         prev: task(prev),
         prev_state: match prev == tid {
@@ -1170,16 +1164,7 @@ fn another_timer_that_fires_just_before_a_wakeup_is_not_the_threads_own() {
     // process's alarm (timer 0xb) fired on the same CPU: a wakeup, not a timer delay.
     let (tid, mut w) = watch_this_thread(0);
     w.set_wait_calls(true);
-    let read = |ts, enter: bool| {
-        let kind = match enter {
-            true => Kind::WaitEnter {
-                call: 0,
-                deadline_ns: None,
-            },
-            false => Kind::WaitExit { call: 0, ret: 8 },
-        };
-        own(tid, 0, ts, kind)
-    };
+    let read = |ts, enter| read_call(tid, ts, enter);
     let fired = |expires, function: &str, timer| Kind::HrtimerEntry {
         function: function.into(),
         task: None,
