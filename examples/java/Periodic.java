@@ -4,11 +4,29 @@
 // by more than 1 ms). The JVM gives the thread its Java name, so `rtlab watch --thread
 // rt-loop` finds it. With GC_MS, another thread keeps RETAINED_MB of small objects alive and
 // calls System.gc() every GC_MS ms: full collections, each a safepoint that stops rt-loop.
+// How it waits for each deadline (HOW in the environment):
+//   park      LockSupport.parkNanos (the default)
+//   sleep     Thread.sleep(ms, ns) of the time left (to the nanosecond from JDK 21; JDK 17
+//             rounds it to whole milliseconds)
+//   wait      Object.wait(ms, ns) of the time left, on a monitor nobody notifies
+//   await     Condition.awaitNanos of a ReentrantLock, never signalled
+//   executor  a ScheduledThreadPoolExecutor at a fixed rate (its one thread named rt-loop),
+//             each run late from the deadline the rate sets
+// With LOG=path, each period's deadline (System.nanoTime: CLOCK_MONOTONIC) and lateness
+// ("deadline_ns late_ns") go to that file.
 //
 //   java examples/java/Periodic.java [SECONDS] [PERIOD_US] [GC_MS] [RETAINED_MB] &
 //   sudo rtlab watch --pid $! --thread rt-loop --duration 10s
+import java.io.PrintWriter;
 import java.util.Arrays;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 
 public class Periodic {
     public static void main(String[] args) throws InterruptedException {
@@ -39,22 +57,84 @@ public class Periodic {
             gc.setDaemon(true);
             gc.start();
         }
-        Thread t = new Thread(() -> {
-            long next = System.nanoTime() + period;
-            for (int i = 0; i < n; i++) {
-                long now;
-                while ((now = System.nanoTime()) < next) {
-                    LockSupport.parkNanos(next - now);
+        String how = System.getenv().getOrDefault("HOW", "park");
+        long[] when = new long[n];
+        if (how.equals("executor")) {
+            CountDownLatch done = new CountDownLatch(n);
+            ScheduledThreadPoolExecutor ex = new ScheduledThreadPoolExecutor(1, r -> new Thread(r, "rt-loop"));
+            int[] i = {0};
+            // Each run's deadline is the executor's own: the time it was due (getDelay while
+            // it runs is how late it is, before the next run is set).
+            AtomicReference<ScheduledFuture<?>> self = new AtomicReference<>();
+            Runnable task = () -> {
+                long now = System.nanoTime();
+                ScheduledFuture<?> f = self.get();
+                if (f != null && i[0] < n) {
+                    when[i[0]] = now + f.getDelay(TimeUnit.NANOSECONDS);
+                    late[i[0]] = now - when[i[0]];
+                    i[0]++;
+                    done.countDown();
                 }
-                late[i] = now - next;
-                next += period;
+            };
+            self.set(ex.scheduleAtFixedRate(task, period, period, TimeUnit.NANOSECONDS));
+            done.await();
+            ex.shutdownNow();
+        } else {
+            long first = System.nanoTime() + period;
+            Thread t = new Thread(() -> {
+                Object monitor = new Object();
+                ReentrantLock lock = new ReentrantLock();
+                Condition never = lock.newCondition();
+                long next = first;
+                for (int i = 0; i < n; i++) {
+                    long now;
+                    while ((now = System.nanoTime()) < next) {
+                        wait(how, next - now, monitor, lock, never);
+                    }
+                    when[i] = next;
+                    late[i] = now - next;
+                    next += period;
+                }
+            }, "rt-loop");
+            t.start();
+            t.join();
+        }
+        String log = System.getenv("LOG");
+        if (log != null) {
+            try (PrintWriter w = new PrintWriter(log)) {
+                for (int i = 0; i < n; i++) w.println(when[i] + " " + late[i]);
+            } catch (java.io.IOException e) {
+                System.err.println("LOG: " + e);
             }
-        }, "rt-loop");
-        t.start();
-        t.join();
+        }
         Arrays.sort(late);
         long over = Arrays.stream(late).filter(l -> l > 1_000_000).count();
         System.out.printf("samples %d p50 %d p99 %d max %d late1ms %d%n", n, late[n / 2],
                 late[n * 99 / 100], late[n - 1], over);
+    }
+
+    /** Waits up to {@code left} ns the way {@code how} names. */
+    static void wait(String how, long left, Object monitor, ReentrantLock lock, Condition never) {
+        try {
+            switch (how) {
+                case "sleep" -> Thread.sleep(left / 1_000_000, (int) (left % 1_000_000));
+                case "wait" -> {
+                    synchronized (monitor) {
+                        monitor.wait(left / 1_000_000, (int) (left % 1_000_000));
+                    }
+                }
+                case "await" -> {
+                    lock.lock();
+                    try {
+                        never.awaitNanos(left);
+                    } finally {
+                        lock.unlock();
+                    }
+                }
+                default -> LockSupport.parkNanos(left);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 }

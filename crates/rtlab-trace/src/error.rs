@@ -72,3 +72,32 @@ impl TraceError {
         }
     }
 }
+
+/// What the event source could not record on this kernel, and why: consumers decide by the
+/// variant (a watch words a missing lock series apart), the text is for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missing {
+    /// A tracepoint or tracefs event, by name.
+    Event(String),
+    /// The kernel stacks of explained delays, and why.
+    Stacks(String),
+    /// PI lock waits (a watch's `lock` kind), and why.
+    LockWaits(String),
+    /// A watched process's children from their start, and why.
+    Children(String),
+    /// The watched threads' wait calls, and why.
+    WaitCalls(String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Event(name) => f.write_str(name),
+            Missing::Stacks(why) => write!(f, "kernel stacks ({why})"),
+            Missing::LockWaits(why) => write!(f, "PI lock waits ({why})"),
+            Missing::Children(why) => write!(f, "children from their start ({why})"),
+            Missing::WaitCalls(why) => write!(f, "wait calls ({why})"),
+        }
+    }
+}

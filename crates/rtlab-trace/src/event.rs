@@ -173,6 +173,14 @@ pub enum JvmProbe {
 /// after its expiry, waited for the time it was set for: their `timer` delay runs from there.
 pub const FILE_OR_SIGNAL_TIMERS: [&str; 3] = ["timerfd_tmrproc", "posix_timer_fn", "it_real_fn"];
 
+/// The wait calls that only say a file is ready (x86-64's `epoll_wait`, `epoll_pwait`,
+/// `epoll_pwait2`, `poll`, `ppoll`, `select`, `pselect6`): what woke the thread is taken by
+/// the call that follows, a `read` of the file (a timerfd's count of expiries, a signalfd's
+/// signal).
+pub const READINESS_CALLS: [i32; 7] = [232, 281, 441, 7, 271, 23, 270];
+/// x86-64's `read`.
+pub const SYS_READ: i32 = 0;
+
 /// HotSpot's clock for `System.nanoTime()` (`os::javaTimeNanos()`, mangled as in its symbol
 /// table): compiled Java code calls it directly, the interpreter through `JVM_NanoTime`.
 pub const CLOCK_FUNCTION: &str = "_ZN2os13javaTimeNanosEv";

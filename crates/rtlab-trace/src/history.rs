@@ -230,7 +230,7 @@ pub(crate) fn late_window(
 /// holder), and on which CPU: on its own CPU's history, or among its `elsewhere` wakings.
 pub(crate) fn last_waker(
     histories: &[History],
-    r: &crate::Request,
+    r: &crate::request::Request,
     elsewhere: &[Event],
 ) -> Option<(i64, u16)> {
     histories
@@ -312,7 +312,7 @@ fn stack_after(events: &[&Event], i: usize, task: i64) -> Option<u32> {
 /// the delay began, the waker's at the wakeup, and the culprit's (`culprit`, the task of
 /// the main cause, else the task that held the CPU last) as it gave the CPU back.
 pub(crate) fn stacks_of(
-    r: &crate::Request,
+    r: &crate::request::Request,
     culprit: Option<i64>,
     histories: &[History],
     started_ns: u64,
@@ -400,7 +400,7 @@ const STOP_LEAD_NS: u64 = 900_000_000;
 /// causes still add up to the delay.
 pub(crate) fn with_jvm_stops(
     o: &mut rtlab_stats::result::Outlier,
-    r: &crate::Request,
+    r: &crate::request::Request,
     histories: &[History],
 ) {
     use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
@@ -432,7 +432,7 @@ pub(crate) fn with_jvm_stops(
         return;
     }
     events.sort_by_key(|e| e.ts_ns);
-    let mut jvm = crate::watch::jvm::Jvms::default();
+    let mut jvm = crate::safepoint::Safepoints::default();
     let mut stops = Vec::new();
     let mut vm_thread = None;
     for e in &events {
@@ -460,7 +460,7 @@ pub(crate) fn with_jvm_stops(
         let ours = c
             .pid
             .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32));
-        let task = match ours && crate::reader::is_observer_thread(task) {
+        let task = match ours && crate::observer::is_observer_thread(task) {
             true => "the observer (rtlab itself)",
             false => task,
         };
@@ -656,7 +656,7 @@ mod tests {
             h.push(e, None);
         }
         h.settle();
-        let r = crate::Request {
+        let r = crate::request::Request {
             series: 0,
             cpu: 0,
             tid,

@@ -1,7 +1,7 @@
 //! The tracefs source: a private instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC
 //! timestamps, only the traced CPUs) whose `trace_pipe` the reader consumes as text.
 
-use crate::TraceError;
+use crate::error::TraceError;
 use std::path::{Path, PathBuf};
 
 /// Events the explainer enables (category/name); missing ones are listed, not fatal. Each
@@ -39,7 +39,7 @@ const SCHED_SWITCH: usize = 0;
 pub(crate) struct Instance {
     pub(crate) dir: PathBuf,
     mounted_here: bool,
-    pub(crate) missing: Vec<crate::Missing>,
+    pub(crate) missing: Vec<crate::error::Missing>,
 }
 
 fn write(path: &Path, value: &str) -> Result<(), TraceError> {
@@ -85,7 +85,8 @@ impl Instance {
                         "the sched_switch event is unavailable".into(),
                     ));
                 }
-                inst.missing.push(crate::Missing::Event(ev.to_string()));
+                inst.missing
+                    .push(crate::error::Missing::Event(ev.to_string()));
             }
         }
         write(&inst.dir.join("tracing_on"), "1")?;

@@ -1,14 +1,19 @@
 //! The reader thread: drains the event source into the per-CPU history, takes the measuring
 //! threads' reports, and explains each once the trace has caught up with it.
 
+use crate::error::TraceError;
 use crate::event::{format_line, parse_text, Event, Kind};
 use crate::history::{
     find_task, last_waker, late_window, peer_window, stacks_of, wakings_elsewhere, window_events,
     with_jvm_stops, History,
 };
+use crate::observer::as_observer;
+use crate::options::Options;
+use crate::reason::taskless;
 use crate::reason::Reason;
-use crate::watch::WatchState;
-use crate::{explain, recorder, Options, Request, TraceError};
+use crate::request::Request;
+use crate::watcher::{Probes, Watcher};
+use crate::{explain, recorder};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::time::monotonic_now_ns;
@@ -156,17 +161,6 @@ impl Source {
     }
 }
 
-/// What the reader hands every event it reads to, as read (each CPU's in time order, the
-/// CPUs one after another): the per-CPU history explanations are cut from ([`Histories`]),
-/// and a watch's state ([`WatchState`]).
-pub(crate) trait Consumer {
-    /// One event: kept (None), or handed back for the next consumer.
-    fn offer(&mut self, e: Event) -> Option<Event>;
-    /// A drain (begun at `drained_at`) is over, or the run (`stopping`): act on what came,
-    /// asking for explanations through `ask`.
-    fn drained(&mut self, _drained_at: u64, _stopping: bool, _ask: &mut dyn FnMut(Request)) {}
-}
-
 /// The per-CPU histories, and the kernel's text of the event offered next where kept.
 #[derive(Debug, Default)]
 pub(crate) struct Histories {
@@ -198,28 +192,14 @@ impl Histories {
     }
 }
 
-impl Consumer for Histories {
-    fn offer(&mut self, e: Event) -> Option<Event> {
+impl Histories {
+    /// Keeps `e` (each CPU's events in time order, the CPUs one after another).
+    fn offer(&mut self, e: Event) {
         let cpu = e.cpu as usize;
         if self.per_cpu.len() <= cpu {
             self.per_cpu.resize_with(cpu + 1, History::default);
         }
         self.per_cpu[cpu].push(e, self.raw.take());
-        None
-    }
-}
-
-impl Consumer for WatchState {
-    fn offer(&mut self, e: Event) -> Option<Event> {
-        WatchState::offer(self, &e);
-        Some(e)
-    }
-
-    fn drained(&mut self, drained_at: u64, stopping: bool, ask: &mut dyn FnMut(Request)) {
-        match stopping {
-            true => self.flush(ask),
-            false => self.advance(drained_at, ask),
-        }
     }
 }
 
@@ -264,7 +244,7 @@ pub(crate) struct Shared<'a> {
     /// Events the recorder lost, kept current.
     pub(crate) lost: &'a AtomicU64,
     /// The watcher, when watching a process.
-    pub(crate) watch: Option<&'a Mutex<WatchState>>,
+    pub(crate) watch: Option<&'a Mutex<dyn Watcher>>,
 }
 
 /// Requests waiting for the trace to catch up with them: each with when it was asked.
@@ -327,59 +307,69 @@ fn keep_top(outliers: &mut Vec<Outlier>, o: Outlier, options: &Options, threshol
     }
 }
 
-/// After a drain: the recorder follows the watch (a JVM's probes once it is found, the wait
-/// calls of the threads watched now, the CPUs they may run on), and the watch learns what is
-/// traced. `generation`: the watched threads last handed to the recorder.
-fn follow_watch(
-    source: &mut Source,
-    w: &mut WatchState,
-    traced: &mut TracedLog,
-    generation: &mut u64,
-) {
-    for (lib, pid) in w.take_jvm_libraries() {
-        let (attached, waits) = match source {
-            Source::Bpf(r) => (r.probe_jvm(&lib, pid), r.takes_watched()),
-            Source::Text { dir, jvm_files, .. } => (probe_jvm_text(dir, jvm_files, &lib), false),
-        };
-        let refused = attached.as_ref().is_err_and(|e| e.not_permitted());
-        w.jvm_probed(&lib, attached, waits);
-        // Its clock, in that process only (every read traps).
-        if let (Source::Bpf(r), Some(pid), true, false) =
-            (&mut *source, pid, w.java_clock(), refused)
-        {
-            let clock = r.probe_jvm_clock(&lib, pid);
-            w.jvm_clock_probed(&lib, pid, clock);
+/// The event source as a watch may change it ([`Probes`]); a change of the CPUs traced is
+/// logged for the explanations.
+struct Follow<'a> {
+    source: &'a mut Source,
+    traced: &'a mut TracedLog,
+}
+
+impl Probes for Follow<'_> {
+    fn probe_jvm(
+        &mut self,
+        lib: &crate::usdt::Library,
+        pid: Option<u32>,
+    ) -> Result<usize, crate::usdt::ProbeError> {
+        match &mut *self.source {
+            Source::Bpf(r) => r.probe_jvm(lib, pid),
+            Source::Text { dir, jvm_files, .. } => probe_jvm_text(dir, jvm_files, lib),
         }
     }
-    for pid in w.take_clocks_to_remove() {
-        if let Source::Bpf(r) = source {
+
+    fn takes_watched(&self) -> bool {
+        matches!(&*self.source, Source::Bpf(r) if r.takes_watched())
+    }
+
+    fn probe_jvm_clock(
+        &mut self,
+        lib: &crate::usdt::Library,
+        pid: u32,
+    ) -> Option<Result<bool, crate::usdt::ProbeError>> {
+        match &mut *self.source {
+            Source::Bpf(r) => Some(r.probe_jvm_clock(lib, pid)),
+            Source::Text { .. } => None,
+        }
+    }
+
+    fn unprobe_jvm_clock(&mut self, pid: u32) {
+        if let Source::Bpf(r) = &mut *self.source {
             r.unprobe_jvm_clock(pid);
         }
     }
-    match source {
-        Source::Bpf(r) => {
-            if w.threads_generation() != *generation {
-                *generation = w.threads_generation();
-                let processes = w.watched_processes();
-                r.forget_jvms(&processes);
-                if r.takes_watched() {
-                    let ok = r.set_watched(&processes).is_ok();
-                    w.set_wait_calls(ok && r.records_wait_calls());
-                }
-            }
-            let all = r.ring_cpus();
-            let want = w.cpus_wanted().map_or_else(|| all.clone(), |m| m.and(all));
-            if &want != r.traced() && r.set_traced(&want).is_ok() {
-                traced.set(monotonic_now_ns(), want);
-            }
-            w.set_traced(r.traced());
+
+    fn set_watched(&mut self, processes: &std::collections::HashSet<u32>) -> bool {
+        let Source::Bpf(r) = &mut *self.source else {
+            return false;
+        };
+        r.forget_jvms(processes);
+        r.takes_watched() && r.set_watched(processes).is_ok() && r.records_wait_calls()
+    }
+
+    fn trace_cpus(&mut self, want: Option<&CpuMask>) -> CpuMask {
+        let Source::Bpf(r) = &mut *self.source else {
+            return CpuMask::every();
+        };
+        let all = r.ring_cpus();
+        let want = want.map_or_else(|| all.clone(), |m| m.and(all));
+        if &want != r.traced() && r.set_traced(&want).is_ok() {
+            self.traced.set(monotonic_now_ns(), want);
         }
-        Source::Text { .. } => w.set_traced(&CpuMask::every()),
+        r.traced().clone()
     }
 }
 
 /// The reader moves to keep off the watched threads as they and their affinity change
-/// ([`WatchState::reader_cpus`], decided under the watch's lock, applied after it): on a
+/// ([`Watcher::reader_cpus`], decided under the watch's lock, applied after it): on a
 /// kernel that is not fully preemptible a thread woken on its CPU waits for the reader's
 /// work in the kernel to end. Where it is now changes only when the move succeeds.
 fn place_reader(want: Option<Vec<usize>>, placed: &mut Option<Vec<usize>>) {
@@ -432,14 +422,12 @@ fn explain_request(
 }
 
 /// The name of series `index`: the watch's, or the run's.
-fn series_name(watch: Option<&Mutex<WatchState>>, options: &Options, index: u16) -> String {
+fn series_name(watch: Option<&Mutex<dyn Watcher>>, options: &Options, index: u16) -> String {
     match watch {
         Some(w) => w
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .series()
-            .get(index as usize)
-            .map(|s| s.name.clone()),
+            .series_name(index),
         None => options.series_names.get(index as usize).cloned(),
     }
     .unwrap_or_else(|| format!("series{index}"))
@@ -482,8 +470,6 @@ pub(crate) fn read_loop(
     });
     let mut pending = Pending::default();
     let mut out = ReaderOut::default();
-    // The watched threads last handed to the recorder's wait-call filter.
-    let mut watched_generation = u64::MAX;
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
@@ -492,7 +478,7 @@ pub(crate) fn read_loop(
         // (a reader that fell behind drains a burst, and trims only after explaining).
         take_requests(&rx, &mut pending, &mut out);
         let drained_at = monotonic_now_ns();
-        // Each event goes to every consumer: the history, and a watcher (which takes the
+        // Each event goes to a watcher, then to the history (which takes the
         // events of its threads as they are read; one lock per poll).
         let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
         let text = matches!(source, Source::Text { .. });
@@ -502,14 +488,10 @@ pub(crate) fn read_loop(
             }
             histories.raw = raw;
             // The history keeps every event: it is offered each one last, so none is copied.
-            let watcher = watching.as_deref_mut().map(|w| w as &mut dyn Consumer);
-            let mut e = Some(e);
-            for c in [watcher, Some(&mut histories as &mut dyn Consumer)]
-                .into_iter()
-                .flatten()
-            {
-                e = e.and_then(|e| c.offer(e));
+            if let Some(w) = watching.as_deref_mut() {
+                w.offer(&e);
             }
+            histories.offer(e);
         })?;
         histories.settle();
         let mut move_to = None;
@@ -519,7 +501,10 @@ pub(crate) fn read_loop(
                 pending.push(r, drained_at);
             };
             w.drained(drained_at, stopping, &mut ask);
-            follow_watch(&mut source, &mut w, &mut traced, &mut watched_generation);
+            w.follow(&mut Follow {
+                source: &mut source,
+                traced: &mut traced,
+            });
             move_to = w.reader_cpus(drained_at);
         }
         place_reader(move_to, &mut placed);
@@ -568,67 +553,6 @@ fn take_requests(rx: &mpsc::Receiver<Request>, pending: &mut Pending, out: &mut 
     while let Ok(r) = rx.try_recv() {
         out.over_threshold += 1;
         pending.push(r, monotonic_now_ns());
-    }
-}
-
-/// The threads of rtlab that watch rather than measure or disturb: its main thread, the
-/// reader, the log writer, the metrics server, the watchdog and its canaries. (The measuring
-/// threads and the loads an experiment runs are its subject, not the observer.)
-pub(crate) fn is_observer_thread(comm: &str) -> bool {
-    matches!(
-        comm,
-        "rtlab" | "rtlab-explain" | "rtlab-hlog" | "rtlab-watchdog"
-    ) || comm.starts_with("rtlab-metrics")
-        || comm.starts_with("rtlab-canary")
-}
-
-/// Causes that are rtlab's own observing threads become one `observer` cause: rtlab is never
-/// named as the culprit of what it watches, and what it cost is said as such.
-fn as_observer(mut causes: Vec<Cause>) -> Vec<Cause> {
-    let own_thread = |c: &Cause| {
-        c.task.as_deref().is_some_and(is_observer_thread)
-            && c.pid
-                .is_some_and(|p| p > 0 && rtlab_sys::process::thread_in_this_process(p as u32))
-    };
-    // Where the late thread was asleep again, what ran on its CPU did not keep it: rtlab's
-    // own threads there are not named at all (the sleep is one cause, whoever ran).
-    let again = |c: &Cause| c.reason == Some(rtlab_stats::result::ReasonCode::AsleepAgain);
-    if causes.iter().any(|c| again(c) && own_thread(c)) {
-        let mut asleep = 0;
-        causes.retain(|c| {
-            let drop = again(c) && (own_thread(c) || c.task.is_none());
-            asleep += if drop { c.duration_ns } else { 0 };
-            !drop
-        });
-        causes.push(taskless(CauseKind::Blocking, asleep, Reason::AsleepAgain));
-        causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
-    }
-    let ours = own_thread;
-    if !causes.iter().any(ours) {
-        return causes;
-    }
-    let (observer, mut rest): (Vec<Cause>, Vec<Cause>) = causes.into_iter().partition(ours);
-    let comm = observer
-        .iter()
-        .max_by_key(|c| c.duration_ns)
-        .and_then(|c| c.task.clone())
-        .unwrap_or_else(|| "rtlab".into());
-    let ns = observer.iter().map(|c| c.duration_ns).sum();
-    rest.push(taskless(CauseKind::Observer, ns, Reason::Observer { comm }));
-    rest.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
-    rest
-}
-
-/// A cause that names no task.
-fn taskless(kind: CauseKind, duration_ns: u64, reason: Reason) -> Cause {
-    Cause {
-        kind,
-        duration_ns,
-        task: None,
-        pid: None,
-        prio: None,
-        detail: Some(reason.to_string()),
-        reason: Some(reason.code()),
     }
 }
 
@@ -713,71 +637,4 @@ fn explain_one(
         },
         saved,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rtlab_stats::result::ReasonCode;
-
-    fn cause(kind: CauseKind, ns: u64, task: Option<&str>, reason: Reason) -> Cause {
-        Cause {
-            kind,
-            duration_ns: ns,
-            task: task.map(String::from),
-            pid: task.map(|_| rtlab_sys::futex::current_tid() as i64),
-            prio: None,
-            detail: Some(reason.to_string()),
-            reason: Some(reason.code()),
-        }
-    }
-
-    #[test]
-    fn rtlab_running_while_the_thread_slept_again_is_not_named_and_when_it_ran_it_is_the_observer()
-    {
-        let again = Reason::AsleepAgain;
-        let causes = as_observer(vec![
-            cause(
-                CauseKind::Blocking,
-                3_000_000,
-                Some("rtlab-explain"),
-                again.clone(),
-            ),
-            cause(CauseKind::Blocking, 1_000_000, None, again.clone()),
-            cause(CauseKind::Blocking, 200_000, Some("kworker/0:1"), again),
-            cause(
-                CauseKind::Preemption,
-                50_000,
-                Some("rtlab"),
-                Reason::NonPreemptible,
-            ),
-        ]);
-        let got: Vec<(CauseKind, u64, Option<&str>, Option<ReasonCode>)> = causes
-            .iter()
-            .map(|c| (c.kind, c.duration_ns, c.task.as_deref(), c.reason))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (
-                    CauseKind::Blocking,
-                    4_000_000,
-                    None,
-                    Some(ReasonCode::AsleepAgain)
-                ),
-                (
-                    CauseKind::Blocking,
-                    200_000,
-                    Some("kworker/0:1"),
-                    Some(ReasonCode::AsleepAgain)
-                ),
-                (
-                    CauseKind::Observer,
-                    50_000,
-                    None,
-                    Some(ReasonCode::Observer)
-                ),
-            ]
-        );
-    }
 }

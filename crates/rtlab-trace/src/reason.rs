@@ -73,7 +73,7 @@ pub enum Reason {
     NotifierCall,
     /// The thread itself ran (its wakeup path, its calls); `silent_ns`: a long silence in it.
     ThreadItself {
-        wait: crate::explain::Wait,
+        wait: crate::wait::Wait,
         silent_ns: Option<u64>,
     },
     /// The CPU idled past the deadline (the timer interrupt came late).
@@ -215,7 +215,7 @@ impl Blocker {
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::explain::Wait;
+        use crate::wait::Wait;
         match self {
             Reason::Interrupt { name, silent_ns } => {
                 f.write_str(name)?;
@@ -429,4 +429,21 @@ pub(crate) fn describe(
 ) -> String {
     use rtlab_report::cause::{line, Measure};
     line(series, Measure::Lateness, latency_ns, at_ns, causes)
+}
+
+/// A cause that names no task.
+pub(crate) fn taskless(
+    kind: rtlab_stats::result::CauseKind,
+    duration_ns: u64,
+    reason: Reason,
+) -> rtlab_stats::result::Cause {
+    rtlab_stats::result::Cause {
+        kind,
+        duration_ns,
+        task: None,
+        pid: None,
+        prio: None,
+        detail: Some(reason.to_string()),
+        reason: Some(reason.code()),
+    }
 }

@@ -8,7 +8,7 @@ use rtlab_stats::result::CauseKind;
 
 /// An interrupt open on a CPU, by name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Handler {
+pub enum Handler {
     /// A hardware IRQ handler or an IRQ vector.
     Irq(String),
     /// A softirq.
@@ -16,7 +16,7 @@ pub(crate) enum Handler {
 }
 
 impl Handler {
-    pub(crate) fn kind_and_name(&self) -> (CauseKind, &str) {
+    pub fn kind_and_name(&self) -> (CauseKind, &str) {
         match self {
             Handler::Irq(n) => (CauseKind::Irq, n),
             Handler::Softirq(n) => (CauseKind::Softirq, n),
@@ -26,18 +26,18 @@ impl Handler {
 
 /// One CPU, replayed from its events.
 #[derive(Debug, Clone)]
-pub(crate) struct Cpu {
+pub struct Cpu {
     /// Which CPU (events of others leave it unchanged).
-    pub(crate) cpu: u16,
+    pub cpu: u16,
     /// The task on it; None when not known (no switch seen yet, or events lost since).
-    pub(crate) current: Option<Task>,
+    pub current: Option<Task>,
     /// Interrupt handlers running on it, innermost last.
-    pub(crate) handlers: Vec<Handler>,
+    pub handlers: Vec<Handler>,
 }
 
 impl Cpu {
     /// `cpu` with `base` current before the first event.
-    pub(crate) fn new(cpu: u16, base: Option<&Task>) -> Cpu {
+    pub fn new(cpu: u16, base: Option<&Task>) -> Cpu {
         Cpu {
             cpu,
             current: base.cloned(),
@@ -46,12 +46,12 @@ impl Cpu {
     }
 
     /// Whether a task other than idle runs (None: not known).
-    pub(crate) fn busy(&self) -> Option<bool> {
+    pub fn busy(&self) -> Option<bool> {
         self.current.as_ref().map(|t| !t.is_idle())
     }
 
     /// Applies one event (of any CPU; only this CPU's change it).
-    pub(crate) fn step(&mut self, e: &Event) {
+    pub fn step(&mut self, e: &Event) {
         if e.cpu != self.cpu {
             return;
         }
@@ -90,7 +90,7 @@ impl Cpu {
 /// runs at once), else just after that switch-in. Without this, the whole stretch went to a
 /// task that was no longer there (seen: a hog's 2.3 ms run given to a SCHED_OTHER thread as a
 /// non-preemptible section, 2 of 20 soak runs). Events are returned unchanged when consistent.
-pub(crate) fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -> Vec<Event> {
+pub fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -> Vec<Event> {
     let mut out: Vec<Event> = Vec::with_capacity(events.len());
     let mut current = base.cloned();
     // Where in `out` the believed current was switched in (None: before the first event).
@@ -143,7 +143,7 @@ pub(crate) fn repair_switches(events: &[Event], cpu: u16, base: Option<&Task>) -
 
 /// What an event meant for a followed task.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Moved {
+pub enum Moved {
     /// Nothing.
     Nothing,
     /// Woken (on `from_cpu`: a `sched_waking`, or `by_timer` the expiry of its sleep timer),
@@ -168,21 +168,21 @@ pub(crate) enum Moved {
 
 /// A task followed through the events of its CPU and its wakings on others.
 #[derive(Debug, Clone)]
-pub(crate) struct Follow {
+pub struct Follow {
     /// The task (TID).
-    pub(crate) tid: i64,
+    pub tid: i64,
     /// Its CPU (switches on others are not its own); None: wherever it runs (a watch
     /// follows a thread from CPU to CPU).
-    pub(crate) cpu: Option<u16>,
+    pub cpu: Option<u16>,
     /// Runnable (woken or preempted) rather than asleep; None when not known (no event of
     /// it yet, or events lost since, which may have taken its wakeup with them).
-    pub(crate) runnable: Option<bool>,
+    pub runnable: Option<bool>,
     /// Woken since it last got the CPU.
     woken_since_in: bool,
 }
 
 impl Follow {
-    pub(crate) fn new(tid: i64, cpu: u16) -> Follow {
+    pub fn new(tid: i64, cpu: u16) -> Follow {
         Follow {
             cpu: Some(cpu),
             ..Follow::anywhere(tid)
@@ -190,7 +190,7 @@ impl Follow {
     }
 
     /// Following `tid` on every CPU.
-    pub(crate) fn anywhere(tid: i64) -> Follow {
+    pub fn anywhere(tid: i64) -> Follow {
         Follow {
             tid,
             cpu: None,
@@ -200,7 +200,7 @@ impl Follow {
     }
 
     /// Applies one event.
-    pub(crate) fn step(&mut self, e: &Event) -> Moved {
+    pub fn step(&mut self, e: &Event) -> Moved {
         match &e.kind {
             Kind::Waking { task, .. }
             | Kind::HrtimerEntry {

@@ -311,7 +311,7 @@ pub fn outlier_lines(doc: &ResultDoc) -> String {
 /// `<thread>/lock`) are waits, every other figure a lateness.
 fn measure_of(name: &str) -> rtlab_report::cause::Measure {
     use rtlab_report::cause::Measure;
-    let lock = rtlab_trace::watch::DelayKind::Lock.name();
+    let lock = rtlab_watch::DelayKind::Lock.name();
     match name.rsplit_once('/') {
         Some((_, last)) if last == lock => Measure::Wait,
         _ => Measure::Lateness,

@@ -27,31 +27,8 @@ use crate::reason::{Blocker, Named, Reason};
 use crate::replay::{repair_switches, Cpu, Follow, Moved};
 use crate::tick::TICK_SLACK_NS;
 pub use crate::tick::{is_tick, tick_grid, Tick};
+pub use crate::wait::Wait;
 use rtlab_stats::result::{Cause, CauseKind};
-
-/// What the late thread was waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Wait {
-    /// Its own timer (a periodic wakeup).
-    #[default]
-    Timer,
-    /// Its timer, then a lock: the sample ends when it holds the lock.
-    Lock,
-    /// Another thread's wake-up call (condition variable, message), issued at the deadline.
-    Notify,
-    /// A reply: the thread sends at the deadline, blocks, and the peer's answer wakes it.
-    Reply,
-    /// None: the thread spins and never sleeps (`rtlab noise`); the window is a gap between
-    /// two of its clock reads, and whatever held the CPU meanwhile took it from the thread.
-    Spin,
-}
-
-impl Wait {
-    /// Waits in which the thread blocks on another task within the window.
-    pub fn blocks(self) -> bool {
-        matches!(self, Wait::Lock | Wait::Reply)
-    }
-}
 
 /// What is known about the outlier.
 #[derive(Debug, Clone, Default)]
@@ -274,7 +251,7 @@ const THROTTLE_MIN_NS: u64 = 2_000_000;
 /// How a task that ran is named in a reason: rtlab's own observing threads as the observer.
 fn shown(t: &Task) -> String {
     let ours = t.pid > 0 && rtlab_sys::process::thread_in_this_process(t.pid as u32);
-    match ours && crate::reader::is_observer_thread(&t.comm) {
+    match ours && crate::observer::is_observer_thread(&t.comm) {
         true => "the observer (rtlab itself)".into(),
         false => t.comm.to_string(),
     }

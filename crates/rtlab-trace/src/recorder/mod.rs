@@ -23,8 +23,8 @@
 //! `sched_waking` is left out: a timer wakeup of a busy CPU crosses two events, not four.
 
 use crate::btf::Btf;
+use crate::error::TraceError;
 use crate::event::{Event, JvmProbe, Kind, Task, TaskState};
-use crate::TraceError;
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
@@ -228,7 +228,7 @@ pub(crate) struct Recorder {
     sizes: Rings,
     _maps: [Option<Map>; 3],
     /// Tracepoints that could not be attached.
-    pub missing: Vec<crate::Missing>,
+    pub missing: Vec<crate::error::Missing>,
     /// The processes whose threads' wait calls are recorded (`None`: not probed), and that
     /// set as last written.
     watched_map: Option<Map>,
@@ -349,7 +349,7 @@ impl Recorder {
             true => match Map::stack_trace(STACK_DEPTH, STACK_ENTRIES) {
                 Ok(m) => Some(m),
                 Err(e) => {
-                    missing.push(crate::Missing::Stacks(e.to_string()));
+                    missing.push(crate::error::Missing::Stacks(e.to_string()));
                     None
                 }
             },
@@ -402,7 +402,7 @@ impl Recorder {
                         "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
                     )));
                 }
-                missing.push(crate::Missing::Event(probe.tracepoint));
+                missing.push(crate::error::Missing::Event(probe.tracepoint));
                 continue;
             }
             let typed = btf
@@ -450,7 +450,7 @@ impl Recorder {
                     if probe.kind == K_TIMER {
                         names_sleepers = false;
                     }
-                    missing.push(crate::Missing::Event(probe.tracepoint))
+                    missing.push(crate::error::Missing::Event(probe.tracepoint))
                 }
             }
             programs.push(prog);
@@ -465,7 +465,7 @@ impl Recorder {
                         links.push(link);
                     }
                 }
-                Err(why) => missing.push(crate::Missing::LockWaits(why.to_string())),
+                Err(why) => missing.push(crate::error::Missing::LockWaits(why.to_string())),
             }
         }
         // The wait calls of the threads [`Recorder::set_watched`] names.
@@ -477,7 +477,7 @@ impl Recorder {
                     programs.push(p);
                     links.push(link);
                 }
-                Err(why) => missing.push(crate::Missing::Children(why.to_string())),
+                Err(why) => missing.push(crate::error::Missing::Children(why.to_string())),
             }
         }
         if let Some(set) = watched_set {
@@ -497,7 +497,7 @@ impl Recorder {
                 // The map stays: the switches and wakeups of the watched processes still go
                 // to their rings.
                 Err(why) => {
-                    missing.push(crate::Missing::WaitCalls(why.to_string()));
+                    missing.push(crate::error::Missing::WaitCalls(why.to_string()));
                     watched_map = Some(set);
                 }
             }

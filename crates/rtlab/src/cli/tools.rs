@@ -96,7 +96,7 @@ pub struct WatchArgs {
     pub no_java_clock: bool,
     /// Remove a JVM process's clock probe once it reads the clock more than READS times in
     /// a second (its parks are then timed at HotSpot's park probes; 0: never probed).
-    #[arg(long, value_name = "READS", default_value_t = rtlab_trace::watch::DEFAULT_CLOCK_LIMIT)]
+    #[arg(long, value_name = "READS", default_value_t = rtlab_watch::DEFAULT_CLOCK_LIMIT)]
     pub java_clock_limit: u64,
     /// Exit with status 3 when trace events of the watched threads were lost (some of their
     /// delays then went unmeasured; each series says how many). Losses of other tasks'

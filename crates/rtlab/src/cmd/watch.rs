@@ -11,8 +11,8 @@ use rtlab_stats::result::Series;
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::affinity::CpuList;
 use rtlab_sys::time::monotonic_now_ns;
-use rtlab_trace::watch::{DelayKind, ThreadPattern, WatchSpec, WatchState};
 use rtlab_trace::{Explainer, Options, TraceError};
+use rtlab_watch::{DelayKind, ThreadPattern, WatchSpec, WatchState};
 use std::process::Child;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -93,11 +93,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
             _ => 0,
         },
         scope: match &target {
-            Target::Pid(_) | Target::Command(_) => rtlab_trace::watch::Scope::Process {
+            Target::Pid(_) | Target::Command(_) => rtlab_watch::Scope::Process {
                 children: !args.no_children,
             },
-            Target::Cgroup(dir) => rtlab_trace::watch::Scope::Cgroup(dir.clone()),
-            Target::All => rtlab_trace::watch::Scope::All,
+            Target::Cgroup(dir) => rtlab_watch::Scope::Cgroup(dir.clone()),
+            Target::All => rtlab_watch::Scope::All,
         },
         threads: patterns,
         rt_only: args.rt_only,
@@ -123,14 +123,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
              host's PID namespace (Kubernetes: hostPID: true; docker/podman: --pid=host)"
         );
     }
-    let explainer = Explainer::watch(&cpus, options, spec).map_err(|e| match e {
+    let (explainer, state) = rtlab_watch::start(&cpus, options, spec).map_err(|e| match e {
         TraceError::NotRoot(_) => anyhow::Error::from(BadInput(e.to_string())),
         e => anyhow::anyhow!("cannot watch: {e}"),
     })?;
-    let state = explainer
-        .watch_state()
-        .expect("a watching explainer has a state")
-        .clone();
     // The samples, from the first delay measured (appended, never through a link, like the log).
     if let Some(path) = &args.samples {
         let file = rtlab_sys::fs::open_append(path)
@@ -453,16 +449,16 @@ fn announce(
             .filter(|&c| wanted.is_none_or(|m| m.contains(c)))
             .collect();
         let what = match &s.spec().scope {
-            rtlab_trace::watch::Scope::Process { children: true } => {
+            rtlab_watch::Scope::Process { children: true } => {
                 format!("process {pid} and those it starts")
             }
-            rtlab_trace::watch::Scope::Process { children: false } => format!("process {pid}"),
-            rtlab_trace::watch::Scope::Cgroup(dir) => format!(
+            rtlab_watch::Scope::Process { children: false } => format!("process {pid}"),
+            rtlab_watch::Scope::Cgroup(dir) => format!(
                 "cgroup {} ({} process(es) now)",
                 dir.display(),
                 s.watched_processes().len()
             ),
-            rtlab_trace::watch::Scope::All => format!(
+            rtlab_watch::Scope::All => format!(
                 "every process ({} now{})",
                 s.watched_processes().len(),
                 if args.rt_only {
@@ -632,7 +628,7 @@ fn libjvm_of(arg: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
 }
 
 /// A series' class: of real-time or time-sharing threads, or a JVM's (its safepoints).
-fn class_of(w: &rtlab_trace::watch::WatchSeries) -> &'static str {
+fn class_of(w: &rtlab_watch::WatchSeries) -> &'static str {
     match (w.kind, w.rt) {
         (DelayKind::Safepoint, _) => "jvm",
         (_, true) => "realtime",
@@ -877,7 +873,7 @@ fn shortfalls(
     if refused > 0 {
         warnings.push(format!(
             "{refused} thread(s) or timer/lock series not watched: at most {} series",
-            rtlab_trace::watch::MAX_SERIES
+            rtlab_watch::MAX_SERIES
         ));
     }
     if lost_events > 0 || abandoned > 0 {
@@ -905,7 +901,7 @@ fn histograms(s: &WatchState) -> String {
 }
 
 /// The names and cgroups of the processes a series is of: its thread's, or its threads'.
-fn owners(s: &WatchState, w: &rtlab_trace::watch::WatchSeries) -> (Vec<String>, Vec<String>) {
+fn owners(s: &WatchState, w: &rtlab_watch::WatchSeries) -> (Vec<String>, Vec<String>) {
     let procs: std::collections::BTreeSet<u32> = match w.process {
         Some(p) => [p].into(),
         // Kept on the name's series: its threads' own series may have given way since.
@@ -933,10 +929,8 @@ fn one_label(v: Vec<String>) -> String {
 /// The table's rows: the series of each name and class, real-time ones first, the worst
 /// (longest delay) first, each followed by its threads' own series when it sums more than
 /// one (a name with one thread is one row).
-fn table_order(
-    series: &[rtlab_trace::watch::WatchSeries],
-) -> Vec<&rtlab_trace::watch::WatchSeries> {
-    let worst_first = |v: &mut Vec<&rtlab_trace::watch::WatchSeries>| {
+fn table_order(series: &[rtlab_watch::WatchSeries]) -> Vec<&rtlab_watch::WatchSeries> {
+    let worst_first = |v: &mut Vec<&rtlab_watch::WatchSeries>| {
         v.sort_by_key(|w| (std::cmp::Reverse(w.rt), std::cmp::Reverse(w.total.max())));
     };
     let mut names: Vec<_> = series

@@ -2,10 +2,10 @@
 //! engineers read with DTrace): which watched processes are JVMs, and when each is at a
 //! safepoint (every Java thread stopped).
 
-use crate::event::{Event, JvmProbe, Kind};
-use crate::usdt::Library;
+use rtlab_trace::event::{Event, Kind};
+pub use rtlab_trace::safepoint::{Safepoints, Stop};
+use rtlab_trace::usdt::Library;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// A JVM maps libjvm.so within milliseconds of its start: a process started during the
 /// watch is looked at this long, at most every `MAPS_EVERY_NS` (one running when the watch
@@ -19,44 +19,6 @@ const KEEP_STOPS: usize = 1000;
 const MAX_NOTES: usize = 16;
 /// The longest note kept (a path in it is the process owner's choice).
 const MAX_NOTE_LEN: usize = 600;
-
-/// One safepoint of a watched JVM, as its probes told it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stop {
-    pub process: u32,
-    pub begin_ns: u64,
-    /// When its VM operation began (every thread stopped by then: the time to reach the
-    /// safepoint is `reached_ns - begin_ns`).
-    pub reached_ns: Option<u64>,
-    pub end_ns: u64,
-    /// When its (last) VM operation ended: the VM thread lets the Java threads go after it.
-    pub done_ns: Option<u64>,
-    /// Its VM operation (`SerialGCCollect`, `ThreadDump`), where seen.
-    pub operation: Option<Arc<str>>,
-}
-
-#[derive(Debug, Default)]
-struct Open {
-    begin_ns: u64,
-    reached_ns: Option<u64>,
-    done_ns: Option<u64>,
-    operation: Option<Arc<str>>,
-    /// The VM thread (which fired its begin probe), and its first two clock reads after
-    /// its VM operation ended (where its clock is probed): the second, or the only one, is
-    /// the JVM's own end of the safepoint (`SafepointTracing::end`; JDK 17 first times the
-    /// operation, JDK 25 the start of leaving the safepoint).
-    vm_thread: i64,
-    end_reads: [Option<u64>; 2],
-}
-
-/// How long before a safepoint's begin probe the VM thread's clock read is the JVM's own
-/// begin of it (`SafepointTracing::begin` reads it, then fires the probe: a microsecond
-/// apart, but the vCPU is stopped in between now and then, for tens of microseconds, once
-/// for 1.08 ms, which the JVM's account counts). Its latest read before the probe, and since
-/// the JVM's previous safepoint ended, is that one.
-const BEGIN_READ_NS: u64 = 10_000_000;
-/// The most threads a JVM process's latest clock reads are kept for.
-const MAX_READERS: usize = 4096;
 
 #[derive(Debug, Default)]
 pub(crate) struct Jvms {
@@ -79,19 +41,13 @@ pub(crate) struct Jvms {
     /// The kernel refused a uprobe for lack of privilege (a service with CAP_BPF and
     /// CAP_PERFMON only): no libjvm.so is looked for or read from then on.
     no_uprobes: bool,
-    /// Per JVM process, its safepoint in progress.
-    open: HashMap<u32, Open>,
     /// The processes that map a libjvm.so.
     jvms: std::collections::HashSet<u32>,
+    /// Their safepoints.
+    pub(crate) safepoints: Safepoints,
     /// The latest safepoints, oldest first, and how many there were in all.
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pub(crate) stops_seen: u64,
-    /// Per JVM process whose clock is probed, each thread's latest clock read.
-    reads: HashMap<u32, HashMap<i64, u64>>,
-    /// JVM processes whose clock probe was removed: their reads are not used.
-    unclocked: std::collections::HashSet<u32>,
-    /// Per JVM process, when its latest safepoint ended.
-    ended: HashMap<u32, u64>,
 }
 
 impl Jvms {
@@ -135,10 +91,7 @@ impl Jvms {
         }
         let alive: std::collections::HashSet<u32> = processes.collect();
         self.checked.retain(|p, _| alive.contains(p));
-        self.open.retain(|p, _| alive.contains(p));
-        self.reads.retain(|p, _| alive.contains(p));
-        self.ended.retain(|p, _| alive.contains(p));
-        self.unclocked.retain(|p| alive.contains(p));
+        self.safepoints.retain(&alive);
         self.jvms.retain(|p| alive.contains(p));
     }
 
@@ -149,7 +102,7 @@ impl Jvms {
 
     /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
     pub(crate) fn is_jvm(&self, process: u32) -> bool {
-        self.jvms.contains(&process) || self.open.contains_key(&process)
+        self.jvms.contains(&process) || self.safepoints.at_safepoint(process)
     }
 
     /// Every process from now on is one started during the watch (a command's).
@@ -174,7 +127,7 @@ impl Jvms {
     }
 
     /// Uprobes are not permitted here (`why`): said once, and no JVM is looked for again.
-    pub(crate) fn uprobes_refused(&mut self, why: &crate::usdt::ProbeError) {
+    pub(crate) fn uprobes_refused(&mut self, why: &rtlab_trace::usdt::ProbeError) {
         if !self.no_uprobes {
             self.no_uprobes = true;
             self.found.clear();
@@ -218,91 +171,15 @@ impl Jvms {
 
     /// A JVM's event: its safepoint begun or ended (returned, with what it did).
     pub(crate) fn step(&mut self, e: &Event) -> Option<Stop> {
-        let Kind::Jvm {
-            probe,
-            process,
-            name,
-            ..
-        } = &e.kind
-        else {
-            return None;
-        };
-        self.jvms.insert(*process);
-        match probe {
-            JvmProbe::SafepointBegin => {
-                // From the JVM's own clock read where seen (as its -Xlog:safepoint counts).
-                let after = self.ended.get(process).copied().unwrap_or(0);
-                let read = self
-                    .reads
-                    .get(process)
-                    .and_then(|r| r.get(&e.current_pid))
-                    .filter(|&&r| r <= e.ts_ns && e.ts_ns - r <= BEGIN_READ_NS && r >= after);
-                self.open.insert(
-                    *process,
-                    Open {
-                        begin_ns: read.copied().unwrap_or(e.ts_ns),
-                        vm_thread: e.current_pid,
-                        ..Open::default()
-                    },
-                );
-            }
-            JvmProbe::ClockRead if self.unclocked.contains(process) => {}
-            JvmProbe::ClockRead => {
-                let reads = self.reads.entry(*process).or_default();
-                if reads.len() >= MAX_READERS {
-                    reads.clear();
-                }
-                reads.insert(e.current_pid, e.ts_ns);
-                if let Some(o) = self.open.get_mut(process) {
-                    if o.done_ns.is_some() && e.current_pid == o.vm_thread {
-                        if let Some(r) = o.end_reads.iter_mut().find(|r| r.is_none()) {
-                            *r = Some(e.ts_ns);
-                        }
-                    }
-                }
-            }
-            JvmProbe::VmopBegin => {
-                if let Some(o) = self.open.get_mut(process) {
-                    o.reached_ns.get_or_insert(e.ts_ns);
-                    if o.operation.is_none() {
-                        o.operation = name.clone();
-                    }
-                }
-            }
-            JvmProbe::SafepointEnd => {
-                let o = self.open.remove(process)?;
-                // At the JVM's own clock read where seen: it logs the safepoint, then fires
-                // the probe (its own account leaves the log's write out).
-                let [first, second] = o.end_reads;
-                let end_ns = second
-                    .or(first)
-                    .filter(|&r| r <= e.ts_ns)
-                    .unwrap_or(e.ts_ns);
-                self.ended.insert(*process, e.ts_ns);
-                return Some(Stop {
-                    process: *process,
-                    begin_ns: o.begin_ns,
-                    reached_ns: o.reached_ns,
-                    end_ns,
-                    done_ns: o.done_ns,
-                    operation: o.operation,
-                });
-            }
-            JvmProbe::VmopEnd => {
-                if let Some(o) = self.open.get_mut(process) {
-                    o.done_ns = Some(e.ts_ns);
-                    o.end_reads = [None; 2];
-                }
-            }
-            _ => {}
+        if let Kind::Jvm { process, .. } = &e.kind {
+            self.jvms.insert(*process);
         }
-        None
+        self.safepoints.step(e)
     }
 
     /// JVM `process`'s clock probe was removed: its reads are not used from now on.
     pub(crate) fn unclock(&mut self, process: u32) {
-        self.unclocked.insert(process);
-        self.reads.remove(&process);
+        self.safepoints.unclock(process);
     }
 
     /// Keeps `stop` among the latest.
@@ -316,25 +193,12 @@ impl Jvms {
 
     /// Whether JVM `process` is at a safepoint (its threads stopped).
     pub(crate) fn at_safepoint(&self, process: u32) -> bool {
-        self.open.contains_key(&process)
-    }
-
-    /// JVM `process`'s safepoint in progress, as if it ended at `now_ns`.
-    pub(crate) fn open_at(&self, process: u32, now_ns: u64) -> Option<Stop> {
-        let o = self.open.get(&process)?;
-        Some(Stop {
-            process,
-            begin_ns: o.begin_ns,
-            reached_ns: o.reached_ns,
-            end_ns: now_ns,
-            done_ns: o.done_ns,
-            operation: o.operation.clone(),
-        })
+        self.safepoints.at_safepoint(process)
     }
 
     /// Events lost: a safepoint's end may be among them.
     pub(crate) fn forget(&mut self) {
-        self.open.clear();
+        self.safepoints.forget();
     }
 }
 
@@ -371,9 +235,10 @@ mod tests {
         // Regression (hardening, third review, #8): the unit (no CAP_SYS_ADMIN) could attach
         // no uprobe yet opened and parsed every libjvm.so mapped.
         let mut j = Jvms::default();
-        let refused = crate::usdt::ProbeError::Attach(rtlab_sys::SysError::PermissionDenied {
-            what: "perf_event_open(uprobe)".into(),
-        });
+        let refused =
+            rtlab_trace::usdt::ProbeError::Attach(rtlab_sys::SysError::PermissionDenied {
+                what: "perf_event_open(uprobe)".into(),
+            });
         assert!(refused.not_permitted());
         j.uprobes_refused(&refused);
         j.uprobes_refused(&refused);

@@ -30,13 +30,13 @@
 //! are picked up; JVM threads appear under their Java names once the JVM has set them).
 
 use crate::book::OutlierBook;
-use crate::event::{Event, JvmProbe, Kind};
-use crate::explain::Wait;
-use crate::replay::{Follow, Moved};
-use crate::Request;
 use java::{Held, JavaWait};
 use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::affinity::CpuMask;
+use rtlab_trace::event::{Event, JvmProbe, Kind};
+use rtlab_trace::explain::Wait;
+use rtlab_trace::replay::{Follow, Moved};
+use rtlab_trace::Request;
 pub use spec::{Scope, ThreadPattern, WatchSpec};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -138,6 +138,9 @@ struct Watched {
     /// Inside a system call it waits in, since its entry (where the recorder sees those):
     /// its delays then end where the call returns to user space.
     in_call: Option<InCall>,
+    /// A readiness wait its file or signal timer ended, the expiry not yet taken (see
+    /// [`Ready`]).
+    ready: Option<Ready>,
     /// Delays whose wait returned while its JVM was at a safepoint: a Java thread runs no
     /// Java code until the safepoint is over, so they may end later (see [`Held`]).
     held: Option<Held>,
@@ -159,7 +162,7 @@ struct Watched {
     exited_ns: Option<u64>,
 }
 
-use crate::event::FILE_OR_SIGNAL_TIMERS;
+use rtlab_trace::event::{FILE_OR_SIGNAL_TIMERS, READINESS_CALLS, SYS_READ};
 
 /// How long after such a timer's expiry a waking on its CPU is still its own (the same
 /// interrupt: a few microseconds; far more than that, with no switch between, is not).
@@ -211,6 +214,22 @@ struct InCall {
     running_ns: Option<u64>,
     /// The system call (its number).
     call: i32,
+}
+
+/// Taken by the read: a timer that wakes its thread through a file hands the expiry over
+/// when the thread reads the file. Where the wait call only said that the file was ready
+/// ([`READINESS_CALLS`]: an `epoll_wait`, a `poll`), the delays it ended run on to the return
+/// of the `read` that follows, as a program that reads a timerfd's count after its
+/// `epoll_wait` sees them; where the thread's next wait call is not a read, or its read
+/// slept (another file's), they end at the readiness wait's own return.
+#[derive(Debug, Clone)]
+struct Ready {
+    /// The delays (kind, and since when), the readiness wait, its return and the expiry that
+    /// woke it (for [`WatchState::take_grid`]).
+    delays: Vec<(DelayKind, Delay)>,
+    call: InCall,
+    returned: Event,
+    woke_it: Option<u64>,
 }
 
 /// Event with its arrival order, ordered by time (then arrival) for the merge.
@@ -308,6 +327,8 @@ pub struct WatchState {
     adopted_misses: std::collections::HashSet<i64>,
     /// Changes with the set of watched threads.
     generation: u64,
+    /// The generation last handed to the event source (its set of watched processes).
+    handed: u64,
     /// The processes in scope, with their names and cgroups, as last read.
     processes: HashMap<u32, (String, String)>,
     /// The process of each thread seen in them.
@@ -364,6 +385,7 @@ impl WatchState {
             reader_among: Vec::new(),
             adopted_misses: Default::default(),
             generation: 0,
+            handed: u64::MAX,
             lost_by_cpu: Default::default(),
             fired: Vec::new(),
             samples: None,
@@ -647,6 +669,15 @@ impl WatchState {
         while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
             self.step(&e, request);
         }
+        let ready: Vec<i64> = self
+            .threads
+            .iter()
+            .filter(|(_, w)| w.ready.is_some())
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in ready {
+            self.take_ready(tid, None, request);
+        }
         self.settle_java_at_end(request);
     }
 
@@ -663,70 +694,15 @@ impl WatchState {
                 slack_ns,
                 timer,
             } => self.timer_fired(function, task.as_ref(), (*expires_ns, *slack_ns, *timer), e),
-            Kind::Switch { prev, next, .. } => {
-                self.fire(e.cpu, None);
-                if let Some(w) = self.threads.get_mut(&prev.pid) {
-                    // An expiry seen before it left its CPU ended no wait of it (a sleep
-                    // timer that fired while it ran, woken otherwise, before it was
-                    // cancelled), unless it came within the wait call it is in (the timer
-                    // fired before it was off its CPU, or it was preempted after it).
-                    if w.in_call.is_none() {
-                        w.timer_expired = None;
-                    }
-                    // Preempted: runnable from now on; asleep: not until woken, unless the
-                    // wakeup already came (then from that wakeup).
-                    if let Moved::SwitchedOut {
-                        asleep, preempted, ..
-                    } = w.follow.step(e)
-                    {
-                        w.runnable_since = match (preempted, asleep) {
-                            (true, _) => Some(e.ts_ns),
-                            (false, false) => w.runnable_since,
-                            (false, true) => None,
-                        };
-                        self.clock_switched_out(prev.pid, asleep && !preempted, e.ts_ns, request);
-                    }
-                }
-                // Its class as the scheduler has it now (a thread made real-time after it
-                // started counts to its name's real-time series from here on).
-                if self.threads.contains_key(&next.pid) && next.pid != 0 {
-                    self.classify(next.pid, next.prio < 100);
-                }
-                self.rt_switch(e.cpu as usize, e.ts_ns, prev, next);
-                self.clock_switched_in(next.pid, e.ts_ns);
-                self.switched_in(next.pid, e, request);
-            }
+            Kind::Switch { prev, next, .. } => self.switched(e, prev, next, request),
             Kind::LockPi { trylock: false } => {
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
                     w.lock_since = Some(e.ts_ns);
                 }
             }
-            Kind::LockPiDone { .. } => {
-                let tid = e.current_pid;
-                let Some(since) = self.threads.get_mut(&tid).and_then(|w| w.lock_since.take())
-                else {
-                    return;
-                };
-                if let Some(pair) = self.pair_of(tid, DelayKind::Lock) {
-                    self.sample((pair, tid), (since, 0, None), e, Wait::Lock, request);
-                }
-            }
+            Kind::LockPiDone { .. } => self.locked(e, request),
             Kind::WaitEnter { deadline_ns, call } => {
-                self.release_held(e, request);
-                if let Some(w) = self.threads.get_mut(&e.current_pid) {
-                    w.timer_expired = None;
-                    // (A Java park's own entry is its begin probe's.)
-                    match w.java_wait.as_mut() {
-                        None => w.entered_ns = Some(e.ts_ns),
-                        Some(j) => _ = j.entry_ns.get_or_insert(e.ts_ns),
-                    }
-                    w.in_call = Some(InCall {
-                        deadline_ns: *deadline_ns,
-                        woken_ns: None,
-                        running_ns: None,
-                        call: *call,
-                    });
-                }
+                self.entered(e, (*call, *deadline_ns), request)
             }
             Kind::WaitExit { ret, .. } => self.returned(e, *ret, request),
             Kind::Jvm {
@@ -749,61 +725,151 @@ impl WatchState {
                 self.jvms.saw(*process);
                 self.java_wait(e, *probe, *time_ns, request)
             }
-            Kind::Jvm { .. } => {
-                if let Some(stop) = self.jvms.step(e) {
-                    self.jvms.keep(&stop);
-                    self.settle_held(&stop, request);
-                    let op = stop.operation.as_deref().unwrap_or("unnamed");
-                    if let Some(i) = self.series_index(op, None, DelayKind::Safepoint, true) {
-                        let s = &mut self.series[i as usize];
-                        s.process = Some(stop.process);
-                        let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
-                        s.total.record(d);
-                        s.interval.record(d);
-                        let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
-                        self.write_sample(who, DelayKind::Safepoint, span);
-                    }
-                }
-            }
-            Kind::Lost(_) => {
-                self.jvms.forget();
-                self.end_parks_unread(request);
-                // The observer's switch away may be among them too.
-                if let Some(since) = self.observer_since.get_mut(e.cpu as usize) {
-                    *since = None;
-                }
-                // The switch that ended a pending delay may be among the lost events: a
-                // later one would measure too long a delay. Each is counted unmeasured, in
-                // its thread's series and its name's.
-                let mut cut = Vec::new();
-                for (&tid, w) in self.threads.iter_mut() {
-                    let in_call = w.in_call.take();
-                    if let Some(h) = w.held.take() {
-                        let next = h.next.into_iter().flat_map(|n| n.2);
-                        cut.extend(h.delays.into_iter().chain(next).map(|(k, _)| (tid, k)));
-                    }
-                    if let Some(j) = w.java_wait.take() {
-                        cut.extend(j.delays.into_iter().map(|(k, _)| (tid, k)));
-                    }
-                    let pending = [
-                        (w.runnable_since.take().is_some(), DelayKind::Wakeup),
-                        (w.timer_expired.take().is_some(), DelayKind::Timer),
-                        (w.lock_since.take().is_some(), DelayKind::Lock),
-                        (
-                            in_call.is_some(),
-                            match in_call.and_then(|c| c.deadline_ns) {
-                                Some(_) => DelayKind::Timer,
-                                None => DelayKind::Wakeup,
-                            },
-                        ),
-                    ];
-                    cut.extend(pending.into_iter().filter(|p| p.0).map(|p| (tid, p.1)));
-                }
-                for (tid, kind) in cut {
-                    self.unmeasured(tid, kind);
-                }
-            }
+            Kind::Jvm { .. } => self.jvm_event(e, request),
+            Kind::Lost(_) => self.lost(e, request),
             _ => {}
+        }
+    }
+
+    /// A switch on `e.cpu` from `prev` to `next`: a watched thread that left its CPU is
+    /// runnable (preempted) or asleep; one that got it ends its delays.
+    fn switched(
+        &mut self,
+        e: &Event,
+        prev: &rtlab_trace::event::Task,
+        next: &rtlab_trace::event::Task,
+        request: &mut dyn FnMut(Request),
+    ) {
+        self.fire(e.cpu, None);
+        if let Some(w) = self.threads.get_mut(&prev.pid) {
+            // An expiry seen before it left its CPU ended no wait of it (a sleep
+            // timer that fired while it ran, woken otherwise, before it was
+            // cancelled), unless it came within the wait call it is in (the timer
+            // fired before it was off its CPU, or it was preempted after it).
+            if w.in_call.is_none() {
+                w.timer_expired = None;
+            }
+            // Preempted: runnable from now on; asleep: not until woken, unless the
+            // wakeup already came (then from that wakeup).
+            if let Moved::SwitchedOut {
+                asleep, preempted, ..
+            } = w.follow.step(e)
+            {
+                w.runnable_since = match (preempted, asleep) {
+                    (true, _) => Some(e.ts_ns),
+                    (false, false) => w.runnable_since,
+                    (false, true) => None,
+                };
+                self.clock_switched_out(prev.pid, asleep && !preempted, e.ts_ns, request);
+            }
+        }
+        // Its class as the scheduler has it now (a thread made real-time after it
+        // started counts to its name's real-time series from here on).
+        if self.threads.contains_key(&next.pid) && next.pid != 0 {
+            self.classify(next.pid, next.prio < 100);
+        }
+        self.rt_switch(e.cpu as usize, e.ts_ns, prev, next);
+        self.clock_switched_in(next.pid, e.ts_ns);
+        self.switched_in(next.pid, e, request);
+    }
+
+    /// Thread `e.current_pid` returned from the kernel's wait for a PI futex: its `lock` delay.
+    fn locked(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
+        let Some(since) = self.threads.get_mut(&tid).and_then(|w| w.lock_since.take()) else {
+            return;
+        };
+        if let Some(pair) = self.pair_of(tid, DelayKind::Lock) {
+            self.sample((pair, tid), (since, 0, None), e, Wait::Lock, request);
+        }
+    }
+
+    /// Thread `e.current_pid` entered wait call `call` (to `deadline_ns`, where it says).
+    fn entered(
+        &mut self,
+        e: &Event,
+        (call, deadline_ns): (i32, Option<u64>),
+        request: &mut dyn FnMut(Request),
+    ) {
+        self.release_held(e, request);
+        if call != SYS_READ {
+            self.take_ready(e.current_pid, None, request);
+        }
+        if let Some(w) = self.threads.get_mut(&e.current_pid) {
+            w.timer_expired = None;
+            // (A Java park's own entry is its begin probe's.)
+            match w.java_wait.as_mut() {
+                None => w.entered_ns = Some(e.ts_ns),
+                Some(j) => _ = j.entry_ns.get_or_insert(e.ts_ns),
+            }
+            w.in_call = Some(InCall {
+                deadline_ns,
+                woken_ns: None,
+                running_ns: None,
+                call,
+            });
+        }
+    }
+
+    /// A JVM's event that is not one thread's (its safepoints): a safepoint that ended is
+    /// kept, ends the delays it held, and is counted in its operation's series.
+    fn jvm_event(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        if let Some(stop) = self.jvms.step(e) {
+            self.jvms.keep(&stop);
+            self.settle_held(&stop, request);
+            let op = stop.operation.as_deref().unwrap_or("unnamed");
+            if let Some(i) = self.series_index(op, None, DelayKind::Safepoint, true) {
+                let s = &mut self.series[i as usize];
+                s.process = Some(stop.process);
+                let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
+                s.total.record(d);
+                s.interval.record(d);
+                let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
+                self.write_sample(who, DelayKind::Safepoint, span);
+            }
+        }
+    }
+
+    /// Events were lost on `e.cpu`: what they may have ended is counted unmeasured.
+    fn lost(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
+        self.jvms.forget();
+        self.end_parks_unread(request);
+        // The observer's switch away may be among them too.
+        if let Some(since) = self.observer_since.get_mut(e.cpu as usize) {
+            *since = None;
+        }
+        // The switch that ended a pending delay may be among the lost events: a
+        // later one would measure too long a delay. Each is counted unmeasured, in
+        // its thread's series and its name's.
+        let mut cut = Vec::new();
+        for (&tid, w) in self.threads.iter_mut() {
+            let in_call = w.in_call.take();
+            if let Some(h) = w.held.take() {
+                let next = h.next.into_iter().flat_map(|n| n.2);
+                cut.extend(h.delays.into_iter().chain(next).map(|(k, _)| (tid, k)));
+            }
+            if let Some(j) = w.java_wait.take() {
+                cut.extend(j.delays.into_iter().map(|(k, _)| (tid, k)));
+            }
+            if let Some(r) = w.ready.take() {
+                cut.extend(r.delays.into_iter().map(|(k, _)| (tid, k)));
+            }
+            let pending = [
+                (w.runnable_since.take().is_some(), DelayKind::Wakeup),
+                (w.timer_expired.take().is_some(), DelayKind::Timer),
+                (w.lock_since.take().is_some(), DelayKind::Lock),
+                (
+                    in_call.is_some(),
+                    match in_call.and_then(|c| c.deadline_ns) {
+                        Some(_) => DelayKind::Timer,
+                        None => DelayKind::Wakeup,
+                    },
+                ),
+            ];
+            cut.extend(pending.into_iter().filter(|p| p.0).map(|p| (tid, p.1)));
+        }
+        for (tid, kind) in cut {
+            self.unmeasured(tid, kind);
         }
     }
 
@@ -853,7 +919,7 @@ impl WatchState {
     fn timer_fired(
         &mut self,
         function: &str,
-        task: Option<&crate::event::Task>,
+        task: Option<&rtlab_trace::event::Task>,
         (expires, slack_ns, timer): (Option<u64>, u64, Option<u64>),
         e: &Event,
     ) {
@@ -916,6 +982,24 @@ impl WatchState {
     /// call a `wakeup` delay from it.
     fn returned(&mut self, e: &Event, ret: i64, request: &mut dyn FnMut(Request)) {
         let tid = e.current_pid;
+        // The call after a readiness wait: a read took its expiry unless it slept (another
+        // file's), and measures nothing of its own then.
+        let after_ready = self
+            .threads
+            .get(&tid)
+            .filter(|w| w.ready.is_some())
+            .and_then(|w| w.in_call);
+        if let Some(call) = after_ready {
+            let took = call.call == SYS_READ && call.woken_ns.is_none();
+            self.take_ready(tid, took.then_some(e), request);
+            if let (true, Some(w)) = (took, self.threads.get_mut(&tid)) {
+                w.in_call = None;
+                w.runnable_since = None;
+                w.timer_expired = None;
+                w.by_grid_timer = false;
+                return;
+            }
+        }
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -957,13 +1041,38 @@ impl WatchState {
                 (woken, 0, running.filter(|&r| r >= woken)),
             ));
         }
-        if let Some(delays) = self.java_view(e, call.woken_ns, delays, request) {
-            for (kind, delay) in delays {
-                self.sample_kind(kind, tid, delay, e, request);
+        let woke_it = by_grid_timer.then(|| start.map(|s| s.0)).flatten();
+        let Some(delays) = self.java_view(e, call.woken_ns, delays, request) else {
+            return self.take_grid(tid, (call, woke_it), e.ts_ns);
+        };
+        if by_grid_timer && READINESS_CALLS.contains(&call.call) {
+            if let Some(w) = self.threads.get_mut(&tid) {
+                w.ready = Some(Ready {
+                    delays,
+                    call,
+                    returned: e.clone(),
+                    woke_it,
+                });
+                return;
             }
         }
-        let woke_it = by_grid_timer.then(|| start.map(|s| s.0)).flatten();
+        for (kind, delay) in delays {
+            self.sample_kind(kind, tid, delay, e, request);
+        }
         self.take_grid(tid, (call, woke_it), e.ts_ns);
+    }
+
+    /// Thread `tid`'s readiness wait's delays ([`Ready`]) end: at `read`'s return where a
+    /// read took the expiry, else at the wait's own.
+    fn take_ready(&mut self, tid: i64, read: Option<&Event>, request: &mut dyn FnMut(Request)) {
+        let Some(r) = self.threads.get_mut(&tid).and_then(|w| w.ready.take()) else {
+            return;
+        };
+        let end = read.unwrap_or(&r.returned);
+        for (kind, delay) in r.delays {
+            self.sample_kind(kind, tid, delay, end, request);
+        }
+        self.take_grid(tid, (r.call, r.woke_it), end.ts_ns);
     }
 
     /// Thread `tid`'s wait `call` returned at `end` (woken by its periodic file or signal
@@ -1014,11 +1123,14 @@ impl WatchState {
 #[cfg(test)]
 mod tests;
 
+mod book;
 mod clock;
 mod java;
 pub(crate) mod jvm;
 mod series;
 mod spec;
+mod start;
 mod threads;
 pub use clock::DEFAULT_LIMIT as DEFAULT_CLOCK_LIMIT;
 pub use jvm::Stop;
+pub use start::start;

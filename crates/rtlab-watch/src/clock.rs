@@ -141,9 +141,9 @@ impl WatchState {
     /// What came of attaching to JVM `pid`'s clock (in `libjvm`).
     pub(crate) fn jvm_clock_probed(
         &mut self,
-        libjvm: &crate::usdt::Library,
+        libjvm: &rtlab_trace::usdt::Library,
         pid: u32,
-        r: Result<bool, crate::usdt::ProbeError>,
+        r: Result<bool, rtlab_trace::usdt::ProbeError>,
     ) {
         let first = self.clocks.announced.insert(libjvm.id);
         let note = match r {

@@ -1,8 +1,8 @@
 //! A Java thread's parks timed between its own clock reads.
 
 use super::*;
-use crate::event::JvmProbe;
-use crate::watch::clock::PROMPT_PARKS;
+use crate::clock::PROMPT_PARKS;
+use rtlab_trace::event::JvmProbe;
 
 /// Thread `tid` reads its JVM's clock at `ts` (a probe at the clock's entry).
 fn clock_read(tid: i64, ts: u64) -> Event {
@@ -22,8 +22,8 @@ fn clock_read_returned(tid: i64, ts: u64, value: Option<u64>) -> Event {
 }
 
 /// A file opened as a library (the test's own executable: no probe is placed in it).
-fn a_library() -> crate::usdt::Library {
-    crate::usdt::Library::open(std::path::Path::new("/proc/self/exe")).unwrap()
+fn a_library() -> rtlab_trace::usdt::Library {
+    rtlab_trace::usdt::Library::open(std::path::Path::new("/proc/self/exe")).unwrap()
 }
 
 /// This test's thread watched with its wait calls, its process's clock probed (`probed`).
@@ -173,7 +173,7 @@ fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
         w.jvm_notes()
     );
     // As many as allowed in a second, then one more in the same second.
-    for i in 0..crate::watch::clock::DEFAULT_LIMIT {
+    for i in 0..crate::clock::DEFAULT_LIMIT {
         w.offer(&clock_read(tid, 1_000 + i * 10_000));
     }
     assert!(w.take_clocks_to_remove().is_empty());
@@ -352,7 +352,7 @@ fn periods_run_at_once_are_each_late_to_the_thread_s_own_read_of_it() {
 
 #[test]
 fn a_period_run_at_once_is_measured_at_its_own_read_where_the_reads_say_which() {
-    use crate::watch::java::measured_at;
+    use crate::java::measured_at;
     let at = |reads: &[u64], waits: bool| -> Vec<u64> {
         measured_at((5_000, 1_000, 2), reads, waits, 6_900)
             .map(|(due, at)| at - due)

@@ -107,7 +107,7 @@ impl WatchState {
         if let Ok(ours) = rtlab_sys::procfs::thread_names_of(std::process::id() as i32) {
             self.ours = ours
                 .iter()
-                .filter(|t| crate::reader::is_observer_thread(&t.name))
+                .filter(|t| rtlab_trace::observer::is_observer_thread(&t.name))
                 .map(|t| t.tid as i64)
                 .collect();
             self.ours_ever.extend(self.ours.iter().copied());
@@ -345,6 +345,7 @@ impl WatchState {
             runnable_since: None,
             follow: Follow::anywhere(tid),
             in_call: None,
+            ready: None,
             held: None,
             java_wait: None,
             clock: Default::default(),
@@ -362,10 +363,10 @@ impl WatchState {
         &mut self,
         cpu: usize,
         ts_ns: u64,
-        prev: &crate::event::Task,
-        next: &crate::event::Task,
+        prev: &rtlab_trace::event::Task,
+        next: &rtlab_trace::event::Task,
     ) {
-        let rt = |t: &crate::event::Task| t.prio < 100 && self.threads.contains_key(&t.pid);
+        let rt = |t: &rtlab_trace::event::Task| t.prio < 100 && self.threads.contains_key(&t.pid);
         let (left, came) = (rt(prev), rt(next) && next.pid != 0);
         if left || came {
             self.rt_ran(cpu, ts_ns, came);

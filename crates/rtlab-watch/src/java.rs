@@ -372,15 +372,15 @@ impl WatchState {
 
     /// The libjvm.so files of watched JVMs found since the last call (for the recorder to
     /// attach to their probes), each with the process to probe (None: every process).
-    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<(crate::usdt::Library, Option<u32>)> {
+    pub(crate) fn take_jvm_libraries(&mut self) -> Vec<(rtlab_trace::usdt::Library, Option<u32>)> {
         self.jvms.take_found()
     }
 
     /// What came of attaching to a JVM's probes (`waits`: its threads' parks and sleeps too).
     pub(crate) fn jvm_probed(
         &mut self,
-        libjvm: &crate::usdt::Library,
-        r: Result<usize, crate::usdt::ProbeError>,
+        libjvm: &rtlab_trace::usdt::Library,
+        r: Result<usize, rtlab_trace::usdt::ProbeError>,
         waits: bool,
     ) {
         let note = match r {

@@ -2,7 +2,7 @@
 //! delay) for the last [`RECENT_INTERVALS`] intervals, the worst of the whole run, and every
 //! one counted by its main cause. Memory stays bounded however long it runs.
 
-use crate::watch::DelayKind;
+use crate::DelayKind;
 use rtlab_stats::result::{Outlier, OutlierSummary};
 use std::collections::{HashSet, VecDeque};
 

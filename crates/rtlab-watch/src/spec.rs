@@ -113,7 +113,7 @@ pub struct WatchSpec {
     /// interval and kind are kept, and of the run.
     pub keep: usize,
     /// How far to go to record PI lock waits (the `lock` kind).
-    pub locks: crate::LockWaits,
+    pub locks: rtlab_trace::LockWaits,
     /// Trace every CPU, not only those the watched threads may run on (to follow their
     /// wakers and lock holders elsewhere).
     pub all_cpus: bool,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::event::{Task, TaskState};
+use rtlab_trace::event::{Task, TaskState};
 
 #[test]
 fn globs_match_whole_names() {
@@ -48,7 +48,7 @@ fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
         rt_only: false,
         threshold_ns,
         keep: 10,
-        locks: crate::LockWaits::No,
+        locks: rtlab_trace::LockWaits::No,
         all_cpus: false,
         user_view: true,
         java_clock_limit: DEFAULT_CLOCK_LIMIT,
@@ -78,7 +78,7 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
         rt_only: false,
         threshold_ns: 0,
         keep: 10,
-        locks: crate::LockWaits::No,
+        locks: rtlab_trace::LockWaits::No,
         all_cpus,
         user_view: true,
         java_clock_limit: DEFAULT_CLOCK_LIMIT,
@@ -579,8 +579,8 @@ const FUTEX: i32 = 202;
 /// This process as a JVM: its safepoint begun (`true`) or ended at `ts`.
 fn safepoint(ts: u64, begin: bool) -> Event {
     let probe = match begin {
-        true => crate::event::JvmProbe::SafepointBegin,
-        false => crate::event::JvmProbe::SafepointEnd,
+        true => rtlab_trace::event::JvmProbe::SafepointBegin,
+        false => rtlab_trace::event::JvmProbe::SafepointEnd,
     };
     ev(
         1,
@@ -863,7 +863,7 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
     w.offer(&safepoint(1_000_000, true));
     futex_wait(&mut w, tid, 500_000, 1_100_000, 1_130_000);
     let done = Kind::Jvm {
-        probe: crate::event::JvmProbe::VmopEnd,
+        probe: rtlab_trace::event::JvmProbe::VmopEnd,
         process: std::process::id(),
         name: None,
         time_ns: None,
@@ -879,8 +879,8 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
 /// Thread `tid`'s Java park begun (`Some(time asked)`: a `parkNanos`) or ended at `ts`.
 fn park(tid: i64, ts: u64, begin: Option<u64>) -> Event {
     let probe = match begin {
-        Some(_) => crate::event::JvmProbe::ParkBegin,
-        None => crate::event::JvmProbe::ParkEnd,
+        Some(_) => rtlab_trace::event::JvmProbe::ParkBegin,
+        None => rtlab_trace::event::JvmProbe::ParkEnd,
     };
     let kind = Kind::Jvm {
         probe,
@@ -1190,6 +1190,62 @@ fn another_timer_that_fires_just_before_a_wakeup_is_not_the_threads_own() {
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 3, "its own timer's three periods only");
     assert_eq!(timer.total.max(), Nanos(1_000));
+}
+
+#[test]
+fn a_timerfds_expiry_is_taken_by_the_read_after_a_readiness_wait() {
+    // Taken by the read: epoll_wait woken by the timerfd returns at +1 000, the read of its
+    // count at +3 000: the delay runs to the read's return. Next period: the thread waits in
+    // epoll_wait again without reading (edge-triggered, read elsewhere): the epoll return
+    // ends it. Last: the read that follows sleeps (another file's): the epoll return again.
+    let (tid, mut w) = watch_this_thread(0);
+    w.set_wait_calls(true);
+    let call = |ts, no: i32, enter: bool| {
+        let kind = match enter {
+            true => Kind::WaitEnter {
+                call: no,
+                deadline_ns: None,
+            },
+            false => Kind::WaitExit { call: no, ret: 1 },
+        };
+        own(tid, 0, ts, kind)
+    };
+    let epoll = 232;
+    let woken = Kind::Waking {
+        task: task(tid),
+        target_cpu: 0,
+    };
+    let fired = |d| Kind::HrtimerEntry {
+        function: "timerfd_tmrproc".into(),
+        task: None,
+        expires_ns: Some(d),
+        slack_ns: 0,
+        timer: Some(0xa),
+    };
+    let period = |w: &mut WatchState, d: u64| {
+        w.offer(&call(d - 500_000, epoll, true));
+        w.offer(&ev(0, d + 300, fired(d)));
+        w.offer(&ev(0, d + 302, woken.clone()));
+        w.offer(&call(d + 1_000, epoll, false));
+    };
+    period(&mut w, 1_000_000);
+    w.offer(&call(1_002_000, SYS_READ, true));
+    w.offer(&call(1_003_000, SYS_READ, false));
+    period(&mut w, 2_000_000);
+    period(&mut w, 3_000_000);
+    w.offer(&call(3_002_000, SYS_READ, true));
+    // (Woken 0.5 ms after the expiry: not by the timer.)
+    w.offer(&ev(0, 3_500_000, woken.clone()));
+    w.offer(&call(3_600_000, SYS_READ, false));
+    w.flush(&mut |_| {});
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 3, "one delay a period");
+    assert_eq!(timer.total.max(), Nanos(3_000), "to the read that took it");
+    assert_eq!(
+        timer.total.value_at_quantile(0.0),
+        Nanos(1_000),
+        "to the epoll return where none did"
+    );
 }
 
 mod clock;
