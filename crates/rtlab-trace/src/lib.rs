@@ -134,26 +134,7 @@ impl Explainer {
             .as_ref()
             .map(|w| w.lock().unwrap_or_else(|p| p.into_inner()).wants());
         if options.backend != Backend::Tracefs {
-            // A spinner is never woken either: only the switches away from it matter.
-            let wakings = options
-                .waits
-                .iter()
-                .any(|&w| !matches!(w, explain::Wait::Timer | explain::Wait::Spin));
-            let all = CpuMask::of(cpus);
-            let traced = match wants.as_ref().and_then(|w| w.cpus.as_ref()) {
-                Some(m) => m.and(&all),
-                None => all,
-            };
-            let setup = recorder::Setup {
-                wakings,
-                locks: wants.as_ref().map_or(LockWaits::No, |w| w.locks),
-                wait_calls: wants.as_ref().is_some_and(|w| w.wait_calls),
-                watched: wants.is_some(),
-                follow_forks: wants.as_ref().is_some_and(|w| w.follow_forks),
-                rings: options.rings.unwrap_or_default(),
-                stacks: options.stacks,
-            };
-            match recorder::Recorder::start_with(cpus, &traced, setup) {
+            match start_recorder(cpus, &options, wants.as_ref()) {
                 Ok(r) => source = Some(Source::Bpf(Box::new(r))),
                 Err(e) if options.backend == Backend::Bpf => {
                     return Err(TraceError::Recorder(Box::new(e)))
@@ -180,29 +161,9 @@ impl Explainer {
                 s
             }
             None => {
-                // Where eBPF failed first, both reasons: the tracefs one alone would hide it.
-                let both = |e: TraceError| match &fallback {
-                    Some(bpf) => TraceError::NoSource {
-                        bpf: bpf.clone(),
-                        tracefs: Box::new(e),
-                    },
-                    None => e,
-                };
-                let inst = Instance::create(cpus, 8192).map_err(both)?;
-                let path = inst.dir.join("trace_pipe");
-                let pipe = rtlab_sys::fs::open_nonblocking(&path)
-                    .map_err(|e| both(TraceError::io(&path, e)))?;
-                let dir = inst.dir.clone();
+                let (inst, text) = open_tracefs(cpus, fallback.as_deref())?;
                 instance = Some(inst);
-                Source::Text {
-                    pipe,
-                    buf: vec![0u8; 4096],
-                    partial: String::new(),
-                    lost: Vec::new(),
-                    dir,
-                    jvm_files: Default::default(),
-                    processes: Default::default(),
-                }
+                text
             }
         };
         let backend = match source {
@@ -218,22 +179,7 @@ impl Explainer {
             dropped: Arc::new(AtomicU64::new(0)),
         };
         let stop = Arc::new(AtomicBool::new(false));
-        let virtualized = rtlab_sys::sysinfo::system_facts().virtualized;
-        let rules = explain::Rules {
-            gap_ns: 8_000_000,
-            virtualized,
-            // Guest idle exits take microseconds here (idle states' exits, with a wide margin);
-            // the host's share is what makes one take longer.
-            idle_gap_ns: virtualized.then(|| {
-                rtlab_sys::sysinfo::idle_states()
-                    .iter()
-                    .filter(|s| !s.disabled)
-                    .map(|s| s.latency_us * 10_000)
-                    .fold(IDLE_GAP_MIN_NS, u64::max)
-            }),
-            tick: None,
-            cut: None,
-        };
+        let rules = rules();
         let reader = {
             let stop = stop.clone();
             let options = options.clone();
@@ -311,6 +257,83 @@ impl Explainer {
                 .proc_at_start
                 .steal_ms_since(&ProcSnapshot::take(), &self.cpus),
         })
+    }
+}
+
+/// The eBPF recorder on `cpus`, recording what `options` and a watch's `wants` ask for.
+fn start_recorder(
+    cpus: &[usize],
+    options: &Options,
+    wants: Option<&watcher::Wants>,
+) -> Result<recorder::Recorder, TraceError> {
+    // A spinner is never woken either: only the switches away from it matter.
+    let wakings = options
+        .waits
+        .iter()
+        .any(|&w| !matches!(w, explain::Wait::Timer | explain::Wait::Spin));
+    let all = CpuMask::of(cpus);
+    let traced = match wants.and_then(|w| w.cpus.as_ref()) {
+        Some(m) => m.and(&all),
+        None => all,
+    };
+    let setup = recorder::Setup {
+        wakings,
+        locks: wants.map_or(LockWaits::No, |w| w.locks),
+        wait_calls: wants.is_some_and(|w| w.wait_calls),
+        watched: wants.is_some(),
+        follow_forks: wants.is_some_and(|w| w.follow_forks),
+        rings: options.rings.unwrap_or_default(),
+        stacks: options.stacks,
+    };
+    recorder::Recorder::start_with(cpus, &traced, setup)
+}
+
+/// A private tracefs instance on `cpus` and its `trace_pipe`, where the eBPF recorder could
+/// not start (`bpf`: why, said with the tracefs error where that fails too).
+fn open_tracefs(cpus: &[usize], bpf: Option<&str>) -> Result<(Instance, Source), TraceError> {
+    let both = |e: TraceError| match bpf {
+        Some(bpf) => TraceError::NoSource {
+            bpf: bpf.to_string(),
+            tracefs: Box::new(e),
+        },
+        None => e,
+    };
+    let inst = Instance::create(cpus, 8192).map_err(both)?;
+    let path = inst.dir.join("trace_pipe");
+    let pipe =
+        rtlab_sys::fs::open_nonblocking(&path).map_err(|e| both(TraceError::io(&path, e)))?;
+    let dir = inst.dir.clone();
+    let source = Source::Text {
+        pipe,
+        buf: vec![0u8; 4096],
+        partial: String::new(),
+        lost: Vec::new(),
+        dir,
+        jvm_files: Default::default(),
+        processes: Default::default(),
+    };
+    Ok((inst, source))
+}
+
+/// The attribution's rules on this machine: a gap of 8 ms without an event is the host's;
+/// on a VM, a way out of idle longer than [`IDLE_GAP_MIN_NS`] or ten times the deepest idle
+/// state's exit latency too.
+fn rules() -> explain::Rules {
+    let virtualized = rtlab_sys::sysinfo::system_facts().virtualized;
+    explain::Rules {
+        gap_ns: 8_000_000,
+        virtualized,
+        // Guest idle exits take microseconds here (idle states' exits, with a wide margin);
+        // the host's share is what makes one take longer.
+        idle_gap_ns: virtualized.then(|| {
+            rtlab_sys::sysinfo::idle_states()
+                .iter()
+                .filter(|s| !s.disabled)
+                .map(|s| s.latency_us * 10_000)
+                .fold(IDLE_GAP_MIN_NS, u64::max)
+        }),
+        tick: None,
+        cut: None,
     }
 }
 

@@ -1248,4 +1248,62 @@ fn a_timerfds_expiry_is_taken_by_the_read_after_a_readiness_wait() {
     );
 }
 
+#[test]
+fn a_re_read_that_finds_the_same_threads_changes_nothing_for_the_event_source() {
+    // The watched threads and processes unchanged: the generation the event source follows
+    // stays (each change rewrites the kernel's set of watched processes).
+    let (_, mut w) = watch_this_thread(0);
+    let now = rtlab_sys::time::monotonic_now_ns();
+    w.rescan(now);
+    let g = w.threads_generation();
+    w.rescan(now + RESCAN_NS);
+    w.rescan(now + 2 * RESCAN_NS);
+    assert_eq!(w.threads_generation(), g);
+}
+
+#[test]
+fn a_re_read_applies_what_it_found_the_same_threads_change_nothing_a_new_one_does() {
+    use crate::threads::{ProcessNow, Snapshot, ThreadNow};
+    let (tid, mut w) = watch_this_thread(0);
+    let pid = std::process::id();
+    let found = |threads: &[(i64, &str)]| Snapshot {
+        ours: None,
+        scope: Some((
+            false,
+            vec![ProcessNow {
+                pid,
+                name: Some("p".into()),
+                cgroup: String::new(),
+                threads: threads
+                    .iter()
+                    .map(|&(tid, name)| ThreadNow {
+                        tid,
+                        name: name.into(),
+                        chosen: true,
+                        ..Default::default()
+                    })
+                    .collect(),
+            }],
+        )),
+    };
+    assert!(w.apply(found(&[(tid, "a")]), 1));
+    let g = w.threads_generation();
+    assert!(w.apply(found(&[(tid, "a")]), 2));
+    assert_eq!(w.threads_generation(), g, "the same threads");
+    assert!(w.apply(found(&[(tid, "b")]), 3));
+    assert_eq!(w.threads_generation(), g, "renamed, the same thread");
+    assert_eq!(w.threads[&tid].name, "b");
+    assert!(w.apply(found(&[(tid, "b"), (tid + 1_000_000, "c")]), 4));
+    assert_ne!(w.threads_generation(), g, "a new thread");
+    // Not attached yet; then the scope gone: the watch ends.
+    assert!(!w.apply(Snapshot::default(), 5));
+    assert!(!w.gone);
+    let gone = Snapshot {
+        ours: None,
+        scope: Some((true, Vec::new())),
+    };
+    assert!(!w.apply(gone, 6));
+    assert!(w.gone);
+}
+
 mod clock;

@@ -102,46 +102,117 @@ impl WatchState {
     }
 
     /// Re-reads the threads: new ones are watched, exited ones dropped (their series stay).
+    /// The reads of /proc ([`WatchState::snapshot`]), then what they change
+    /// ([`WatchState::apply`]), then the JVMs among the processes watched looked for.
     pub(super) fn rescan(&mut self, now: u64) {
-        self.scanned_ns = now;
-        if let Ok(ours) = rtlab_sys::procfs::thread_names_of(std::process::id() as i32) {
-            self.ours = ours
-                .iter()
-                .filter(|t| rtlab_trace::observer::is_observer_thread(&t.name))
-                .map(|t| t.tid as i64)
-                .collect();
-            self.ours_ever.extend(self.ours.iter().copied());
+        let snapshot = self.snapshot();
+        if !self.apply(snapshot, now) {
+            return;
         }
-        self.adopted_misses.clear();
+        // JVMs only among the processes actually watched (a thread of theirs chosen): a
+        // file another process maps is none of the watch's business.
+        let watched: std::collections::HashSet<u32> = (self.threads.keys())
+            .filter_map(|t| self.thread_process.get(t))
+            .copied()
+            .filter(|p| self.processes.contains_key(p))
+            .collect();
+        self.jvms.look(watched.iter().copied(), now);
+    }
+
+    /// What a re-read finds in /proc now: rtlab's own observing threads, and the processes
+    /// in scope with the threads the spec chooses (their names, classes, CPUs).
+    pub(super) fn snapshot(&mut self) -> Snapshot {
+        let ours = rtlab_sys::procfs::thread_names_of(std::process::id() as i32)
+            .ok()
+            .map(|ours| {
+                ours.iter()
+                    .filter(|t| rtlab_trace::observer::is_observer_thread(&t.name))
+                    .map(|t| t.tid as i64)
+                    .collect()
+            });
         let Some(procs) = self.processes_in_scope() else {
-            return; // not attached yet
+            return Snapshot { ours, scope: None };
         };
         // The watched process gone (or a cgroup removed): the watch ends.
-        let whole_scope_gone = match &self.spec.scope {
+        let gone = match &self.spec.scope {
             Scope::Process { .. } => procs.is_empty(),
             Scope::Cgroup(dir) => !dir.is_dir(),
             Scope::All => false,
         };
-        if whole_scope_gone {
+        let cpus_of = |tid: i64| {
+            rtlab_sys::affinity::thread_cpus(tid as i32)
+                .map_or_else(CpuMask::default, |c| CpuMask::of(c.as_slice()))
+        };
+        let mut processes = Vec::new();
+        for pid in procs.into_iter().filter(|_| !gone) {
+            let Ok(of) = rtlab_sys::procfs::thread_names_of(pid as i32) else {
+                continue;
+            };
+            let threads = of
+                .into_iter()
+                .map(|t| {
+                    let tid = t.tid as i64;
+                    let chosen = self.spec.threads.is_empty()
+                        || self.spec.threads.iter().any(|p| p.matches(tid, &t.name));
+                    let rt =
+                        chosen && rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
+                    ThreadNow {
+                        tid,
+                        chosen,
+                        rt,
+                        cpus: (!self.spec.all_cpus).then(|| cpus_of(tid)),
+                        // Before any event, where a real-time one is now.
+                        last_cpu: (rt && self.arrived == 0)
+                            .then(|| rtlab_sys::procfs::task_last_cpu(tid))
+                            .flatten(),
+                        name: t.name,
+                    }
+                })
+                .collect();
+            processes.push(ProcessNow {
+                pid,
+                // Read each time: an exec renames it.
+                name: rtlab_sys::procfs::task_comm(pid as i64),
+                cgroup: rtlab_sys::procfs::cgroup_of(pid).unwrap_or_default(),
+                threads,
+            });
+        }
+        Snapshot {
+            ours,
+            scope: Some((gone, processes)),
+        }
+    }
+
+    /// What a re-read found ([`WatchState::snapshot`]) changes: threads found are watched
+    /// (a renamed one keeps its state), those gone dropped once their last events are in,
+    /// the processes in scope and the CPUs to trace follow. Whether processes in scope were
+    /// read (not before the watch attaches, nor once its scope is gone).
+    pub(super) fn apply(&mut self, snapshot: Snapshot, now: u64) -> bool {
+        self.scanned_ns = now;
+        if let Some(ours) = snapshot.ours {
+            self.ours = ours;
+            self.ours_ever.extend(self.ours.iter().copied());
+        }
+        self.adopted_misses.clear();
+        let Some((gone, procs)) = snapshot.scope else {
+            return false; // not attached yet
+        };
+        if gone {
             self.gone = true;
-            return;
+            return false;
         }
         let mut processes = HashMap::new();
         let mut threads = Vec::new();
-        for pid in procs {
-            let Ok(mut of) = rtlab_sys::procfs::thread_names_of(pid as i32) else {
-                continue;
-            };
-            // Read each time: an exec renames it.
-            let name = rtlab_sys::procfs::task_comm(pid as i64)
-                .or_else(|| self.processes.get(&pid).map(|p| p.0.clone()))
+        for p in procs {
+            let name = p
+                .name
+                .or_else(|| self.processes.get(&p.pid).map(|q| q.0.clone()))
                 .unwrap_or_default();
-            let cgroup = rtlab_sys::procfs::cgroup_of(pid).unwrap_or_default();
-            processes.insert(pid, (name, cgroup));
-            for t in &of {
-                self.thread_process.insert(t.tid as i64, pid);
+            processes.insert(p.pid, (name, p.cgroup));
+            for t in &p.threads {
+                self.thread_process.insert(t.tid, p.pid);
             }
-            threads.append(&mut of);
+            threads.extend(p.threads);
         }
         for (p, what) in &processes {
             self.know(*p, what);
@@ -149,35 +220,24 @@ impl WatchState {
         self.clocks.retain(|p| processes.contains_key(p));
         self.thread_process.retain(|_, p| processes.contains_key(p));
         let mut alive = HashMap::new();
-        let cpus_of = |tid: i64| {
-            rtlab_sys::affinity::thread_cpus(tid as i32)
-                .map_or_else(CpuMask::default, |c| CpuMask::of(c.as_slice()))
-        };
         // Until a thread is chosen, where any of them may run (a new thread starts where its
         // creator may run).
-        let mut wanted = if self.spec.all_cpus {
-            None
-        } else {
-            Some(threads.iter().fold(CpuMask::default(), |mut m, t| {
-                m.union_with(&cpus_of(t.tid as i64));
+        let mut wanted = (!self.spec.all_cpus).then(|| {
+            threads.iter().fold(CpuMask::default(), |mut m, t| {
+                m.union_with(t.cpus.as_ref().unwrap_or(&CpuMask::default()));
                 m
-            }))
-        };
+            })
+        });
         let mut chosen_cpus = CpuMask::default();
         let mut reclassify = Vec::new();
+        let before = self.threads.len();
         for t in threads {
-            let tid = t.tid as i64;
-            let chosen = self.spec.threads.is_empty()
-                || self.spec.threads.iter().any(|p| p.matches(tid, &t.name));
-            if !chosen {
+            let (tid, rt) = (t.tid, t.rt);
+            if !t.chosen || (self.spec.rt_only && !rt) {
                 continue;
             }
-            let rt = rtlab_sys::sched::thread_is_realtime(tid as i32).unwrap_or(false);
-            if self.spec.rt_only && !rt {
-                continue;
-            }
-            if wanted.is_some() {
-                chosen_cpus.union_with(&cpus_of(tid));
+            if let Some(cpus) = &t.cpus {
+                chosen_cpus.union_with(cpus);
             }
             let watched = match self.threads.remove(&tid) {
                 Some(w) if w.name == t.name => w,
@@ -204,14 +264,49 @@ impl WatchState {
             alive.insert(tid, watched);
             reclassify.push((tid, rt));
             // Before any event, where it is now (the watch's own setup keeps off it).
-            if rt && self.arrived == 0 {
-                if let Some(cpu) = rtlab_sys::procfs::task_last_cpu(tid) {
-                    self.rt_ran(cpu, now, false);
-                }
+            if let Some(cpu) = t.last_cpu {
+                self.rt_ran(cpu, now, false);
             }
         }
-        let changed = alive.len() != self.threads.len()
-            || alive.keys().any(|t| !self.threads.contains_key(t));
+        // (Those found again were taken out of `self.threads` above: the rest are gone.)
+        let changed = !self.threads.is_empty() || alive.len() != before;
+        self.keep_ending(&mut alive, now);
+        self.threads = alive;
+        for (tid, rt) in reclassify {
+            self.classify(tid, rt);
+        }
+        // A node's or a cgroup's real-time threads: only their processes are watched in the
+        // kernel (their events in rings of their own, their wait calls recorded); the others
+        // are read again for new real-time threads at each re-read.
+        if self.spec.rt_only && !matches!(self.spec.scope, Scope::Process { .. }) {
+            let with: std::collections::HashSet<u32> = self
+                .threads
+                .keys()
+                .filter_map(|t| self.thread_process.get(t))
+                .copied()
+                .collect();
+            processes.retain(|p, _| with.contains(p));
+        }
+        if processes.len() != self.processes.len()
+            || processes.keys().any(|p| !self.processes.contains_key(p))
+        {
+            self.generation += 1;
+        }
+        self.processes = processes;
+        self.generation += changed as u64;
+        self.most_threads = self.most_threads.max(self.watched_threads());
+        if !chosen_cpus.is_empty() {
+            wanted = Some(chosen_cpus);
+        }
+        if wanted.as_ref().is_none_or(|w| !w.is_empty()) {
+            self.cpus_wanted = wanted;
+        }
+        true
+    }
+
+    /// The watched threads not found again by a re-read (those left in `self.threads`): each
+    /// is kept until its last events have been merged, then dropped (its series stay).
+    fn keep_ending(&mut self, alive: &mut HashMap<i64, Watched>, now: u64) {
         // A thread that exited is kept until its last events have been merged (they lag
         // the re-read by up to the merge's lag): its last periods count, those it ran at once
         // after its last wait too.
@@ -242,44 +337,6 @@ impl WatchState {
                     }
                 }
             }
-        }
-        self.threads = alive;
-        for (tid, rt) in reclassify {
-            self.classify(tid, rt);
-        }
-        // A node's or a cgroup's real-time threads: only their processes are watched in the
-        // kernel (their events in rings of their own, their wait calls recorded); the others
-        // are read again for new real-time threads at each re-read.
-        if self.spec.rt_only && !matches!(self.spec.scope, Scope::Process { .. }) {
-            let with: std::collections::HashSet<u32> = self
-                .threads
-                .keys()
-                .filter_map(|t| self.thread_process.get(t))
-                .copied()
-                .collect();
-            processes.retain(|p, _| with.contains(p));
-        }
-        // JVMs only among the processes actually watched (a thread of theirs chosen): a
-        // file another process maps is none of the watch's business.
-        let watched: std::collections::HashSet<u32> = (self.threads.keys())
-            .filter_map(|t| self.thread_process.get(t))
-            .copied()
-            .filter(|p| processes.contains_key(p))
-            .collect();
-        self.jvms.look(watched.iter().copied(), now);
-        if processes.len() != self.processes.len()
-            || processes.keys().any(|p| !self.processes.contains_key(p))
-        {
-            self.generation += 1;
-        }
-        self.processes = processes;
-        self.generation += changed as u64;
-        self.most_threads = self.most_threads.max(self.watched_threads());
-        if !chosen_cpus.is_empty() {
-            wanted = Some(chosen_cpus);
-        }
-        if wanted.as_ref().is_none_or(|w| !w.is_empty()) {
-            self.cpus_wanted = wanted;
         }
     }
 
@@ -444,4 +501,35 @@ impl WatchState {
             self.observer_since[cpu] = Some(ts_ns);
         }
     }
+}
+
+/// What a re-read of /proc found ([`WatchState::snapshot`]): rtlab's own observing threads
+/// (None: not read), and the processes in scope (None: not attached yet), with whether the
+/// scope is gone.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) ours: Option<std::collections::HashSet<i64>>,
+    pub(crate) scope: Option<(bool, Vec<ProcessNow>)>,
+}
+
+/// A process in scope, as read: its name (None: not read) and cgroup, and its threads.
+#[derive(Debug, Default)]
+pub(crate) struct ProcessNow {
+    pub(crate) pid: u32,
+    pub(crate) name: Option<String>,
+    pub(crate) cgroup: String,
+    pub(crate) threads: Vec<ThreadNow>,
+}
+
+/// A thread of a process in scope, as read: chosen by the spec's patterns, and if so whether
+/// it is real-time; the CPUs it may run on (unless every CPU is traced anyway); where a
+/// real-time one last ran (read before the watch's first event only).
+#[derive(Debug, Default)]
+pub(crate) struct ThreadNow {
+    pub(crate) tid: i64,
+    pub(crate) name: String,
+    pub(crate) chosen: bool,
+    pub(crate) rt: bool,
+    pub(crate) cpus: Option<CpuMask>,
+    pub(crate) last_cpu: Option<usize>,
 }

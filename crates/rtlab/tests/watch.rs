@@ -810,8 +810,18 @@ fn the_watch_gives_the_figures_a_c_program_measures_itself_and_never_blames_rtla
             "p50 {wp50} vs {p50}"
         );
     }
-    // rtlab's own threads are never a cause: they are the observer, with its time counted.
+    // rtlab's own threads are never a cause: they are the observer, with its time counted;
+    // nor in the summary's count of causes by task.
     assert_observer_never_named(&doc, "periodic");
+    for line in stdout
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("by task:"))
+    {
+        assert!(
+            !line.split([' ', ',']).any(is_rtlab_thread_name),
+            "rtlab named by task: {line}"
+        );
+    }
     assert!(series_named(&doc, "watch/observer")["value"]
         .as_f64()
         .is_some());

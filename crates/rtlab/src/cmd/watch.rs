@@ -63,59 +63,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     let target = target(&args)?;
     let started_ns = monotonic_now_ns();
     let started_realtime = rtlab_sys::time::realtime_now_ns();
-    let options = Options {
-        backend: args.explain_with,
-        threshold_ns: args.threshold.map(|t| t.get()),
-        top: args.top.map_or(10, usize::from),
-        trace_out: args.trace_out.clone(),
-        reader_cpus: args
-            .reader_cpu
-            .as_ref()
-            .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
-        series_names: Vec::new(),
-        started_ns,
-        waits: Vec::new(),
-        rings: args
-            .ring_slots
-            .map(|n| {
-                rtlab_trace::Rings::forced(n).map_err(|e| BadInput(format!("--ring-slots {e}")))
-            })
-            .transpose()?,
-        stacks: args.stacks,
-    };
+    let options = options(&args, started_ns)?;
     // Every CPU online: the watched threads may run where rtlab itself may not (`taskset -c 0
     // rtlab watch ...`); the kernel's programs run there all the same.
     let cpus: Vec<usize> = rtlab_sys::affinity::online_cpus().as_slice().to_vec();
-    let spec = WatchSpec {
-        // A command's process is attached once it is started, after tracing is ready.
-        pid: match target {
-            Target::Pid(pid) => pid,
-            _ => 0,
-        },
-        scope: match &target {
-            Target::Pid(_) | Target::Command(_) => rtlab_watch::Scope::Process {
-                children: !args.no_children,
-            },
-            Target::Cgroup(dir) => rtlab_watch::Scope::Cgroup(dir.clone()),
-            Target::All => rtlab_watch::Scope::All,
-        },
-        threads: patterns,
-        rt_only: args.rt_only,
-        threshold_ns: args.threshold.map_or(0, |t| t.get()),
-        locks: if args.locks {
-            rtlab_trace::LockWaits::Any
-        } else {
-            rtlab_trace::LockWaits::IfCheap
-        },
-        keep: args.top.map_or(10, usize::from),
-        all_cpus: args.all_cpus,
-        user_view: !args.until_running,
-        java_clock_limit: if args.no_java_clock {
-            0
-        } else {
-            args.java_clock_limit
-        },
-    };
+    let spec = spec(&args, &target, patterns);
     if rtlab_sys::process::in_initial_pid_namespace() == Some(false) {
         anyhow::bail!(
             "cannot watch: rtlab runs in a PID namespace of its own (a container without the \
@@ -135,26 +87,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         s.write_samples(file)
             .map_err(|e| anyhow::anyhow!("--samples {}: {e}", path.display()))?;
     }
-    let (child, pid) = match target {
-        Target::Pid(pid) => (None, pid),
-        Target::Cgroup(_) | Target::All => (None, 0),
-        Target::Command(command) => {
-            // A JVM started here: its probes attached before it starts (its first
-            // safepoint can come within a few hundred milliseconds).
-            if let Some(libjvm) = command.iter().find_map(|a| libjvm_of(a.as_ref())) {
-                let s = || state.lock().unwrap_or_else(|p| p.into_inner());
-                s().expect_jvm(&libjvm);
-                let until = monotonic_now_ns() + 2_000_000_000;
-                while s().jvm_pending() && monotonic_now_ns() < until {
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-            }
-            let child = start(command)?;
-            let pid = child.id() as i32;
-            state.lock().unwrap_or_else(|p| p.into_inner()).attach(pid);
-            (Some(child), pid)
-        }
-    };
+    let (child, pid) = attach(target, &state)?;
     let mut warnings = announce(
         &state,
         pid,
@@ -233,6 +166,93 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     Ok(match exit_status {
         Some(code) => Status::Exit(code.clamp(0, 255) as u8),
         None => status,
+    })
+}
+
+/// How the explainer runs for `args` (the run started at `started_ns`).
+fn options(args: &WatchArgs, started_ns: u64) -> anyhow::Result<Options> {
+    Ok(Options {
+        backend: args.explain_with,
+        threshold_ns: args.threshold.map(|t| t.get()),
+        top: args.top.map_or(10, usize::from),
+        trace_out: args.trace_out.clone(),
+        reader_cpus: args
+            .reader_cpu
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
+        series_names: Vec::new(),
+        started_ns,
+        waits: Vec::new(),
+        rings: args
+            .ring_slots
+            .map(|n| {
+                rtlab_trace::Rings::forced(n).map_err(|e| BadInput(format!("--ring-slots {e}")))
+            })
+            .transpose()?,
+        stacks: args.stacks,
+    })
+}
+
+/// What `args` watch: `target`'s threads that `patterns` choose.
+fn spec(args: &WatchArgs, target: &Target, patterns: Vec<ThreadPattern>) -> WatchSpec {
+    WatchSpec {
+        // A command's process is attached once it is started, after tracing is ready.
+        pid: match target {
+            Target::Pid(pid) => *pid,
+            _ => 0,
+        },
+        scope: match &target {
+            Target::Pid(_) | Target::Command(_) => rtlab_watch::Scope::Process {
+                children: !args.no_children,
+            },
+            Target::Cgroup(dir) => rtlab_watch::Scope::Cgroup(dir.clone()),
+            Target::All => rtlab_watch::Scope::All,
+        },
+        threads: patterns,
+        rt_only: args.rt_only,
+        threshold_ns: args.threshold.map_or(0, |t| t.get()),
+        locks: if args.locks {
+            rtlab_trace::LockWaits::Any
+        } else {
+            rtlab_trace::LockWaits::IfCheap
+        },
+        keep: args.top.map_or(10, usize::from),
+        all_cpus: args.all_cpus,
+        user_view: !args.until_running,
+        java_clock_limit: if args.no_java_clock {
+            0
+        } else {
+            args.java_clock_limit
+        },
+    }
+}
+
+/// The watch attached to its target: `--pid`'s process, or the command started now (after a
+/// JVM it runs is probed); the command's child, and the process watched (0: a cgroup's or
+/// the machine's).
+fn attach(
+    target: Target,
+    state: &std::sync::Mutex<rtlab_watch::WatchState>,
+) -> anyhow::Result<(Option<std::process::Child>, i32)> {
+    Ok(match target {
+        Target::Pid(pid) => (None, pid),
+        Target::Cgroup(_) | Target::All => (None, 0),
+        Target::Command(command) => {
+            // A JVM started here: its probes attached before it starts (its first
+            // safepoint can come within a few hundred milliseconds).
+            if let Some(libjvm) = command.iter().find_map(|a| libjvm_of(a.as_ref())) {
+                let s = || state.lock().unwrap_or_else(|p| p.into_inner());
+                s().expect_jvm(&libjvm);
+                let until = monotonic_now_ns() + 2_000_000_000;
+                while s().jvm_pending() && monotonic_now_ns() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
+            let child = start(command)?;
+            let pid = child.id() as i32;
+            state.lock().unwrap_or_else(|p| p.into_inner()).attach(pid);
+            (Some(child), pid)
+        }
     })
 }
 

@@ -539,7 +539,29 @@ pub fn assert_observer_never_named(doc: &Value, what: &str) {
             !c["pid"].as_i64().is_some_and(|p| ours.contains(&p)),
             "{what}: rtlab named as a cause: {c}"
         );
+        // Nor by name, in any wording (its own threads' names; the observer's own phrase
+        // about what ran on a CPU meanwhile is not a cause).
+        let task = c["task"].as_str().unwrap_or("");
+        let detail = c["detail"]
+            .as_str()
+            .unwrap_or("")
+            .replace("the observer (rtlab itself)", "");
+        assert!(
+            !is_rtlab_thread_name(task)
+                && !detail.split([' ', '(', ',', ';']).any(is_rtlab_thread_name),
+            "{what}: rtlab named as a cause: {c}"
+        );
     }
+}
+
+/// The names of rtlab's own observing threads (its main thread, reader, log writer,
+/// watchdog, metrics server and canaries).
+pub fn is_rtlab_thread_name(name: &str) -> bool {
+    matches!(
+        name,
+        "rtlab" | "rtlab-explain" | "rtlab-hlog" | "rtlab-watchdog"
+    ) || name.starts_with("rtlab-metrics")
+        || name.starts_with("rtlab-canary")
 }
 
 /// The anonymous kB (pages copied to hold a uprobe's breakpoint) in process `pid`'s
