@@ -28,6 +28,9 @@ const LEAD_NS: u64 = 20_000_000;
 /// `GIVE_UP_NS` after it in wall time.
 const SETTLE_NS: u64 = 2_000_000;
 const GIVE_UP_NS: u64 = 300_000_000;
+/// The kernel stacks of events this old are no longer needed, unless a pending explanation's
+/// window reaches back to them: twice the history's retention.
+const STACKS_KEPT_NS: u64 = 2_000_000_000;
 
 #[derive(Debug, Default)]
 pub(crate) struct ReaderOut {
@@ -531,7 +534,13 @@ pub(crate) fn read_loop(
                 None => keep_top(&mut out.outliers, o, options, threshold),
             }
         }
-        histories.trim(pending.keep_from(), monotonic_now_ns());
+        let now = monotonic_now_ns();
+        histories.trim(pending.keep_from(), now);
+        // The kernel stacks no event kept refers to any more (past the history's reach).
+        if let Source::Bpf(r) = &mut source {
+            let reach = now.saturating_sub(STACKS_KEPT_NS);
+            r.forget_stacks(pending.keep_from().min(reach), now);
+        }
         if stopping && pending.is_empty() {
             return Ok(out);
         }

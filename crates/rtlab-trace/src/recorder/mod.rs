@@ -181,6 +181,8 @@ pub(crate) struct Setup {
 /// again reuses its entry; one whose entry is taken by another is not kept).
 const STACK_DEPTH: u32 = 32;
 const STACK_ENTRIES: u32 = 32768;
+/// How often the stacks no event kept refers to any more are removed from the stack map.
+const STACK_SWEEP_NS: u64 = 100_000_000;
 /// A record read, or (Err) a loss before the next one of its CPU: (CPU, how many, from when
 /// the lost ones may have been written, of the watched processes' own ring).
 type Drained = Result<[u8; REC as usize], (u16, u64, u64, bool)>;
@@ -245,6 +247,10 @@ pub(crate) struct Recorder {
     symbols: Vec<(u64, String)>,
     /// The switches' kernel stacks, where recorded ([`Setup::stacks`]).
     stack_map: Option<Map>,
+    /// Each stack's key in it, with the latest event that referred to it; and when the map
+    /// was last swept of those no event kept refers to ([`Recorder::forget_stacks`]).
+    stacks_seen: HashMap<u32, u64>,
+    stacks_swept_ns: u64,
     /// The stack of the switch just decoded, delivered after it.
     stack_after: Option<Event>,
     /// The maps the programs write (for probes attached later: a JVM's).
@@ -647,6 +653,8 @@ impl Recorder {
             irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
             stack_map,
+            stacks_seen: HashMap::new(),
+            stacks_swept_ns: 0,
             stack_after: None,
             maps,
             usdt: Vec::new(),
@@ -880,6 +888,7 @@ impl Recorder {
         };
         if let (Some(at), Some(_)) = (stack_at, &self.stack_map) {
             if let Ok(id) = u32::try_from(i32_at(at)) {
+                self.stacks_seen.insert(id, u64_at(OFF_TS));
                 self.stack_after = Some(Event {
                     cpu,
                     ts_ns: u64_at(OFF_TS),
@@ -1075,6 +1084,31 @@ impl Recorder {
         let name: std::sync::Arc<str> = self.symbol(addr).into();
         self.timer_functions.insert(addr, name.clone());
         name
+    }
+
+    /// Empties the stack map of the stacks that no event since `before_ns` refers to (at
+    /// most every [`STACK_SWEEP_NS`]). A stack trace map keeps one stack per bucket and
+    /// refuses any other that hashes there for as long as the first stays: never emptied, on
+    /// a busy machine (a parallel build's thousands of distinct stacks) it ends up refusing
+    /// the very stacks an explanation needs, the same ones again and again (a timer
+    /// interrupt's, which is one stack every time). Returns how many were removed.
+    pub fn forget_stacks(&mut self, before_ns: u64, now_ns: u64) -> usize {
+        let Some(map) = &self.stack_map else {
+            return 0;
+        };
+        if now_ns < self.stacks_swept_ns + STACK_SWEEP_NS {
+            return 0;
+        }
+        self.stacks_swept_ns = now_ns;
+        let before = self.stacks_seen.len();
+        self.stacks_seen.retain(|id, seen| {
+            let keep = *seen >= before_ns;
+            if !keep {
+                let _ = map.remove(&id.to_ne_bytes());
+            }
+            keep
+        });
+        before - self.stacks_seen.len()
     }
 
     /// Kernel stack `id` ([`Kind::Stack`]), innermost frame first, as `function+0xoffset`,

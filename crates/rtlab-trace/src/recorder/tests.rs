@@ -777,3 +777,74 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
         "{switches_in} switches to it"
     );
 }
+
+#[test]
+fn stacks_no_kept_event_refers_to_are_removed_from_the_stack_map() {
+    // Switches record the stack of the task leaving the CPU; once no event kept refers to a
+    // stack, the sweep removes it from the map (which would otherwise refuse every other
+    // stack hashing to its bucket for the rest of the run), and only those.
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return;
+    }
+    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    let setup = Setup {
+        wakings: true,
+        locks: LockWaits::No,
+        wait_calls: false,
+        watched: false,
+        follow_forks: false,
+        rings: Rings::default(),
+        stacks: true,
+    };
+    let mut r = match Recorder::start_with(&cpus, &CpuMask::of(&cpus), setup) {
+        Ok(r) if r.stack_map.is_some() => r,
+        Ok(r) => {
+            eprintln!("skipped: {:?}", r.missing);
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let mut ids = Vec::new();
+    let drain = |r: &mut Recorder, ids: &mut Vec<(u32, u64)>| {
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        r.drain(|e| {
+            if let Kind::Stack { id, .. } = e.kind {
+                ids.push((id, e.ts_ns));
+            }
+        });
+    };
+    drain(&mut r, &mut ids);
+    let split = rtlab_sys::time::monotonic_now_ns();
+    let before: Vec<u32> = ids.iter().map(|&(id, _)| id).collect();
+    assert!(!before.is_empty(), "no stack recorded");
+    assert!(r.stack(before[0]).is_some());
+    let mut later = Vec::new();
+    drain(&mut r, &mut later);
+    let newer: std::collections::HashSet<u32> = later.iter().map(|&(id, _)| id).collect();
+    let now = rtlab_sys::time::monotonic_now_ns();
+    let removed = r.forget_stacks(split, now);
+    assert!(removed > 0, "{} stacks, none removed", before.len());
+    // Those seen again after the split are kept; the rest gone from the map (a switch since
+    // may have put one of them back: not all of them).
+    for id in &before {
+        assert_eq!(
+            r.stacks_seen.contains_key(id),
+            newer.contains(id),
+            "stack {id}"
+        );
+    }
+    let gone: Vec<&u32> = before.iter().filter(|id| !newer.contains(id)).collect();
+    assert!(
+        gone.iter().any(|id| r.stack(**id).is_none()),
+        "{} stacks removed, all still in the map",
+        gone.len()
+    );
+    // Not again before the sweep's interval.
+    assert_eq!(r.forget_stacks(u64::MAX, now + 1), 0);
+}
