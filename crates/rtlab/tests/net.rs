@@ -90,6 +90,7 @@ fn the_proof_of_concept_profile_answers_to_its_old_name_too() {
 fn bad_peers_and_options_fail_fast_with_one_line() {
     for (args, expect) in [
         (vec!["net", "run", "--stream", "1KiB"], "SIZE@PERIOD"),
+        (vec!["net", "run"], "--stream is needed: name at least one"),
         (
             vec![
                 "net",

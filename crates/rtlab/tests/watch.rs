@@ -41,6 +41,59 @@ fn can_run(test: &str) -> bool {
 }
 
 #[test]
+fn a_watch_that_matched_nothing_says_so_and_what_to_try() {
+    if !can_run("a watch that matched nothing") {
+        return;
+    }
+    let out = rtlab()
+        .args([
+            "watch",
+            "--thread",
+            "no-such-thread",
+            "--quiet",
+            "--",
+            "sleep",
+            "0.3",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no thread matched --thread no-such-thread") && !text.contains("p99.9"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 120), "{text}");
+}
+
+#[test]
+fn quiet_still_says_where_the_metrics_are() {
+    // `--metrics 127.0.0.1:0` lets the kernel choose the port: however quiet the run, the
+    // address chosen is said on stderr (no other way to find it).
+    if !can_run("metrics address when quiet") {
+        return;
+    }
+    let out = rtlab()
+        .args([
+            "watch",
+            "--quiet",
+            "--metrics",
+            "127.0.0.1:0",
+            "--",
+            "sleep",
+            "0.5",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let port = stderr
+        .lines()
+        .find_map(|l| l.split("metrics at http://127.0.0.1:").nth(1))
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse::<u16>().ok());
+    assert!(port.is_some_and(|p| p > 0), "{stderr}");
+}
+
+#[test]
 fn a_started_command_is_watched_to_its_exit_with_a_valid_doc_an_hlog_and_its_status() {
     if !can_run("watch a command") {
         return;

@@ -59,7 +59,10 @@ impl NetRun {
     pub fn new(config: NetRunConfig) -> Result<NetRun, LabError> {
         needs_root_for(&config.topology)?;
         if config.streams.is_empty() && config.reverse.is_empty() {
-            return Err(LabError::bad("streams", "no stream given"));
+            return Err(LabError::bad(
+                "streams",
+                "is needed: name at least one (e.g. --stream 1KiB@10ms), or a mix (--profile rt-java-poc)",
+            ));
         }
         if config.proto == Proto::Udp {
             if !config.reverse.is_empty() {

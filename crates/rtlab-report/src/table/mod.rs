@@ -34,6 +34,11 @@ impl Table {
         self
     }
 
+    /// Whether it has no row but its header.
+    pub fn is_empty(&self) -> bool {
+        self.rows.len() <= 1
+    }
+
     /// Adds a row.
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);

@@ -123,7 +123,7 @@ pub struct WatchArgs {
     /// this machine's events, measured at the start). A small ring loses events under load.
     #[arg(long, value_name = "N")]
     pub ring_slots: Option<u32>,
-    /// Print only the final table (warnings still go to stderr).
+    /// Print only the final table (warnings, and where --metrics listens, still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
     /// A command to start and watch instead of --pid, after `--`; rtlab ends with its exit

@@ -96,7 +96,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         child.is_none(),
     );
     let _server = listener
-        .map(|l| serve(l, metrics_page(state.clone(), pid), args.quiet))
+        .map(|l| serve(l, metrics_page(state.clone(), pid)))
         .transpose()?;
     let mut watching = Watching {
         state: &state,
@@ -692,18 +692,32 @@ fn metrics_page(state: std::sync::Arc<Mutex<WatchState>>, pid: i32) -> crate::me
     })
 }
 
-/// Starts the `--metrics` server on `listener` and says where (unless quiet).
+/// Starts the `--metrics` server on `listener` and says where, however quiet the run (a
+/// port the kernel chose, `--metrics 127.0.0.1:0`, can be found no other way).
 fn serve(
     listener: std::net::TcpListener,
     page: crate::metrics::Page,
-    quiet: bool,
 ) -> anyhow::Result<crate::metrics::MetricsServer> {
     let server = crate::metrics::MetricsServer::start(listener, page)
         .map_err(|e| anyhow::anyhow!("--metrics: {e}"))?;
-    if !quiet {
-        eprintln!("rtlab watch: metrics at http://{}/metrics", server.addr());
-    }
+    eprintln!("rtlab watch: metrics at http://{}/metrics", server.addr());
     Ok(server)
+}
+
+/// In place of an empty table: why no delay was measured, and what to try.
+fn nothing_measured(s: &WatchState) -> String {
+    let patterns: Vec<String> = s.spec().threads.iter().map(|p| p.to_string()).collect();
+    match (s.most_threads(), patterns.is_empty()) {
+        (0, false) => format!(
+            "no delay measured: no thread matched --thread {}\n  name a thread, a glob such as \
+             'rt-*' or a TID (`ps -L -o tid,comm -p PID` lists a process's threads),\n  or \
+             leave --thread out to watch every thread\n",
+            patterns.join(", ")
+        ),
+        (0, true) => "no delay measured: the watch found no thread to watch\n".to_string(),
+        _ => "no delay measured: the watched threads never slept and woke while watched\n"
+            .to_string(),
+    }
 }
 
 /// How the run went, for its report.
@@ -780,7 +794,10 @@ fn report(
             serde_json::json!({ "count": seen, "latest": stops }),
         );
     }
-    let mut text = table.render();
+    let mut text = match table.is_empty() {
+        false => table.render(),
+        true => nothing_measured(&s),
+    };
     text.push_str(&format!("ended: {}\n", run.why));
     let secs = (run.duration.get() as f64 / 1e9).max(1e-9);
     text.push_str(&format!(
