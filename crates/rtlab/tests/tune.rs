@@ -91,6 +91,17 @@ fn the_plan_changes_nothing_and_needs_no_root() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("nothing changed"), "{text}");
+    // What is left to do by hand names each fix once.
+    let left: Vec<&str> = text
+        .split("not applied (do these yourself):")
+        .nth(1)
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_once(": ").map(|(id, _)| id))
+        .filter(|id| !id.starts_with(' '))
+        .collect();
+    let unique: std::collections::BTreeSet<&&str> = left.iter().collect();
+    assert_eq!(unique.len(), left.len(), "{text}");
     assert_eq!(snapshot(), before);
     if is_root() {
         let dir = tempfile::tempdir().unwrap();

@@ -38,8 +38,14 @@ fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check], cfg: &TuneConfig) ->
     rest.sort_by_key(|(id, _)| checks.iter().position(|c| c.id == id));
     if !rest.is_empty() {
         out.push_str("\nnot applied (do these yourself):\n");
+        // Each fix named once, its note and its advice under it.
+        let mut last: Option<String> = None;
         for (id, fix) in rest {
-            out.push_str(&format!("  {id}: {fix}\n"));
+            match last.as_deref() == Some(id.as_str()) {
+                true => out.push_str(&format!("  {:width$}  {fix}\n", "", width = id.len())),
+                false => out.push_str(&format!("  {id}: {fix}\n")),
+            }
+            last = Some(id);
         }
     }
     out
