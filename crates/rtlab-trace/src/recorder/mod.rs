@@ -589,32 +589,21 @@ impl Recorder {
         let mut cpus = cpus.to_vec();
         cpus.sort_unstable();
         cpus.dedup();
-        let Opened {
-            watched_set,
-            heads_map,
-            slots_map,
-            own_slots_map,
-            stack_map,
-            cpus_map,
-            heads,
-            slots,
-            own_slots,
-            maps,
-            missing,
-        } = open_maps(
+        let opened = open_maps(
             &cpus,
             traced,
             sizes,
             (watched || wait_calls, offsets.tgid.is_some(), stacks),
         )?;
+        let maps = opened.maps;
         let mut attached = Attached {
-            missing,
+            missing: opened.missing,
             ..Attached::default()
         };
         let names_sleepers = attach_scheduler_probes(&btf, &offsets, maps, wakings, &mut attached)?;
         let (lock_probes, watched_map, records_waits) = attach_watch_probes(
             (&btf, &offsets, maps),
-            watched_set,
+            opened.watched_set,
             (locks, follow_forks, wait_calls),
             &mut attached,
         );
@@ -624,35 +613,39 @@ impl Recorder {
             missing,
         } = attached;
         let mut next: Vec<(usize, u64, u64)> = cpus.iter().map(|&c| (c, 0, 0)).collect();
-        if own_slots.is_some() {
+        if opened.own_slots.is_some() {
             next.extend(cpus.iter().map(|&c| (c, 0, 0)));
         }
         Ok(Recorder {
             watched_map,
             records_waits,
             watched: std::collections::HashSet::new(),
-            heads,
-            slots,
-            own_slots,
+            heads: opened.heads,
+            slots: opened.slots,
+            own_slots: opened.own_slots,
             read_to_head_ns: vec![0; next.len()],
             next,
             lost: 0,
             lost_own: 0,
             _links: links,
             _programs: programs,
-            cpus_map,
+            cpus_map: opened.cpus_map,
             traced: traced.and(&CpuMask::of(&cpus)),
             rings: CpuMask::of(&cpus),
             n_rings: cpus.len(),
             sizes,
             records: Vec::new(),
-            _maps: [Some(heads_map), Some(slots_map), own_slots_map],
+            _maps: [
+                Some(opened.heads_map),
+                Some(opened.slots_map),
+                opened.own_slots_map,
+            ],
             missing,
             lock_probes,
             names_timer_wakeups: names_sleepers,
             irq_names: rtlab_sys::procfs::irq_names(),
             symbols,
-            stack_map,
+            stack_map: opened.stack_map,
             stacks_seen: HashMap::new(),
             stacks_swept_ns: 0,
             stack_after: None,

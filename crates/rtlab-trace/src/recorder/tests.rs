@@ -112,6 +112,30 @@ fn jumps_land_inside_the_program() {
     assert_eq!(fork.last().unwrap().code, 0x95);
 }
 
+/// A recorder on every usable CPU, started by `start`, when this runs as root and it has
+/// what the test needs (`ready`); else says why not.
+fn recorder_on_every_cpu(
+    start: impl FnOnce(&[usize]) -> Result<Recorder, TraceError>,
+    ready: impl FnOnce(&Recorder) -> bool,
+) -> Option<Recorder> {
+    if rtlab_sys::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (bpf)");
+        return None;
+    }
+    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
+    match start(&cpus) {
+        Ok(r) if ready(&r) => Some(r),
+        Ok(r) => {
+            eprintln!("skipped: {:?}", r.missing);
+            None
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
 /// Two CPUs to pin threads to, when this runs as root on at least two (else says why not).
 fn two_cpus_as_root() -> Option<(usize, usize)> {
     if rtlab_sys::process::effective_uid() != 0 {
@@ -302,21 +326,11 @@ fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
 fn pi_lock_waits_are_recorded_from_entry_to_return() {
     use rtlab_sys::futex::{lock_pi, unlock_pi, Scope};
     use std::sync::atomic::AtomicU32;
-    if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
+    let Some(mut r) = recorder_on_every_cpu(
+        |cpus| Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::Any, false),
+        |r| r.lock_probes.is_some(),
+    ) else {
         return;
-    }
-    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
-    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::Any, false) {
-        Ok(r) if r.lock_probes.is_some() => r,
-        Ok(r) => {
-            eprintln!("skipped: {:?}", r.missing);
-            return;
-        }
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
     };
     // This thread holds the lock for 3 ms, three times; the other waits for it each time
     // (it takes it only once the word shows this thread as the owner).
@@ -386,21 +400,11 @@ fn pi_lock_waits_are_recorded_from_entry_to_return() {
 
 #[test]
 fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_elses() {
-    if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
+    let Some(mut r) = recorder_on_every_cpu(
+        |cpus| Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::No, true),
+        |r| r.records_wait_calls(),
+    ) else {
         return;
-    }
-    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
-    let mut r = match Recorder::start(&cpus, &CpuMask::of(&cpus), true, LockWaits::No, true) {
-        Ok(r) if r.records_wait_calls() => r,
-        Ok(r) => {
-            eprintln!("skipped: {:?}", r.missing);
-            return;
-        }
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
     };
     // Two threads sleep to the same absolute deadlines; the test looks at one.
     let sleeper = |deadlines: Vec<u64>| {
@@ -783,11 +787,6 @@ fn stacks_no_kept_event_refers_to_are_removed_from_the_stack_map() {
     // Switches record the stack of the task leaving the CPU; once no event kept refers to a
     // stack, the sweep removes it from the map (which would otherwise refuse every other
     // stack hashing to its bucket for the rest of the run), and only those.
-    if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
-        return;
-    }
-    let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
     let setup = Setup {
         wakings: true,
         locks: LockWaits::No,
@@ -797,16 +796,11 @@ fn stacks_no_kept_event_refers_to_are_removed_from_the_stack_map() {
         rings: Rings::default(),
         stacks: true,
     };
-    let mut r = match Recorder::start_with(&cpus, &CpuMask::of(&cpus), setup) {
-        Ok(r) if r.stack_map.is_some() => r,
-        Ok(r) => {
-            eprintln!("skipped: {:?}", r.missing);
-            return;
-        }
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
+    let Some(mut r) = recorder_on_every_cpu(
+        |cpus| Recorder::start_with(cpus, &CpuMask::of(cpus), setup),
+        |r| r.stack_map.is_some(),
+    ) else {
+        return;
     };
     let mut ids = Vec::new();
     let drain = |r: &mut Recorder, ids: &mut Vec<(u32, u64)>| {
