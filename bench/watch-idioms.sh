@@ -21,14 +21,18 @@
 #   java-await        ... Condition.awaitNanos of a ReentrantLock
 #   java-executor     ... a ScheduledThreadPoolExecutor at a fixed rate (each run's deadline
 #                     is the executor's own)
+#   python-asyncio    examples/python/periodic.py: await asyncio.sleep(time left) (the loop
+#                     waits in epoll_wait, the time left rounded up to whole ms)
+#   python-sleep      ... HOW=sleep: time.sleep(time left) (clock_nanosleep, relative)
 # Each idle and beside `stress-ng --cpu 2 --switch 2`. Per run and idiom: the watch's count,
 # p50, p99 and max over the program's own (the periods both saw), and how many periods the
-# program logged that the watch has no delay for; medians with 95 % intervals (bench/ci.py)
-# over the runs. KEEP=DIR keeps each run's files.
+# program logged that the watch has no delay for, and where the watch's deadlines came from
+# (its --samples' source column); medians with 95 % intervals (bench/ci.py) over the runs.
+# KEEP=DIR keeps each run's files.
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-5}
-IDIOMS=${IDIOMS:-clock_nanosleep cond-timedwait epoll-timeout timerfd-read timerfd-epoll posix-sigwait java-park java-sleep java-wait java-await java-executor}
+IDIOMS=${IDIOMS:-clock_nanosleep cond-timedwait epoll-timeout timerfd-read timerfd-epoll posix-sigwait java-park java-sleep java-wait java-await java-executor python-asyncio python-sleep}
 JAVA=${JAVA:-$(ls -d /usr/lib/jvm/*/bin/java 2>/dev/null | sort -V | tail -1)}
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, SCHED_FIFO)" >&2; exit 2; fi
@@ -56,6 +60,7 @@ for load in idle busy; do
         timerfd-epoll) prog=("$WORK/timer_loop" "$SECS" 1000 epoll) ;;
         posix-sigwait) prog=("$WORK/timer_loop" "$SECS" 1000 sigwait) ;;
         java-*) prog=(env HOW="${idiom#java-}" "$JAVA" -cp "$WORK" Periodic "$SECS" 1000) ;;
+        python-*) prog=(env HOW="${idiom#python-}" python3 examples/python/periodic.py "$SECS" 1000) ;;
       esac
       rm -f "$WORK/s.tsv" "$WORK/own.txt"
       "$RTLAB" watch --thread rt-loop --quiet --samples "$WORK/s.tsv" --json "$WORK/w.json" -- \
@@ -69,14 +74,16 @@ for l in open(f"{work}/own.txt"):
     d, late = map(int, l.split())
     own[d] = late
 watch = {}
+sources = {}
 for l in open(f"{work}/s.tsv"):
     if l.startswith("#"):
         continue
-    tid, kind, deadline, end, delay = l.rstrip("\n").split("\t")
+    tid, kind, deadline, end, delay, source = l.rstrip("\n").split("\t")
     # (Up to the program's last period: the wait that brought it may have taken an expiry
     # after it, which the program does not count.)
     if kind == "timer" and own and int(deadline) <= max(own):
         watch[int(deadline)] = int(delay)
+        sources[source] = sources.get(source, 0) + 1
 # Each of the program's periods with the watch's delay of the nearest deadline, within a
 # tenth of a period (a C program's deadlines are the kernel's exactly; a Java thread's park
 # is timed from its own clock read before it, its executor's from the executor's deadline).
@@ -100,9 +107,9 @@ if both:
     w = [watch[d] for d in both]
     print(json.dumps({"load": load, "idiom": idiom, "n": counted / len(own),
                       "p50": q(w, .5) / q(o, .5), "p99": q(w, .99) / q(o, .99), "max": max(w) / max(o),
-                      "missed": len(set(own) - set(watch)), "periods": len(own)}))
+                      "missed": len(set(own) - set(watch)), "periods": len(own), "sources": sources}))
 else:
-    print(json.dumps({"load": load, "idiom": idiom, "n": counted / max(1, len(own)), "missed": len(own), "periods": len(own)}))
+    print(json.dumps({"load": load, "idiom": idiom, "n": counted / max(1, len(own)), "missed": len(own), "periods": len(own), "sources": sources}))
 PY
     done
     if [ $load = busy ]; then kill $BUSY 2>/dev/null || true; wait $BUSY 2>/dev/null || true; fi
@@ -116,13 +123,20 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 def f(xs):
     m, lo, hi = median_ci(xs)
     return f"{m:.3f} [{lo:.3f}, {hi:.3f}]" if lo is not None else f"{m:.3f}"
-print("| idiom | load | count | p50 | p99 | max | periods not seen (all runs) |")
-print("|---|---|---|---|---|---|---|")
-for idiom in ["clock_nanosleep", "cond-timedwait", "epoll-timeout", "timerfd-read", "timerfd-epoll", "posix-sigwait", "java-park", "java-sleep", "java-wait", "java-await", "java-executor"]:
+def named(r):
+    total = {}
+    for x in r:
+        for k, v in x.get("sources", {}).items():
+            total[k] = total.get(k, 0) + v
+    n = sum(total.values()) or 1
+    return ", ".join(f"{k} {100 * v / n:.1f} %" for k, v in sorted(total.items(), key=lambda kv: -kv[1])[:3]) or "-"
+print("| idiom | load | count | p50 | p99 | max | periods not seen (all runs) | deadlines from |")
+print("|---|---|---|---|---|---|---|---|")
+for idiom in ["clock_nanosleep", "cond-timedwait", "epoll-timeout", "timerfd-read", "timerfd-epoll", "posix-sigwait", "java-park", "java-sleep", "java-wait", "java-await", "java-executor", "python-asyncio", "python-sleep"]:
     for load in ["idle", "busy"]:
         r = [x for x in rows if x["idiom"] == idiom and x["load"] == load]
         if not r:
             continue
         cols = [f([x[k] for x in r if k in x]) if any(k in x for x in r) else "no timer series" for k in ["n", "p50", "p99", "max"]]
-        print(f"| {idiom} | {load} | " + " | ".join(cols) + f" | {sum(x['missed'] for x in r)} of {sum(x['periods'] for x in r)} |")
+        print(f"| {idiom} | {load} | " + " | ".join(cols) + f" | {sum(x['missed'] for x in r)} of {sum(x['periods'] for x in r)} | {named(r)} |")
 PY

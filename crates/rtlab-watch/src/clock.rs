@@ -7,11 +7,6 @@
 
 use super::*;
 
-/// How long before its probe a clock read's value may be (the time the probe gives, where
-/// it is at the clock's return: the host may stop the vCPU between the read and the probe).
-/// More: at its probe (well inside the merge's lag, which orders the events by time).
-pub(super) const READ_BEFORE_PROBE_NS: u64 = 10_000_000;
-
 /// Event `e` at the time it happened: a clock read at the time it read, where its probe gives
 /// it (its probe's own time is later), any other at its own.
 pub(super) fn at_its_read(e: &Event) -> Event {
@@ -20,7 +15,7 @@ pub(super) fn at_its_read(e: &Event) -> Event {
             probe: JvmProbe::ClockRead,
             time_ns: Some(t),
             ..
-        } => Some(*t).filter(|&t| t <= e.ts_ns && e.ts_ns - t <= READ_BEFORE_PROBE_NS),
+        } => Some(*t).filter(|&t| t <= e.ts_ns && e.ts_ns - t <= RULES.read_before_probe_ns),
         _ => None,
     };
     Event {
@@ -50,7 +45,7 @@ pub(super) struct ThreadClock {
     pub(super) recent: std::collections::VecDeque<u64>,
     /// Its park that ended, not read the clock since.
     pub(super) ended: Option<ParkEnded>,
-    /// Its parks in a row read within [`PROMPT_READ_NS`] of their return: a thread that
+    /// Its parks in a row read within `RULES.prompt_read_ns` of their return: a thread that
     /// measures itself right after each park.
     pub(super) prompt: u32,
     /// How long it has been off its CPU since its latest read, and since when it is.
@@ -60,32 +55,6 @@ pub(super) struct ThreadClock {
 
 /// The most reads of a thread kept.
 pub(super) const RECENT_READS: usize = 256;
-/// A read within this long before a park's begin probe is the one the park's time was
-/// computed from (`parkNanos(deadline - System.nanoTime())`: a microsecond or two here, more
-/// where the host stops the vCPU in between, which the guest does not see).
-pub(super) const BEFORE_PARK_NS: u64 = 1_000_000;
-/// A read up to this long before a park's begin probe is the one its time was computed
-/// from where the two give the thread's next period (see `park_base`).
-pub(super) const STALLED_BEFORE_PARK_NS: u64 = 20_000_000;
-/// How near a periodic thread's period a park's time from a read must be to be computed from
-/// it (the thread's deadline, exactly where the read is its own clock's value; a few
-/// microseconds off where the period was learned at probes).
-pub(super) const ON_PERIOD_NS: u64 = 10_000;
-/// A read after a park's end probe is the park's while the thread ran this long at most
-/// since (preempted in between, the time off its CPU is lateness it lives too; asleep, it
-/// waits for something else, and the park ends at its probe). As long as before: the
-/// host may stop the vCPU there too.
-pub(super) const AFTER_PARK_NS: u64 = 1_000_000;
-/// A thread whose last [`PROMPT_PARKS`] parks were each read within this long of their
-/// return reads its clock right after a park (a periodic loop measuring itself: a few
-/// microseconds of code in between); a later read of such a thread, up to
-/// [`STALLED_AFTER_PARK_NS`], was held back by the host (the vCPU stopped, which the guest
-/// sees as running), and the thread's own measure counts that. A thread that works between
-/// its park and its read is never that prompt: its park ends at its probe past 1 ms, and
-/// one such read past 1 ms makes the thread's habit unknown again.
-pub(super) const PROMPT_READ_NS: u64 = 50_000;
-pub(super) const PROMPT_PARKS: u32 = 16;
-pub(super) const STALLED_AFTER_PARK_NS: u64 = 20_000_000;
 /// Above this many reads a second in one JVM process (by default), its clock probe costs too
 /// much (each read traps, a fraction of a microsecond: 20 000 of them about 1 % of a CPU
 /// here): it is removed, and the process's parks are timed at the park probes.
@@ -216,17 +185,17 @@ impl WatchState {
             return;
         };
         let ran = e.ts_ns.saturating_sub(p.end.ts_ns).saturating_sub(p.off_ns);
-        let prompt = w.clock.prompt >= PROMPT_PARKS;
-        let stalled = prompt && ran > AFTER_PARK_NS && ran <= STALLED_AFTER_PARK_NS;
+        let prompt = w.clock.prompt >= RULES.prompt_parks;
+        let stalled = prompt && ran > RULES.after_park_ns && ran <= RULES.stalled_after_park_ns;
         // A stalled read leaves the thread's habit as it was, and so does one under 1 ms (a
         // short stall, or a little work: the host stops the vCPU often when it does so at
         // all); a longer one not taken as a stall is work: the habit is not known any more.
-        if ran <= PROMPT_READ_NS {
+        if ran <= RULES.prompt_read_ns {
             w.clock.prompt = w.clock.prompt.saturating_add(1);
-        } else if ran > AFTER_PARK_NS && !stalled {
+        } else if ran > RULES.after_park_ns && !stalled {
             w.clock.prompt = 0;
         }
-        let end = if ran <= AFTER_PARK_NS || stalled {
+        let end = if ran <= RULES.after_park_ns || stalled {
             e
         } else {
             &p.end
@@ -238,9 +207,9 @@ impl WatchState {
 
     /// Where the park thread `tid` begins at `begin_ns`, for `asked` (relative), counts its
     /// time from: its clock read just before (running; off its CPU in between, any time);
-    /// or one up to [`STALLED_BEFORE_PARK_NS`] before,
+    /// or one up to `RULES.stalled_before_park_ns` before,
     /// where that read plus the time asked is the thread's next period to within
-    /// [`ON_PERIOD_NS`] (`parkNanos(next - System.nanoTime())`, the vCPU stopped after the
+    /// `RULES.on_period_ns` (`parkNanos(next - System.nanoTime())`, the vCPU stopped after the
     /// read); else its begin probe.
     pub(super) fn park_base(&self, tid: i64, begin_ns: u64, asked: Option<u64>) -> u64 {
         let Some(w) = self.threads.get(&tid) else {
@@ -258,7 +227,7 @@ impl WatchState {
             }
             let due = r.saturating_add(asked);
             let k = (due.saturating_sub(last) + period / 2) / period.max(1);
-            k >= 1 && due.abs_diff(last + k * period) <= ON_PERIOD_NS
+            k >= 1 && due.abs_diff(last + k * period) <= RULES.on_period_ns
         };
         // (Time off its CPU in between is no code of its own: blocked at a safepoint on its
         // way into the park, it parks for the time it computed before.)
@@ -266,7 +235,8 @@ impl WatchState {
         (w.clock.read_ns)
             .filter(|&r| r <= begin_ns)
             .filter(|&r| {
-                ran(r) <= BEFORE_PARK_NS || (ran(r) <= STALLED_BEFORE_PARK_NS && on_period(r))
+                ran(r) <= RULES.before_park_ns
+                    || (ran(r) <= RULES.stalled_before_park_ns && on_period(r))
             })
             .unwrap_or(begin_ns)
     }

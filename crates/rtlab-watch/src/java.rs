@@ -11,8 +11,8 @@ use super::*;
 /// safepoint's end: its delays end where that barrier wait returns, as the thread lives
 /// them. A thread the safepoint does not stop (the VM's own, a collector's, native code)
 /// goes on: its delays end where they returned. Which one it is shows at its returns after:
-/// a wait woken within [`BARRIER_NS`] of the safepoint's end is the barrier's; more than
-/// [`MAX_RETURNS_TO_BARRIER`] woken returns in one safepoint, a thread running through it.
+/// a wait woken within `RULES.barrier_ns` of the safepoint's end is the barrier's; more than
+/// `RULES.max_returns_to_barrier` woken returns in one safepoint, a thread running through it.
 #[derive(Debug, Clone)]
 pub(super) struct Held {
     /// The return that held them.
@@ -50,10 +50,6 @@ pub(super) struct JavaWait {
     /// The delays its first woken wait call returned with.
     pub(super) delays: Vec<(DelayKind, Delay)>,
 }
-
-/// How far before the kernel's deadline a park's own may be, past the time from the read it
-/// counts from to its wait call (more: not this wait's).
-pub(super) const PARK_DEADLINE_NS: u64 = 1_000_000;
 
 /// Where a periodic thread that ran `m` periods at once (the first due at `first`, `period`
 /// apart) measured each: where it read its clock as often for each (`reads`: since the delay
@@ -93,16 +89,9 @@ pub(super) type NextReturn = (Event, Option<u64>, Vec<(DelayKind, Delay)>);
 /// operation at `done_ns`): the VM thread wakes the Java threads after its operation, just
 /// before the end probe (later where it is itself kept off its CPU meanwhile).
 pub(super) fn barrier_wake(woken: u64, end_ns: u64, done_ns: Option<u64>) -> bool {
-    woken.abs_diff(end_ns) <= BARRIER_NS
-        || done_ns.is_some_and(|done| woken >= done && woken <= end_ns + BARRIER_NS)
+    woken.abs_diff(end_ns) <= RULES.barrier_ns
+        || done_ns.is_some_and(|done| woken >= done && woken <= end_ns + RULES.barrier_ns)
 }
-
-/// The most woken returns a thread makes in a safepoint on its way to the barrier.
-pub(super) const MAX_RETURNS_TO_BARRIER: u32 = 3;
-
-/// How close to a safepoint's end a barrier's wait is woken (the VM thread wakes them, then
-/// fires the end probe; on a busy machine the wake can lag).
-pub(super) const BARRIER_NS: u64 = 1_000_000;
 
 impl WatchState {
     /// A Java thread's park or sleep begun or ended at `e` (its JVM's probe): at its end, the
@@ -149,10 +138,15 @@ impl WatchState {
         };
         let mut delays = j.delays;
         let read_to_wait = j.entry_ns.map_or(0, |t| t.saturating_sub(j.base_ns));
-        for (kind, (since, _, _)) in delays.iter_mut() {
+        let java = match probe {
+            JvmProbe::SleepEnd => DeadlineSource::JavaSleep,
+            _ => DeadlineSource::JavaPark,
+        };
+        for (kind, d) in delays.iter_mut() {
             if let Some(asked) = j.deadline_ns.filter(|_| *kind == DelayKind::Timer) {
-                if asked < *since && *since - asked <= PARK_DEADLINE_NS + read_to_wait {
-                    *since = asked;
+                if asked < d.since && d.since - asked <= RULES.park_deadline_ns + read_to_wait {
+                    d.since = asked;
+                    d.source = Some(java);
                 }
             }
         }
@@ -161,7 +155,14 @@ impl WatchState {
         // as the thread sees it, all the same.
         if let Some(asked) = j.deadline_ns.filter(|&a| a <= e.ts_ns) {
             if !delays.iter().any(|(k, _)| *k == DelayKind::Timer) {
-                delays.push((DelayKind::Timer, (asked, 0, None)));
+                let source = Some(java);
+                delays.push((
+                    DelayKind::Timer,
+                    Delay {
+                        source,
+                        ..Delay::from(asked)
+                    },
+                ));
             }
         }
         self.park_ended(tid, delays, e, request);
@@ -307,7 +308,14 @@ impl WatchState {
                 s.total.record(Nanos(at - deadline));
                 s.interval.record(Nanos(at - deadline));
             }
-            self.write_sample(tid, DelayKind::Timer, (deadline, at));
+            let source = Some(DeadlineSource::JavaPeriod);
+            self.write_sample(tid, DelayKind::Timer, (deadline, at), source);
+            for i in [pair.own, pair.by_name] {
+                *self.series[i as usize]
+                    .deadlines
+                    .entry(DeadlineSource::JavaPeriod)
+                    .or_default() += 1;
+            }
             if deadline >= end && first_own.is_none() {
                 first_own = Some((deadline, at));
             }
@@ -349,7 +357,7 @@ impl WatchState {
         // A Java thread gets to the barrier within microseconds of its return: one that
         // missed it saw the safepoint end soon after. Another thread just went on.
         let end = h.ended_ns.unwrap_or(e.ts_ns);
-        if h.next.is_some() || end.saturating_sub(h.at.ts_ns) > BARRIER_NS {
+        if h.next.is_some() || end.saturating_sub(h.at.ts_ns) > RULES.barrier_ns {
             return self.release_at_own_returns(tid, h, request);
         }
         let end = Event {
@@ -474,7 +482,7 @@ impl WatchState {
             // Its latest return, the safepoint still on: the barrier's, if the JVM's end
             // comes soon after its wake (decided then, in `settle_held`); an earlier one was
             // on its way there and ends where it returned.
-            Some(mut h) if jvm_stopped && h.returns < MAX_RETURNS_TO_BARRIER => {
+            Some(mut h) if jvm_stopped && h.returns < RULES.max_returns_to_barrier => {
                 h.returns += 1;
                 let earlier = h.next.replace((e.clone(), woken, delays));
                 w.held = Some(h);

@@ -35,7 +35,6 @@ use rtlab_stats::{LatencyHistogram, Nanos};
 use rtlab_sys::affinity::CpuMask;
 use rtlab_trace::event::{Event, JvmProbe, Kind};
 use rtlab_trace::explain::Wait;
-use rtlab_trace::replay::{Follow, Moved};
 use rtlab_trace::Request;
 pub use spec::{Scope, ThreadPattern, WatchSpec};
 use std::cmp::Reverse;
@@ -72,6 +71,8 @@ pub struct WatchSeries {
     /// Delays that began but could not be measured: the watched thread's own events were
     /// lost in between.
     pub unmeasured: u64,
+    /// For a `timer` series: how many of its delays had their deadline from each source.
+    pub deadlines: std::collections::BTreeMap<DeadlineSource, u64>,
 }
 
 /// What a series measures.
@@ -118,29 +119,9 @@ struct Watched {
     pairs: [Option<Pair>; 3],
     /// Kinds whose series were refused at the series limit (counted once each).
     refused: [bool; 3],
-    /// In the kernel's wait for a PI futex since.
-    lock_since: Option<u64>,
-    /// The requested expiry of the sleep timer that woke it, and its slack, until it runs.
-    timer_expired: Option<(u64, u64)>,
-    /// A periodic timer of [`FILE_OR_SIGNAL_TIMERS`] drives it (see [`TimerGrid`]).
-    grid: Option<TimerGrid>,
-    /// Its latest wakeup came from such a timer (until its delays are measured).
-    by_grid_timer: bool,
-    /// The address of the timer that woke it last through a file or a signal, and how many
-    /// times in a row it did.
-    own_timer: Option<(u64, u32)>,
-    /// Runnable since (woken or preempted), not yet on a CPU.
-    runnable_since: Option<u64>,
-    /// The thread through its wakeups and switches, by the explainer's rules (a wakeup can
-    /// come while it is still on its CPU going to sleep: the switch-out then still says
-    /// asleep, and it counts from the wakeup).
-    follow: Follow,
-    /// Inside a system call it waits in, since its entry (where the recorder sees those):
-    /// its delays then end where the call returns to user space.
-    in_call: Option<InCall>,
-    /// A readiness wait its file or signal timer ended, the expiry not yet taken (see
-    /// [`Ready`]).
-    ready: Option<Ready>,
+    /// How it waits: where it is in its wait, the timer that woke it, its periodic file
+    /// or signal timer (see [`model`]).
+    wait: model::ThreadWait,
     /// Delays whose wait returned while its JVM was at a safepoint: a Java thread runs no
     /// Java code until the safepoint is over, so they may end later (see [`Held`]).
     held: Option<Held>,
@@ -162,75 +143,16 @@ struct Watched {
     exited_ns: Option<u64>,
 }
 
-use rtlab_trace::event::{FILE_OR_SIGNAL_TIMERS, READINESS_CALLS, SYS_READ};
-
-/// How long after such a timer's expiry a waking on its CPU is still its own (the same
-/// interrupt: a few microseconds; far more than that, with no switch between, is not).
-const TIMER_WAKES_WITHIN_NS: u64 = 100_000;
-
-/// A thread driven by a periodic timer that wakes it through a file or a signal (a
-/// `timerfd`, a POSIX timer): such a timer goes on expiring on its grid (its armed time plus
-/// whole intervals) whether or not the thread waits, and the thread's next wait takes every
-/// expiry since at once (a `timerfd` read returns their count, a POSIX timer's signal its
-/// overruns), each late to its own time: the kernel counts them on that grid. The expiry the
-/// thread last took, and the wait call it takes them in.
-#[derive(Debug, Clone, Copy)]
-struct TimerGrid {
-    taken_ns: u64,
-    call: i32,
-}
-
-/// A timer of [`FILE_OR_SIGNAL_TIMERS`] that fired: the expiry it was set for, its slack,
-/// when it fired, and which timer it is (its address, where known).
-#[derive(Debug, Clone, Copy)]
-struct Fired {
-    expires_ns: u64,
-    slack_ns: u64,
-    at_ns: u64,
-    timer: Option<u64>,
-}
-
-/// The most expiries of its grid a thread's wait takes at once (a bound on the work of one
-/// return, far above a late loop's: 10 s of a 1 ms timer).
-const GRID_MAX_TAKEN: u64 = 10_000;
-
-/// A delay begun: since when, the timer's slack in it, and when the thread got a CPU in
-/// between (where that is not its end).
-type Delay = (u64, u64, Option<u64>);
+pub use model::DeadlineSource;
+use model::{Delay, Expiry, Fired, Returned};
+use rtlab_trace::event::{FILE_OR_SIGNAL_TIMERS, READINESS_CALLS};
+use rules::RULES;
 
 /// How long an ended thread's own series stays before another may take its place.
 const RETIRED_NS: u64 = 2_000_000_000;
 
 /// The most processes a name's series remembers its threads were of (for its labels).
 pub const MAX_OWNERS: usize = 16;
-
-/// A wait call in progress (see [`Watched::in_call`]).
-#[derive(Debug, Clone, Copy)]
-struct InCall {
-    /// The time a sleep call asked for (CLOCK_MONOTONIC), where known.
-    deadline_ns: Option<u64>,
-    /// Its latest wakeup within the call, and when it got a CPU after it.
-    woken_ns: Option<u64>,
-    running_ns: Option<u64>,
-    /// The system call (its number).
-    call: i32,
-}
-
-/// Taken by the read: a timer that wakes its thread through a file hands the expiry over
-/// when the thread reads the file. Where the wait call only said that the file was ready
-/// ([`READINESS_CALLS`]: an `epoll_wait`, a `poll`), the delays it ended run on to the return
-/// of the `read` that follows, as a program that reads a timerfd's count after its
-/// `epoll_wait` sees them; where the thread's next wait call is not a read, or its read
-/// slept (another file's), they end at the readiness wait's own return.
-#[derive(Debug, Clone)]
-struct Ready {
-    /// The delays (kind, and since when), the readiness wait, its return and the expiry that
-    /// woke it (for [`WatchState::take_grid`]).
-    delays: Vec<(DelayKind, Delay)>,
-    call: InCall,
-    returned: Event,
-    woke_it: Option<u64>,
-}
 
 /// Event with its arrival order, ordered by time (then arrival) for the merge.
 #[derive(Debug)]
@@ -253,9 +175,6 @@ impl Ord for Timed {
     }
 }
 
-/// How far behind the newest drain events are merged: the rings are drained one CPU after
-/// another, and a record written during a drain is read by the next one.
-const MERGE_LAG_NS: u64 = 20_000_000;
 /// How often the threads are re-read; every `EARLY_RESCAN_NS` in the first `EARLY_NS` (a
 /// program just started creates its threads then).
 const RESCAN_NS: u64 = 1_000_000_000;
@@ -348,7 +267,14 @@ pub struct WatchState {
     jvms: jvm::Jvms,
     /// The watched JVMs' clock probes.
     clocks: clock::Clocks,
+    /// Threads whose readiness waits time out in whole milliseconds (by TID, with their
+    /// names; at most [`MAX_NOTED`]): their own deadlines are not known (see
+    /// [`model::ThreadWait::whole_ms`]).
+    whole_ms: std::collections::BTreeMap<i64, String>,
 }
+
+/// The most threads a note names.
+const MAX_NOTED: usize = 64;
 
 impl WatchState {
     /// Watching `spec`; reads the threads once now.
@@ -391,6 +317,7 @@ impl WatchState {
             samples: None,
             jvms: jvm::Jvms::default(),
             clocks: clock::Clocks::new(java_clock),
+            whole_ms: Default::default(),
             processes: HashMap::new(),
             thread_process: HashMap::new(),
             known: HashMap::new(),
@@ -572,6 +499,19 @@ impl WatchState {
         now_ns < self.started_ns + JUST_ATTACHED_NS
     }
 
+    /// What the watch cannot know of the watched threads' deadlines, one line per thread (at
+    /// most [`MAX_NOTED`]).
+    pub fn deadline_notes(&self) -> Vec<String> {
+        (self.whole_ms.iter())
+            .map(|(tid, name)| {
+                format!(
+                    "{name}/{tid}: its poll timeouts are whole ms (asyncio, libuv): its own \
+                     deadlines may be up to 1 ms earlier"
+                )
+            })
+            .collect()
+    }
+
     /// rtlab's own threads (the observer: its reader, log writer, metrics server) seen in
     /// the run, by TID.
     pub fn observer_threads(&self) -> impl Iterator<Item = i64> + '_ {
@@ -643,7 +583,7 @@ impl WatchState {
         }
     }
 
-    /// Processes the events up to `drained_at - MERGE_LAG_NS` in time order (`drained_at`:
+    /// Processes the events up to `drained_at - RULES.merge_lag_ns` in time order (`drained_at`:
     /// when the reader's latest drain started); a sample admitted (`admit`) becomes a
     /// request to explain.
     pub(crate) fn advance(&mut self, drained_at: u64, request: &mut dyn FnMut(Request)) {
@@ -655,7 +595,7 @@ impl WatchState {
         if drained_at >= self.scanned_ns + every {
             self.rescan(drained_at);
         }
-        let watermark = drained_at.saturating_sub(MERGE_LAG_NS);
+        let watermark = drained_at.saturating_sub(RULES.merge_lag_ns);
         while self.heap.peek().is_some_and(|Reverse(t)| t.0 <= watermark) {
             let Some(Reverse(Timed(_, _, e))) = self.heap.pop() else {
                 break;
@@ -672,11 +612,13 @@ impl WatchState {
         let ready: Vec<i64> = self
             .threads
             .iter()
-            .filter(|(_, w)| w.ready.is_some())
+            .filter(|(_, w)| w.wait.ready.is_some())
             .map(|(&tid, _)| tid)
             .collect();
         for tid in ready {
-            self.take_ready(tid, None, request);
+            if let Some(r) = self.threads.get_mut(&tid).and_then(|w| w.wait.ready.take()) {
+                self.settle_ready(tid, r, None, request);
+            }
         }
         self.settle_java_at_end(request);
     }
@@ -697,7 +639,7 @@ impl WatchState {
             Kind::Switch { prev, next, .. } => self.switched(e, prev, next, request),
             Kind::LockPi { trylock: false } => {
                 if let Some(w) = self.threads.get_mut(&e.current_pid) {
-                    w.lock_since = Some(e.ts_ns);
+                    w.wait.lock_since = Some(e.ts_ns);
                 }
             }
             Kind::LockPiDone { .. } => self.locked(e, request),
@@ -742,25 +684,8 @@ impl WatchState {
     ) {
         self.fire(e.cpu, None);
         if let Some(w) = self.threads.get_mut(&prev.pid) {
-            // An expiry seen before it left its CPU ended no wait of it (a sleep
-            // timer that fired while it ran, woken otherwise, before it was
-            // cancelled), unless it came within the wait call it is in (the timer
-            // fired before it was off its CPU, or it was preempted after it).
-            if w.in_call.is_none() {
-                w.timer_expired = None;
-            }
-            // Preempted: runnable from now on; asleep: not until woken, unless the
-            // wakeup already came (then from that wakeup).
-            if let Moved::SwitchedOut {
-                asleep, preempted, ..
-            } = w.follow.step(e)
-            {
-                w.runnable_since = match (preempted, asleep) {
-                    (true, _) => Some(e.ts_ns),
-                    (false, false) => w.runnable_since,
-                    (false, true) => None,
-                };
-                self.clock_switched_out(prev.pid, asleep && !preempted, e.ts_ns, request);
+            if let Some(asleep) = w.wait.switched_out(e) {
+                self.clock_switched_out(prev.pid, asleep, e.ts_ns, request);
             }
         }
         // Its class as the scheduler has it now (a thread made real-time after it
@@ -770,17 +695,23 @@ impl WatchState {
         }
         self.rt_switch(e.cpu as usize, e.ts_ns, prev, next);
         self.clock_switched_in(next.pid, e.ts_ns);
-        self.switched_in(next.pid, e, request);
+        let Some(w) = self.threads.get_mut(&next.pid) else {
+            return;
+        };
+        for (kind, delay) in w.wait.switched_in(e) {
+            self.sample_kind(kind, next.pid, delay, e, request);
+        }
     }
 
     /// Thread `e.current_pid` returned from the kernel's wait for a PI futex: its `lock` delay.
     fn locked(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
         let tid = e.current_pid;
-        let Some(since) = self.threads.get_mut(&tid).and_then(|w| w.lock_since.take()) else {
+        let Some(since) = (self.threads.get_mut(&tid)).and_then(|w| w.wait.lock_since.take())
+        else {
             return;
         };
         if let Some(pair) = self.pair_of(tid, DelayKind::Lock) {
-            self.sample((pair, tid), (since, 0, None), e, Wait::Lock, request);
+            self.sample((pair, tid), Delay::from(since), e, Wait::Lock, request);
         }
     }
 
@@ -792,22 +723,17 @@ impl WatchState {
         request: &mut dyn FnMut(Request),
     ) {
         self.release_held(e, request);
-        if call != SYS_READ {
-            self.take_ready(e.current_pid, None, request);
+        let tid = e.current_pid;
+        let Some(w) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        // (A Java park's own entry is its begin probe's.)
+        match w.java_wait.as_mut() {
+            None => w.entered_ns = Some(e.ts_ns),
+            Some(j) => _ = j.entry_ns.get_or_insert(e.ts_ns),
         }
-        if let Some(w) = self.threads.get_mut(&e.current_pid) {
-            w.timer_expired = None;
-            // (A Java park's own entry is its begin probe's.)
-            match w.java_wait.as_mut() {
-                None => w.entered_ns = Some(e.ts_ns),
-                Some(j) => _ = j.entry_ns.get_or_insert(e.ts_ns),
-            }
-            w.in_call = Some(InCall {
-                deadline_ns,
-                woken_ns: None,
-                running_ns: None,
-                call,
-            });
+        if let Some(r) = w.wait.entered(call, deadline_ns, e.ts_ns) {
+            self.settle_ready(tid, r, None, request);
         }
     }
 
@@ -825,7 +751,7 @@ impl WatchState {
                 s.total.record(d);
                 s.interval.record(d);
                 let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
-                self.write_sample(who, DelayKind::Safepoint, span);
+                self.write_sample(who, DelayKind::Safepoint, span, None);
             }
         }
     }
@@ -843,7 +769,6 @@ impl WatchState {
         // its thread's series and its name's.
         let mut cut = Vec::new();
         for (&tid, w) in self.threads.iter_mut() {
-            let in_call = w.in_call.take();
             if let Some(h) = w.held.take() {
                 let next = h.next.into_iter().flat_map(|n| n.2);
                 cut.extend(h.delays.into_iter().chain(next).map(|(k, _)| (tid, k)));
@@ -851,65 +776,23 @@ impl WatchState {
             if let Some(j) = w.java_wait.take() {
                 cut.extend(j.delays.into_iter().map(|(k, _)| (tid, k)));
             }
-            if let Some(r) = w.ready.take() {
-                cut.extend(r.delays.into_iter().map(|(k, _)| (tid, k)));
-            }
-            let pending = [
-                (w.runnable_since.take().is_some(), DelayKind::Wakeup),
-                (w.timer_expired.take().is_some(), DelayKind::Timer),
-                (w.lock_since.take().is_some(), DelayKind::Lock),
-                (
-                    in_call.is_some(),
-                    match in_call.and_then(|c| c.deadline_ns) {
-                        Some(_) => DelayKind::Timer,
-                        None => DelayKind::Wakeup,
-                    },
-                ),
-            ];
-            cut.extend(pending.into_iter().filter(|p| p.0).map(|p| (tid, p.1)));
+            cut.extend(w.wait.cut().into_iter().map(|k| (tid, k)));
         }
         for (tid, kind) in cut {
             self.unmeasured(tid, kind);
         }
     }
 
-    /// Thread `tid` got a CPU at `e`: the delays it ends, unless it is inside a wait call
-    /// (then they end where the call returns, [`WatchState::returned`]).
-    /// Thread `tid` woken at `e`: runnable from here (a waking only comes for a task that set
-    /// itself asleep, so the latest one marks the start: an earlier one was for a sleep it
-    /// never entered). Woken by a timer that fired just before on this CPU, in the same
-    /// interrupt, it waited for that timer's expiry.
+    /// Thread `tid` woken at `e`: runnable from here. Woken by a file or signal timer that
+    /// fired just before on this CPU, in the same interrupt, it waited for that timer's
+    /// expiry.
     fn woken(&mut self, tid: i64, e: &Event) {
         let fired = self.fired.get(e.cpu as usize).copied().flatten();
-        let timer = fired.filter(|f| e.ts_ns.saturating_sub(f.at_ns) <= TIMER_WAKES_WITHIN_NS);
-        let Some(w) = self.threads.get_mut(&tid) else {
-            return;
-        };
-        w.follow.step(e);
-        w.runnable_since = Some(e.ts_ns);
-        if let Some(c) = w.in_call.as_mut() {
-            c.woken_ns = Some(e.ts_ns);
-            c.running_ns = None;
+        let timer =
+            fired.filter(|f| e.ts_ns.saturating_sub(f.at_ns) <= RULES.timer_wakes_within_ns);
+        if let Some(w) = self.threads.get_mut(&tid) {
+            w.wait.woken(e, timer);
         }
-        // A thread's periodic timer is one timer: known once it woke the thread twice in a
-        // row, another that fired just before a wakeup of the thread (by coincidence: a
-        // wakeup of its own, in the same interrupt) is not its.
-        let Some(f) = timer else { return };
-        let its = match (w.own_timer, f.timer) {
-            (Some((known, n)), Some(this)) => n < 2 || known == this,
-            _ => true,
-        };
-        if !its {
-            // (A thread that replaced its timer: after two others, the known one is no more.)
-            w.own_timer = w.own_timer.map(|(known, n)| (known, n - 1));
-            return;
-        }
-        w.own_timer = match (w.own_timer, f.timer) {
-            (Some((known, n)), Some(this)) if known == this => Some((this, n + 1)),
-            (_, this) => this.map(|t| (t, 1)),
-        };
-        w.timer_expired = Some((f.expires_ns, f.slack_ns));
-        w.by_grid_timer = true;
     }
 
     /// A high-resolution timer's expiry (`function`) at `e`: a watched thread's sleep timer
@@ -920,25 +803,26 @@ impl WatchState {
         &mut self,
         function: &str,
         task: Option<&rtlab_trace::event::Task>,
-        (expires, slack_ns, timer): (Option<u64>, u64, Option<u64>),
+        (expires, slack, timer): (Option<u64>, u64, Option<u64>),
         e: &Event,
     ) {
+        let source = DeadlineSource::of_timer(function);
         if FILE_OR_SIGNAL_TIMERS.contains(&function) {
-            let fired = expires.map(|expires_ns| Fired {
-                expires_ns,
-                slack_ns,
+            let fired = expires.zip(source).map(|(at, source)| Fired {
+                expiry: Expiry { at, slack, source },
                 at_ns: e.ts_ns,
                 timer,
             });
             return self.fire(e.cpu, fired);
         }
-        let (Some(task), Some(expires), "hrtimer_wakeup") = (task, expires, function) else {
+        let (Some(task), Some(at), Some(DeadlineSource::SleepTimer)) = (task, expires, source)
+        else {
             return;
         };
         self.fire(e.cpu, None);
         if let Some(w) = self.threads.get_mut(&task.pid) {
-            w.follow.step(e);
-            w.timer_expired = Some((expires, slack_ns));
+            let source = DeadlineSource::SleepTimer;
+            w.wait.sleep_timer(e, Expiry { at, slack, source });
         }
     }
 
@@ -955,103 +839,46 @@ impl WatchState {
         self.fired[cpu] = timer;
     }
 
-    fn switched_in(&mut self, tid: i64, e: &Event, request: &mut dyn FnMut(Request)) {
+    /// Thread `tid`'s wait call returned to user space at `e` with `ret`: its delays in that
+    /// call end here, as the program sees them (see [`model::ThreadWait::returned`]), unless
+    /// a Java park or a safepoint holds them, or a read is to take them (a readiness wait's).
+    fn returned(&mut self, e: &Event, ret: i64, request: &mut dyn FnMut(Request)) {
+        let tid = e.current_pid;
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        w.follow.step(e);
-        if let Some(c) = w.in_call.as_mut() {
-            c.running_ns.get_or_insert(e.ts_ns);
-            w.runnable_since = None;
-            return;
-        }
-        let wakeup = w.runnable_since.take().map(|since| (since, 0));
-        let timer = w.timer_expired.take();
-        if let Some((since, slack)) = wakeup {
-            self.sample_kind(DelayKind::Wakeup, tid, (since, slack, None), e, request);
-        }
-        if let Some((since, slack)) = timer {
-            self.sample_kind(DelayKind::Timer, tid, (since, slack, None), e, request);
-        }
-    }
-
-    /// Thread `tid`'s wait call returned to user space at `e` with `ret`: its delays in that
-    /// call end here, as the program sees them. A sleep timer that expired in the call is a
-    /// `timer` delay from its expiry; a sleep to a time already past when it was asked for
-    /// (no timer was armed: the period ran late) one from that time; a wakeup within the
-    /// call a `wakeup` delay from it.
-    fn returned(&mut self, e: &Event, ret: i64, request: &mut dyn FnMut(Request)) {
-        let tid = e.current_pid;
         // The call after a readiness wait: a read took its expiry unless it slept (another
         // file's), and measures nothing of its own then.
-        let after_ready = self
-            .threads
-            .get(&tid)
-            .filter(|w| w.ready.is_some())
-            .and_then(|w| w.in_call);
-        if let Some(call) = after_ready {
-            let took = call.call == SYS_READ && call.woken_ns.is_none();
-            self.take_ready(tid, took.then_some(e), request);
-            if let (true, Some(w)) = (took, self.threads.get_mut(&tid)) {
-                w.in_call = None;
-                w.runnable_since = None;
-                w.timer_expired = None;
-                w.by_grid_timer = false;
+        if let Some((r, took)) = w.wait.take_ready() {
+            self.settle_ready(tid, r, took.then_some(e), request);
+            if took {
                 return;
             }
         }
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        let by_grid_timer = std::mem::take(&mut w.by_grid_timer);
-        let Some(call) = w.in_call.take() else {
-            return; // entered before the watch saw it: ended at its switch-in
-        };
-        w.runnable_since = None;
-        // The timer that fired within the call (the entry clears an older one). Its expiry
-        // may be before the entry: a wait to a deadline that passed on the way into the call
-        // (a Java park of a few microseconds left) is late from that deadline.
-        let timer = w.timer_expired.take();
-        let running = call.running_ns;
-        // The time the program asked for where the call says (what it measures its lateness
-        // against), else the timer's expiry; a sleep cut short (a signal) is no lateness.
-        // A timer that expired far from the time asked belongs to another call (this call's
-        // own events were lost): nothing is measured from it.
-        if let (Some(asked), Some((expiry, _))) = (call.deadline_ns, timer) {
-            if asked.abs_diff(expiry) > 1_000_000 {
+        let (ended, delays) = match w.wait.returned(ret, e.ts_ns) {
+            Returned::Unseen => return, // entered before the watch saw it: ended at its switch-in
+            Returned::Abandoned => {
                 self.abandoned += 1;
                 return;
             }
-        }
-        let start = match (call.deadline_ns, timer) {
-            (Some(asked), t) if ret == 0 || t.is_some() => Some((asked, t.map_or(0, |t| t.1))),
-            (None, t) => t,
-            _ => None,
+            Returned::Delays(ended, delays) => (ended, delays),
         };
-        let mut delays = Vec::new();
-        if let Some((since, slack)) = start.filter(|s| s.0 <= e.ts_ns) {
-            delays.push((
-                DelayKind::Timer,
-                (since, slack, running.filter(|&r| r >= since)),
-            ));
+        if w.wait.whole_ms() && self.whole_ms.len() < MAX_NOTED {
+            self.whole_ms.entry(tid).or_insert_with(|| w.name.clone());
         }
-        if let Some(woken) = call.woken_ns {
-            delays.push((
-                DelayKind::Wakeup,
-                (woken, 0, running.filter(|&r| r >= woken)),
-            ));
-        }
-        let woke_it = by_grid_timer.then(|| start.map(|s| s.0)).flatten();
-        let Some(delays) = self.java_view(e, call.woken_ns, delays, request) else {
-            return self.take_grid(tid, (call, woke_it), e.ts_ns);
+        let Some(delays) = self.java_view(e, ended.woken, delays, request) else {
+            return self.take_grid(tid, &ended, e.ts_ns);
         };
-        if by_grid_timer && READINESS_CALLS.contains(&call.call) {
+        if ended.by_grid.is_some() && READINESS_CALLS.contains(&ended.call.nr) {
             if let Some(w) = self.threads.get_mut(&tid) {
-                w.ready = Some(Ready {
+                let returned = e.clone();
+                w.wait.ready = Some(model::Ready {
                     delays,
-                    call,
-                    returned: e.clone(),
-                    woke_it,
+                    ended,
+                    returned,
                 });
                 return;
             }
@@ -1059,63 +886,41 @@ impl WatchState {
         for (kind, delay) in delays {
             self.sample_kind(kind, tid, delay, e, request);
         }
-        self.take_grid(tid, (call, woke_it), e.ts_ns);
+        self.take_grid(tid, &ended, e.ts_ns);
     }
 
-    /// Thread `tid`'s readiness wait's delays ([`Ready`]) end: at `read`'s return where a
-    /// read took the expiry, else at the wait's own.
-    fn take_ready(&mut self, tid: i64, read: Option<&Event>, request: &mut dyn FnMut(Request)) {
-        let Some(r) = self.threads.get_mut(&tid).and_then(|w| w.ready.take()) else {
-            return;
-        };
+    /// Thread `tid`'s readiness wait's delays ([`model::Ready`]) end: at `read`'s return
+    /// where a read took the expiry, else at the wait's own.
+    fn settle_ready(
+        &mut self,
+        tid: i64,
+        r: model::Ready,
+        read: Option<&Event>,
+        request: &mut dyn FnMut(Request),
+    ) {
         let end = read.unwrap_or(&r.returned);
         for (kind, delay) in r.delays {
             self.sample_kind(kind, tid, delay, end, request);
         }
-        self.take_grid(tid, (r.call, r.woke_it), end.ts_ns);
+        self.take_grid(tid, &r.ended, end.ts_ns);
     }
 
-    /// Thread `tid`'s wait `call` returned at `end` (woken by its periodic file or signal
-    /// timer at the expiry `woke_it`, or not): every expiry of the timer's grid since the
-    /// last it took, up to `end`, is taken now, each late to its own time (see
-    /// [`TimerGrid`]); the one that woke it is measured already. A wait woken by something
-    /// else means the timer drives it no more.
-    fn take_grid(&mut self, tid: i64, (call, woke_it): (InCall, Option<u64>), end: u64) {
+    /// Thread `tid`'s wait `ended` at `end`: the expiries of its periodic file or signal
+    /// timer it took at once (see [`model::grid_after`]), each late to its own time.
+    fn take_grid(&mut self, tid: i64, ended: &model::Ended, end: u64) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        match (woke_it, w.grid) {
-            (Some(d), _) => {
-                w.grid = Some(TimerGrid {
-                    taken_ns: d,
-                    call: call.call,
-                })
-            }
-            (None, Some(g)) if g.call != call.call => return,
-            (None, Some(_)) if call.woken_ns.is_some() => {
-                w.grid = None;
-                return;
-            }
-            (None, Some(_)) => {}
-            (None, None) => return,
-        }
-        let (Some(g), Some(period)) = (w.grid, w.period_ns) else {
+        let (grid, taken) = model::grid_after(w.wait.grid, ended, w.period_ns, end);
+        w.wait.grid = grid;
+        let Some(source) = grid.map(|g| g.source).filter(|_| !taken.is_empty()) else {
             return;
         };
         let Some(pair) = self.pair_of(tid, DelayKind::Timer) else {
             return;
         };
-        let mut taken = g.taken_ns;
-        for _ in 0..GRID_MAX_TAKEN {
-            let next = taken + period;
-            if next > end {
-                break;
-            }
-            self.record((pair, tid), (next, end));
-            taken = next;
-        }
-        if let Some(g) = self.threads.get_mut(&tid).and_then(|w| w.grid.as_mut()) {
-            g.taken_ns = taken;
+        for deadline in taken {
+            self.record((pair, tid), (deadline, end), Some(source));
         }
     }
 }
@@ -1127,6 +932,8 @@ mod book;
 mod clock;
 mod java;
 pub(crate) mod jvm;
+mod model;
+pub mod rules;
 mod series;
 mod spec;
 mod start;

@@ -55,6 +55,7 @@ impl WatchState {
             interval: LatencyHistogram::compact(),
             last_interval_max: Nanos(0),
             unmeasured: 0,
+            deadlines: Default::default(),
         };
         let i = if self.series.len() < MAX_SERIES {
             self.series.push(fresh);
@@ -111,25 +112,19 @@ impl WatchState {
         &mut self,
         kind: DelayKind,
         tid: i64,
-        (since, slack, running): (u64, u64, Option<u64>),
+        delay: Delay,
         e: &Event,
         request: &mut dyn FnMut(Request),
     ) {
         if kind == DelayKind::Timer {
-            self.skipped(tid, Some((since, e)), request);
-            self.learn_period(tid, since);
+            self.skipped(tid, Some((delay.since, e)), request);
+            self.learn_period(tid, delay.since);
             if let Some(w) = self.threads.get_mut(&tid) {
-                w.last_timer_delay = Some((since, e.ts_ns));
+                w.last_timer_delay = Some((delay.since, e.ts_ns));
             }
         }
         if let Some(pair) = self.pair_of(tid, kind) {
-            self.sample(
-                (pair, tid),
-                (since, slack, running),
-                e,
-                Wait::Timer,
-                request,
-            );
+            self.sample((pair, tid), delay, e, Wait::Timer, request);
         }
     }
 
@@ -144,9 +139,10 @@ impl WatchState {
             let now = since.saturating_sub(last);
             let multiple = w.period_ns.is_some_and(|p| {
                 let k = (now + p / 2) / p.max(1);
-                k >= 2 && now.abs_diff(k * p) * 20 <= p
+                k >= 2 && now.abs_diff(k * p) * 100 <= p * RULES.period_agree_pct
             });
-            if interval > 0 && now.abs_diff(interval) * 20 <= interval && !multiple {
+            let agree = now.abs_diff(interval) * 100 <= interval * RULES.period_agree_pct;
+            if interval > 0 && agree && !multiple {
                 w.period_ns = Some(now);
             }
             w.last_timer_ns = Some((since, now));
@@ -190,13 +186,14 @@ impl WatchState {
     pub(super) fn sample(
         &mut self,
         (pair, tid): (Pair, i64),
-        (since, slack_ns, running_ns): (u64, u64, Option<u64>),
+        d: Delay,
         e: &Event,
         wait: Wait,
         request: &mut dyn FnMut(Request),
     ) {
+        let (since, slack_ns, running_ns) = (d.since, d.slack, d.running);
         let delay = e.ts_ns.saturating_sub(since);
-        self.record((pair, tid), (since, e.ts_ns));
+        self.record((pair, tid), (since, e.ts_ns), d.source);
         let kind = self.series[pair.own as usize].kind;
         if self.admit(kind, delay) {
             request(Request {
@@ -215,12 +212,13 @@ impl WatchState {
     /// Writes every delay measured from now on to `file` (`watch --samples`): a header
     /// line, then one line per delay, tab-separated: the thread (for a safepoint, its JVM
     /// process), the kind, its deadline and its end (CLOCK_MONOTONIC ns, as the program's
-    /// own `clock_gettime(CLOCK_MONOTONIC)` and `System.nanoTime()` read it) and the delay.
-    /// A run's delays can be joined with the program's own log of each period.
+    /// own `clock_gettime(CLOCK_MONOTONIC)` and `System.nanoTime()` read it), the delay and,
+    /// for a `timer` delay, where its deadline came from ([`DeadlineSource`]; `-` for the
+    /// others). A run's delays can be joined with the program's own log of each period.
     pub fn write_samples(&mut self, file: std::fs::File) -> std::io::Result<()> {
         use std::io::Write;
         let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
-        writeln!(w, "# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns")?;
+        writeln!(w, "# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns\tsource")?;
         self.samples = Some(w);
         Ok(())
     }
@@ -233,28 +231,43 @@ impl WatchState {
 
     /// One measured delay to the samples file, where one is written (a write that fails
     /// drops the file: the series go on).
-    pub(super) fn write_sample(&mut self, who: i64, kind: DelayKind, (from, to): (u64, u64)) {
+    pub(super) fn write_sample(
+        &mut self,
+        who: i64,
+        kind: DelayKind,
+        (from, to): (u64, u64),
+        source: Option<DeadlineSource>,
+    ) {
         use std::io::Write;
         let Some(w) = self.samples.as_mut() else {
             return;
         };
         let delay = to.saturating_sub(from);
-        if writeln!(w, "{who}\t{}\t{from}\t{to}\t{delay}", kind.name()).is_err() {
+        let source = source.map_or("-", DeadlineSource::name);
+        if writeln!(w, "{who}\t{}\t{from}\t{to}\t{delay}\t{source}", kind.name()).is_err() {
             self.samples = None;
         }
     }
 
     /// A delay of thread `tid` from `from` to `to` into its series `pair` (its own and its
     /// name's) and the samples file.
-    pub(super) fn record(&mut self, (pair, tid): (Pair, i64), (from, to): (u64, u64)) {
+    pub(super) fn record(
+        &mut self,
+        (pair, tid): (Pair, i64),
+        (from, to): (u64, u64),
+        source: Option<DeadlineSource>,
+    ) {
         let delay = Nanos(to.saturating_sub(from));
         for i in [pair.own, pair.by_name] {
             let s = &mut self.series[i as usize];
             s.total.record(delay);
             s.interval.record(delay);
+            if let Some(src) = source.filter(|_| s.kind == DelayKind::Timer) {
+                *s.deadlines.entry(src).or_default() += 1;
+            }
         }
         let kind = self.series[pair.own as usize].kind;
-        self.write_sample(tid, kind, (from, to));
+        self.write_sample(tid, kind, (from, to), source);
     }
 
     /// A `kind` delay of thread `tid` that could not be measured (its end, or its start, is

@@ -1,5 +1,5 @@
 use super::*;
-use rtlab_trace::event::{Task, TaskState};
+use rtlab_trace::event::{Task, TaskState, SYS_READ};
 
 #[test]
 fn globs_match_whole_names() {
@@ -122,7 +122,7 @@ fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time
     w.offer(&ev(0, 3_000, switch(tid, TaskState::SLEEPING, 0)));
     w.offer(&ev(0, 4_000, switch(0, TaskState::RUNNING, tid))); // not woken: no sample
     let mut requests = Vec::new();
-    w.advance(MERGE_LAG_NS + 10_000, &mut |r| requests.push(r));
+    w.advance(RULES.merge_lag_ns + 10_000, &mut |r| requests.push(r));
     let own = &w.series()[0];
     assert!(
         own.name.ends_with(&format!("/{tid}/wakeup")),
@@ -423,7 +423,7 @@ fn in_a_wait_call_a_delay_ends_where_the_call_returns_to_user_space() {
     w.offer(&ev(0, 30_050, sleeper_timer(tid, 30_000)));
     w.offer(&own(tid, 0, 30_400, exit));
     let mut requests = Vec::new();
-    w.advance(MERGE_LAG_NS + 40_000, &mut |r| requests.push(r));
+    w.advance(RULES.merge_lag_ns + 40_000, &mut |r| requests.push(r));
     let timer = w
         .series()
         .iter()
@@ -476,7 +476,7 @@ fn without_wait_calls_or_outside_one_a_delay_ends_at_the_switch_in() {
             ret: 0,
         },
     ));
-    w.advance(MERGE_LAG_NS + 20_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 20_000, &mut |_| {});
     let timer = w
         .series()
         .iter()
@@ -506,7 +506,7 @@ fn a_sleep_cut_short_by_a_signal_is_no_lateness() {
             ret: -4, // EINTR
         },
     ));
-    w.advance(MERGE_LAG_NS + 70_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 70_000, &mut |_| {});
     assert!(w
         .series()
         .iter()
@@ -551,7 +551,7 @@ fn a_names_series_sums_threads_of_one_class_and_a_thread_made_real_time_moves_to
     wake_and_run(&mut w, 1_000, 120, 700);
     wake_and_run(&mut w, 10_000, 19, 300);
     wake_and_run(&mut w, 20_000, 19, 200);
-    w.advance(MERGE_LAG_NS + 100_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 100_000, &mut |_| {});
     let named = |suffix: &str| {
         w.series()
             .iter()
@@ -671,7 +671,7 @@ fn a_java_thread_lives_a_safepoint_to_the_barriers_return_with_the_periods_it_ab
     // It runs the deadlines it missed at once, then waits for the next (entered at 9.012 ms).
     sleep_to(&mut w, tid, (9_012_000, 10_000_000, 10_030_000));
     let mut requests = Vec::new();
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |r| requests.push(r));
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |r| requests.push(r));
     // Asked about once: the periods it ran at once lie in the delay the safepoint held.
     assert_eq!(requests.len(), 1, "{requests:?}");
     let timer = series_of(&w, DelayKind::Timer);
@@ -696,7 +696,7 @@ fn a_java_threads_periods_missed_while_it_ran_are_counted_late_to_its_next_wait(
     }
     sleep_to(&mut w, tid, (5_500_000, 6_000_000, 6_020_000));
     let mut requests = Vec::new();
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |r| requests.push(r));
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |r| requests.push(r));
     let timer = series_of(&w, DelayKind::Timer);
     // 1 to 3 ms waited for; 4 and 5 ms run at once at 5.5 ms; 6 ms waited for.
     assert_eq!(timer.total.len(), 6);
@@ -726,7 +726,7 @@ fn a_java_thread_late_by_over_a_period_again_and_again_keeps_its_period() {
         sleep_to(&mut w, tid, (d - 490_000, d, d + 1_500_000));
     }
     sleep_to(&mut w, tid, (15_510_000, 16_000_000, 16_020_000));
-    w.advance(MERGE_LAG_NS + 30_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 30_000_000, &mut |_| {});
     // Every period from 1 to 16 ms counted: those run at once (5, 7, ... 15 ms) too.
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 16);
@@ -746,7 +746,7 @@ fn a_thread_that_runs_through_a_safepoint_keeps_its_own_delays() {
     futex_wait(&mut w, tid, 2_100_000, 2_300_000, 2_350_000); // 50 us, long before the end
     w.offer(&safepoint(8_000_000, false));
     futex_wait(&mut w, tid, 2_400_000 + 6_000_000, 20_000_000, 20_010_000); // 10 us
-    w.advance(MERGE_LAG_NS + 30_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 30_000_000, &mut |_| {});
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.len(), 6);
     assert_eq!(wakeup.total.max(), Nanos(50_000));
@@ -764,7 +764,7 @@ fn a_delay_held_in_one_safepoint_is_not_stretched_over_the_next() {
     futex_wait(&mut w, tid, 1_300_000, 300_500_000, 300_520_000); // 20 us
     w.offer(&safepoint(302_000_000, false));
     futex_wait(&mut w, tid, 302_100_000, 350_000_000, 350_010_000); // 10 us
-    w.advance(MERGE_LAG_NS + 400_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 400_000_000, &mut |_| {});
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.len(), 3);
     assert_eq!(wakeup.total.max(), Nanos(30_000));
@@ -827,7 +827,7 @@ fn a_delay_held_in_one_safepoint_and_asleep_through_the_next_ends_where_it_retur
     w.offer(&safepoint(300_000_000, true));
     w.offer(&safepoint(302_000_000, false));
     futex_wait(&mut w, tid, 1_300_000, 302_300_000, 302_320_000); // 20 us
-    w.advance(MERGE_LAG_NS + 400_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 400_000_000, &mut |_| {});
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.len(), 2);
     assert_eq!(wakeup.total.max(), Nanos(30_000));
@@ -838,7 +838,8 @@ fn up_to_three_woken_returns_lead_to_the_barrier_and_a_fourth_runs_through() {
     // Held at 1.13 ms in a safepoint ending at 9 ms; then `n` woken returns, the last one
     // woken at the end: with three it is the barrier's (the held delay lives to it), with
     // four the thread ran through the safepoint (every delay its own).
-    for (n, longest) in [(3, 9_010_000 - 1_100_000), (4, 30_000)] {
+    let most = RULES.max_returns_to_barrier as u64;
+    for (n, longest) in [(most, 9_010_000 - 1_100_000), (most + 1, 30_000)] {
         let (tid, mut w) = held_in_a_safepoint();
         for k in 1..n {
             let t = 1_200_000 + k * 100_000;
@@ -846,7 +847,7 @@ fn up_to_three_woken_returns_lead_to_the_barrier_and_a_fourth_runs_through() {
         }
         futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000); // 10 us
         w.offer(&safepoint(9_020_000, false));
-        w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+        w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
         let wakeup = series_of(&w, DelayKind::Wakeup);
         assert_eq!(wakeup.total.len(), n + 1, "{n} returns");
         assert_eq!(wakeup.total.max(), Nanos(longest), "{n} returns");
@@ -870,8 +871,9 @@ fn a_barrier_woken_long_before_the_end_probe_is_known_by_the_vm_operations_end()
     };
     w.offer(&ev(1, 8_900_000, done));
     futex_wait(&mut w, tid, 2_000_000, 9_000_000, 9_010_000);
-    w.offer(&safepoint(12_000_000, false));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    // (Far more than a barrier's wake is ever before its end probe.)
+    w.offer(&safepoint(9_000_000 + 3 * RULES.barrier_ns, false));
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
     let wakeup = series_of(&w, DelayKind::Wakeup);
     assert_eq!(wakeup.total.max(), Nanos(9_010_000 - 1_100_000));
 }
@@ -894,8 +896,8 @@ fn park(tid: i64, ts: u64, begin: Option<u64>) -> Event {
 #[test]
 fn a_java_park_ends_where_its_java_code_goes_on_from_the_time_it_asked_for() {
     // parkNanos(900 us) at 100 us: the JVM asks the kernel for 1.002 ms (its clock read
-    // later), the timer fires then, the wait returns at 1.02 ms, the mutex taken back (a
-    // woken lock wait), the park's end probe at 1.03 ms.
+    // later, within `RULES.park_deadline_ns`), the timer fires then, the wait returns at
+    // 1.02 ms, the mutex taken back (a woken lock wait), the park's end probe at 1.03 ms.
     let (tid, mut w) = watch_this_thread(u64::MAX);
     w.set_wait_calls(true);
     w.offer(&park(tid, 100_000, Some(900_000)));
@@ -904,7 +906,7 @@ fn a_java_park_ends_where_its_java_code_goes_on_from_the_time_it_asked_for() {
     w.offer(&park(tid, 1_030_000, None));
     // The next park, to 2 ms: no end yet.
     w.offer(&park(tid, 1_040_000, Some(960_000)));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 1);
     assert_eq!(timer.total.max(), Nanos(30_000));
@@ -929,7 +931,7 @@ fn a_java_park_held_at_a_safepoints_barrier_ends_at_the_park_s_end() {
     futex_wait(&mut w, tid, 1_030_000, 5_990_000, 6_000_000);
     w.offer(&safepoint(5_995_000, false));
     w.offer(&park(tid, 6_010_000, None));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 1);
     assert_eq!(timer.total.max(), Nanos(5_010_000));
@@ -943,7 +945,7 @@ fn a_loss_inside_a_java_park_counts_its_delay_unmeasured() {
     sleep_to(&mut w, tid, (1_000, 1_000_000, 1_020_000));
     w.offer(&ev(0, 1_025_000, Kind::Lost(3)));
     w.offer(&park(tid, 1_030_000, None));
-    w.advance(MERGE_LAG_NS + 20_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert!(timer.total.is_empty());
     assert_eq!(timer.unmeasured, 1);
@@ -1082,14 +1084,16 @@ fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_
     w.offer(&ev(0, 10_302, woken.clone()));
     w.offer(&ev(0, 10_800, switch(0, TaskState::RUNNING, tid)));
     w.offer(&read(11_000, false));
-    // Another timerfd fires at 20 000; this thread is woken 300 us later by something else.
+    // Another timerfd fires at 20 000; this thread is woken 300 us later by something else
+    // (past the interrupt the timer's own waking comes in).
     w.offer(&read(12_000, true));
     w.offer(&ev(0, 12_100, switch(tid, TaskState::SLEEPING, 0)));
     w.offer(&ev(0, 20_000, fired(20_000)));
-    w.offer(&ev(0, 320_000, woken.clone()));
+    let late = 20_000 + 3 * RULES.timer_wakes_within_ns;
+    w.offer(&ev(0, late, woken.clone()));
     w.offer(&ev(0, 320_500, switch(0, TaskState::RUNNING, tid)));
     w.offer(&read(321_000, false));
-    w.advance(MERGE_LAG_NS + 400_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 400_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 1, "only the wait the timer ended");
     assert_eq!(
@@ -1148,7 +1152,7 @@ fn a_wait_on_a_periodic_timerfd_takes_every_expiry_since_its_last_each_late_to_i
     w.offer(&read(6_000_200, false));
     w.offer(&read(9_000_000, true));
     w.offer(&read(9_000_100, false));
-    w.advance(MERGE_LAG_NS + 10_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 10_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(
         timer.total.len(),
@@ -1186,7 +1190,7 @@ fn another_timer_that_fires_just_before_a_wakeup_is_not_the_threads_own() {
     w.offer(&ev(0, 3_200_000, fired(3_200_000, "it_real_fn", 0xb)));
     w.offer(&ev(0, 3_200_020, woken));
     w.offer(&read(3_201_000, false));
-    w.advance(MERGE_LAG_NS + 4_000_000, &mut |_| {});
+    w.advance(RULES.merge_lag_ns + 4_000_000, &mut |_| {});
     let timer = series_of(&w, DelayKind::Timer);
     assert_eq!(timer.total.len(), 3, "its own timer's three periods only");
     assert_eq!(timer.total.max(), Nanos(1_000));
@@ -1307,3 +1311,25 @@ fn a_re_read_applies_what_it_found_the_same_threads_change_nothing_a_new_one_doe
 }
 
 mod clock;
+
+#[test]
+fn a_period_is_learned_where_two_intervals_in_a_row_agree_within_the_rule() {
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let pct = RULES.period_agree_pct;
+    let period = |w: &WatchState| w.threads[&tid].period_ns;
+    // 1 ms, then 1 ms plus just over the tolerance: no period yet; then the same again.
+    let off = 1_000_000 * pct / 100 + 1_000;
+    for since in [0, 1_000_000, 2_000_000 + off] {
+        w.learn_period(tid, since);
+    }
+    assert_eq!(period(&w), None);
+    w.learn_period(tid, 3_000_000 + 2 * off);
+    assert_eq!(period(&w), Some(1_000_000 + off));
+    // Within it: learned.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let near = 1_000_000 * pct / 100 - 1_000;
+    for since in [0, 1_000_000, 2_000_000 + near] {
+        w.learn_period(tid, since);
+    }
+    assert_eq!(w.threads[&tid].period_ns, Some(1_000_000 + near));
+}

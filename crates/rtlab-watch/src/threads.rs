@@ -312,7 +312,10 @@ impl WatchState {
         // after its last wait too.
         let ending: Vec<i64> = (self.threads.iter())
             .filter(|(t, _)| !alive.contains_key(t))
-            .filter(|(_, w)| w.exited_ns.is_some_and(|s| now >= s + 4 * MERGE_LAG_NS))
+            .filter(|(_, w)| {
+                w.exited_ns
+                    .is_some_and(|s| now >= s + 4 * RULES.merge_lag_ns)
+            })
             .map(|(&t, _)| t)
             .collect();
         for tid in ending {
@@ -320,7 +323,7 @@ impl WatchState {
         }
         for (tid, mut w) in self.threads.drain() {
             let since = *w.exited_ns.get_or_insert(now);
-            if now < since + 4 * MERGE_LAG_NS {
+            if now < since + 4 * RULES.merge_lag_ns {
                 alive.insert(tid, w);
             } else {
                 self.retired
@@ -394,15 +397,7 @@ impl WatchState {
             rt,
             pairs: [None; 3],
             refused: [false; 3],
-            lock_since: None,
-            timer_expired: None,
-            grid: None,
-            by_grid_timer: false,
-            own_timer: None,
-            runnable_since: None,
-            follow: Follow::anywhere(tid),
-            in_call: None,
-            ready: None,
+            wait: model::ThreadWait::new(tid),
             held: None,
             java_wait: None,
             clock: Default::default(),

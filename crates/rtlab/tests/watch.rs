@@ -929,13 +929,25 @@ fn a_timer_that_wakes_through_a_file_or_a_signal_is_measured_period_by_period_as
             .collect();
         let text = std::fs::read_to_string(&samples).unwrap();
         assert!(
-            text.starts_with("# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns\n"),
+            text.starts_with("# tid\tkind\tdeadline_ns\tend_ns\tdelay_ns\tsource\n"),
             "{text}"
         );
-        let timer: Vec<(u64, u64)> = text
-            .lines()
+        // Each deadline named by its source: the timerfd's or the POSIX timer's expiry.
+        let source = if how == "sigwait" {
+            "posix-timer"
+        } else {
+            "timerfd"
+        };
+        let rows: Vec<Vec<&str>> = (text.lines())
             .filter(|l| !l.starts_with('#'))
-            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .map(|l| l.split('\t').collect())
+            .collect();
+        for f in &rows {
+            let want = if f[1] == "timer" { source } else { "-" };
+            assert_eq!(f[5], want, "{how}: {f:?}");
+        }
+        let timer: Vec<(u64, u64)> = rows
+            .iter()
             .filter(|f| f[1] == "timer")
             .map(|f| (f[2].parse().unwrap(), f[4].parse().unwrap()))
             .collect();
@@ -1410,4 +1422,60 @@ fn stacks_name_where_the_late_thread_slept_what_the_hog_ran_and_where_it_gave_wa
     // The text says it under the worst outliers.
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("kernel stack of rtlab-hog"), "{text}");
+}
+
+#[test]
+fn an_event_loop_with_whole_ms_timeouts_is_said_to_have_deadlines_the_watch_cannot_know() {
+    // examples/python/periodic.py: an asyncio loop of 1 ms periods, whose selector gives
+    // epoll_wait the time left rounded up to whole ms. Its timer delays are named as poll
+    // timeouts and the run says its own deadlines may be earlier; a C loop whose
+    // epoll_pwait2 timeout is the time left in ns gets no such line.
+    let test = "an event loop with whole-ms timeouts";
+    let Some((dir, program)) = c_program_test(test) else {
+        return;
+    };
+    let _serial = realtime_serial();
+    let script = format!(
+        "{}/../../examples/python/periodic.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let samples = dir.path().join("py.tsv");
+    let watch = |args: &[&str], samples: Option<&std::path::Path>| {
+        let mut c = rtlab();
+        c.args(["watch", "--thread", "rt-loop", "--quiet"]);
+        if let Some(s) = samples {
+            c.arg("--samples").arg(s);
+        }
+        let out = c.arg("--").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = watch(&["python3", &script, "1.5", "1000"], Some(&samples));
+    let tsv = std::fs::read_to_string(&samples).unwrap();
+    let timers: Vec<&str> = (tsv.lines())
+        .filter_map(|l| l.split('\t').nth(5).filter(|_| l.contains("\ttimer\t")))
+        .collect();
+    if timers.is_empty() {
+        return skip(test, "no timer delays measured (no wait-call events here)");
+    }
+    let polls = timers.iter().filter(|s| **s == "poll-timeout").count();
+    assert!(
+        polls * 10 >= timers.len() * 9,
+        "{polls} of {}: {tsv}",
+        timers.len()
+    );
+    let note = text
+        .lines()
+        .find(|l| l.contains("its poll timeouts are whole ms"));
+    assert!(note.is_some_and(|l| l.chars().count() <= 120), "{text}");
+    let program = program.to_str().unwrap();
+    let text = watch(&[program, "1.5", "1000", "epoll"], None);
+    assert!(
+        text.contains("poll-timeout") && !text.contains("whole ms"),
+        "{text}"
+    );
 }

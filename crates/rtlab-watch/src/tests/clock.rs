@@ -1,7 +1,7 @@
 //! A Java thread's parks timed between its own clock reads.
 
 use super::*;
-use crate::clock::PROMPT_PARKS;
+
 use rtlab_trace::event::JvmProbe;
 
 /// Thread `tid` reads its JVM's clock at `ts` (a probe at the clock's entry).
@@ -92,7 +92,7 @@ fn time_off_its_cpu_before_the_read_counts_and_a_read_after_a_sleep_or_long_run_
     assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
     // Its next read after running 1.1 ms: not the park's.
     let (tid, mut w) = parked(true);
-    w.offer(&clock_read(tid, 2_130_000));
+    w.offer(&clock_read(tid, 1_030_000 + RULES.after_park_ns + 100_000));
     assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
     // Its next park before any read: ended at the end probe.
     let (tid, mut w) = parked(true);
@@ -122,38 +122,39 @@ fn a_thread_that_reads_its_clock_right_after_each_park_is_late_to_a_read_the_hos
     // stopped there: no event says so, the thread seems to run): late to that read, as the
     // thread measures itself.
     let (tid, mut w) = watched(true);
-    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 0, RULES.prompt_parks as u64, 2_000);
     periods(&mut w, tid, 16, 17, 1_500_000);
     assert_eq!(timer_max(&mut w), (17, Nanos(1_530_000)));
     // One park fewer read at once: the thread's habit is not known, the park ends at its
     // probe.
     let (tid, mut w) = watched(true);
-    periods(&mut w, tid, 1, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 1, RULES.prompt_parks as u64, 2_000);
     periods(&mut w, tid, 16, 17, 1_500_000);
     assert_eq!(timer_max(&mut w), (16, Nanos(32_000)));
     // A thread that works 200 us between its park and its read: the same.
     let (tid, mut w) = watched(true);
-    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 200_000);
+    let work = 4 * RULES.prompt_read_ns;
+    periods(&mut w, tid, 0, RULES.prompt_parks as u64, work);
     periods(&mut w, tid, 16, 17, 1_500_000);
-    assert_eq!(timer_max(&mut w), (17, Nanos(230_000)));
+    assert_eq!(timer_max(&mut w), (17, Nanos(work + 30_000)));
     // Prompt, then a few reads held back under 1 ms (a burst of short stalls), then one
     // 1.5 ms: still its habit, late to that read. After one read 25 ms on (work), not.
     let (tid, mut w) = watched(true);
-    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
+    periods(&mut w, tid, 0, RULES.prompt_parks as u64, 2_000);
     periods(&mut w, tid, 16, 19, 400_000);
     periods(&mut w, tid, 19, 20, 1_500_000);
     assert_eq!(timer_max(&mut w), (20, Nanos(1_530_000)));
     let (tid, mut w) = watched(true);
-    periods(&mut w, tid, 0, PROMPT_PARKS as u64, 2_000);
-    periods(&mut w, tid, 16, 17, 25_000_000);
-    w.advance(MERGE_LAG_NS + 200_000_000, &mut |_| {});
+    periods(&mut w, tid, 0, RULES.prompt_parks as u64, 2_000);
+    periods(&mut w, tid, 16, 17, RULES.stalled_after_park_ns + 5_000_000);
+    w.advance(RULES.merge_lag_ns + 200_000_000, &mut |_| {});
     assert_eq!(w.threads[&tid].clock.prompt, 0);
 }
 
 #[test]
 fn a_read_long_before_the_park_is_not_what_its_time_counts_from() {
     let (tid, mut w) = watched(true);
-    w.offer(&clock_read(tid, 10_000));
+    w.offer(&clock_read(tid, 1_100_000 - RULES.before_park_ns - 90_000));
     w.offer(&park(tid, 1_100_000, Some(900_000)));
     sleep_to(&mut w, tid, (1_101_000, 2_002_000, 2_020_000));
     w.offer(&park(tid, 2_030_000, None));
@@ -383,10 +384,15 @@ fn a_read_is_where_the_thread_read_its_clock_not_where_the_probe_fired() {
     let (tid, mut w) = parked(true);
     w.offer(&clock_read_returned(tid, 1_350_000, Some(1_032_000)));
     assert_eq!(timer_max(&mut w), (1, Nanos(32_000)));
-    // A value after its probe is no time of this clock: at the probe's.
+    // A value after its probe is no time of this clock: at the probe's; and so is one too
+    // long before it.
     let (tid, mut w) = parked(true);
     w.offer(&clock_read_returned(tid, 1_350_000, Some(1_360_000)));
     assert_eq!(timer_max(&mut w), (1, Nanos(350_000)));
+    let (tid, mut w) = parked(true);
+    let probe = 1_032_000 + RULES.read_before_probe_ns + 1_000;
+    w.offer(&clock_read_returned(tid, probe, Some(1_032_000)));
+    assert_eq!(timer_max(&mut w), (1, Nanos(30_000)));
 }
 
 #[test]
@@ -414,20 +420,29 @@ fn a_park_begun_long_after_its_read_counts_from_it_where_that_gives_the_next_per
     // On time at 1, 2 and 3 ms; it reads at 3.5 ms for 4 ms, and its park's begin probe
     // comes 1.69 ms later (the vCPU stopped in between): parkNanos(500 us), for which the
     // JVM asks the kernel for 5.69 ms. Late for 4 ms by 1.71 ms, as it measures itself.
-    let held_back = |asked: u64| {
+    let held_back_from = |begin: u64, asked: u64| {
         let (tid, mut w) = watched(true);
         on_time_to_3_ms(&mut w, tid);
         w.offer(&clock_read(tid, 3_500_000));
-        w.offer(&park(tid, 5_190_000, Some(asked)));
-        let timer = 5_190_000 + asked;
+        w.offer(&park(tid, begin, Some(asked)));
+        let timer = begin + asked;
         sleep_to(&mut w, tid, (5_191_000, timer, timer + 14_000));
         w.offer(&park(tid, timer + 19_000, None));
         w.offer(&clock_read(tid, timer + 20_000));
         timer_max(&mut w)
     };
+    let held_back = |asked| held_back_from(5_190_000, asked);
     assert_eq!(held_back(500_000), (4, Nanos(1_710_000)));
-    // Asked 400 us: off its period, not computed from that read; from its begin probe.
+    // Asked 400 us: off its period, not computed from that read; from its begin probe (its
+    // on-time periods' 26 us the longest). Off by less than the rule: from the read.
     assert_eq!(held_back(400_000), (4, Nanos(26_000)));
+    assert_eq!(
+        held_back(500_000 + RULES.on_period_ns / 2),
+        (4, Nanos(1_710_000))
+    );
+    // The read further back than a stalled one may be: from its begin probe.
+    let long_after = 3_500_000 + RULES.stalled_before_park_ns + 10_000;
+    assert_eq!(held_back_from(long_after, 500_000), (4, Nanos(26_000)));
 }
 
 #[test]

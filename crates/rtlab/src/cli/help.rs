@@ -22,11 +22,15 @@ each watched thread:
           own code: for a wait in clock_nanosleep, nanosleep, futex, epoll, poll or select,
           where that call returned to user space, as the program sees it; else where it got
           a CPU, what runqlat and perf sched timehist measure (metric wakeup_latency);
-  timer   from the time its sleep asked for (the clock_nanosleep/nanosleep request, or the
-          expiry of a timed futex wait such as Java's parkNanos, an epoll/poll timeout) to
-          its return to user space: what a periodic loop loses each period, timer slack
-          included, every period counted (metric timer_latency; needs the eBPF source);
-          --until-running ends both at the switch-in instead;
+  timer   from its deadline to its return to user space: what a periodic loop loses each
+          period, timer slack included, every period counted (metric timer_latency; needs
+          the eBPF source). Each deadline is named by its source (the final table's
+          deadline column, --samples): sleep (the clock_nanosleep/nanosleep request),
+          futex-timeout, poll-timeout, sigwait-timeout (the wait's own timeout), timerfd,
+          posix-timer, itimer (a timer that wakes the thread through a file or a signal),
+          java-park, java-sleep (from the thread's own clock read), java-period (a period
+          a Java thread ran at once after a late one); --until-running ends both at the
+          switch-in instead;
   lock    blocked waiting for a priority-inheritance mutex (pthread PTHREAD_PRIO_INHERIT,
           FUTEX_LOCK_PI), explained by what kept the holder from releasing it (metric
           lock_wait; eBPF source: function probes on futex_lock_pi where the kernel allows

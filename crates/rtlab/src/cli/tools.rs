@@ -53,8 +53,10 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
     /// Write every measured delay to FILE as it is measured, one line each (thread, kind,
-    /// deadline and end in CLOCK_MONOTONIC ns, delay): to join with the program's own log of
-    /// each period. An existing FILE gets this run's lines after its own.
+    /// deadline and end in CLOCK_MONOTONIC ns, delay, where a timer delay's deadline came
+    /// from: sleep, futex-timeout, poll-timeout, timerfd, posix-timer, java-park ...): to join
+    /// with the program's own log of each period. An existing FILE gets this run's lines
+    /// after its own.
     #[arg(long, value_name = "FILE")]
     pub samples: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464; port 0

@@ -788,6 +788,12 @@ fn report(
             "ns": s.observer_ns(),
         }),
     );
+    let deadline_notes = s.deadline_notes();
+    if !deadline_notes.is_empty() {
+        doc.verdict
+            .details
+            .insert("deadline_notes".into(), deadline_notes.into());
+    }
     if seen > 0 {
         doc.verdict.details.insert(
             "jvm_safepoints".into(),
@@ -800,17 +806,17 @@ fn report(
     };
     text.push_str(&format!("ended: {}\n", run.why));
     let secs = (run.duration.get() as f64 / 1e9).max(1e-9);
-    text.push_str(&format!(
-        "observer: rtlab's own threads ran {} on the watched CPUs ({} per second of watch), never named as a cause\n",
-        Nanos(s.observer_ns()),
-        Nanos((s.observer_ns() as f64 / secs) as u64)
-    ));
+    text.push_str(&observer_line(&s, book.summary(), secs));
     if s.ends_in_user_space() {
         text.push_str(
             "delays end where each wait returned to user space (the program's own view)\n",
         );
     }
     text.push_str(&lost_line(&s));
+    for note in s.deadline_notes() {
+        text.push_str(&note);
+        text.push('\n');
+    }
     let (notes, more) = s.jvm_notes();
     for note in notes {
         text.push_str(note);
@@ -821,6 +827,31 @@ fn report(
     }
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
+}
+
+/// What watching cost: rtlab's own time on the watched CPUs, and the delays it had a part
+/// in (counted as the observer's, never blamed on the program or another task).
+fn observer_line(
+    s: &WatchState,
+    summary: &rtlab_stats::result::OutlierSummary,
+    secs: f64,
+) -> String {
+    let ran = format!(
+        "observer: rtlab's own threads ran {} on the watched CPUs ({} a second)",
+        Nanos(s.observer_ns()),
+        Nanos((s.observer_ns() as f64 / secs) as u64)
+    );
+    let ours = summary
+        .by_cause
+        .get(&rtlab_stats::result::CauseKind::Observer);
+    match ours.filter(|t| t.outliers > 0) {
+        None => format!("{ran}; no delay explained was theirs\n"),
+        Some(t) => format!(
+            "{ran}\n  they were the main cause of {} delay(s) explained (max {}): the cost of watching\n",
+            t.outliers,
+            Nanos(t.max_ns)
+        ),
+    }
 }
 
 /// Trace events lost, in the final text: never silent.
@@ -992,6 +1023,19 @@ fn table_order(series: &[rtlab_watch::WatchSeries]) -> Vec<&rtlab_watch::WatchSe
     rows
 }
 
+/// Where a timer series' deadlines came from, the most frequent first (two at most, and how
+/// many others): `timerfd`, `java-park, java-period`.
+fn deadline_sources(w: &rtlab_watch::WatchSeries) -> String {
+    let mut by_count: Vec<_> = w.deadlines.iter().collect();
+    by_count.sort_by_key(|(source, n)| (std::cmp::Reverse(**n), **source));
+    let mut names: Vec<&str> = by_count.iter().take(2).map(|(s, _)| s.name()).collect();
+    let more = format!("+{}", by_count.len().saturating_sub(2));
+    if by_count.len() > 2 {
+        names.push(&more);
+    }
+    names.join(", ")
+}
+
 /// The result's series (each with samples, and `watch/threads`) and the table.
 fn results(
     s: &WatchState,
@@ -1004,6 +1048,11 @@ fn results(
     let mut columns = vec!["series", "n", "p50", "p99", "p99.9", "max"];
     if unmeasured {
         columns.push("unmeasured");
+    }
+    // Where the timer delays' deadlines came from, when there are any.
+    let deadlines = s.series().iter().any(|w| !w.deadlines.is_empty());
+    if deadlines {
+        columns.push("deadline");
     }
     let mut table = Table::new(&columns);
     for w in table_order(s.series()) {
@@ -1018,6 +1067,9 @@ fn results(
         ];
         if unmeasured {
             row.push(w.unmeasured.to_string());
+        }
+        if deadlines {
+            row.push(deadline_sources(w));
         }
         table.row(row);
     }
@@ -1038,6 +1090,12 @@ fn results(
             .with_config("cgroup", cgroups);
         if let Some(p) = w.process {
             out = out.with_config("process_pid", p);
+        }
+        if !w.deadlines.is_empty() {
+            let sources: serde_json::Map<String, serde_json::Value> = (w.deadlines.iter())
+                .map(|(source, n)| (source.name().to_string(), (*n).into()))
+                .collect();
+            out = out.with_config("deadlines", serde_json::Value::Object(sources));
         }
         out.unmeasured = Some(w.unmeasured);
         out.tags.insert("source".into(), backend.name().into());

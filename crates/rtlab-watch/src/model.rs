@@ -1,0 +1,864 @@
+//! The model of how a watched thread waits: one state machine per thread, fed that thread's
+//! events one at a time, in time order.
+//!
+//! ```text
+//!   Running --enters a wait call--> InWait --woken--> Woken --gets a CPU--> OnCpu
+//!      ^  \                                                                    |
+//!      |   `--preempted--> Runnable --gets a CPU--> Running                    |
+//!      `-------------------- back in user space (the call returns) <-----------'
+//! ```
+//!
+//! A wait's delays end where its call returns to user space, as the program sees them (where
+//! the recorder sees the watched threads' wait calls; else where the thread gets a CPU, from
+//! `Runnable`). A `timer` delay begins at its deadline, and every deadline has a named source
+//! ([`DeadlineSource`]): the time a sleep call asked for, the expiry of the thread's own sleep
+//! timer in a timed futex or a readiness wait (`epoll_wait`, `poll`), the expiry of a timer
+//! that wakes it through a file (`timerfd`) or a signal (a POSIX timer, `setitimer`), a Java
+//! park's or sleep's time from the thread's clock, or a period a Java thread ran at once
+//! after a late one. A wait with none of those (woken by another thread) has no deadline and
+//! measures a `wakeup` delay only: nothing is guessed.
+//!
+//! What a Java thread's park or a JVM's safepoint does with the delays a wait returns with
+//! (they end where Java code goes on) is the `java` module's; the period a thread keeps and
+//! the series its delays go to are the watch's. The thresholds are [`crate::rules::RULES`].
+
+use crate::rules::RULES;
+use crate::DelayKind;
+use rtlab_trace::event::{Event, READINESS_CALLS, SYS_READ};
+use rtlab_trace::replay::{Follow, Moved};
+
+/// Where a `timer` delay's deadline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeadlineSource {
+    /// The time a `clock_nanosleep` or `nanosleep` asked for (read from the call).
+    Sleep,
+    /// The timeout of a timed futex wait (`pthread_cond_timedwait`, `sem_timedwait`, a JVM's
+    /// park): the expiry of the sleep timer the kernel armed for it.
+    FutexTimeout,
+    /// The timeout of an `epoll_wait`, `poll` or `select` (its sleep timer's expiry).
+    PollTimeout,
+    /// The timeout of a `sigtimedwait` (its sleep timer's expiry).
+    SigwaitTimeout,
+    /// The expiry of the thread's own sleep timer, in a wait call not seen (entered before
+    /// the watch, or calls not recorded).
+    SleepTimer,
+    /// An armed `timerfd`'s expiry (its reader's `read`, `poll` or `epoll_wait` returns).
+    TimerFd,
+    /// A POSIX timer's expiry, delivered by its signal (`timer_settime` + `sigwaitinfo`).
+    PosixTimer,
+    /// A `setitimer`/`alarm` expiry (SIGALRM).
+    Itimer,
+    /// The time a Java `LockSupport.parkNanos` asked for, from the thread's clock read.
+    JavaPark,
+    /// The time a Java `Thread.sleep` asked for.
+    JavaSleep,
+    /// A period a periodic Java thread ran at once after a late one (it never waited for it):
+    /// its deadline one period after the one before, late to the thread's own clock read.
+    JavaPeriod,
+}
+
+impl DeadlineSource {
+    /// Every source, in the order of their names in a result.
+    pub const ALL: [DeadlineSource; 11] = [
+        DeadlineSource::Sleep,
+        DeadlineSource::FutexTimeout,
+        DeadlineSource::PollTimeout,
+        DeadlineSource::SigwaitTimeout,
+        DeadlineSource::SleepTimer,
+        DeadlineSource::TimerFd,
+        DeadlineSource::PosixTimer,
+        DeadlineSource::Itimer,
+        DeadlineSource::JavaPark,
+        DeadlineSource::JavaSleep,
+        DeadlineSource::JavaPeriod,
+    ];
+
+    /// Its name in `--samples` and in a result: `sleep`, `futex-timeout`, `timerfd` ...
+    pub fn name(self) -> &'static str {
+        match self {
+            DeadlineSource::Sleep => "sleep",
+            DeadlineSource::FutexTimeout => "futex-timeout",
+            DeadlineSource::PollTimeout => "poll-timeout",
+            DeadlineSource::SigwaitTimeout => "sigwait-timeout",
+            DeadlineSource::SleepTimer => "sleep-timer",
+            DeadlineSource::TimerFd => "timerfd",
+            DeadlineSource::PosixTimer => "posix-timer",
+            DeadlineSource::Itimer => "itimer",
+            DeadlineSource::JavaPark => "java-park",
+            DeadlineSource::JavaSleep => "java-sleep",
+            DeadlineSource::JavaPeriod => "java-period",
+        }
+    }
+
+    /// The source of a timer that fired in kernel function `function`: the thread's own
+    /// sleep timer (`hrtimer_wakeup`), or one of the timers that wake it through a file or
+    /// a signal (`rtlab_trace::event::FILE_OR_SIGNAL_TIMERS`).
+    pub fn of_timer(function: &str) -> Option<DeadlineSource> {
+        match function {
+            "hrtimer_wakeup" => Some(DeadlineSource::SleepTimer),
+            "timerfd_tmrproc" => Some(DeadlineSource::TimerFd),
+            "posix_timer_fn" => Some(DeadlineSource::PosixTimer),
+            "it_real_fn" => Some(DeadlineSource::Itimer),
+            _ => None,
+        }
+    }
+}
+
+/// x86-64's `clock_nanosleep`, `nanosleep`, `futex`, `futex_waitv`, `rt_sigtimedwait`.
+const SLEEP_CALLS: [i32; 2] = [230, 35];
+const FUTEX_CALLS: [i32; 2] = [202, 449];
+const SYS_RT_SIGTIMEDWAIT: i32 = 128;
+
+/// A delay begun: since when, the timer's slack in it, when the thread got a CPU in between
+/// (where that is not its end), and where its deadline came from (a `timer` delay's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Delay {
+    pub(crate) since: u64,
+    pub(crate) slack: u64,
+    pub(crate) running: Option<u64>,
+    pub(crate) source: Option<DeadlineSource>,
+}
+
+impl Delay {
+    /// A delay from `since`, with no slack, CPU time or deadline source known.
+    pub(crate) fn from(since: u64) -> Delay {
+        Delay {
+            since,
+            slack: 0,
+            running: None,
+            source: None,
+        }
+    }
+}
+
+/// A timer's expiry that woke the thread: the time it was set for, its slack, its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expiry {
+    pub(crate) at: u64,
+    pub(crate) slack: u64,
+    pub(crate) source: DeadlineSource,
+}
+
+/// A wait call in progress: which (its number), the time it asked for where it says (a
+/// sleep's, CLOCK_MONOTONIC), and when it entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) nr: i32,
+    pub(crate) asked: Option<u64>,
+    pub(crate) entered: u64,
+}
+
+impl Call {
+    /// The source of this call's deadline where `expiry` ended it (None: the time it asked
+    /// for, a sleep's).
+    fn source(&self, expiry: Option<Expiry>) -> DeadlineSource {
+        match expiry.map(|x| x.source) {
+            None | Some(DeadlineSource::SleepTimer) if SLEEP_CALLS.contains(&self.nr) => {
+                DeadlineSource::Sleep
+            }
+            Some(DeadlineSource::SleepTimer) if FUTEX_CALLS.contains(&self.nr) => {
+                DeadlineSource::FutexTimeout
+            }
+            Some(DeadlineSource::SleepTimer) if READINESS_CALLS.contains(&self.nr) => {
+                DeadlineSource::PollTimeout
+            }
+            Some(DeadlineSource::SleepTimer) if self.nr == SYS_RT_SIGTIMEDWAIT => {
+                DeadlineSource::SigwaitTimeout
+            }
+            Some(other) => other,
+            None => DeadlineSource::SleepTimer,
+        }
+    }
+}
+
+/// Where a watched thread is in its wait.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Phase {
+    /// In user space, or in a wait the watch does not see (entered before the watch, or its
+    /// calls not recorded): nothing pending but a timer's expiry that woke it.
+    #[default]
+    Running,
+    /// Off its CPU and runnable outside any wait call seen (preempted; or woken, where its
+    /// calls are not seen), since then: a `wakeup` delay that ends where it gets a CPU.
+    Runnable { since: u64 },
+    /// In wait call `call`, not woken since it entered.
+    InWait { call: Call },
+    /// Woken in its wait call, not on a CPU since.
+    Woken { call: Call, at: u64 },
+    /// On a CPU again in its wait call (since `running`, after its wakeup where one came),
+    /// on its way back to user space.
+    OnCpu {
+        call: Call,
+        woken: Option<u64>,
+        running: u64,
+    },
+}
+
+impl Phase {
+    /// The wait call it is in, if any.
+    pub(crate) fn call(&self) -> Option<&Call> {
+        match self {
+            Phase::InWait { call } | Phase::Woken { call, .. } | Phase::OnCpu { call, .. } => {
+                Some(call)
+            }
+            Phase::Running | Phase::Runnable { .. } => None,
+        }
+    }
+}
+
+/// A thread driven by a periodic timer that wakes it through a file or a signal (a
+/// `timerfd`, a POSIX timer): such a timer goes on expiring on its grid (its armed time plus
+/// whole intervals) whether or not the thread waits, and the thread's next wait takes every
+/// expiry since at once (a `timerfd` read returns their count, a POSIX timer's signal its
+/// overruns), each late to its own time: the kernel counts them on that grid. The expiry the
+/// thread last took, the wait call it takes them in, and the timer's source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimerGrid {
+    pub(crate) taken_ns: u64,
+    pub(crate) call: i32,
+    pub(crate) source: DeadlineSource,
+}
+
+/// Taken by the read: a timer that wakes its thread through a file hands the expiry over
+/// when the thread reads the file. Where the wait call only said that the file was ready
+/// ([`READINESS_CALLS`]: an `epoll_wait`, a `poll`), the delays it ended run on to the return
+/// of the `read` that follows, as a program that reads a timerfd's count after its
+/// `epoll_wait` sees them; where the thread's next wait call is not a read, or its read
+/// slept (another file's), they end at the readiness wait's own return.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ready {
+    /// The delays (kind, and since when), the readiness wait, its return and the expiry that
+    /// woke it (for the grid).
+    pub(crate) delays: Vec<(DelayKind, Delay)>,
+    pub(crate) ended: Ended,
+    pub(crate) returned: Event,
+}
+
+/// A wait call that ended: the call, its wakeup in it (where one came), and the expiry of
+/// its periodic file or signal timer that woke it (where one did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) call: Call,
+    pub(crate) woken: Option<u64>,
+    pub(crate) by_grid: Option<Expiry>,
+}
+
+/// What a wait call's return ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Returned {
+    /// No call it entered was seen (entered before the watch saw it): its delays ended at
+    /// its switch-in.
+    Unseen,
+    /// The expiry that woke it is far from the time the call asked for: another call's (this
+    /// call's own events were lost). Nothing is measured.
+    Abandoned,
+    /// The call's delays, each from its start to this return.
+    Delays(Ended, Vec<(DelayKind, Delay)>),
+}
+
+/// One watched thread's wait, as its events tell (see the module's doc).
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadWait {
+    pub(crate) phase: Phase,
+    /// The thread through its wakeups and switches, by the explainer's rules (a wakeup can
+    /// come while it is still on its CPU going to sleep: the switch-out then still says
+    /// asleep, and it counts from the wakeup).
+    follow: Follow,
+    /// The expiry of the timer that woke it, until its delays are measured.
+    pub(crate) expiry: Option<Expiry>,
+    /// That expiry was its periodic file or signal timer's (see [`TimerGrid`]).
+    by_grid: bool,
+    /// A readiness wait its file timer ended, the expiry not yet taken (see [`Ready`]).
+    pub(crate) ready: Option<Ready>,
+    /// In the kernel's wait for a PI futex since.
+    pub(crate) lock_since: Option<u64>,
+    /// The address of the timer that woke it last through a file or a signal, and how many
+    /// times in a row it did.
+    own_timer: Option<(u64, u32)>,
+    /// The periodic timer driving it through a file or a signal, where one does.
+    pub(crate) grid: Option<TimerGrid>,
+    /// Its readiness waits that ended at their timeout, and how many of those timeouts ran
+    /// a whole number of milliseconds from the call's entry (see [`ThreadWait::whole_ms`]).
+    pub(crate) poll_timeouts: (u64, u64),
+}
+
+/// A timer of `rtlab_trace::event::FILE_OR_SIGNAL_TIMERS` that fired: its expiry, when, and
+/// which timer it is (its address, where known).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fired {
+    pub(crate) expiry: Expiry,
+    pub(crate) at_ns: u64,
+    pub(crate) timer: Option<u64>,
+}
+
+impl ThreadWait {
+    /// Thread `tid`, in user space as far as the watch knows.
+    pub(crate) fn new(tid: i64) -> ThreadWait {
+        ThreadWait {
+            phase: Phase::Running,
+            follow: Follow::anywhere(tid),
+            expiry: None,
+            by_grid: false,
+            ready: None,
+            lock_since: None,
+            own_timer: None,
+            grid: None,
+            poll_timeouts: (0, 0),
+        }
+    }
+
+    /// Whether its readiness waits' timeouts are whole milliseconds (at least
+    /// `RULES.whole_ms_waits` of them, all but a tenth within `RULES.whole_ms_within_ns` past a
+    /// whole millisecond from their entry): an `epoll_wait`/`poll` timeout is given in ms, and
+    /// a program (or its runtime: Python's asyncio, libuv) that rounds the time left up to
+    /// it has a deadline of its own up to 1 ms before the kernel's, which the watch cannot
+    /// know. Its `timer` delays start at the kernel's.
+    pub(crate) fn whole_ms(&self) -> bool {
+        let (waits, whole) = self.poll_timeouts;
+        waits >= RULES.whole_ms_waits && whole * 10 >= waits * 9
+    }
+
+    /// It left its CPU at `e`: preempted (runnable from now on) or asleep. Returns whether
+    /// it went to sleep, where the switch says.
+    pub(crate) fn switched_out(&mut self, e: &Event) -> Option<bool> {
+        // An expiry seen before it left its CPU ended no wait of it (a sleep timer that fired
+        // while it ran, woken otherwise, before it was cancelled), unless it came within the
+        // wait call it is in (the timer fired before it was off its CPU, or it was preempted
+        // after it).
+        if self.phase.call().is_none() {
+            self.expiry = None;
+        }
+        let Moved::SwitchedOut {
+            asleep, preempted, ..
+        } = self.follow.step(e)
+        else {
+            return None;
+        };
+        // Outside a call: preempted, runnable from now on; asleep, not until woken, unless
+        // the wakeup already came (then from that wakeup). In a call, the wakeup it waits
+        // for decides.
+        if self.phase.call().is_none() {
+            self.phase = match (preempted, asleep, &self.phase) {
+                (true, _, _) => Phase::Runnable { since: e.ts_ns },
+                (false, false, p) => p.clone(),
+                (false, true, _) => Phase::Running,
+            };
+        }
+        Some(asleep && !preempted)
+    }
+
+    /// Its sleep timer fired at `e` (set for `expiry`).
+    pub(crate) fn sleep_timer(&mut self, e: &Event, expiry: Expiry) {
+        self.follow.step(e);
+        self.expiry = Some(expiry);
+    }
+
+    /// It was woken at `e` (a waking only comes for a task that set itself asleep, so the
+    /// latest one marks the start: an earlier one was for a sleep it never entered); by
+    /// `fired`, a file or signal timer that fired just before on its CPU, in the same
+    /// interrupt, where one did.
+    pub(crate) fn woken(&mut self, e: &Event, fired: Option<Fired>) {
+        self.follow.step(e);
+        self.phase = match std::mem::take(&mut self.phase) {
+            Phase::Running | Phase::Runnable { .. } => Phase::Runnable { since: e.ts_ns },
+            Phase::InWait { call } | Phase::Woken { call, .. } | Phase::OnCpu { call, .. } => {
+                Phase::Woken { call, at: e.ts_ns }
+            }
+        };
+        // A thread's periodic timer is one timer: known once it woke the thread twice in a
+        // row, another that fired just before a wakeup of the thread (by coincidence: a
+        // wakeup of its own, in the same interrupt) is not its.
+        let Some(f) = fired else { return };
+        let its = match (self.own_timer, f.timer) {
+            (Some((known, n)), Some(this)) => n < 2 || known == this,
+            _ => true,
+        };
+        if !its {
+            // (A thread that replaced its timer: after two others, the known one is no more.)
+            self.own_timer = self.own_timer.map(|(known, n)| (known, n - 1));
+            return;
+        }
+        self.own_timer = match (self.own_timer, f.timer) {
+            (Some((known, n)), Some(this)) if known == this => Some((this, n + 1)),
+            (_, this) => this.map(|t| (t, 1)),
+        };
+        self.expiry = Some(f.expiry);
+        self.by_grid = true;
+    }
+
+    /// It got a CPU at `e`: the delays that end here (outside a wait call; in one, they end
+    /// where it returns).
+    pub(crate) fn switched_in(&mut self, e: &Event) -> Vec<(DelayKind, Delay)> {
+        self.follow.step(e);
+        let mut delays = Vec::new();
+        self.phase = match std::mem::take(&mut self.phase) {
+            Phase::InWait { call } => Phase::OnCpu {
+                call,
+                woken: None,
+                running: e.ts_ns,
+            },
+            Phase::Woken { call, at } => Phase::OnCpu {
+                call,
+                woken: Some(at),
+                running: e.ts_ns,
+            },
+            on @ Phase::OnCpu { .. } => on,
+            Phase::Runnable { since } => {
+                delays.push((DelayKind::Wakeup, Delay::from(since)));
+                Phase::Running
+            }
+            Phase::Running => Phase::Running,
+        };
+        if self.phase.call().is_none() {
+            if let Some(x) = self.expiry.take() {
+                let source = Some(x.source);
+                let delay = Delay {
+                    slack: x.slack,
+                    source,
+                    ..Delay::from(x.at)
+                };
+                delays.push((DelayKind::Timer, delay));
+            }
+        }
+        delays
+    }
+
+    /// It entered wait call `nr` (to `asked`, where the call says) at `at`: a readiness wait
+    /// pending ends now unless this is the read that takes it (returned: settle it at its
+    /// own return).
+    pub(crate) fn entered(&mut self, nr: i32, asked: Option<u64>, at: u64) -> Option<Ready> {
+        let settle = match nr {
+            SYS_READ => None,
+            _ => self.ready.take(),
+        };
+        self.expiry = None;
+        self.phase = Phase::InWait {
+            call: Call {
+                nr,
+                asked,
+                entered: at,
+            },
+        };
+        settle
+    }
+
+    /// It returns from a wait call with a readiness wait's delays pending: those, and
+    /// whether this call is the read that took its expiry (a read not woken in it: it slept
+    /// for nothing else); then it measures nothing of its own and is back in user space.
+    pub(crate) fn take_ready(&mut self) -> Option<(Ready, bool)> {
+        let call = self.phase.call().copied()?;
+        let woken = matches!(
+            self.phase,
+            Phase::Woken { .. } | Phase::OnCpu { woken: Some(_), .. }
+        );
+        let ready = self.ready.take()?;
+        let took = call.nr == SYS_READ && !woken;
+        if took {
+            self.phase = Phase::Running;
+            self.expiry = None;
+            self.by_grid = false;
+        }
+        Some((ready, took))
+    }
+
+    /// Its wait call returned to user space at `at` with `ret`: its delays in that call end
+    /// here, as the program sees them. A sleep timer that expired in the call is a `timer`
+    /// delay from its expiry (from the time the call asked for, where it says: what the
+    /// program measures its lateness against); a sleep to a time already past when it was
+    /// asked for (no timer was armed: the period ran late) one from that time; a sleep cut
+    /// short (a signal) no lateness; a wakeup within the call a `wakeup` delay from it.
+    pub(crate) fn returned(&mut self, ret: i64, at: u64) -> Returned {
+        let by_grid = std::mem::take(&mut self.by_grid);
+        let (call, woken, running) = match std::mem::take(&mut self.phase) {
+            Phase::InWait { call } => (call, None, None),
+            Phase::Woken { call, at } => (call, Some(at), None),
+            Phase::OnCpu {
+                call,
+                woken,
+                running,
+            } => (call, woken, Some(running)),
+            Phase::Running | Phase::Runnable { .. } => return Returned::Unseen,
+        };
+        // The timer that fired within the call (the entry clears an older one). Its expiry
+        // may be before the entry: a wait to a deadline that passed on the way into the call
+        // (a Java park of a few microseconds left) is late from that deadline.
+        let expiry = self.expiry.take();
+        if let (Some(asked), Some(x)) = (call.asked, expiry) {
+            if asked.abs_diff(x.at) > RULES.asked_off_expiry_ns {
+                return Returned::Abandoned;
+            }
+        }
+        let start = match (call.asked, expiry) {
+            (Some(asked), x) if ret == 0 || x.is_some() => Some((asked, x.map_or(0, |x| x.slack))),
+            (None, Some(x)) => Some((x.at, x.slack)),
+            _ => None,
+        };
+        let source = call.source(expiry);
+        if let (DeadlineSource::PollTimeout, Some(x)) = (source, expiry) {
+            let past_ms = x.at.saturating_sub(call.entered) % 1_000_000;
+            let whole = past_ms <= RULES.whole_ms_within_ns;
+            self.poll_timeouts.0 += 1;
+            self.poll_timeouts.1 += whole as u64;
+        }
+        let mut delays = Vec::new();
+        if let Some((since, slack)) = start.filter(|s| s.0 <= at) {
+            let delay = Delay {
+                since,
+                slack,
+                running: running.filter(|&r| r >= since),
+                source: Some(source),
+            };
+            delays.push((DelayKind::Timer, delay));
+        }
+        if let Some(woken) = woken {
+            let delay = Delay {
+                running: running.filter(|&r| r >= woken),
+                ..Delay::from(woken)
+            };
+            delays.push((DelayKind::Wakeup, delay));
+        }
+        let by_grid = by_grid
+            .then(|| {
+                start.map(|(since, slack)| Expiry {
+                    at: since,
+                    slack,
+                    source,
+                })
+            })
+            .flatten();
+        let ended = Ended {
+            call,
+            woken,
+            by_grid,
+        };
+        Returned::Delays(ended, delays)
+    }
+
+    /// Events were lost: the delays it had begun, which the lost events may have ended (a
+    /// later end would measure them too long), each by kind.
+    pub(crate) fn cut(&mut self) -> Vec<DelayKind> {
+        let mut cut = Vec::new();
+        if let Some(r) = self.ready.take() {
+            cut.extend(r.delays.into_iter().map(|(k, _)| k));
+        }
+        match std::mem::take(&mut self.phase) {
+            Phase::Running => {}
+            Phase::Runnable { .. } => cut.push(DelayKind::Wakeup),
+            p => cut.push(match p.call().and_then(|c| c.asked) {
+                Some(_) => DelayKind::Timer,
+                None => DelayKind::Wakeup,
+            }),
+        }
+        if self.expiry.take().is_some() {
+            cut.push(DelayKind::Timer);
+        }
+        if self.lock_since.take().is_some() {
+            cut.push(DelayKind::Lock);
+        }
+        cut
+    }
+}
+
+/// The grid of the periodic file or signal timer that woke `ended` (or the one driving the
+/// thread before), and the expiries it takes at `end`: every expiry of the grid since the
+/// last it took, each late to its own time (see [`TimerGrid`]); the one that woke it is
+/// measured already. A wait woken by something else means the timer drives it no more.
+pub(crate) fn grid_after(
+    grid: Option<TimerGrid>,
+    ended: &Ended,
+    period: Option<u64>,
+    end: u64,
+) -> (Option<TimerGrid>, Vec<u64>) {
+    let grid = match (ended.by_grid, grid) {
+        (Some(x), _) => TimerGrid {
+            taken_ns: x.at,
+            call: ended.call.nr,
+            source: x.source,
+        },
+        (None, Some(g)) if g.call != ended.call.nr => return (Some(g), Vec::new()),
+        (None, Some(_)) if ended.woken.is_some() => return (None, Vec::new()),
+        (None, Some(g)) => g,
+        (None, None) => return (None, Vec::new()),
+    };
+    let Some(period) = period.filter(|&p| p > 0) else {
+        return (Some(grid), Vec::new());
+    };
+    let mut taken = Vec::new();
+    let mut last = grid.taken_ns;
+    while taken.len() < RULES.grid_max_taken && last + period <= end {
+        last += period;
+        taken.push(last);
+    }
+    let grid = TimerGrid {
+        taken_ns: last,
+        ..grid
+    };
+    (Some(grid), taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_trace::event::{Kind, Task};
+
+    const TID: i64 = 7;
+
+    fn task(pid: i64) -> Task {
+        Task {
+            pid,
+            comm: "t".into(),
+            prio: 120,
+        }
+    }
+
+    fn switch(ts_ns: u64, prev: i64, next: i64, prev_state: &str) -> Event {
+        Event {
+            ts_ns,
+            cpu: 0,
+            current_pid: prev,
+            kind: Kind::Switch {
+                prev: task(prev),
+                prev_state: rtlab_trace::event::TaskState::parse(prev_state),
+                next: task(next),
+            },
+        }
+    }
+
+    fn waking(ts_ns: u64) -> Event {
+        Event {
+            ts_ns,
+            cpu: 0,
+            current_pid: 0,
+            kind: Kind::Waking {
+                task: task(TID),
+                target_cpu: 0,
+            },
+        }
+    }
+
+    fn returned_at(ts_ns: u64) -> Event {
+        Event {
+            ts_ns,
+            cpu: 0,
+            current_pid: TID,
+            kind: Kind::WaitExit { ret: 0, call: 0 },
+        }
+    }
+
+    fn sleep_timer(at: u64) -> Expiry {
+        Expiry {
+            at,
+            slack: 0,
+            source: DeadlineSource::SleepTimer,
+        }
+    }
+
+    /// A wait call through every phase: entered, asleep, its timer, woken, on a CPU, back.
+    fn one_wait(w: &mut ThreadWait, nr: i32, asked: Option<u64>, t: u64) -> Returned {
+        assert!(w.entered(nr, asked, t).is_none());
+        assert!(matches!(w.phase, Phase::InWait { .. }));
+        assert_eq!(w.switched_out(&switch(t + 10, TID, 0, "S")), Some(true));
+        w.sleep_timer(&waking(t + 1_000), sleep_timer(t + 1_000));
+        w.woken(&waking(t + 1_005), None);
+        assert!(matches!(w.phase, Phase::Woken { at, .. } if at == t + 1_005));
+        assert!(w.switched_in(&switch(t + 1_020, 0, TID, "R")).is_empty());
+        assert!(matches!(w.phase, Phase::OnCpu { running, .. } if running == t + 1_020));
+        let r = w.returned(0, t + 1_030);
+        assert_eq!(w.phase, Phase::Running);
+        r
+    }
+
+    fn delays(r: Returned) -> Vec<(DelayKind, Delay)> {
+        match r {
+            Returned::Delays(_, d) => d,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_wait_calls_deadline_is_named_by_its_source() {
+        let cases = [
+            (230, Some(1_000_000 + 1_000), DeadlineSource::Sleep),
+            (202, None, DeadlineSource::FutexTimeout),
+            (232, None, DeadlineSource::PollTimeout),
+            (128, None, DeadlineSource::SigwaitTimeout),
+            (0, None, DeadlineSource::SleepTimer),
+        ];
+        for (nr, asked, source) in cases {
+            let mut w = ThreadWait::new(TID);
+            let d = delays(one_wait(&mut w, nr, asked, 1_000_000));
+            let (kind, timer) = d[0];
+            assert_eq!((kind, timer.since), (DelayKind::Timer, 1_001_000), "{nr}");
+            assert_eq!(timer.source, Some(source), "{nr}");
+            assert_eq!(timer.running, Some(1_001_020));
+            let (kind, wakeup) = d[1];
+            assert_eq!(
+                (kind, wakeup.since, wakeup.source),
+                (DelayKind::Wakeup, 1_001_005, None)
+            );
+        }
+        for source in DeadlineSource::ALL {
+            let name = source.name();
+            assert!(!name.is_empty() && !name.contains(char::is_whitespace));
+        }
+    }
+
+    #[test]
+    fn a_file_timers_expiry_is_a_timerfd_deadline_and_starts_its_grid() {
+        let mut w = ThreadWait::new(TID);
+        w.entered(0, None, 0);
+        w.switched_out(&switch(10, TID, 0, "S"));
+        let expiry = Expiry {
+            at: 1_000_000,
+            slack: 0,
+            source: DeadlineSource::TimerFd,
+        };
+        let fired = Fired {
+            expiry,
+            at_ns: 1_000_002,
+            timer: Some(0xabc),
+        };
+        w.woken(&waking(1_000_004), Some(fired));
+        w.switched_in(&switch(1_000_010, 0, TID, "R"));
+        let Returned::Delays(ended, d) = w.returned(8, 1_000_020) else {
+            panic!()
+        };
+        assert_eq!(d[0].1.source, Some(DeadlineSource::TimerFd));
+        assert_eq!(ended.by_grid.map(|x| x.at), Some(1_000_000));
+        // The next wait returns 3.5 periods later: the expiries it took at once, each late
+        // to its own time.
+        let (grid, taken) = grid_after(None, &ended, Some(1_000_000), 1_000_020);
+        assert!(taken.is_empty());
+        let later = Ended {
+            by_grid: None,
+            woken: None,
+            ..ended
+        };
+        let (grid, taken) = grid_after(grid, &later, Some(1_000_000), 4_500_000);
+        assert_eq!(taken, vec![2_000_000, 3_000_000, 4_000_000]);
+        assert_eq!(grid.map(|g| g.source), Some(DeadlineSource::TimerFd));
+        // Woken by something else: the timer drives it no more.
+        let woken = Ended {
+            woken: Some(5),
+            ..later
+        };
+        assert_eq!(
+            grid_after(grid, &woken, Some(1_000_000), 9_000_000),
+            (None, vec![])
+        );
+        // Back 20 s late: at most so many taken in one return.
+        let (_, taken) = grid_after(grid, &later, Some(1_000_000), 20_004_500_000);
+        assert_eq!(taken.len(), RULES.grid_max_taken);
+    }
+
+    #[test]
+    fn preempted_outside_a_call_is_a_wakeup_delay_to_its_next_cpu() {
+        let mut w = ThreadWait::new(TID);
+        w.switched_in(&switch(0, 0, TID, "R"));
+        assert_eq!(w.switched_out(&switch(100, TID, 0, "R+")), Some(false));
+        assert_eq!(w.phase, Phase::Runnable { since: 100 });
+        let d = w.switched_in(&switch(250, 0, TID, "R"));
+        assert_eq!(d, vec![(DelayKind::Wakeup, Delay::from(100))]);
+        assert_eq!(w.phase, Phase::Running);
+    }
+
+    #[test]
+    fn a_return_far_from_the_time_asked_is_another_calls_and_measures_nothing() {
+        let mut w = ThreadWait::new(TID);
+        w.entered(230, Some(10_000_000), 0);
+        w.sleep_timer(
+            &waking(1),
+            sleep_timer(10_000_000 + RULES.asked_off_expiry_ns + 1),
+        );
+        assert_eq!(w.returned(0, 20_000_000), Returned::Abandoned);
+        // A return with no entry seen: ended at its switch-in.
+        assert_eq!(w.returned(0, 20_000_001), Returned::Unseen);
+    }
+
+    #[test]
+    fn a_read_after_a_readiness_wait_takes_its_delays_unless_it_slept() {
+        let ready = |w: &mut ThreadWait| {
+            w.ready = Some(Ready {
+                delays: vec![(DelayKind::Timer, Delay::from(5))],
+                ended: Ended {
+                    call: Call {
+                        nr: 232,
+                        asked: None,
+                        entered: 0,
+                    },
+                    woken: Some(4),
+                    by_grid: None,
+                },
+                returned: returned_at(10),
+            })
+        };
+        let mut w = ThreadWait::new(TID);
+        ready(&mut w);
+        assert!(w.entered(SYS_READ, None, 20).is_none());
+        let (r, took) = w.take_ready().expect("pending");
+        assert!(took && r.delays.len() == 1 && w.phase == Phase::Running);
+        // A read that slept (another file's): the delays end at the readiness wait's return.
+        ready(&mut w);
+        w.entered(SYS_READ, None, 20);
+        w.woken(&waking(30), None);
+        assert!(matches!(w.take_ready(), Some((_, false))));
+        // Any other call first: settled at its entry.
+        ready(&mut w);
+        assert!(w.entered(202, None, 40).is_some());
+    }
+
+    /// A readiness wait entered at `entered`, ended by its timeout `span` later.
+    fn poll_timeout(w: &mut ThreadWait, entered: u64, span: u64) {
+        w.entered(232, None, entered);
+        let at = entered + span;
+        w.sleep_timer(&waking(at), sleep_timer(at));
+        w.woken(&waking(at + 2_000), None);
+        assert!(matches!(w.returned(0, at + 5_000), Returned::Delays(..)));
+    }
+
+    #[test]
+    fn timeouts_of_whole_milliseconds_are_known_as_such_and_finer_ones_are_not() {
+        // Python's asyncio: the time left rounded up to whole ms, the kernel's clock read a
+        // few microseconds after the entry.
+        let mut w = ThreadWait::new(TID);
+        let waits = RULES.whole_ms_waits;
+        for k in 0..waits {
+            assert!(!w.whole_ms());
+            poll_timeout(&mut w, k * 3_000_000, 1_000_000 * (1 + k % 2) + 3_000);
+        }
+        assert!(w.whole_ms());
+        // One in ten past the rule's margin still leaves them whole; more does not.
+        let off = RULES.whole_ms_within_ns + 1_000;
+        poll_timeout(&mut w, 90_000_000, 1_000_000 + off);
+        assert!(w.whole_ms());
+        poll_timeout(&mut w, 93_000_000, 1_000_000 + off);
+        poll_timeout(&mut w, 96_000_000, 1_000_000 + off);
+        assert!(!w.whole_ms());
+        // A loop whose timeouts are the time left in ns (epoll_pwait2): not whole.
+        let mut w = ThreadWait::new(TID);
+        for k in 0..2 * waits {
+            poll_timeout(
+                &mut w,
+                k * 1_000_000 + 37_000 * (k % 20),
+                963_000 - 37_000 * (k % 20),
+            );
+        }
+        assert!(!w.whole_ms());
+    }
+
+    #[test]
+    fn a_loss_cuts_every_delay_begun() {
+        let mut w = ThreadWait::new(TID);
+        w.entered(230, Some(1_000), 0);
+        w.sleep_timer(&waking(1_000), sleep_timer(1_000));
+        w.lock_since = Some(3);
+        let mut cut = w.cut();
+        cut.sort();
+        assert_eq!(
+            cut,
+            vec![DelayKind::Timer, DelayKind::Timer, DelayKind::Lock]
+        );
+        assert_eq!(w.phase, Phase::Running);
+        assert!(w.cut().is_empty());
+    }
+}
