@@ -18,6 +18,10 @@
 #   LOAD="stress-ng --cpu 2"   a load beside each run (started before the watch, ended after)
 #   STOPS=dump                 stops by thread dumps (`jcmd PID Thread.print` every 0.5 s)
 #                              instead of System.gc() every 250 ms
+#   PROBES=none                each JDK's copy whose libjvm.so has no USDT probes (its
+#                              .note.stapsdt removed, as in a JDK built without them): the
+#                              safepoints then come from the JVM's own log, turned on by the
+#                              watch (those before it was turned on are not compared)
 #   KEEP=DIR                   keep each run's files (the watch's JSON, the JVM's safepoint
 #                              log, the program's output) in DIR/<jdk>-<gc>-<run>/
 set -euo pipefail
@@ -37,12 +41,24 @@ cleanup() {
 }
 trap cleanup EXIT
 STOPS=${STOPS:-gc}
+PROBES=${PROBES:-yes}
+# A copy of JDK $1 at $2 whose libjvm.so has no probes: the launcher copied (it finds its
+# libraries from its own path), the rest linked.
+without_probes() {
+  local j; j=$(readlink -f "$1")
+  mkdir -p "$2/bin" "$2/lib/server"
+  cp "$j/bin/java" "$2/bin/"
+  for e in "$j"/*; do case $(basename "$e") in bin|lib) ;; *) ln -s "$e" "$2/";; esac; done
+  for e in "$j"/lib/*; do [ "$(basename "$e")" = server ] || ln -s "$e" "$2/lib/"; done
+  for e in "$j"/lib/server/*; do [ "$(basename "$e")" = libjvm.so ] || ln -s "$e" "$2/lib/server/"; done
+  objcopy --remove-section .note.stapsdt "$j/lib/server/libjvm.so" "$2/lib/server/libjvm.so"
+}
 case $STOPS in
   gc) GC_MS=250 ;;
   dump) GC_MS=0 ;;
   *) echo "STOPS: gc or dump" >&2; exit 2 ;;
 esac
-echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 : >"$WORK/rows.txt"
 for jdk in /usr/lib/jvm/*/; do
   jdk=${jdk%/}
@@ -50,6 +66,8 @@ for jdk in /usr/lib/jvm/*/; do
   [ -x "$jdk/bin/javac" ] && [ -f "$jdk/lib/server/libjvm.so" ] || continue
   mkdir -p "$WORK/classes"
   "$jdk/bin/javac" -d "$WORK/classes" examples/java/Periodic.java
+  home=$jdk
+  if [ "$PROBES" = none ]; then home=$WORK/np-$(basename "$jdk"); without_probes "$jdk" "$home"; fi
   for gc in SerialGC G1GC; do
     for run in $(seq 1 "$RUNS"); do
       rm -f "$WORK/sp.log"
@@ -71,7 +89,7 @@ for jdk in /usr/lib/jvm/*/; do
           done ) & DUMPS=$!
       fi
       "$RTLAB" watch --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
-        "$RTLAB" exec --policy fifo --prio 50 -- "$jdk/bin/java" -XX:+Use$gc \
+        "$RTLAB" exec --policy fifo --prio 50 -- "$home/bin/java" -XX:+Use$gc \
         "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 "$GC_MS" 100 \
         >"$WORK/out.txt" 2>/dev/null || true
       if [ -n "$DUMPS" ]; then wait "$DUMPS" 2>/dev/null || true; DUMPS=; fi
@@ -80,9 +98,9 @@ for jdk in /usr/lib/jvm/*/; do
         mkdir -p "$kept" && cp "$WORK/w.json" "$WORK/sp.log" "$WORK/out.txt" "$kept/" 2>/dev/null || true
       fi
       if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || true; wait "$LOADPID" 2>/dev/null || true; LOADPID=; fi
-      python3 - "$WORK" "$(basename "$jdk")" "$gc" >>"$WORK/rows.txt" <<'PY'
+      python3 - "$WORK" "$(basename "$jdk")" "$gc" "$PROBES" >>"$WORK/rows.txt" <<'PY'
 import json, re, sys
-work, jdk, gc = sys.argv[1:4]
+work, jdk, gc, probes = sys.argv[1:5]
 out = open(f"{work}/out.txt").read()
 m = re.search(r"samples (\d+) p50 (\d+) p99 (\d+) max (\d+) late1ms (\d+)", out)
 d = json.load(open(f"{work}/w.json"))
@@ -97,6 +115,9 @@ for l in open(f"{work}/sp.log"):
     if a:
         logged.append((a.group(1), int(a.group(2))))
 seen = [(s["operation"], s["total_ns"]) for s in d["verdict"].get("jvm_safepoints", {}).get("latest", [])]
+if probes == "none":
+    # Through its own log: the stops after the watch turned it on, the last ones logged.
+    logged = logged[max(0, len(logged) - len(seen)):]
 same = sum(1 for a, b in zip(seen, logged) if a[0] == b[0])
 worst = max([abs(a[1] - b[1]) / b[1] for a, b in zip(seen, logged) if a[0] == b[0]] or [0])
 # A delay of L absorbs the periods due in it, one a millisecond, each late by what is left:

@@ -16,6 +16,7 @@ mod error;
 pub mod fs;
 #[allow(unsafe_code)]
 pub mod futex;
+pub mod hotspot;
 #[allow(unsafe_code)]
 pub mod ipc;
 #[allow(unsafe_code)]

@@ -189,28 +189,41 @@ pub fn open_mapped(pid: u32, file_name: &str) -> io::Result<Option<MappedFile>> 
     }
 }
 
+/// `path` as process `pid` sees it (under its own root, `/proc/<pid>/root`: its mount
+/// namespace, a container's), found with no symlink followed and not opened (`openat2`,
+/// `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, `O_PATH | O_NOFOLLOW`,
+/// and `flags`, e.g. `O_DIRECTORY`).
+pub fn find_in_root(
+    pid: u32,
+    path: &str,
+    flags: rustix::fs::OFlags,
+) -> io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let root = rustix::fs::open(
+        format!("/proc/{pid}/root"),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(rustix::fs::openat2(
+        &root,
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC | flags,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?)
+}
+
 /// [`open_mapped`] once `mapping` was read from the maps of `pid` (held by `pidfd`).
 fn open_as_mapped(
     pid: u32,
     pidfd: &rustix::fd::OwnedFd,
     mapping: Mapping,
 ) -> io::Result<MappedFile> {
-    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+    use rustix::fs::{FileType, Mode, OFlags};
     let not = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
-    let root = rustix::fs::open(
-        format!("/proc/{pid}/root"),
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
     // Found first without opening it (`O_PATH`): a device or a FIFO at its place is never
     // opened, so never armed, waited on or made the controlling terminal.
-    let found = rustix::fs::openat2(
-        &root,
-        mapping.path.as_str(),
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )?;
+    let found = find_in_root(pid, mapping.path.as_str(), OFlags::empty())?;
     let st = rustix::fs::fstat(&found)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(not("not a regular file"));

@@ -391,7 +391,7 @@ pub(crate) fn stacks_of(
 }
 
 /// How far before a delay a JVM's safepoint may have begun and still be found.
-const STOP_LEAD_NS: u64 = 900_000_000;
+pub(crate) const STOP_LEAD_NS: u64 = 900_000_000;
 
 /// The late thread's delay `r` as its JVM's safepoints overlapping it made it (from
 /// HotSpot's events in the history; none for a thread of no JVM): a cause each, first. The
@@ -402,8 +402,8 @@ pub(crate) fn with_jvm_stops(
     o: &mut rtlab_stats::result::Outlier,
     r: &crate::request::Request,
     histories: &[History],
+    logged: &crate::watcher::LoggedStops,
 ) {
-    use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
     let from = r.deadline_ns.saturating_sub(STOP_LEAD_NS);
     // Its process, as /proc says, else (ended before this is explained, as at the run's
     // end) as its own JVM events said.
@@ -417,7 +417,7 @@ pub(crate) fn with_jvm_stops(
         })
     };
     let Some(process) = rtlab_sys::procfs::process_of(r.tid).or_else(own) else {
-        return;
+        return apply_stops(o, r, logged.stops.clone(), logged.vm_thread, histories);
     };
     let mut events: Vec<&Event> = histories
         .iter()
@@ -428,9 +428,6 @@ pub(crate) fn with_jvm_stops(
         })
         .filter(|e| matches!(&e.kind, Kind::Jvm { process: p, .. } if *p == process))
         .collect();
-    if events.is_empty() {
-        return;
-    }
     events.sort_by_key(|e| e.ts_ns);
     let mut jvm = crate::safepoint::Safepoints::default();
     let mut stops = Vec::new();
@@ -449,6 +446,24 @@ pub(crate) fn with_jvm_stops(
     }
     // One still in progress when the delay ended.
     stops.extend(jvm.open_at(process, r.woke_ns));
+    // Those its own log told of (where it has no probes: then none of the above).
+    stops.extend(logged.stops.iter().cloned());
+    apply_stops(o, r, stops, vm_thread.or(logged.vm_thread), histories);
+}
+
+/// Names `stops` (a JVM's safepoints) in the causes of delay `r` (see [`with_jvm_stops`]),
+/// the JVM's `vm_thread` as the task.
+fn apply_stops(
+    o: &mut rtlab_stats::result::Outlier,
+    r: &crate::request::Request,
+    stops: Vec<crate::safepoint::Stop>,
+    vm_thread: Option<i64>,
+    histories: &[History],
+) {
+    use rtlab_stats::result::{Cause, CauseKind, ReasonCode};
+    if stops.is_empty() {
+        return;
+    }
     let vm_thread = vm_thread.map(|t| find_task(histories, t));
     // What ran on its CPU meanwhile, by task (rtlab's own threads as one, the observer).
     let mut ran: Vec<(&str, u64)> = Vec::new();
@@ -486,8 +501,11 @@ pub(crate) fn with_jvm_stops(
         }
         let reach = s.reached_ns.map(|t| t.saturating_sub(s.begin_ns));
         let detail = format!(
-            "JVM safepoint: {} ({}at safepoint {}{})",
+            "JVM safepoint: {}{} ({}at safepoint {}{})",
             s.operation.as_deref().unwrap_or("VM operation unnamed"),
+            s.cause
+                .as_deref()
+                .map_or(String::new(), |c| format!(", {c}")),
             reach.map_or(String::new(), |r| format!(
                 "reaching {}, ",
                 rtlab_stats::Nanos(r)
@@ -684,7 +702,7 @@ mod tests {
             ],
             stacks: Vec::new(),
         };
-        with_jvm_stops(&mut o, &r, std::slice::from_ref(&h));
+        with_jvm_stops(&mut o, &r, std::slice::from_ref(&h), &Default::default());
         // The sleep is the stop's; what is left of the delay outside it, the way out of idle.
         let kinds: Vec<(CauseKind, u64)> =
             o.causes.iter().map(|c| (c.kind, c.duration_ns)).collect();

@@ -10,7 +10,7 @@ use rtlab_stats::result::{Cause, CauseKind};
 pub fn is_observer_thread(comm: &str) -> bool {
     matches!(
         comm,
-        "rtlab" | "rtlab-explain" | "rtlab-hlog" | "rtlab-watchdog"
+        "rtlab" | "rtlab-explain" | "rtlab-hlog" | "rtlab-watchdog" | "rtlab-jvmlog"
     ) || comm.starts_with("rtlab-metrics")
         || comm.starts_with("rtlab-canary")
 }

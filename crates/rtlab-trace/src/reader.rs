@@ -404,15 +404,15 @@ fn explain_request(
     r: &Request,
     (series, index): (&str, usize),
     (histories, traced): (&[History], &TracedLog),
-    source: &Source,
+    (source, logged): (&Source, &crate::watcher::LoggedStops),
     (rules, options): (&explain::Rules, &Options),
 ) -> Result<(Outlier, Option<SavedWindow>), TraceError> {
     let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;
     if let Source::Bpf(rec) = source {
-        // (Only where a JVM's probes are attached: the search spans a second of every CPU's
-        // history.)
-        if rec.probes_jvm() {
-            with_jvm_stops(&mut o, r, histories);
+        // (Only where a JVM's probes are attached, or its own log told of stops: the search
+        // spans a second of every CPU's history.)
+        if rec.probes_jvm() || !logged.stops.is_empty() {
+            with_jvm_stops(&mut o, r, histories, logged);
         }
         if options.stacks {
             let culprit = o.causes.iter().find_map(|c| c.pid);
@@ -422,6 +422,16 @@ fn explain_request(
         }
     }
     Ok((o, window))
+}
+
+/// The safepoints a watched JVM's own log told of over request `r` (none for a run that is
+/// no watch).
+fn logged_stops(watch: Option<&Mutex<dyn Watcher>>, r: &Request) -> crate::watcher::LoggedStops {
+    let from = r.deadline_ns.saturating_sub(crate::history::STOP_LEAD_NS);
+    watch.map_or_else(Default::default, |w| {
+        let w = w.lock().unwrap_or_else(|p| p.into_inner());
+        w.logged_stops(r.tid, from, r.woke_ns)
+    })
 }
 
 /// The name of series `index`: the watch's, or the run's.
@@ -517,11 +527,12 @@ pub(crate) fn read_loop(
         take_requests(&rx, &mut pending, &mut out);
         for r in pending.take_ready(&histories, monotonic_now_ns(), stopping) {
             let series = series_name(watch, options, r.series);
+            let logged = logged_stops(watch, &r);
             let (o, window) = explain_request(
                 &r,
                 (&series, out.outliers.len()),
                 (&histories, &traced),
-                &source,
+                (&source, &logged),
                 (rules, options),
             )?;
             out.windows.extend(window);

@@ -20,6 +20,9 @@ pub struct Stop {
     pub done_ns: Option<u64>,
     /// Its VM operation (`SerialGCCollect`, `ThreadDump`), where seen.
     pub operation: Option<Arc<str>>,
+    /// For a collection's, what the JVM's own log said of it (`Pause Full for System.gc()`),
+    /// where that log is read.
+    pub cause: Option<Arc<str>>,
 }
 
 #[derive(Debug, Default)]
@@ -128,6 +131,7 @@ impl Safepoints {
                     end_ns,
                     done_ns: o.done_ns,
                     operation: o.operation,
+                    cause: None,
                 });
             }
             JvmProbe::VmopEnd => {
@@ -162,6 +166,7 @@ impl Safepoints {
             end_ns: now_ns,
             done_ns: o.done_ns,
             operation: o.operation.clone(),
+            cause: None,
         })
     }
 
@@ -176,5 +181,169 @@ impl Safepoints {
     /// Events lost: a safepoint's end may be among them.
     pub fn forget(&mut self) {
         self.open.clear();
+    }
+}
+
+/// A JVM's own account of a stop, from its unified log (`-Xlog:safepoint,gc` or the same
+/// turned on at run time with `VM.log`, decorated with `timenanos`: CLOCK_MONOTONIC): what
+/// a JVM without HotSpot's probes tells of its safepoints, and a second witness where the
+/// probes are there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Logged {
+    /// A safepoint (`[safepoint]`): timed as the JVM times it.
+    Safepoint(Stop),
+    /// A collection's pause (`[gc]`): its title (`Pause Full`, `Pause Young (Normal)`), its
+    /// cause (`System.gc()`, `Allocation Failure`, `G1 Evacuation Pause`), and when it ran.
+    Pause {
+        title: String,
+        cause: Option<String>,
+        begin_ns: u64,
+        end_ns: u64,
+    },
+}
+
+/// One line of a JVM's unified log, decorated with `timenanos` (and its tags); None for a
+/// line that is no stop (another tag, `Using G1`, a partial line).
+///
+/// JDK 17: `Safepoint "G1CollectFull", Time since last: N ns, Reaching safepoint: N ns,
+/// Cleanup: N ns, At safepoint: N ns, Total: N ns`; JDK 21 adds `Leaving safepoint: N ns`,
+/// JDK 25 drops `Cleanup` and adds `, Threads: ...`. Written when the safepoint is over:
+/// it began `Total` before the line's time. A collection's pause: `GC(3) Pause Full
+/// (System.gc()) 10M->1M(20M) 12.345ms`, written at its end.
+pub fn parse_logged(process: u32, line: &str) -> Option<Logged> {
+    let (time_ns, message) = logged_time(line)?;
+    if let Some(rest) = message.strip_prefix("Safepoint \"") {
+        let (operation, rest) = rest.split_once('"')?;
+        let ns = |field: &str| -> Option<u64> {
+            let at = rest.find(&format!("{field}: "))? + field.len() + 2;
+            rest[at..].split(' ').next()?.parse().ok()
+        };
+        let total = ns("Total")?;
+        let begin_ns = time_ns.checked_sub(total)?;
+        let reaching = ns("Reaching safepoint")?;
+        // (JDK 17 cleans up before the operation; the probes' "reached" is the operation's
+        // begin.)
+        let reached = reaching + ns("Cleanup").unwrap_or(0);
+        let at = ns("At safepoint")?;
+        return Some(Logged::Safepoint(Stop {
+            process,
+            begin_ns,
+            reached_ns: Some(begin_ns + reached),
+            end_ns: begin_ns + total,
+            done_ns: Some(begin_ns + reached + at),
+            operation: Some(operation.into()),
+            cause: None,
+        }));
+    }
+    // `GC(3) Pause ...`: the pause's title and its cause (the last parenthesis before the
+    // heap sizes), its length at the end.
+    let rest = message.strip_prefix("GC(")?.split_once(") ")?.1;
+    if !rest.starts_with("Pause ") {
+        return None;
+    }
+    let (head, millis) = rest.rsplit_once(' ')?;
+    let ms: f64 = millis.strip_suffix("ms")?.parse().ok()?;
+    let head = match head.rsplit_once(' ') {
+        Some((h, sizes)) if sizes.contains("->") => h,
+        _ => head,
+    };
+    let (title, cause) = match head
+        .rsplit_once(" (")
+        .map(|(t, c)| (t, c.strip_suffix(')')))
+    {
+        Some((t, Some(c))) => (t, Some(c.to_string())),
+        _ => (head, None),
+    };
+    let length = (ms * 1e6).round() as u64;
+    Some(Logged::Pause {
+        title: title.to_string(),
+        cause,
+        begin_ns: time_ns.checked_sub(length)?,
+        end_ns: time_ns,
+    })
+}
+
+/// A log line's `timenanos` decoration (`[123456789ns]`, its first one ending in `ns`) and
+/// its message after the decorations.
+fn logged_time(line: &str) -> Option<(u64, &str)> {
+    let mut rest = line.trim_end();
+    let mut time = None;
+    while let Some(inner) = rest.strip_prefix('[') {
+        let (decoration, after) = inner.split_once(']')?;
+        let d = decoration.trim();
+        if time.is_none() {
+            time = d.strip_suffix("ns").and_then(|n| n.parse::<u64>().ok());
+        }
+        rest = after;
+    }
+    Some((time?, rest.trim_start()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_safepoint_is_timed_as_the_jvm_times_it_in_jdk_17_and_25() {
+        let jdk17 = "[5000000000ns][safepoint] Safepoint \"G1CollectFull\", Time since last: \
+                     1000 ns, Reaching safepoint: 30000 ns, Cleanup: 2000 ns, At safepoint: \
+                     9000000 ns, Total: 9040000 ns";
+        let Some(Logged::Safepoint(s)) = parse_logged(9, jdk17) else {
+            panic!()
+        };
+        assert_eq!(s.begin_ns, 5_000_000_000 - 9_040_000);
+        assert_eq!(s.reached_ns, Some(s.begin_ns + 32_000));
+        assert_eq!(s.done_ns, Some(s.begin_ns + 32_000 + 9_000_000));
+        assert_eq!((s.end_ns, s.process), (5_000_000_000, 9));
+        assert_eq!(s.operation.as_deref(), Some("G1CollectFull"));
+        // JDK 25: no Cleanup, Leaving and Threads added; padded decorations.
+        let jdk25 = "[ 7000000000ns][safepoint    ] Safepoint \"ThreadDump\", Time since last: \
+                     5 ns, Reaching safepoint: 40000 ns, At safepoint: 100000 ns, Leaving \
+                     safepoint: 10000 ns, Total: 150000 ns, Threads: 1 runnable, 12 total";
+        let Some(Logged::Safepoint(s)) = parse_logged(9, jdk25) else {
+            panic!()
+        };
+        assert_eq!(s.begin_ns, 7_000_000_000 - 150_000);
+        assert_eq!(s.reached_ns, Some(s.begin_ns + 40_000));
+        assert_eq!(s.done_ns, Some(s.begin_ns + 140_000));
+        assert_eq!(s.operation.as_deref(), Some("ThreadDump"));
+    }
+
+    #[test]
+    fn a_logged_pause_gives_its_title_cause_and_time_and_other_lines_nothing() {
+        let pause = |line| match parse_logged(1, line) {
+            Some(Logged::Pause {
+                title,
+                cause,
+                begin_ns,
+                end_ns,
+            }) => (title, cause, end_ns - begin_ns),
+            other => panic!("{other:?}"),
+        };
+        let full = "[2000000000ns][gc] GC(3) Pause Full (System.gc()) 10M->1M(20M) 12.345ms";
+        assert_eq!(
+            pause(full),
+            ("Pause Full".into(), Some("System.gc()".into()), 12_345_000)
+        );
+        let young = "[2000000000ns][gc] GC(4) Pause Young (Normal) (G1 Evacuation Pause) \
+                     24M->3M(256M) 3.001ms";
+        assert_eq!(
+            pause(young),
+            (
+                "Pause Young (Normal)".into(),
+                Some("G1 Evacuation Pause".into()),
+                3_001_000
+            )
+        );
+        for none in [
+            "[2000000000ns][gc] Using G1",
+            "[2000000000ns][gc] GC(4) To-space exhausted",
+            "[2000000000ns][gc,start] GC(4) Pause Young",
+            "Safepoint \"X\", Total: 5 ns",
+            "[2000000000ns][safepoint] Safepoint \"X\", Reaching safepoint: 1 ns",
+            "",
+        ] {
+            assert_eq!(parse_logged(1, none), None, "{none}");
+        }
     }
 }

@@ -41,6 +41,22 @@ pub trait Watcher: Send + std::fmt::Debug {
 
     /// Whether it has just attached to threads (the reader polls eagerly for a moment).
     fn just_attached(&self, now_ns: u64) -> bool;
+
+    /// Safepoints of thread `tid`'s JVM from `from_ns` to `to_ns` that the JVM's own log told
+    /// of (where its probes are not there), and its VM thread: the explanation names them
+    /// as it names the probes'.
+    fn logged_stops(&self, _tid: i64, _from_ns: u64, _to_ns: u64) -> LoggedStops {
+        LoggedStops::default()
+    }
+}
+
+/// A JVM's safepoints from its own log, for one explanation (see
+/// [`Watcher::logged_stops`]).
+#[derive(Debug, Clone, Default)]
+pub struct LoggedStops {
+    pub stops: Vec<crate::safepoint::Stop>,
+    /// The JVM's VM thread (the one that runs its safepoints), where known.
+    pub vm_thread: Option<i64>,
 }
 
 /// What a watch asks the event source to record, at the start.

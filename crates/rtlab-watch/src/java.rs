@@ -394,6 +394,8 @@ impl WatchState {
         let note = match r {
             Ok(0) => return,
             Err(why) if why.not_permitted() => return self.jvms.uprobes_refused(&why),
+            // (Its own log is read instead: its follower says what came of it.)
+            Err(rtlab_trace::usdt::ProbeError::NoSafepointProbes(_)) => return,
             // (One line per file: each JVM process running it is probed on its own.)
             Ok(_) if !self.jvms.announced.insert(libjvm.id) => return,
             Ok(n) => format!(

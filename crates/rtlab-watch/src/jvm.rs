@@ -48,7 +48,26 @@ pub(crate) struct Jvms {
     /// The latest safepoints, oldest first, and how many there were in all.
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pub(crate) stops_seen: u64,
+    /// The libjvm.so each JVM process maps (device, inode), and those without probes.
+    lib_of: HashMap<u32, (u64, u64)>,
+    no_probes: std::collections::HashSet<(u64, u64)>,
+    /// The JVMs whose own log is read (where they have no probes), and what it told.
+    pub(crate) logs: crate::jvmlog::Followers,
+    pub(crate) logged: HashMap<u32, Logged>,
 }
+
+/// What a JVM's own log told of it: its VM thread, its latest safepoints (oldest first), and
+/// its collections' pauses not yet matched with the safepoint they were in.
+#[derive(Debug, Default)]
+pub(crate) struct Logged {
+    pub(crate) vm_thread: Option<i64>,
+    pub(crate) stops: std::collections::VecDeque<Stop>,
+    pauses: Vec<(String, u64, u64)>,
+}
+
+/// How long a JVM's logged safepoints are kept for the explanations (past the explainer's
+/// reach).
+const LOGGED_KEPT_NS: u64 = 10_000_000_000;
 
 impl Jvms {
     /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
@@ -77,8 +96,12 @@ impl Jvms {
             };
             // Running before the watch began: it has mapped whatever it maps.
             let done = lib.is_some() || !started_since;
-            if lib.is_some() {
+            if let Some(l) = lib.as_ref() {
                 self.jvms.insert(pid);
+                self.lib_of.insert(pid, l.id);
+                if self.no_probes.contains(&l.id) {
+                    self.logs.follow(pid);
+                }
             }
             self.checked
                 .insert(pid, if done { (u64::MAX, 0) } else { (first, now) });
@@ -93,6 +116,87 @@ impl Jvms {
         self.checked.retain(|p, _| alive.contains(p));
         self.safepoints.retain(&alive);
         self.jvms.retain(|p| alive.contains(p));
+        self.lib_of.retain(|p, _| alive.contains(p));
+    }
+
+    /// `libjvm` has no safepoint probes: the JVMs that map it (`pid`, and any found) are
+    /// followed through their own log.
+    pub(crate) fn without_probes(&mut self, libjvm: (u64, u64), pid: Option<u32>) {
+        self.no_probes.insert(libjvm);
+        let mapping: Vec<u32> = (self.lib_of.iter())
+            .filter(|(_, id)| **id == libjvm)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in mapping.into_iter().chain(pid) {
+            self.logs.follow(p);
+        }
+    }
+
+    /// What the JVMs' own logs told since the last call: their safepoints (each once, a
+    /// collection's pause and cause named in the one it was in); their notes said.
+    pub(crate) fn take_logged(&mut self) -> Vec<Stop> {
+        let found = self.logs.take();
+        for note in found.notes {
+            self.note(note);
+        }
+        for (pid, vm) in found.vm_threads {
+            self.logged.entry(pid).or_default().vm_thread = vm;
+        }
+        let mut stops = Vec::new();
+        for (pid, logged) in found.logged {
+            let l = self.logged.entry(pid).or_default();
+            match logged {
+                rtlab_trace::safepoint::Logged::Pause {
+                    title,
+                    cause,
+                    begin_ns,
+                    end_ns,
+                } => {
+                    let what = match cause {
+                        Some(c) => format!("{title} for {c}"),
+                        None => title,
+                    };
+                    l.pauses.push((what, begin_ns, end_ns));
+                }
+                rtlab_trace::safepoint::Logged::Safepoint(mut stop) => {
+                    // A collection's pause is logged inside its safepoint, before it.
+                    let inside =
+                        |p: &(String, u64, u64)| p.1 >= stop.begin_ns && p.2 <= stop.end_ns;
+                    if let Some(p) = l.pauses.iter().find(|p| inside(p)) {
+                        stop.cause = Some(p.0.as_str().into());
+                    }
+                    l.pauses.retain(|p| p.2 > stop.end_ns);
+                    while l
+                        .stops
+                        .front()
+                        .is_some_and(|s| s.end_ns + LOGGED_KEPT_NS < stop.end_ns)
+                    {
+                        l.stops.pop_front();
+                    }
+                    l.stops.push_back(stop.clone());
+                    stops.push(stop);
+                }
+            }
+        }
+        stops
+    }
+
+    /// JVM `process`'s logged safepoints over `from_ns..to_ns`, and its VM thread.
+    pub(crate) fn logged_over(
+        &self,
+        process: u32,
+        (from_ns, to_ns): (u64, u64),
+    ) -> rtlab_trace::watcher::LoggedStops {
+        let Some(l) = self.logged.get(&process) else {
+            return Default::default();
+        };
+        rtlab_trace::watcher::LoggedStops {
+            stops: (l.stops.iter())
+                .filter(|s| s.end_ns > from_ns && s.begin_ns < to_ns)
+                .cloned()
+                .collect(),
+            vm_thread: l.vm_thread,
+        }
     }
 
     /// Process `process` fired a JVM's probe: a JVM.

@@ -595,6 +595,7 @@ impl WatchState {
         if drained_at >= self.scanned_ns + every {
             self.rescan(drained_at);
         }
+        self.take_logged();
         let watermark = drained_at.saturating_sub(RULES.merge_lag_ns);
         while self.heap.peek().is_some_and(|Reverse(t)| t.0 <= watermark) {
             let Some(Reverse(Timed(_, _, e))) = self.heap.pop() else {
@@ -606,6 +607,9 @@ impl WatchState {
 
     /// Processes everything left (the run is ending).
     pub(crate) fn flush(&mut self, request: &mut dyn FnMut(Request)) {
+        // The JVMs' logs read to their end and turned off.
+        self.jvms.logs.stop();
+        self.take_logged();
         while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
             self.step(&e, request);
         }
@@ -741,18 +745,31 @@ impl WatchState {
     /// kept, ends the delays it held, and is counted in its operation's series.
     fn jvm_event(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
         if let Some(stop) = self.jvms.step(e) {
-            self.jvms.keep(&stop);
             self.settle_held(&stop, request);
-            let op = stop.operation.as_deref().unwrap_or("unnamed");
-            if let Some(i) = self.series_index(op, None, DelayKind::Safepoint, true) {
-                let s = &mut self.series[i as usize];
-                s.process = Some(stop.process);
-                let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
-                s.total.record(d);
-                s.interval.record(d);
-                let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
-                self.write_sample(who, DelayKind::Safepoint, span, None);
-            }
+            self.count_stop(&stop);
+        }
+    }
+
+    /// A JVM's safepoint that ended (as its probes or its own log told it): kept, and counted
+    /// in its VM operation's series.
+    fn count_stop(&mut self, stop: &rtlab_trace::safepoint::Stop) {
+        self.jvms.keep(stop);
+        let op = stop.operation.as_deref().unwrap_or("unnamed").to_string();
+        if let Some(i) = self.series_index(&op, None, DelayKind::Safepoint, true) {
+            let s = &mut self.series[i as usize];
+            s.process = Some(stop.process);
+            let d = Nanos(stop.end_ns.saturating_sub(stop.begin_ns));
+            s.total.record(d);
+            s.interval.record(d);
+            let (who, span) = (stop.process as i64, (stop.begin_ns, stop.end_ns));
+            self.write_sample(who, DelayKind::Safepoint, span, None);
+        }
+    }
+
+    /// The safepoints the JVMs' own logs told of since the last call, counted.
+    fn take_logged(&mut self) {
+        for stop in self.jvms.take_logged() {
+            self.count_stop(&stop);
         }
     }
 
@@ -932,6 +949,7 @@ mod book;
 mod clock;
 mod java;
 pub(crate) mod jvm;
+mod jvmlog;
 mod model;
 pub mod rules;
 mod series;

@@ -82,6 +82,10 @@ impl Watcher for WatchState {
         for (lib, pid) in self.take_jvm_libraries() {
             let attached = source.probe_jvm(&lib, pid);
             let refused = attached.as_ref().is_err_and(|e| e.not_permitted());
+            if let Err(rtlab_trace::usdt::ProbeError::NoSafepointProbes(_)) = &attached {
+                // Its own log tells of its safepoints instead.
+                self.jvms.without_probes(lib.id, pid);
+            }
             let waits = source.takes_watched();
             self.jvm_probed(&lib, attached, waits);
             // Its clock, in that process only (every read traps).
@@ -119,5 +123,18 @@ impl Watcher for WatchState {
 
     fn just_attached(&self, now_ns: u64) -> bool {
         WatchState::just_attached(self, now_ns)
+    }
+
+    fn logged_stops(
+        &self,
+        tid: i64,
+        from_ns: u64,
+        to_ns: u64,
+    ) -> rtlab_trace::watcher::LoggedStops {
+        let process =
+            (self.thread_process.get(&tid).copied()).or_else(|| rtlab_sys::procfs::process_of(tid));
+        process.map_or_else(Default::default, |p| {
+            self.jvms.logged_over(p, (from_ns, to_ns))
+        })
     }
 }

@@ -23,6 +23,21 @@ fn jdks() -> Vec<PathBuf> {
     v
 }
 
+/// For a test of a watched JVM (`test` names it): the JDKs, and the lock on real-time runs;
+/// None where it cannot run (said why).
+fn jvm_test(test: &str) -> Option<(Vec<PathBuf>, std::sync::MutexGuard<'static, ()>)> {
+    if !is_root() {
+        skip(test, "needs root (eBPF, uprobes)");
+        return None;
+    }
+    let jdks = jdks();
+    if jdks.is_empty() {
+        skip(test, "no JDK with javac under /usr/lib/jvm");
+        return None;
+    }
+    Some((jdks, realtime_serial()))
+}
+
 /// examples/java/Periodic.java compiled by `jdk`'s javac, in a fresh directory.
 fn periodic_classes(jdk: &Path) -> tempfile::TempDir {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/java/Periodic.java");
@@ -43,9 +58,18 @@ fn periodic_classes(jdk: &Path) -> tempfile::TempDir {
 
 /// One safepoint of `-Xlog:safepoint`: its VM operation and its total time (ns).
 fn logged_safepoints(log: &Path) -> Vec<(String, u64)> {
+    logged_with_uptime(log).into_iter().map(|l| l.1).collect()
+}
+
+/// The same, each with the JVM's uptime when it logged it (s, its default decoration).
+fn logged_with_uptime(log: &Path) -> Vec<(f64, (String, u64))> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
+            let uptime: f64 = l.strip_prefix('[')?.split("s]").next()?.parse().ok()?;
+            Some((uptime, l))
+        })
+        .filter_map(|(uptime, l)| {
             let op = l
                 .split("Safepoint \"")
                 .nth(1)?
@@ -63,186 +87,340 @@ fn logged_safepoints(log: &Path) -> Vec<(String, u64)> {
                 "s" => 1e9,
                 _ => return None,
             };
-            Some((op, (n * scale) as u64))
+            Some((uptime, (op, (n * scale) as u64)))
         })
         .collect()
 }
 
 #[test]
 fn a_jvms_safepoints_are_timed_as_it_logs_them_and_named_as_the_causes_of_late_periods() {
-    let test = "watch a JVM";
-    if !is_root() {
-        return skip(test, "needs root (eBPF, uprobes)");
-    }
-    let jdks = jdks();
-    if jdks.is_empty() {
-        return skip(test, "no JDK with javac under /usr/lib/jvm");
-    }
-    let _serial = realtime_serial();
+    let Some((jdks, _serial)) = jvm_test("watch a JVM") else {
+        return;
+    };
     for (i, jdk) in jdks.into_iter().enumerate() {
-        let dir = periodic_classes(&jdk);
-        let log = dir.path().join("safepoint.log");
-        let json = dir.path().join("w.json");
-        // 6 s of 1 ms periods beside a full collection of 100 MB of small objects every 250
-        // ms (SerialGC: the VM thread collects; G1: its workers do; every Java thread
-        // stopped either way). SCHED_FIFO: the periods late by over 1 ms are then the JVM's
-        // doing, not the machine's. One JDK with SerialGC and the periodic thread watched,
-        // the next with G1 and every thread of the JVM watched (the VM's and the
-        // collector's threads run through a safepoint: their delays are their own).
-        let g1 = i % 2 == 1;
-        let mut watch = rtlab();
-        watch.args(["watch", "--threshold", "1ms", "--top", "100"]);
-        if !g1 {
-            watch.args(["--thread", "rt-loop"]);
+        watched_beside_collections(&jdk, &jdk, i % 2 == 1, Witness::Probes);
+    }
+}
+
+/// How a JVM's safepoints are seen: HotSpot's probes, or its own log.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Witness {
+    Probes,
+    Log,
+}
+
+/// `java_home`'s JVM (the classes built by `jdk`'s javac) watched for 6 s of 1 ms periods
+/// beside full collections (G1 or SerialGC), checked against its own `-Xlog:safepoint`
+/// and the thread's own figures, its safepoints seen through `witness`.
+fn watched_beside_collections(jdk: &Path, java_home: &Path, g1: bool, witness: Witness) {
+    let dir = periodic_classes(jdk);
+    let log = dir.path().join("safepoint.log");
+    let json = dir.path().join("w.json");
+    // 6 s of 1 ms periods beside a full collection of 100 MB of small objects every 250
+    // ms (SerialGC: the VM thread collects; G1: its workers do; every Java thread
+    // stopped either way). SCHED_FIFO: the periods late by over 1 ms are then the JVM's
+    // doing, not the machine's. One JDK with SerialGC and the periodic thread watched,
+    // the next with G1 and every thread of the JVM watched (the VM's and the
+    // collector's threads run through a safepoint: their delays are their own).
+    let mut watch = rtlab();
+    watch.args(["watch", "--threshold", "1ms", "--top", "100"]);
+    if !g1 {
+        watch.args(["--thread", "rt-loop"]);
+    }
+    let out = watch
+        .arg("--json")
+        .arg(&json)
+        .arg("--")
+        .arg(rtlab_path())
+        .args(["exec", "--policy", "fifo", "--prio", "50", "--"])
+        .arg(java_home.join("bin/java"))
+        .arg(if g1 {
+            "-XX:+UseG1GC"
+        } else {
+            "-XX:+UseSerialGC"
+        })
+        .arg(format!("-Xlog:safepoint:file={}", log.display()))
+        .arg("-cp")
+        .arg(dir.path())
+        .args(["Periodic", "6", "1000", "250", "100"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}\n{stderr}",
+        jdk.display()
+    );
+    let source = match witness {
+        Witness::Probes => "HotSpot's probes attached",
+        Witness::Log => "are read from its own log",
+    };
+    assert!(
+        stdout.contains(source) && stdout.contains("clock reads (System.nanoTime) probed"),
+        "{}: {stdout}",
+        java_home.display()
+    );
+    let doc = load_valid_document(&json);
+    // Every safepoint the JVM logged, in order, with its operation, and its length
+    // within 5 % (or 5 us for the short ones: timed at the VM thread's own clock reads,
+    // as the JVM times them). Through its own log, those after the watch turned the log on
+    // (in the JVM's first second: a started JVM catches SIGQUIT within milliseconds).
+    let all = logged_with_uptime(&log);
+    let after = |up: f64| witness == Witness::Probes || up > 1.0;
+    let first = all.iter().position(|l| after(l.0)).unwrap_or(all.len());
+    let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| {
+            (
+                s["operation"].as_str().unwrap_or("?").to_string(),
+                s["total_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // System.gc() under SerialGC: SerialGCCollect (JDK 25) or GenCollectFull (JDK 17);
+    // under G1: G1CollectFull.
+    const COLLECTIONS: [&str; 3] = ["SerialGCCollect", "GenCollectFull", "G1CollectFull"];
+    let collection = |op: &str| COLLECTIONS.contains(&op);
+    let collections = all.iter().filter(|l| collection(&l.1 .0)).count();
+    assert!(collections >= 10, "{}: {all:?}", jdk.display());
+    // (Through the log, those before the second may or may not be seen: the last ones.)
+    let logged: Vec<(String, u64)> = match witness {
+        Witness::Probes => all.iter().map(|l| l.1.clone()).collect(),
+        Witness::Log => {
+            let k = all.len().saturating_sub(seen.len()).min(first);
+            all[k..].iter().map(|l| l.1.clone()).collect()
         }
-        let out = watch
-            .arg("--json")
-            .arg(&json)
-            .arg("--")
-            .arg(rtlab_path())
-            .args(["exec", "--policy", "fifo", "--prio", "50", "--"])
-            .arg(jdk.join("bin/java"))
-            .arg(if g1 {
-                "-XX:+UseG1GC"
-            } else {
-                "-XX:+UseSerialGC"
+    };
+    assert_eq!(
+        seen.len(),
+        logged.len(),
+        "{}: seen {seen:?}\nlogged {logged:?}",
+        jdk.display()
+    );
+    for (s, l) in seen.iter().zip(&logged) {
+        assert_eq!(s.0, l.0, "{}: {seen:?} {logged:?}", jdk.display());
+        let tolerance = (l.1 / 20).max(5_000);
+        assert!(
+            s.1.abs_diff(l.1) <= tolerance,
+            "{}: {s:?} against the JVM's {l:?}",
+            jdk.display()
+        );
+    }
+    // The thread's own figures (every period, those a collection absorbed too, as the
+    // thread lived them): the count within 2 %, the p50, p99 and max within 5 %.
+    let own: Vec<f64> = stdout
+        .lines()
+        .find(|l| l.starts_with("samples "))
+        .unwrap_or_else(|| panic!("{}: {stdout}", jdk.display()))
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (n, p50, p99, max) = (own[0], own[1], own[2], own[3]);
+    let timer = series_named(&doc, "rt-loop/timer");
+    let count = timer["count"].as_f64().unwrap();
+    assert!(
+        // (The target, 1 %, is the bench's: bench/watch-jvm.sh. Here 2 %: a test must
+        // not fail on a noisy run, only on a watch that loses periods.)
+        (count - n).abs() <= n * 0.02,
+        "{}: {count} of {n} periods",
+        jdk.display()
+    );
+    for (what, watched, theirs) in [
+        ("p50", timer["p50"].as_f64().unwrap(), p50),
+        ("p99", timer["p99"].as_f64().unwrap(), p99),
+        ("max", timer["max"].as_f64().unwrap(), max),
+    ] {
+        // (Without HotSpot's park probes a park's deadline is its futex's, microseconds
+        // after the thread's own: its median is not the thread's; p99 and max are.)
+        if what == "p50" && witness == Witness::Log {
+            continue;
+        }
+        assert!(
+            (watched - theirs).abs() <= theirs * 0.05,
+            "{}: {what} {watched} against the thread's own {theirs}",
+            jdk.display()
+        );
+    }
+    // The periods the collections made late by over 1 ms: at least 90 % lie in a delay
+    // explained as a collection's safepoint. A stop of D, as the JVM logged it, absorbs
+    // the periods due in it, one a millisecond, each late by what is left of D: on
+    // average (D - 1 ms) / 1 ms of them late by over 1 ms. A delay of L the watch named
+    // is the first absorbed period's: the periods late by over 1 ms in it number
+    // floor((L - 1 ms) / 1 ms) + 1. (The thread's own count of late periods also holds those the
+    // machine made: beside a load, SCHED_OTHER tasks run through the fair server and hold
+    // a SCHED_FIFO thread for a millisecond or more; those are not the collection's.)
+    let late_own = own[4];
+    let beyond_first_ms = |ns: f64| ((ns - 1e6) / 1e6).max(0.0);
+    let by_log: f64 = logged
+        .iter()
+        .filter(|l| collection(&l.0))
+        .map(|l| beyond_first_ms(l.1 as f64))
+        .sum();
+    let by_collection: f64 = doc["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            let series = o["series"].as_str().unwrap();
+            series.starts_with("rt-loop/") && series.ends_with("/timer")
+        })
+        .filter(|o| {
+            o["causes"].as_array().unwrap().iter().any(|c| {
+                let detail = c["detail"].as_str().unwrap_or("");
+                c["kind"] == "safepoint" && COLLECTIONS.iter().any(|op| detail.contains(op))
             })
-            .arg(format!("-Xlog:safepoint:file={}", log.display()))
-            .arg("-cp")
-            .arg(dir.path())
-            .args(["Periodic", "6", "1000", "250", "100"])
+        })
+        .map(|o| beyond_first_ms(o["latency_ns"].as_f64().unwrap()).floor() + 1.0)
+        .sum();
+    assert!(
+        late_own >= 100.0 && by_log >= 100.0,
+        "{}: {late_own} late periods, {by_log} by the logged collections",
+        jdk.display()
+    );
+    // This watch's own threads are the observer, never a cause.
+    assert_observer_never_named(&doc, &jdk.display().to_string());
+    assert!(
+        by_collection >= by_log * 0.9,
+        "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log: {:#}",
+        jdk.display(),
+        doc["outliers"]
+    );
+    eprintln!(
+        "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log, {late_own} by the thread's own count",
+        jdk.display()
+    );
+}
+
+/// A copy of `jdk` at `into` whose libjvm.so has no USDT probes (its `.note.stapsdt`
+/// removed, as in a JDK built without them): the launcher copied (it finds its libraries
+/// from its own path), the rest linked. None where objcopy is missing.
+fn without_probes(jdk: &Path, into: &Path) -> Option<PathBuf> {
+    let jdk = std::fs::canonicalize(jdk).ok()?;
+    std::fs::create_dir_all(into.join("bin")).ok()?;
+    std::fs::create_dir_all(into.join("lib/server")).ok()?;
+    std::fs::copy(jdk.join("bin/java"), into.join("bin/java")).ok()?;
+    let link_all = |from: &Path, to: &Path, except: &[&str]| {
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let name = e.file_name();
+            if !except.iter().any(|x| name == **x) {
+                std::os::unix::fs::symlink(e.path(), to.join(&name)).unwrap();
+            }
+        }
+    };
+    link_all(&jdk, into, &["bin", "lib"]);
+    link_all(&jdk.join("lib"), &into.join("lib"), &["server"]);
+    link_all(
+        &jdk.join("lib/server"),
+        &into.join("lib/server"),
+        &["libjvm.so"],
+    );
+    let stripped = Command::new("objcopy")
+        .args(["--remove-section", ".note.stapsdt"])
+        .arg(jdk.join("lib/server/libjvm.so"))
+        .arg(into.join("lib/server/libjvm.so"))
+        .status()
+        .ok()?;
+    stripped.success().then(|| into.to_path_buf())
+}
+
+/// rtlab's JVM logs left in `/tmp` (each run removes its own).
+fn rtlab_jvm_logs() -> Vec<String> {
+    let me = "rtlab-";
+    std::fs::read_dir("/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(me) && n.contains("-jvm") && n.ends_with(".log"))
+        .collect()
+}
+
+#[test]
+fn a_jvm_without_probes_is_seen_through_its_own_log_as_well_as_with_them() {
+    // The same run as with HotSpot's probes, on a copy of each JDK whose libjvm.so has none:
+    // every safepoint from the JVM's own log (turned on through the attach mechanism, off
+    // at the end, the file removed), timed and named as with the probes.
+    let test = "watch a JVM without probes";
+    let Some((jdks, _serial)) = jvm_test(test) else {
+        return;
+    };
+    for (i, jdk) in jdks.into_iter().enumerate() {
+        let copy = tempfile::tempdir().unwrap();
+        let Some(home) = without_probes(&jdk, copy.path()) else {
+            return skip(test, "needs objcopy (binutils)");
+        };
+        watched_beside_collections(&jdk, &home, i % 2 == 0, Witness::Log);
+        assert_eq!(rtlab_jvm_logs(), Vec::<String>::new(), "left behind");
+    }
+    let Some(jdk) = self::jdks().pop() else {
+        return;
+    };
+    // The copy and the classes where a container's own /tmp does not hide them.
+    let copy = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+    let Some(home) = without_probes(&jdk, &copy.path().join("jdk")) else {
+        return;
+    };
+    let classes = copy.path().join("classes");
+    let javac = Command::new(jdk.join("bin/javac"))
+        .arg("-d")
+        .arg(&classes)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/java/Periodic.java"))
+        .status()
+        .unwrap();
+    assert!(javac.success());
+    let java = |args: &str| {
+        let out = rtlab()
+            .args(["watch", "--thread", "rt-loop", "--json"])
+            .arg(copy.path().join("w.json"))
+            .args([
+                "--",
+                "unshare",
+                "--mount",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "sh",
+                "-c",
+            ])
+            .arg(format!(
+                "mount -t tmpfs tmpfs /tmp && exec {} {args} -cp {} Periodic 3 1000 250 100",
+                home.join("bin/java").display(),
+                classes.display()
+            ))
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),
-            "{}: {stdout}\n{stderr}",
-            jdk.display()
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            stdout.contains("HotSpot's probes attached")
-                && stdout.contains("clock reads (System.nanoTime) probed"),
-            "{}: {stdout}",
-            jdk.display()
-        );
-        let doc = load_valid_document(&json);
-        // Every safepoint the JVM logged, in order, with its operation, and its length
-        // within 5 % (or 5 us for the short ones: timed at the VM thread's own clock reads,
-        // as the JVM times them).
-        let logged = logged_safepoints(&log);
-        let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|s| {
-                (
-                    s["operation"].as_str().unwrap_or("?").to_string(),
-                    s["total_ns"].as_u64().unwrap(),
-                )
-            })
-            .collect();
-        // System.gc() under SerialGC: SerialGCCollect (JDK 25) or GenCollectFull (JDK 17);
-        // under G1: G1CollectFull.
-        const COLLECTIONS: [&str; 3] = ["SerialGCCollect", "GenCollectFull", "G1CollectFull"];
-        let collection = |op: &str| COLLECTIONS.contains(&op);
-        let collections = logged.iter().filter(|l| collection(&l.0)).count();
-        assert!(collections >= 10, "{}: {logged:?}", jdk.display());
-        assert_eq!(
-            seen.len(),
-            logged.len(),
-            "{}: seen {seen:?}\nlogged {logged:?}",
-            jdk.display()
-        );
-        for (s, l) in seen.iter().zip(&logged) {
-            assert_eq!(s.0, l.0, "{}: {seen:?} {logged:?}", jdk.display());
-            let tolerance = (l.1 / 20).max(5_000);
-            assert!(
-                s.1.abs_diff(l.1) <= tolerance,
-                "{}: {s:?} against the JVM's {l:?}",
-                jdk.display()
-            );
-        }
-        // The thread's own figures (every period, those a collection absorbed too, as the
-        // thread lived them): the count within 2 %, the p50, p99 and max within 5 %.
-        let own: Vec<f64> = stdout
-            .lines()
-            .find(|l| l.starts_with("samples "))
-            .unwrap_or_else(|| panic!("{}: {stdout}", jdk.display()))
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        let (n, p50, p99, max) = (own[0], own[1], own[2], own[3]);
-        let timer = series_named(&doc, "rt-loop/timer");
-        let count = timer["count"].as_f64().unwrap();
-        assert!(
-            // (The target, 1 %, is the bench's: bench/watch-jvm.sh. Here 2 %: a test must
-            // not fail on a noisy run, only on a watch that loses periods.)
-            (count - n).abs() <= n * 0.02,
-            "{}: {count} of {n} periods",
-            jdk.display()
-        );
-        for (what, watched, theirs) in [
-            ("p50", timer["p50"].as_f64().unwrap(), p50),
-            ("p99", timer["p99"].as_f64().unwrap(), p99),
-            ("max", timer["max"].as_f64().unwrap(), max),
-        ] {
-            assert!(
-                (watched - theirs).abs() <= theirs * 0.05,
-                "{}: {what} {watched} against the thread's own {theirs}",
-                jdk.display()
-            );
-        }
-        // The periods the collections made late by over 1 ms: at least 90 % lie in a delay
-        // explained as a collection's safepoint. A stop of D, as the JVM logged it, absorbs
-        // the periods due in it, one a millisecond, each late by what is left of D: on
-        // average (D - 1 ms) / 1 ms of them late by over 1 ms. A delay of L the watch named
-        // is the first absorbed period's: the periods late by over 1 ms in it number
-        // floor((L - 1 ms) / 1 ms) + 1. (The thread's own count of late periods also holds those the
-        // machine made: beside a load, SCHED_OTHER tasks run through the fair server and hold
-        // a SCHED_FIFO thread for a millisecond or more; those are not the collection's.)
-        let late_own = own[4];
-        let beyond_first_ms = |ns: f64| ((ns - 1e6) / 1e6).max(0.0);
-        let by_log: f64 = logged
-            .iter()
-            .filter(|l| collection(&l.0))
-            .map(|l| beyond_first_ms(l.1 as f64))
-            .sum();
-        let by_collection: f64 = doc["outliers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| {
-                let series = o["series"].as_str().unwrap();
-                series.starts_with("rt-loop/") && series.ends_with("/timer")
-            })
-            .filter(|o| {
-                o["causes"].as_array().unwrap().iter().any(|c| {
-                    let detail = c["detail"].as_str().unwrap_or("");
-                    c["kind"] == "safepoint" && COLLECTIONS.iter().any(|op| detail.contains(op))
-                })
-            })
-            .map(|o| beyond_first_ms(o["latency_ns"].as_f64().unwrap()).floor() + 1.0)
-            .sum();
-        assert!(
-            late_own >= 100.0 && by_log >= 100.0,
-            "{}: {late_own} late periods, {by_log} by the logged collections",
-            jdk.display()
-        );
-        // This watch's own threads are the observer, never a cause.
-        assert_observer_never_named(&doc, &jdk.display().to_string());
-        assert!(
-            by_collection >= by_log * 0.9,
-            "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log: {:#}",
-            jdk.display(),
-            doc["outliers"]
-        );
-        eprintln!(
-            "{}: {by_collection:.0} periods late by over 1 ms in delays named the collection, {by_log:.0} by the JVM's log, {late_own} by the thread's own count",
-            jdk.display()
-        );
-    }
+        text
+    };
+    // In a container (its own mount and pid namespace, a /tmp of its own), watched from
+    // outside: its safepoints from its log all the same.
+    let text = java("-XX:+UseSerialGC");
+    let doc = load_valid_document(&copy.path().join("w.json"));
+    let seen = doc["verdict"]["jvm_safepoints"]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        text.contains("are read from its own log") && seen >= 5,
+        "{seen} safepoints: {text}"
+    );
+    // Started with the attach mechanism off: one clear line, and no thread dump in its
+    // output (no SIGQUIT sent).
+    let text = java("-XX:+UseSerialGC -XX:+DisableAttachMechanism");
+    let line =
+        "was started with -XX:+DisableAttachMechanism: its safepoints and collections are not seen";
+    assert!(
+        text.contains(line) && !text.contains("Full thread dump"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -774,6 +774,7 @@ fn report(
             serde_json::json!({
                 "process": st.process,
                 "operation": st.operation.as_deref(),
+                "cause": st.cause.as_deref(),
                 "at_ns": st.begin_ns.saturating_sub(run.started_ns),
                 "reaching_ns": st.reached_ns.map(|r| r.saturating_sub(st.begin_ns)),
                 "total_ns": st.end_ns.saturating_sub(st.begin_ns),
