@@ -325,7 +325,7 @@ impl WatchState {
         };
         if let Some((due, at)) = first_own {
             if self.admit(DelayKind::Timer, at - due) {
-                request(Request {
+                let r = Request {
                     series: pair.own,
                     cpu,
                     tid,
@@ -334,7 +334,8 @@ impl WatchState {
                     running_ns: None,
                     wait: Wait::Timer,
                     slack_ns: 0,
-                });
+                };
+                self.ask(r, request);
             }
         }
     }

@@ -61,6 +61,8 @@ pub(crate) struct Jvms {
 #[derive(Debug, Default)]
 pub(crate) struct Logged {
     pub(crate) vm_thread: Option<i64>,
+    /// When its log was last read to its end.
+    read_ns: u64,
     pub(crate) stops: std::collections::VecDeque<Stop>,
     pauses: Vec<(String, u64, u64)>,
 }
@@ -68,6 +70,12 @@ pub(crate) struct Logged {
 /// How long a JVM's logged safepoints are kept for the explanations (past the explainer's
 /// reach).
 const LOGGED_KEPT_NS: u64 = 10_000_000_000;
+/// How long after a safepoint's end its line may be written: the VM thread logs it after it
+/// lets the Java threads go, and a real-time Java thread may then hold the VM thread's CPU.
+const LOG_WRITE_LAG_NS: u64 = 100_000_000;
+/// How long an explanation waits for a JVM's log at most (one whose log could not be turned
+/// on never tells).
+const LOG_WAIT_MAX_NS: u64 = 500_000_000;
 
 impl Jvms {
     /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
@@ -142,6 +150,9 @@ impl Jvms {
         for (pid, vm) in found.vm_threads {
             self.logged.entry(pid).or_default().vm_thread = vm;
         }
+        for (pid, at) in found.read_at {
+            self.logged.entry(pid).or_default().read_ns = at;
+        }
         let mut stops = Vec::new();
         for (pid, logged) in found.logged {
             let l = self.logged.entry(pid).or_default();
@@ -179,6 +190,20 @@ impl Jvms {
             }
         }
         stops
+    }
+
+    /// Whether a delay of JVM `process`'s that ended at `woke_ns` can be explained now (at
+    /// `now_ns`): its log read far enough (a stop ending after it already read: the log is
+    /// written in order; or read long enough after it for any stop before it to be written),
+    /// or waited for long enough. Any process whose log is not followed: at once.
+    pub(crate) fn log_covers(&self, process: u32, woke_ns: u64, now_ns: u64) -> bool {
+        if !self.logs.follows(process) || now_ns >= woke_ns + LOG_WAIT_MAX_NS {
+            return true;
+        }
+        self.logged.get(&process).is_some_and(|l| {
+            let latest = l.stops.back().map_or(0, |s| s.end_ns);
+            latest >= woke_ns || l.read_ns >= woke_ns + LOG_WRITE_LAG_NS
+        })
     }
 
     /// JVM `process`'s logged safepoints over `from_ns..to_ns`, and its VM thread.
@@ -332,6 +357,41 @@ mod tests {
         assert_eq!(notes.len(), MAX_NOTES);
         assert_eq!(more, 3_000 - (MAX_NOTES as u64 - 1));
         assert!(notes.iter().all(|n| n.len() <= MAX_NOTE_LEN + 3));
+    }
+
+    #[test]
+    fn an_explanation_waits_for_the_jvms_own_log_to_be_read_past_its_delay() {
+        let mut j = Jvms::default();
+        let (woke, p) = (1_000_000_000, u32::MAX - 7);
+        // A process whose log is not followed: at once.
+        assert!(j.log_covers(p, woke, woke));
+        // (No such process: its follower ends at once, having said so.)
+        j.logs.follow(p);
+        assert!(!j.log_covers(p, woke, woke + 1));
+        // Read to its end long enough after the delay: any stop in it would be there.
+        j.logged.entry(p).or_default().read_ns = woke + LOG_WRITE_LAG_NS - 1;
+        assert!(!j.log_covers(p, woke, woke + 1));
+        j.logged.entry(p).or_default().read_ns = woke + LOG_WRITE_LAG_NS;
+        assert!(j.log_covers(p, woke, woke + 1));
+        // A stop that ended after it already read: the log is written in order.
+        let mut k = Jvms::default();
+        k.logs.follow(p);
+        let stop = Stop {
+            process: p,
+            begin_ns: woke - 5,
+            reached_ns: None,
+            end_ns: woke + 1,
+            done_ns: None,
+            operation: None,
+            cause: None,
+        };
+        k.logged.entry(p).or_default().stops.push_back(stop);
+        assert!(k.log_covers(p, woke, woke + 1));
+        // Never read (its log could not be turned on): not past the longest wait.
+        let mut n = Jvms::default();
+        n.logs.follow(p);
+        assert!(!n.log_covers(p, woke, woke + LOG_WAIT_MAX_NS - 1));
+        assert!(n.log_covers(p, woke, woke + LOG_WAIT_MAX_NS));
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub(crate) struct Found {
     /// JVM processes whose log is read, with their VM thread (the one that runs the
     /// safepoints).
     pub(crate) vm_threads: Vec<(u32, Option<i64>)>,
+    /// When each JVM's log was last read to its end (CLOCK_MONOTONIC).
+    pub(crate) read_at: std::collections::HashMap<u32, u64>,
 }
 
 /// The log followers of the watched JVMs.
@@ -64,6 +66,11 @@ impl Followers {
             Ok(t) => self.threads.push((stop, t)),
             Err(e) => self.note(format!("JVM: process {pid}: its log not read ({e})")),
         }
+    }
+
+    /// Whether JVM `pid`'s log is followed (or was tried).
+    pub(crate) fn follows(&self, pid: u32) -> bool {
+        self.started.contains(&pid)
     }
 
     /// What was found since the last call.
@@ -222,6 +229,8 @@ fn read_log(
                 .collect();
             (found.lock().unwrap_or_else(|p| p.into_inner()).logged).extend(logged);
         }
+        let now = rtlab_sys::time::monotonic_now_ns();
+        (found.lock().unwrap_or_else(|p| p.into_inner()).read_at).insert(pid, now);
         if !last {
             std::thread::sleep(READ_EVERY);
         }

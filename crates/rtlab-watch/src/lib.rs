@@ -267,6 +267,9 @@ pub struct WatchState {
     jvms: jvm::Jvms,
     /// The watched JVMs' clock probes.
     clocks: clock::Clocks,
+    /// Explanations asked for delays of JVMs whose own log tells of their stops, held until
+    /// the log is read past them (see `jvm::Jvms::log_covers`), with their processes.
+    held_requests: Vec<(u32, Request)>,
     /// Threads whose readiness waits time out in whole milliseconds (by TID, with their
     /// names; at most [`MAX_NOTED`]): their own deadlines are not known (see
     /// [`model::ThreadWait::whole_ms`]).
@@ -318,6 +321,7 @@ impl WatchState {
             jvms: jvm::Jvms::default(),
             clocks: clock::Clocks::new(java_clock),
             whole_ms: Default::default(),
+            held_requests: Vec::new(),
             processes: HashMap::new(),
             thread_process: HashMap::new(),
             known: HashMap::new(),
@@ -595,7 +599,7 @@ impl WatchState {
         if drained_at >= self.scanned_ns + every {
             self.rescan(drained_at);
         }
-        self.take_logged();
+        self.take_logged(Some(drained_at), request);
         let watermark = drained_at.saturating_sub(RULES.merge_lag_ns);
         while self.heap.peek().is_some_and(|Reverse(t)| t.0 <= watermark) {
             let Some(Reverse(Timed(_, _, e))) = self.heap.pop() else {
@@ -609,7 +613,7 @@ impl WatchState {
     pub(crate) fn flush(&mut self, request: &mut dyn FnMut(Request)) {
         // The JVMs' logs read to their end and turned off.
         self.jvms.logs.stop();
-        self.take_logged();
+        self.take_logged(None, request);
         while let Some(Reverse(Timed(_, _, e))) = self.heap.pop() {
             self.step(&e, request);
         }
@@ -625,6 +629,8 @@ impl WatchState {
             }
         }
         self.settle_java_at_end(request);
+        // (The explanations asked for meanwhile: the logs are read to their end.)
+        self.take_logged(None, request);
     }
 
     fn step(&mut self, e: &Event, request: &mut dyn FnMut(Request)) {
@@ -766,10 +772,28 @@ impl WatchState {
         }
     }
 
-    /// The safepoints the JVMs' own logs told of since the last call, counted.
-    fn take_logged(&mut self) {
+    /// The safepoints the JVMs' own logs told of since the last call, counted; the
+    /// explanations held for them asked for (all of them with `now_ns` None: the run ends).
+    fn take_logged(&mut self, now_ns: Option<u64>, request: &mut dyn FnMut(Request)) {
         for stop in self.jvms.take_logged() {
             self.count_stop(&stop);
+        }
+        let jvms = &self.jvms;
+        let (ready, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_requests)
+            .into_iter()
+            .partition(|(p, r)| now_ns.is_none_or(|now| jvms.log_covers(*p, r.woke_ns, now)));
+        self.held_requests = held;
+        for (_, r) in ready {
+            request(r);
+        }
+    }
+
+    /// Asks for the explanation of `r`, once its JVM's own log (where one is read for it)
+    /// tells of the stops in it.
+    pub(crate) fn ask(&mut self, r: Request, request: &mut dyn FnMut(Request)) {
+        match self.thread_process.get(&r.tid).copied() {
+            Some(p) if self.jvms.logs.follows(p) => self.held_requests.push((p, r)),
+            _ => request(r),
         }
     }
 

@@ -196,7 +196,7 @@ impl WatchState {
         self.record((pair, tid), (since, e.ts_ns), d.source);
         let kind = self.series[pair.own as usize].kind;
         if self.admit(kind, delay) {
-            request(Request {
+            let r = Request {
                 series: pair.own,
                 cpu: e.cpu,
                 tid,
@@ -205,7 +205,8 @@ impl WatchState {
                 running_ns,
                 wait,
                 slack_ns,
-            });
+            };
+            self.ask(r, request);
         }
     }
 
