@@ -48,8 +48,21 @@ pub(crate) struct Found {
 pub(crate) struct Followers {
     found: Arc<Mutex<Found>>,
     started: std::collections::HashSet<u32>,
-    threads: Vec<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    threads: Vec<Follower>,
 }
+
+/// A follower's thread: told to stop, it turns the log off, says it is done, and stays (an
+/// observer thread the explanations still find alive) until told to exit.
+#[derive(Debug)]
+struct Follower {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    exit: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// How long the end of a run waits for the followers to turn the logs off.
+const STOP_WAIT: Duration = Duration::from_secs(6);
 
 impl Followers {
     /// Follows JVM `pid`'s log from now on (once per process).
@@ -57,13 +70,25 @@ impl Followers {
         if !self.started.insert(pid) {
             return;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let (found, flag) = (self.found.clone(), stop.clone());
+        let flags: [Arc<AtomicBool>; 3] = Default::default();
+        let (found, [stop, done, exit]) = (self.found.clone(), flags.clone());
         let spawned = std::thread::Builder::new()
             .name("rtlab-jvmlog".into())
-            .spawn(move || follow(pid, &found, &flag));
+            .spawn(move || {
+                follow(pid, &found, &stop);
+                done.store(true, Ordering::Release);
+                while !exit.load(Ordering::Acquire) {
+                    std::thread::park();
+                }
+            });
+        let [stop, done, exit] = flags;
         match spawned {
-            Ok(t) => self.threads.push((stop, t)),
+            Ok(thread) => self.threads.push(Follower {
+                stop,
+                done,
+                exit,
+                thread,
+            }),
             Err(e) => self.note(format!("JVM: process {pid}: its log not read ({e})")),
         }
     }
@@ -82,13 +107,16 @@ impl Followers {
         (self.found.lock().unwrap_or_else(|p| p.into_inner()).notes).push(text);
     }
 
-    /// Turns every log off and waits for the followers (the run ends).
+    /// Turns every log off and waits for the followers to have done so (the run ends).
     pub(crate) fn stop(&mut self) {
-        for (flag, _) in &self.threads {
-            flag.store(true, Ordering::Relaxed);
+        for f in &self.threads {
+            f.stop.store(true, Ordering::Relaxed);
         }
-        for (_, t) in self.threads.drain(..) {
-            let _ = t.join();
+        let start = std::time::Instant::now();
+        while start.elapsed() < STOP_WAIT
+            && !self.threads.iter().all(|f| f.done.load(Ordering::Acquire))
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -96,6 +124,11 @@ impl Followers {
 impl Drop for Followers {
     fn drop(&mut self) {
         self.stop();
+        for f in self.threads.drain(..) {
+            f.exit.store(true, Ordering::Release);
+            f.thread.thread().unpark();
+            let _ = f.thread.join();
+        }
     }
 }
 

@@ -165,9 +165,10 @@ fn watched_beside_collections(jdk: &Path, java_home: &Path, g1: bool, witness: W
     // Every safepoint the JVM logged, in order, with its operation, and its length
     // within 5 % (or 5 us for the short ones: timed at the VM thread's own clock reads,
     // as the JVM times them). Through its own log, those after the watch turned the log on
-    // (in the JVM's first second: a started JVM catches SIGQUIT within milliseconds).
+    // (in the JVM's first seconds: a started JVM catches SIGQUIT within milliseconds; where
+    // it does not take the first one, the second comes 2.5 s later).
     let all = logged_with_uptime(&log);
-    let after = |up: f64| witness == Witness::Probes || up > 1.0;
+    let after = |up: f64| witness == Witness::Probes || up > 3.0;
     let first = all.iter().position(|l| after(l.0)).unwrap_or(all.len());
     let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
         .as_array()
