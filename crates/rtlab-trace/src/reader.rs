@@ -404,15 +404,16 @@ fn explain_request(
     r: &Request,
     (series, index): (&str, usize),
     (histories, traced): (&[History], &TracedLog),
-    (source, logged): (&Source, &crate::watcher::LoggedStops),
+    (source, watch): (&Source, Option<&Mutex<dyn Watcher>>),
     (rules, options): (&explain::Rules, &Options),
 ) -> Result<(Outlier, Option<SavedWindow>), TraceError> {
     let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;
     if let Source::Bpf(rec) = source {
+        let logged = logged_stops(watch, r);
         // (Only where a JVM's probes are attached, or its own log told of stops: the search
         // spans a second of every CPU's history.)
         if rec.probes_jvm() || !logged.stops.is_empty() {
-            with_jvm_stops(&mut o, r, histories, logged);
+            with_jvm_stops(&mut o, r, histories, &logged);
         }
         if options.stacks {
             let culprit = o.causes.iter().find_map(|c| c.pid);
@@ -527,12 +528,11 @@ pub(crate) fn read_loop(
         take_requests(&rx, &mut pending, &mut out);
         for r in pending.take_ready(&histories, monotonic_now_ns(), stopping) {
             let series = series_name(watch, options, r.series);
-            let logged = logged_stops(watch, &r);
             let (o, window) = explain_request(
                 &r,
                 (&series, out.outliers.len()),
                 (&histories, &traced),
-                (&source, &logged),
+                (&source, watch),
                 (rules, options),
             )?;
             out.windows.extend(window);
