@@ -22,6 +22,9 @@
 #                              .note.stapsdt removed, as in a JDK built without them): the
 #                              safepoints then come from the JVM's own log, turned on by the
 #                              watch (those before it was turned on are not compared)
+#   WITNESS=log                `--jvm-log`: the JVM's own log read beside its probes too; the
+#                              stops both told and those whose two totals differ by over 5 %
+#                              are added up at the end
 #   KEEP=DIR                   keep each run's files (the watch's JSON, the JVM's safepoint
 #                              log, the program's output) in DIR/<jdk>-<gc>-<run>/
 set -euo pipefail
@@ -42,6 +45,8 @@ cleanup() {
 trap cleanup EXIT
 STOPS=${STOPS:-gc}
 PROBES=${PROBES:-yes}
+JVM_LOG=()
+[ "${WITNESS:-}" = log ] && JVM_LOG=(--jvm-log)
 # A copy of JDK $1 at $2 whose libjvm.so has no probes: the launcher copied (it finds its
 # libraries from its own path), the rest linked.
 without_probes() {
@@ -88,7 +93,7 @@ for jdk in /usr/lib/jvm/*/; do
             sleep 0.5
           done ) & DUMPS=$!
       fi
-      "$RTLAB" watch --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
+      "$RTLAB" watch "${JVM_LOG[@]}" --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
         "$RTLAB" exec --policy fifo --prio 50 -- "$home/bin/java" -XX:+Use$gc \
         "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 "$GC_MS" 100 \
         >"$WORK/out.txt" 2>/dev/null || true
@@ -136,7 +141,9 @@ print(json.dumps({"jdk": jdk, "gc": gc, "logged": len(logged), "seen": len(seen)
                   "n": t["count"] / n, "p50": t["p50"] / p50, "p99": t["p99"] / p99, "max": t["max"] / mx,
                   "named": min(named / late, 1.0) if late else None, "late": late,
                   "by_log": by_log, "named_n": named,
-                  "named_of_log": min(named / by_log, 1.0) if by_log >= 1 else None}))
+                  "named_of_log": min(named / by_log, 1.0) if by_log >= 1 else None,
+                  "compared": d["verdict"].get("jvm_witnesses", {}).get("compared"),
+                  "differing": d["verdict"].get("jvm_witnesses", {}).get("differing")}))
 PY
     done
   done
@@ -165,4 +172,8 @@ for jdk in sorted({r["jdk"] for r in rows}):
         r = [x for x in rows if x["jdk"] == jdk and x["gc"] == gc]
         if r:
             print(f"| {jdk} | {gc} | {len(r)} | {sum(x['logged'] for x in r)} / {sum(x['seen'] for x in r)} / {sum(x['same'] for x in r)} | {max(x['worst'] for x in r):.4f} | {f([x['n'] for x in r], 4)} | {f([x['p50'] for x in r])} | {f([x['p99'] for x in r])} | {f([x['max'] for x in r])} | {f([x['named'] for x in r])} | {pooled(r)} |")
+if any(r.get("compared") is not None for r in rows):
+    both = sum(r.get("compared") or 0 for r in rows)
+    apart = sum(r.get("differing") or 0 for r in rows)
+    print(f"\nthe JVM's own log beside its probes: {both} safepoints both told, {apart} differing by over 5 %")
 PY

@@ -17,7 +17,11 @@
 #    blocks each, interleaved A B A B; ratios of p50 and p99 (watched / alone) as medians
 #    with 95 % intervals (bench/ci.py). Twice: the program free to run anywhere (so every
 #    CPU is traced and the reader shares them), and pinned to CPU 0 (only CPU 0 traced, the
-#    reader kept on CPU 1), as real-time programs are deployed.
+#    reader kept on CPU 1), as real-time programs are deployed; then a JVM
+#    (examples/java/Periodic.java, rt-loop parking to 1 ms deadlines, SCHED_FIFO 80, free to
+#    run anywhere; the watch's clock probe and HotSpot's probes attached as by default).
+#    Targets: p50 <= 1.05x, p99 <= 1.1x. With LOAD="stress-ng --cpu 2" both A and B run
+#    beside that load (started once for the section).
 #    The same runs' `timer` series (from the sleep timer's requested expiry) vs the lateness
 #    the program measured itself (from its deadline to clock_gettime after the wakeup).
 # 3. Explanations: the program (SCHED_OTHER) pinned to CPU 0 beside `rtlab load
@@ -135,7 +139,7 @@ traced = sorted({d["verdict"].get("traced_cpus", "?") for d in docs})
 print(f"### {label} (CPUs traced: {', '.join(traced)})")
 print("| ratio watched / alone | median [95 % interval] | target | met? |")
 print("|---|---|---|---|")
-for key, limit in (("p50", 1.05), ("p99", 1.2)):
+for key, limit in (("p50", 1.05), ("p99", 1.1)):
     r = [y[key] / max(x[key], 1) for x, y in zip(a, b)]
     print(f"| {key} | {fmt_ci(r)} | <= {limit} | {met(r, limit)} |")
 print(f"\nalone p50 {sorted(x['p50'] for x in a)[len(a)//2]/1e3:.1f} us, watched p50 {sorted(x['p50'] for x in b)[len(b)//2]/1e3:.1f} us; blocks whose watch reported lost events: {lost} of {blocks}\n")
@@ -144,11 +148,27 @@ PY
 
 if [[ $SECTIONS == *2* ]]; then
 echo
-echo "## 2. cost: the program's own lateness, alone (A) and watched (B), interleaved"
+echo "## 2. cost: the program's own lateness, alone (A) and watched (B), interleaved (load: ${LOAD:-none})"
+LOADPID=
+if [ -n "${LOAD:-}" ]; then
+  setsid $LOAD >/dev/null 2>&1 & LOADPID=$!
+  trap 'kill -- -$LOADPID 2>/dev/null; rm -rf "$WORK"' EXIT
+  sleep 0.5
+fi
 cost "the program free to run on any CPU (every CPU traced; the reader shares them)" "${PERIODIC_RT[@]}"
 # Pinned, as real-time programs are deployed: only CPU 0 is traced and the reader runs on
 # CPU 1.
 cost "the program pinned to CPU 0 (CPU 0 traced, the reader on CPU 1)" "$RTLAB" exec --cpus 0 --policy fifo --prio 80 -- "$WORK/periodic"
+# A JDK: the last with javac under /usr/lib/jvm by name.
+JDK=$(ls -d /usr/lib/jvm/*/ 2>/dev/null | while read -r j; do [ -x "$j/bin/javac" ] && [ ! -L "${j%/}" ] && echo "${j%/}"; done | sort -V | tail -1)
+if [ -n "$JDK" ]; then
+  mkdir -p "$WORK/classes" && "$JDK/bin/javac" -d "$WORK/classes" examples/java/Periodic.java
+  cost "a JVM ($(basename "$JDK")), rt-loop parking, free to run on any CPU (clock probe and HotSpot's probes attached)" \
+    "$RTLAB" exec --policy fifo --prio 80 -- "$JDK/bin/java" -cp "$WORK/classes" Periodic
+else
+  echo "### a JVM: skipped: no JDK with javac under /usr/lib/jvm"
+fi
+if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || true; LOADPID=; fi
 fi
 
 [[ $SECTIONS == *3* ]] || exit 0

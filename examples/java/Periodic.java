@@ -12,6 +12,8 @@
 //   await     Condition.awaitNanos of a ReentrantLock, never signalled
 //   executor  a ScheduledThreadPoolExecutor at a fixed rate (its one thread named rt-loop),
 //             each run late from the deadline the rate sets
+//   virtual   as park, in a virtual thread named rt-loop (JDK 21 on): its parks are kept by
+//             the JVM's VirtualThread-unparker thread and run on a carrier thread
 // With LOG=path, each period's deadline (System.nanoTime: CLOCK_MONOTONIC) and lateness
 // ("deadline_ns late_ns") go to that file.
 //
@@ -20,6 +22,9 @@
 import java.io.PrintWriter;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -81,7 +86,7 @@ public class Periodic {
             ex.shutdownNow();
         } else {
             long first = System.nanoTime() + period;
-            Thread t = new Thread(() -> {
+            Runnable loop = () -> {
                 Object monitor = new Object();
                 ReentrantLock lock = new ReentrantLock();
                 Condition never = lock.newCondition();
@@ -95,9 +100,14 @@ public class Periodic {
                     late[i] = now - next;
                     next += period;
                 }
-            }, "rt-loop");
-            t.start();
-            t.join();
+            };
+            if (how.equals("virtual")) {
+                inVirtualThread(loop);
+            } else {
+                Thread t = new Thread(loop, "rt-loop");
+                t.start();
+                t.join();
+            }
         }
         String log = System.getenv("LOG");
         if (log != null) {
@@ -111,6 +121,25 @@ public class Periodic {
         long over = Arrays.stream(late).filter(l -> l > 1_000_000).count();
         System.out.printf("samples %d p50 %d p99 %d max %d late1ms %d%n", n, late[n / 2],
                 late[n * 99 / 100], late[n - 1], over);
+    }
+
+    /** Runs {@code loop} in a virtual thread named rt-loop and waits for it (found at run
+     *  time: this file compiles with JDK 17 too). */
+    static void inVirtualThread(Runnable loop) {
+        try {
+            ExecutorService vt = (ExecutorService) Executors.class
+                    .getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+            vt.submit(() -> {
+                Thread.currentThread().setName("rt-loop");
+                loop.run();
+            }).get();
+            vt.shutdown();
+        } catch (NoSuchMethodException e) {
+            System.err.println("HOW=virtual: virtual threads need JDK 21 or later");
+            System.exit(2);
+        } catch (ReflectiveOperationException | ExecutionException | InterruptedException e) {
+            throw new RuntimeException(e);
+        }
     }
 
     /** Waits up to {@code left} ns the way {@code how} names. */

@@ -35,7 +35,7 @@ fn compile(out: &Path, link: &[&str]) -> Result<(), String> {
 fn have_cc() -> bool {
     let there = Command::new("cc").arg("--version").output().is_ok();
     if !there {
-        eprintln!("skipped: no C compiler (cc)");
+        rtlab_sys::testing::say_skipped("no C compiler (cc)");
     }
     there
 }

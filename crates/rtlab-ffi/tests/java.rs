@@ -53,7 +53,7 @@ fn toolchain_and_library() -> Option<(PathBuf, PathBuf)> {
     let home = match toolchain() {
         Ok(home) => home,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            rtlab_sys::testing::say_skipped(why);
             return None;
         }
     };
@@ -264,4 +264,32 @@ fn the_installed_jar_carries_librtlab_and_another_project_locks_a_pi_mutex_with_
         "librtlab.so should be mapped from the jar's private copy, deleted once loaded: {mapped}"
     );
     println!("a separate project locked a PiMutex from {}", jar.display());
+}
+
+#[test]
+fn maven_under_a_jdk_older_than_22_fails_with_the_reason_and_what_to_do() {
+    let older = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path())
+            .find(|p| jdk_version(p).is_some_and(|v| v < 22) && p.join("bin/javac").exists())
+    });
+    let Some(older) = older else {
+        return rtlab_sys::testing::say_skipped("no JDK older than 22 under /usr/lib/jvm");
+    };
+    if Command::new("mvn").arg("-v").output().is_err() {
+        return rtlab_sys::testing::say_skipped("no Maven (mvn)");
+    }
+    let _build = BINDING_BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let run = Command::new("mvn")
+        .args(["-B", "-q", "validate"])
+        .current_dir(binding_project())
+        .env("JAVA_HOME", &older)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(!run.status.success(), "{out}");
+    assert!(
+        out.contains("rtlab-java needs Java 22 or later") && out.contains("set JAVA_HOME"),
+        "{out}"
+    );
 }

@@ -222,7 +222,7 @@ fn a_channel_name_another_process_replaced_is_not_removed_on_drop() {
 #[test]
 fn another_users_object_under_the_name_is_refused() {
     if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("another_users_object: skipped: needs root to chown");
+        rtlab_sys::testing::say_skipped("needs root to chown");
         return;
     }
     let tag = "foreign";

@@ -468,7 +468,7 @@ mod tests {
     // inversion ever happened, so no-protocol waits stayed at the hold time.
     fn without_a_protocol_the_wait_exceeds_the_hold_and_with_pi_it_does_not() {
         if !rtlab_sys::probe::can_use_fifo(30) {
-            eprintln!("invert test: skipped: needs SCHED_FIFO (run as root)");
+            rtlab_sys::testing::say_skipped("needs SCHED_FIFO (run as root)");
             return;
         }
         // Hogs that start often (every 20 ms, 12 ms each), so a 4 s run meets many inversions.

@@ -204,7 +204,7 @@ mod tests {
     fn a_starving_fifo_spinner_is_demoted_and_reported() {
         // Regression (hardening #8): rtlab relied on RT throttling alone.
         if !rtlab_sys::probe::can_use_fifo(50) {
-            eprintln!("watchdog: skipped: needs SCHED_FIFO (root)");
+            rtlab_sys::testing::say_skipped("needs SCHED_FIFO (root)");
             return;
         }
         let watchdog = Watchdog::start(Nanos::from_millis(200));

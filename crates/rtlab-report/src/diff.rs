@@ -31,6 +31,34 @@ pub struct Change {
     pub worse: bool,
     /// The unit of the series.
     pub unit: Unit,
+    /// How many samples B's distribution has for each of A's (None: not known).
+    pub samples_ratio: Option<f64>,
+}
+
+/// A max from this many times fewer samples than the other run's is no evidence that the
+/// run got better: the largest of n samples grows with n.
+pub const FEWER_SAMPLES: f64 = 2.0;
+
+impl Change {
+    /// What the comparison says: `same`, `noise` (the intervals overlap), `worse`, `better`,
+    /// or `fewer samples` (a max lower in the run with far fewer samples: not comparable).
+    pub fn verdict(&self) -> &'static str {
+        let fewer_in_better = self.samples_ratio.is_some_and(|r| match self.worse {
+            false => r * FEWER_SAMPLES <= 1.0,
+            true => r >= FEWER_SAMPLES,
+        });
+        if (self.ratio - 1.0).abs() < 0.005 {
+            "same"
+        } else if self.significant == Some(false) {
+            "noise"
+        } else if self.stat == "max" && fewer_in_better {
+            "fewer samples"
+        } else if self.worse {
+            "worse"
+        } else {
+            "better"
+        }
+    }
 }
 
 const Z95: f64 = 1.96;
@@ -83,6 +111,10 @@ pub fn compare(a: &[Series], b: &[Series]) -> Vec<Change> {
                     ratio < 1.0
                 },
                 unit: sb.unit,
+                samples_ratio: match (sa.count, sb.count) {
+                    (Some(ca), Some(cb)) if ca > 0 && cb > 0 => Some(cb as f64 / ca as f64),
+                    _ => None,
+                },
             });
         };
         if let (Some(va), Some(vb)) = (sa.value, sb.value) {
@@ -151,6 +183,7 @@ pub fn as_series(changes: &[Change], a_path: &str, b_path: &str) -> Vec<Series> 
             .with_config("b", c.b)
             .with_config("significant", json!(c.significant))
             .with_config("worse", c.worse)
+            .with_config("verdict", c.verdict())
             .with_config("a_file", a_path)
             .with_config("b_file", b_path)
         })
@@ -206,6 +239,28 @@ mod tests {
         assert!(gate(&c, 1.0).is_empty());
         let tp = c.iter().find(|c| c.stat == "value").unwrap();
         assert_eq!((tp.ratio, tp.worse), (1.0, false));
+    }
+
+    #[test]
+    fn a_lower_max_from_far_fewer_samples_is_not_called_better() {
+        // A 60 s run against a 4 s one: the short run's max is lower because it is shorter.
+        let long = doc_with("t", (0..60_000).map(|i| 10_000 + (i * 7919) % 50_000));
+        let short = doc_with("t", (0..4_000).map(|i| 10_000 + (i * 7919) % 20_000));
+        let c = compare(&long, &short);
+        let max = c.iter().find(|c| c.stat == "max").unwrap();
+        assert!(!max.worse && max.ratio < 0.6, "{max:?}");
+        assert_eq!(max.verdict(), "fewer samples");
+        // The other way round the longer run's higher max is not called worse either.
+        let c = compare(&short, &long);
+        let max = c.iter().find(|c| c.stat == "max").unwrap();
+        assert_eq!(max.verdict(), "fewer samples");
+        // The same length: a lower max is better.
+        let low = doc_with("t", (0..60_000).map(|i| 10_000 + (i * 7919) % 20_000));
+        let max = compare(&long, &low)
+            .into_iter()
+            .find(|c| c.stat == "max")
+            .unwrap();
+        assert_eq!(max.verdict(), "better");
     }
 
     #[test]

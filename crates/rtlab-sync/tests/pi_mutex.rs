@@ -111,7 +111,9 @@ fn inversion_group_is_bounded_with_priority_inheritance() {
     }
     let cpus = usable_cpus();
     if cpus.len() < 2 {
-        return eprintln!("{test}: skipped: needs 2 CPUs (one for the group, one for the harness)");
+        return rtlab_sys::testing::say_skipped(&format!(
+            "{test}: needs 2 CPUs (one for the group, one for the harness)"
+        ));
     }
     let group_cpu = CpuList::from(vec![*cpus.as_slice().last().unwrap()]);
     set_current_thread_affinity(&CpuList::from(vec![cpus.as_slice()[0]])).unwrap();

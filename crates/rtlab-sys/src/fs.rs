@@ -341,10 +341,17 @@ pub fn open_nonblocking(path: &Path) -> io::Result<File> {
 /// terminal at its place is never opened (never armed, waited on, or made the controlling
 /// terminal).
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let found = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    open_found_regular(&found)
+}
+
+/// The file `found` (an `O_PATH` descriptor) names, opened for reading through it if it is a
+/// regular file; never opened otherwise.
+pub fn open_found_regular(found: &rustix::fd::OwnedFd) -> io::Result<File> {
     use rustix::fs::{FileType, Mode, OFlags};
     use std::os::fd::AsRawFd;
-    let found = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
-    let st = rustix::fs::fstat(&found)?;
+    let st = rustix::fs::fstat(found)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -428,7 +435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(check_dir_owner(dir.path()).is_ok());
         if rustix::process::geteuid().as_raw() != 0 {
-            eprintln!("a_directory_of_another_user_is_refused: skipped: needs root to chown");
+            crate::testing::say_skipped("needs root to chown");
             return;
         }
         let theirs = dir.path().join("theirs");
@@ -454,7 +461,7 @@ mod tests {
         );
         assert!(check_dir_owner(&mine).is_ok());
         if rustix::process::geteuid().as_raw() != 0 {
-            eprintln!("a_link_in_a_directory_of_another_user_is_not_followed: skipped: needs root");
+            crate::testing::say_skipped("needs root");
             return;
         }
         let bob = dir.path().join("bob");

@@ -44,6 +44,7 @@ pub mod sleep;
 pub mod sysinfo;
 #[allow(unsafe_code)]
 pub mod sysv_sem;
+pub mod testing;
 pub mod time;
 #[allow(unsafe_code)]
 pub mod tracefs;

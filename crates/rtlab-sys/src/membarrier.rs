@@ -52,7 +52,7 @@ mod tests {
     #[test]
     fn registration_then_a_barrier_succeed_where_the_kernel_has_them() {
         if !global_expedited_supported() {
-            eprintln!("skipped: no MEMBARRIER_CMD_GLOBAL_EXPEDITED on this kernel");
+            crate::testing::say_skipped("no MEMBARRIER_CMD_GLOBAL_EXPEDITED on this kernel");
             return;
         }
         register_global_expedited().unwrap();

@@ -192,7 +192,7 @@ mod tests {
     #[test]
     fn a_named_namespace_is_made_entered_and_removed() {
         if crate::process::effective_uid() != 0 {
-            eprintln!("skipped: a named network namespace needs root");
+            crate::testing::say_skipped("a named network namespace needs root");
             return;
         }
         let name = format!("rtlab-test-{}", std::process::id());

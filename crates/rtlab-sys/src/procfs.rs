@@ -213,6 +213,18 @@ pub fn find_in_root(
     )?)
 }
 
+/// The first `max` bytes of regular file `path` as process `pid` sees it (in its own root,
+/// no link followed; a device or FIFO there is never opened).
+pub fn read_in_root(pid: u32, path: &str, max: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let found = find_in_root(pid, path, rustix::fs::OFlags::empty())?;
+    let mut bytes = Vec::new();
+    crate::fs::open_found_regular(&found)?
+        .take(max as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// [`open_mapped`] once `mapping` was read from the maps of `pid` (held by `pidfd`).
 fn open_as_mapped(
     pid: u32,
@@ -623,7 +635,7 @@ mod tests {
         let lib = dir.path().join("libfake.so");
         std::fs::write(&lib, vec![7u8; 8192]).unwrap();
         let Some(mut child) = mapping_process(&lib) else {
-            eprintln!("skipped: no python3 to map a file");
+            crate::testing::say_skipped("no python3 to map a file");
             return;
         };
         let pid = child.id();

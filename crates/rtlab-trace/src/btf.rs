@@ -329,7 +329,7 @@ mod tests {
     #[test]
     fn reads_this_kernels_task_struct_when_present() {
         let Ok(btf) = Btf::vmlinux() else {
-            eprintln!("skipped: no /sys/kernel/btf/vmlinux");
+            rtlab_sys::testing::say_skipped("no /sys/kernel/btf/vmlinux");
             return;
         };
         let pid = btf

@@ -518,7 +518,7 @@ mod tests {
             .filter(|p| p.exists())
             .collect();
         if jvms.is_empty() {
-            eprintln!("skipped: no libjvm.so under /usr/lib/jvm");
+            rtlab_sys::testing::say_skipped("no libjvm.so under /usr/lib/jvm");
             return;
         }
         for jvm in jvms {
@@ -550,7 +550,9 @@ mod tests {
                     assert_eq!(clock, listed, "{}", jvm.display());
                     assert!(clock.is_some_and(|c| c > 0 && c < size));
                 }
-                _ => eprintln!("skipped: the clock's offset against nm's (no nm here)"),
+                _ => {
+                    rtlab_sys::testing::say_skipped("the clock's offset against nm's (no nm here)")
+                }
             }
             let vmops = sites.iter().find(|s| s.name == "vmops__begin").unwrap();
             assert_eq!(vmops.provider, "hotspot");

@@ -119,13 +119,11 @@ impl WatchState {
             Ok(false) => return,
             Ok(true) => {
                 self.clocks.probed.insert(pid);
-                format!(
-                    "JVM: its threads' clock reads (System.nanoTime) probed in each watched JVM \
-                     process: a Java thread's park is timed from the read before it to the read \
-                     after it, as the thread times itself, and a safepoint as the JVM times it \
-                     (each read traps, about a microsecond; removed above {} reads a second)",
-                    self.clocks.limit
-                )
+                if let Some(a) = self.jvms.accounts.of(pid) {
+                    a.clock = crate::account::Clock::Probed;
+                    a.lib = a.lib.or(Some(libjvm.id));
+                }
+                return;
             }
             Err(why) => format!(
                 "JVM: no clock probe ({why}): a Java thread's park is timed at HotSpot's park \
@@ -155,12 +153,9 @@ impl WatchState {
         if self.clocks.count(*process, e.ts_ns) {
             self.clocks.remove.push(*process);
             self.jvms.unclock(*process);
-            self.jvms.note(format!(
-                "JVM: process {process} reads its clock over {} times a second: its clock \
-                 probe is removed, its threads' parks are timed at HotSpot's park probes from \
-                 now on (--java-clock-limit)",
-                self.clocks.limit
-            ));
+            if let Some(a) = self.jvms.accounts.of(*process) {
+                a.clock = crate::account::Clock::Removed;
+            }
         }
     }
 

@@ -397,20 +397,31 @@ impl WatchState {
             Err(why) if why.not_permitted() => return self.jvms.uprobes_refused(&why),
             // (Its own log is read instead: its follower says what came of it.)
             Err(rtlab_trace::usdt::ProbeError::NoSafepointProbes(_)) => return,
-            // (One line per file: each JVM process running it is probed on its own.)
-            Ok(_) if !self.jvms.announced.insert(libjvm.id) => return,
-            Ok(n) => format!(
-                "JVM: {} of HotSpot's probes attached in {} (safepoints, VM operations, collections{})",
-                n,
-                libjvm.shown.display(),
-                match waits {
-                    true => ", the watched threads' parks and sleeps",
-                    false => "; through tracefs, not its threads' parks and sleeps",
-                }
-            ),
-            Err(why) => format!("JVM: no probes ({why}): its threads are watched from the kernel only"),
+            // (Said in each JVM's note at the end.)
+            Ok(n) => return self.jvms.accounts.probed(libjvm.id, n, waits),
+            Err(why) => {
+                format!("JVM: no probes ({why}): its threads are watched from the kernel only")
+            }
         };
         self.jvms.note(note);
+    }
+
+    /// Whether the JVMs' own logs are read beside their probes (`--jvm-log`).
+    pub fn jvm_log_asked(&self) -> bool {
+        self.spec.jvm_log
+    }
+
+    /// With `--jvm-log`: the stops the probes and the JVMs' own logs both told (compared,
+    /// differing), and the first that differ.
+    pub fn jvm_witnesses(&self) -> ((u64, u64), &[crate::WitnessPair]) {
+        let w = &self.jvms.witnesses;
+        (w.totals(), &w.flagged)
+    }
+
+    /// With `--jvm-log`: the JVM's own log's total of the stop of `process` that began at
+    /// `begin_ns` by the probes.
+    pub fn jvm_log_total(&self, process: u32, begin_ns: u64) -> Option<u64> {
+        self.jvms.witnesses.log_total(process, begin_ns)
     }
 
     /// The watched JVMs' latest safepoints (at most a thousand, oldest first), and how many
@@ -419,9 +430,13 @@ impl WatchState {
         (self.jvms.stops.iter(), self.jvms.stops_seen)
     }
 
-    /// What the watch did with the JVMs it watched (one line each).
-    pub fn jvm_notes(&self) -> (&[String], u64) {
-        self.jvms.notes()
+    /// What the watch knows of each JVM it watched and from where (one note each), then what
+    /// it could not do; and how many more were not kept.
+    pub fn jvm_notes(&self) -> (Vec<String>, u64) {
+        let (general, more) = self.jvms.notes();
+        let (each, over) = (self.jvms.accounts).notes(|p| self.jvms.witnesses.of(p));
+        let notes = each.into_iter().chain(general.iter().cloned()).collect();
+        (notes, more + over as u64)
     }
 
     /// Thread `e.current_pid`'s wait call returned at `e`, woken at `woken`, with `delays`:

@@ -36,8 +36,6 @@ pub(crate) struct Jvms {
     /// each once), and how many more there were.
     notes: Vec<String>,
     notes_over: u64,
-    /// The files (device, inode) whose attached probes a note already told of.
-    pub(crate) announced: std::collections::HashSet<(u64, u64)>,
     /// The kernel refused a uprobe for lack of privilege (a service with CAP_BPF and
     /// CAP_PERFMON only): no libjvm.so is looked for or read from then on.
     no_uprobes: bool,
@@ -54,6 +52,22 @@ pub(crate) struct Jvms {
     /// The JVMs whose own log is read (where they have no probes), and what it told.
     pub(crate) logs: crate::jvmlog::Followers,
     pub(crate) logged: HashMap<u32, Logged>,
+    /// What is known of each JVM process and where from (said once each at the end).
+    pub(crate) accounts: crate::account::Accounts,
+    /// Read each JVM's own log beside its probes too (`--jvm-log`).
+    pub(crate) second_witness: bool,
+    /// The JVMs with probes whose log is read too, and the two accounts of their stops.
+    witnessed: std::collections::HashSet<u32>,
+    pub(crate) witnesses: crate::witness::Witnesses,
+}
+
+/// A thread a JVM starts for its virtual threads (JDK 21's VirtualThread-unparker, which
+/// keeps their timed sleeps and parks; JDK 25's VirtualThread-unblocker), by its name as the
+/// kernel has it (its first 15 bytes).
+pub(crate) fn keeps_virtual_threads(thread: &str) -> bool {
+    ["VirtualThread-unparker", "VirtualThread-unblocker"]
+        .iter()
+        .any(|n| n.starts_with(thread) && thread.len() >= 15)
 }
 
 /// What a JVM's own log told of it: its VM thread, its latest safepoints (oldest first), and
@@ -107,7 +121,20 @@ impl Jvms {
             if let Some(l) = lib.as_ref() {
                 self.jvms.insert(pid);
                 self.lib_of.insert(pid, l.id);
+                if let Some(a) = self.accounts.of(pid) {
+                    a.lib = Some(l.id);
+                    a.home = crate::account::home_of(&l.shown);
+                    let home = a.home.as_deref().unwrap_or("");
+                    a.version = a
+                        .version
+                        .take()
+                        .or_else(|| crate::account::release_version(pid, home));
+                }
                 if self.no_probes.contains(&l.id) {
+                    self.logs.follow(pid);
+                } else if self.second_witness {
+                    // (Its probes are the account used; the log a second, compared.)
+                    self.witnessed.insert(pid);
                     self.logs.follow(pid);
                 }
             }
@@ -136,6 +163,7 @@ impl Jvms {
             .map(|(p, _)| *p)
             .collect();
         for p in mapping.into_iter().chain(pid) {
+            self.witnessed.remove(&p);
             self.logs.follow(p);
         }
     }
@@ -146,6 +174,15 @@ impl Jvms {
         let found = self.logs.take();
         for note in found.notes {
             self.note(note);
+        }
+        for (pid, version, on_ns) in found.logs_on {
+            if self.witnessed.contains(&pid) {
+                self.witnesses.log_on(pid, on_ns);
+            }
+            if let Some(a) = self.accounts.of(pid) {
+                a.log = true;
+                a.version = a.version.take().or(version);
+            }
         }
         for (pid, vm) in found.vm_threads {
             self.logged.entry(pid).or_default().vm_thread = vm;
@@ -177,6 +214,10 @@ impl Jvms {
                         stop.cause = Some(p.0.as_str().into());
                     }
                     l.pauses.retain(|p| p.2 > stop.end_ns);
+                    if self.witnessed.contains(&pid) {
+                        self.witnesses.logged(&stop);
+                        continue;
+                    }
                     while l
                         .stops
                         .front()
@@ -197,7 +238,9 @@ impl Jvms {
     /// written in order; or read long enough after it for any stop before it to be written),
     /// or waited for long enough. Any process whose log is not followed: at once.
     pub(crate) fn log_covers(&self, process: u32, woke_ns: u64, now_ns: u64) -> bool {
-        if !self.logs.follows(process) || now_ns >= woke_ns + LOG_WAIT_MAX_NS {
+        // (A JVM with probes is explained by them, its log only compared.)
+        let explained_by_log = self.logs.follows(process) && !self.witnessed.contains(&process);
+        if !explained_by_log || now_ns >= woke_ns + LOG_WAIT_MAX_NS {
             return true;
         }
         self.logged.get(&process).is_some_and(|l| {
@@ -232,6 +275,13 @@ impl Jvms {
     /// Whether `process` is a JVM (it maps a libjvm.so), or one whose probes fired.
     pub(crate) fn is_jvm(&self, process: u32) -> bool {
         self.jvms.contains(&process) || self.safepoints.at_safepoint(process)
+    }
+
+    /// Process `pid` has a thread a JVM starts for its virtual threads.
+    pub(crate) fn runs_virtual_threads(&mut self, pid: u32) {
+        if let Some(a) = self.accounts.of(pid) {
+            a.virtual_threads = true;
+        }
     }
 
     /// Every process from now on is one started during the watch (a command's).
@@ -318,6 +368,9 @@ impl Jvms {
         }
         self.stops.push_back(stop.clone());
         self.stops_seen += 1;
+        if self.witnessed.contains(&stop.process) {
+            self.witnesses.probe(stop);
+        }
     }
 
     /// Whether JVM `process` is at a safepoint (its threads stopped).
@@ -334,6 +387,20 @@ impl Jvms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jvm_running_virtual_threads_is_known_by_its_threads_kernel_names() {
+        assert!(keeps_virtual_threads("VirtualThread-u"));
+        assert!(keeps_virtual_threads("VirtualThread-unparker"));
+        assert!(!keeps_virtual_threads("VirtualThread"));
+        assert!(!keeps_virtual_threads("ForkJoinPool-1-"));
+        let mut j = Jvms::default();
+        j.runs_virtual_threads(7);
+        j.runs_virtual_threads(7);
+        let (notes, _) = j.accounts.notes(|_| None);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("JVM: process 7,") && notes[0].contains("virtual threads"));
+    }
 
     #[test]
     fn notes_are_said_once_each_a_few_of_them_and_short_the_rest_counted() {

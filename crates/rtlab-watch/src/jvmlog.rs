@@ -36,6 +36,9 @@ pub(crate) struct Found {
     pub(crate) logged: Vec<(u32, Logged)>,
     /// What became of each JVM's log (one line each).
     pub(crate) notes: Vec<String>,
+    /// JVM processes whose log was turned on, with their version as they say it and when
+    /// the log was on (CLOCK_MONOTONIC).
+    pub(crate) logs_on: Vec<(u32, Option<String>, u64)>,
     /// JVM processes whose log is read, with their VM thread (the one that runs the
     /// safepoints).
     pub(crate) vm_threads: Vec<(u32, Option<i64>)>,
@@ -168,14 +171,16 @@ fn follow(pid: u32, found: &Mutex<Found>, stop: &AtomicBool) {
             ))
         }
     };
-    let version = jcmd(pid, "VM.version", ATTACH_WAIT)
-        .ok()
-        .and_then(|v| {
-            v.lines()
-                .find_map(|l| l.strip_prefix("JDK "))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "version unknown".into());
+    // (The JVM's own word: kept only if it is a plain version.)
+    let plain = |v: &str| {
+        let ok = |c: char| c.is_ascii_alphanumeric() || "._+-".contains(c);
+        (!v.is_empty() && v.len() <= 32 && v.chars().all(ok)).then(|| v.to_string())
+    };
+    let version = jcmd(pid, "VM.version", ATTACH_WAIT).ok().and_then(|v| {
+        v.lines()
+            .find_map(|l| l.strip_prefix("JDK "))
+            .and_then(plain)
+    });
     let name = log_name(pid);
     let output = format!("output=file=/tmp/{name}");
     let on = format!(
@@ -193,6 +198,8 @@ fn follow(pid: u32, found: &Mutex<Found>, stop: &AtomicBool) {
         }
         Err(why) => return say(format!("JVM: process {pid}: its log not turned on ({why})")),
     }
+    // (The command returned: the log is on by now.)
+    let on_ns = rtlab_sys::time::monotonic_now_ns();
     let vm_thread = rtlab_sys::procfs::thread_names_of(pid as i32)
         .ok()
         .and_then(|t| t.into_iter().find(|t| t.name == "VM Thread"))
@@ -200,10 +207,7 @@ fn follow(pid: u32, found: &Mutex<Found>, stop: &AtomicBool) {
     {
         let mut f = found.lock().unwrap_or_else(|p| p.into_inner());
         f.vm_threads.push((pid, vm_thread));
-        f.notes.push(format!(
-            "JVM: process {pid} (JDK {version}): no USDT probes in its libjvm.so; its safepoints \
-             and collections are read from its own log (turned on for the watch, off at the end)"
-        ));
+        f.logs_on.push((pid, version, on_ns));
     }
     let file = read_log(pid, (&tmp, &target, &name), found, stop);
     // Off again by its name (the JVM's other outputs untouched), and the file removed if it

@@ -328,6 +328,7 @@ impl WatchState {
         };
         // Every process watched: a JVM's probes go on its file, for every process.
         state.jvms.everywhere = spec_all;
+        state.jvms.second_witness = state.spec.jvm_log;
         state.rescan(rtlab_sys::time::monotonic_now_ns());
         state
     }
@@ -969,6 +970,7 @@ impl WatchState {
 #[cfg(test)]
 mod tests;
 
+mod account;
 mod book;
 mod clock;
 mod java;
@@ -980,6 +982,8 @@ mod series;
 mod spec;
 mod start;
 mod threads;
+mod witness;
 pub use clock::DEFAULT_LIMIT as DEFAULT_CLOCK_LIMIT;
 pub use jvm::Stop;
 pub use start::start;
+pub use witness::{Pair as WitnessPair, DIFFER_MIN_NS, DIFFER_SHARE};

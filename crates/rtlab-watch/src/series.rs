@@ -31,12 +31,7 @@ impl WatchState {
         kind: DelayKind,
         rt: bool,
     ) -> Option<u16> {
-        let name = match (tid, rt) {
-            _ if kind == DelayKind::Safepoint => format!("jvm:{thread}/safepoint"),
-            (Some(tid), _) => format!("{thread}/{tid}/{}", kind.name()),
-            (None, true) => format!("{thread}/{}", kind.name()),
-            (None, false) => format!("{thread}:ts/{}", kind.name()),
-        };
+        let name = series_name(thread, tid, kind, rt);
         if let Some(&i) = self.index.get(&name) {
             // A thread of an ended one's TID and name: the series is its own again.
             self.retired.retain(|&(r, _)| r != i);
@@ -90,6 +85,28 @@ impl WatchState {
         };
         self.join(by_name, own);
         Some(Pair { own, by_name })
+    }
+
+    /// Thread `tid`'s own series for its delays of class `rt` from now on: `own` itself,
+    /// renamed, if it holds none yet, else the thread's series of that class.
+    pub(super) fn own_of_class(
+        &mut self,
+        own: u16,
+        thread: &str,
+        tid: i64,
+        rt: bool,
+    ) -> Option<u16> {
+        let kind = self.series[own as usize].kind;
+        let name = series_name(thread, Some(tid), kind, rt);
+        let s = &mut self.series[own as usize];
+        if !s.total.is_empty() || self.index.contains_key(&name) {
+            return self.series_index(thread, Some(tid), kind, rt);
+        }
+        self.index.remove(&s.name);
+        s.name = name.clone();
+        s.rt = rt;
+        self.index.insert(name, own);
+        Some(own)
     }
 
     /// Thread series `own` counts to name series `by_name` (from now on).
@@ -280,5 +297,21 @@ impl WatchState {
                 self.series[i as usize].unmeasured += 1;
             }
         }
+    }
+}
+
+/// A series' name: a JVM's safepoints; a thread's own (`<name>/<tid>/<kind>`, its delays
+/// while real-time; `<name>:ts/<tid>/<kind>` while time-sharing: one whose policy changed
+/// while watched has both); its name's over its threads of a class (`<name>/<kind>`,
+/// `<name>:ts/<kind>`).
+fn series_name(thread: &str, tid: Option<i64>, kind: DelayKind, rt: bool) -> String {
+    match (tid, rt) {
+        _ if kind == DelayKind::Safepoint => format!("jvm:{thread}/safepoint"),
+        // A thread's own, by the class it had at each delay (one whose policy changed
+        // while watched has both).
+        (Some(tid), true) => format!("{thread}/{tid}/{}", kind.name()),
+        (Some(tid), false) => format!("{thread}:ts/{tid}/{}", kind.name()),
+        (None, true) => format!("{thread}/{}", kind.name()),
+        (None, false) => format!("{thread}:ts/{}", kind.name()),
     }
 }

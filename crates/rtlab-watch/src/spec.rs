@@ -125,4 +125,7 @@ pub struct WatchSpec {
     /// then timed between the thread's own clock reads. Each read traps: a process reading
     /// it more than this many times a second has its probe removed (0: none attached).
     pub java_clock_limit: u64,
+    /// Read each watched JVM's own log of its stops beside HotSpot's probes too, and compare
+    /// the two stop by stop (a JVM without probes has its log read anyway).
+    pub jvm_log: bool,
 }

@@ -52,6 +52,7 @@ fn watch_this_thread(threshold_ns: u64) -> (i64, WatchState) {
         all_cpus: false,
         user_view: true,
         java_clock_limit: DEFAULT_CLOCK_LIMIT,
+        jvm_log: false,
     });
     (tid, w)
 }
@@ -82,6 +83,7 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
         all_cpus,
         user_view: true,
         java_clock_limit: DEFAULT_CLOCK_LIMIT,
+        jvm_log: false,
     };
     let w = WatchState::new(spec(false, vec![ThreadPattern::Tid(tid)]));
     assert_eq!(w.cpus_wanted(), Some(&CpuMask::of(&[last])));
@@ -569,9 +571,51 @@ fn a_names_series_sums_threads_of_one_class_and_a_thread_made_real_time_moves_to
     assert!(!ts.rt && !rt.name.contains(":ts/"), "{}", rt.name);
     assert_eq!((ts.total.len(), ts.total.max()), (1, Nanos(700)));
     assert_eq!((rt.total.len(), rt.total.max()), (2, Nanos(300)));
-    // The thread's own series has all three.
-    let own = w.series().iter().find(|s| s.tid == Some(tid)).unwrap();
-    assert_eq!(own.total.len(), 3);
+    // The thread's own delays counted apart by the class it had at each: its time-sharing
+    // series has the first, its real-time one the other two.
+    let own: Vec<_> = w.series().iter().filter(|s| s.tid == Some(tid)).collect();
+    assert_eq!(own.len(), 2, "{own:?}");
+    assert!(!own[0].rt && own[0].name.ends_with(&format!(":ts/{tid}/wakeup")));
+    assert_eq!(own[0].total.len(), 1);
+    assert!(own[1].rt && !own[1].name.contains(":ts/"));
+    assert!(own[1].name.ends_with(&format!("/{tid}/wakeup")));
+    assert_eq!(own[1].total.len(), 2);
+}
+
+#[test]
+fn a_thread_made_real_time_before_its_first_delay_has_one_series_of_that_class() {
+    // cyclictest's thread sets SCHED_FIFO as it starts: its own series is real-time.
+    let (tid, mut w) = watch_this_thread(u64::MAX);
+    let at = Task {
+        prio: 19,
+        ..task(tid)
+    };
+    let switch = |prev: Task, state, next: Task| Kind::Switch {
+        prev,
+        prev_state: state,
+        next,
+    };
+    w.offer(&ev(0, 500, switch(task(0), TaskState::RUNNING, at.clone())));
+    w.offer(&ev(
+        0,
+        600,
+        switch(at.clone(), TaskState::SLEEPING, task(0)),
+    ));
+    let waking = Kind::Waking {
+        task: at.clone(),
+        target_cpu: 0,
+    };
+    w.offer(&ev(0, 1_000, waking));
+    w.offer(&ev(
+        0,
+        1_400,
+        switch(task(0), TaskState::RUNNING, at.clone()),
+    ));
+    w.advance(RULES.merge_lag_ns + 100_000, &mut |_| {});
+    let own: Vec<_> = w.series().iter().filter(|s| s.tid == Some(tid)).collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(own[0].rt && own[0].name.ends_with(&format!("/{tid}/wakeup")));
+    assert_eq!(own[0].total.len(), 1);
 }
 
 const FUTEX: i32 = 202;

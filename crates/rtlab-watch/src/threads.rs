@@ -75,7 +75,8 @@ impl WatchState {
     }
 
     /// Thread `tid` is real-time now (`rt`) or time-sharing: its delays from now on count
-    /// to its name's series of that class.
+    /// to its own series of that class (the one it has if it holds no delay yet, else one
+    /// for the class) and to its name's series of that class.
     pub(super) fn classify(&mut self, tid: i64, rt: bool) {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
@@ -88,15 +89,16 @@ impl WatchState {
         for (k, pair) in pairs.iter().enumerate() {
             let Some(p) = pair else { continue };
             let kind = self.series[p.own as usize].kind;
+            let own = self.own_of_class(p.own, &name, tid, rt);
+            if own == Some(p.own) {
+                (self.series[p.by_name as usize].members).retain(|&m| m != p.own);
+            }
             let by_name = self.series_index(&name, None, kind, rt);
-            if let Some(b) = by_name {
-                self.join(b, p.own);
+            if let (Some(b), Some(own)) = (by_name, own) {
+                self.join(b, own);
             }
             if let Some(w) = self.threads.get_mut(&tid) {
-                w.pairs[k] = by_name.map(|by_name| Pair {
-                    own: p.own,
-                    by_name,
-                });
+                w.pairs[k] = by_name.zip(own).map(|(by_name, own)| Pair { own, by_name });
             }
         }
     }
@@ -211,6 +213,12 @@ impl WatchState {
             processes.insert(p.pid, (name, p.cgroup));
             for t in &p.threads {
                 self.thread_process.insert(t.tid, p.pid);
+            }
+            if p.threads
+                .iter()
+                .any(|t| crate::jvm::keeps_virtual_threads(&t.name))
+            {
+                self.jvms.runs_virtual_threads(p.pid);
             }
             threads.extend(p.threads);
         }

@@ -186,3 +186,46 @@ fn check_fail_on_exits_3_exactly_when_a_check_is_at_that_level() {
     }
     assert_bad_input(&["check", "--fail-on", "bad"], &["'bad'", "--fail-on"]);
 }
+
+#[test]
+fn diff_flags_runs_of_another_length_load_or_machine_and_a_max_from_fewer_samples() {
+    // A 4 s quick run against a long one: its lower max is from 15x fewer samples.
+    let dir = tempfile::tempdir().unwrap();
+    let a = wakeup_doc(dir.path(), "a.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    doc["duration_s"] = json!(60.0);
+    std::fs::write(&a, doc.to_string()).unwrap();
+    doc["duration_s"] = json!(4.0);
+    doc["system"]["kernel"] = json!("6.1.0-other");
+    doc["load"] = json!([{"spec": "cpu", "runs_ns": []}]);
+    for s in doc["series"].as_array_mut().unwrap() {
+        if let (Some(n), Some(max)) = (s["count"].as_u64(), s["max"].as_f64()) {
+            s["count"] = json!((n / 15).max(1));
+            s["max"] = json!(max / 2.0);
+        }
+    }
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, doc.to_string()).unwrap();
+    let out = rtlab().arg("diff").arg(&a).arg(&b).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    for said in [
+        "A ran 60.0 s and B 4.0 s (15.0x)",
+        "A ran beside no load and B beside cpu",
+        "and B on kernel 6.1.0-other",
+    ] {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    let max_rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" max ")).collect();
+    assert!(!max_rows.is_empty(), "{stdout}");
+    for row in max_rows {
+        assert!(
+            row.contains("fewer samples") && !row.contains("better"),
+            "{row}"
+        );
+    }
+}

@@ -45,6 +45,7 @@ fn a_watch_that_matched_nothing_says_so_and_what_to_try() {
     if !can_run("a watch that matched nothing") {
         return;
     }
+    let _serial = realtime_serial();
     let out = rtlab()
         .args([
             "watch",
@@ -72,6 +73,7 @@ fn quiet_still_says_where_the_metrics_are() {
     if !can_run("metrics address when quiet") {
         return;
     }
+    let _serial = realtime_serial();
     let out = rtlab()
         .args([
             "watch",
@@ -91,6 +93,30 @@ fn quiet_still_says_where_the_metrics_are() {
         .and_then(|rest| rest.split('/').next())
         .and_then(|p| p.parse::<u16>().ok());
     assert!(port.is_some_and(|p| p > 0), "{stderr}");
+}
+
+#[test]
+fn with_the_json_on_stdout_the_commands_own_stdout_goes_to_stderr() {
+    // `rtlab watch --json - -- app | jq`: the pipe gets the JSON alone.
+    if !can_run("--json - with a command") {
+        return;
+    }
+    // (Its rtlab would be another watch's culprit: one watch at a time.)
+    let _serial = realtime_serial();
+    let out = rtlab()
+        .args(["watch", "--quiet", "--json", "-", "--", "sh", "-c"])
+        .arg("echo program-says-hello; sleep 0.3")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {stdout}"));
+    assert_eq!(doc["command"], "watch", "{stdout}");
+    assert!(stderr.contains("program-says-hello"), "{stderr}");
 }
 
 #[test]
@@ -749,7 +775,7 @@ fn pi_lock_waits_are_measured_and_name_the_holder() {
         .iter()
         .find(|s| {
             let name = s["name"].as_str().unwrap();
-            name.starts_with("pi-waiter/")
+            name.starts_with("pi-waiter")
                 && name.ends_with("/lock")
                 && name.matches('/').count() == 2
         })
@@ -1229,7 +1255,8 @@ fn a_cgroups_processes_are_watched_and_labelled_with_it() {
     // Only the cgroup's own rt-loop: one thread in the name's series.
     let per_thread = names
         .iter()
-        .filter(|n| n.starts_with("rt-loop/") && n.ends_with("/wakeup"))
+        .filter(|n| n.starts_with("rt-loop:ts/") && n.ends_with("/wakeup"))
+        .filter(|n| n.matches('/').count() == 2)
         .count();
     assert_eq!(per_thread, 1, "{names:?}");
     assert_eq!(timer["config"]["cgroup"][0], format!("/{name}"));

@@ -152,12 +152,20 @@ fn watched_beside_collections(jdk: &Path, java_home: &Path, g1: bool, witness: W
         "{}: {stdout}\n{stderr}",
         jdk.display()
     );
+    // One note for the JVM: its version, where its stops and its threads' waits come from.
     let source = match witness {
-        Witness::Probes => "HotSpot's probes attached",
-        Witness::Log => "are read from its own log",
+        Witness::Probes => "its stops (safepoints, collections) from HotSpot's probes (",
+        Witness::Log => "its stops (safepoints, collections) from its own log",
+    };
+    let waits = match witness {
+        Witness::Probes => "parks and sleeps from HotSpot's probes, timed from its clock reads",
+        Witness::Log => "parks and sleeps from the kernel's wait calls",
     };
     assert!(
-        stdout.contains(source) && stdout.contains("clock reads (System.nanoTime) probed"),
+        stdout.contains(source)
+            && stdout.contains(waits)
+            && stdout.matches("JVM: process ").count() == 1
+            && (stdout.contains(", JDK 1") || stdout.contains(", JDK 2")),
         "{}: {stdout}",
         java_home.display()
     );
@@ -410,7 +418,7 @@ fn a_jvm_without_probes_is_seen_through_its_own_log_as_well_as_with_them() {
         .as_u64()
         .unwrap_or(0);
     assert!(
-        text.contains("are read from its own log") && seen >= 5,
+        text.contains("(safepoints, collections) from its own log") && seen >= 5,
         "{seen} safepoints: {text}"
     );
     // Started with the attach mechanism off: one clear line, and no thread dump in its
@@ -480,7 +488,7 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
     assert_eq!(unwatched, 0, "probes in a JVM not watched");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("HotSpot's probes attached"), "{stdout}");
+    assert!(stdout.contains("from HotSpot's probes ("), "{stdout}");
     let doc = load_valid_document(&json);
     let seen = doc["verdict"]["jvm_safepoints"]["count"]
         .as_u64()
@@ -552,4 +560,121 @@ fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_eve
     );
     assert!(logged >= 5, "{logged} collections logged");
     assert_eq!(seen, logged, "{stdout}");
+}
+
+#[test]
+fn a_jvm_running_virtual_threads_is_said_to_be_timed_through_its_unparker_and_carriers() {
+    let test = "watch of a JVM running virtual threads";
+    let Some((jdks, _serial)) = jvm_test(test) else {
+        return;
+    };
+    let mut ran = 0;
+    for jdk in &jdks {
+        let dir = periodic_classes(jdk);
+        let json = dir.path().join("w.json");
+        let out = Command::new(rtlab_path())
+            .args(["watch", "--quiet", "--json"])
+            .arg(&json)
+            .arg("--")
+            .arg(jdk.join("bin/java"))
+            .arg("-cp")
+            .arg(dir.path())
+            .args(["Periodic", "3", "1000"])
+            .env("HOW", "virtual")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        if stderr.contains("virtual threads need JDK 21") {
+            continue; // (JDK 17)
+        }
+        ran += 1;
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        // The program ran its virtual thread's periods (its own figures printed).
+        assert!(stdout.contains("samples 3001 "), "{stdout}");
+        // Said once, in the JVM's note.
+        assert_eq!(
+            stdout.matches("runs virtual threads").count(),
+            1,
+            "{stdout}"
+        );
+        assert_eq!(stdout.matches("JVM: process ").count(), 1, "{stdout}");
+        assert!(stdout.contains("VirtualThread-unparker"), "{stdout}");
+        // The threads it names are watched: the timed waits of the thread that keeps the
+        // virtual thread's parks (JDK 21's unparker, JDK 25's pool's delay scheduler) are
+        // measured, most of the 3 000 periods.
+        let doc = load_valid_document(&json);
+        let timed = doc["series"].as_array().unwrap().iter().any(|s| {
+            let name = s["name"].as_str().unwrap_or("");
+            (name.starts_with("VirtualThread-u:") || name.starts_with("ForkJoinPool-1-:"))
+                && name.ends_with("/timer")
+                && s["count"].as_u64().unwrap_or(0) >= 2000
+        });
+        assert!(timed, "{:?}", series_names(&doc));
+    }
+    if ran == 0 {
+        skip(test, "no JDK 21 or later under /usr/lib/jvm");
+    }
+}
+
+#[test]
+fn with_jvm_log_the_jvms_own_log_is_a_second_witness_that_agrees_with_the_probes() {
+    let test = "watch --jvm-log";
+    let Some((jdks, _serial)) = jvm_test(test) else {
+        return;
+    };
+    for jdk in &jdks {
+        let dir = periodic_classes(jdk);
+        let json = dir.path().join("w.json");
+        let log = dir.path().join("safepoint.log");
+        let out = rtlab()
+            .args([
+                "watch",
+                "--jvm-log",
+                "--thread",
+                "rt-loop",
+                "--quiet",
+                "--json",
+            ])
+            .arg(&json)
+            .arg("--")
+            .arg(jdk.join("bin/java"))
+            .arg("-XX:+UseSerialGC")
+            .arg(format!("-Xlog:safepoint:file={}", log.display()))
+            .arg("-cp")
+            .arg(dir.path())
+            .args(["Periodic", "4", "1000", "250", "50"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}: {stdout}", jdk.display());
+        let doc = load_valid_document(&json);
+        let w = &doc["verdict"]["jvm_witnesses"];
+        let compared = w["compared"].as_u64().unwrap_or(0);
+        // The collections after the log was turned on (in the JVM's first second), every
+        // 250 ms for 4 s, and the JVM's own small safepoints: most of those it logged.
+        let logged = logged_safepoints(&log).len() as u64;
+        assert!(
+            compared >= 8 && compared * 10 >= logged * 6,
+            "{}: {compared} compared of {logged} logged: {w}\n{stdout}",
+            jdk.display()
+        );
+        assert_eq!(w["differing"], 0, "{}: {w}", jdk.display());
+        let stops = doc["verdict"]["jvm_safepoints"]["latest"]
+            .as_array()
+            .unwrap();
+        let with_both = stops.iter().filter(|s| s["log_total_ns"].is_u64()).count();
+        assert_eq!(
+            with_both as u64,
+            compared.min(stops.len() as u64),
+            "{stops:?}"
+        );
+        assert!(
+            stdout.contains("its own log, read beside the probes: the")
+                && stdout.contains("safepoints both told agree within 5 %"),
+            "{stdout}"
+        );
+    }
 }

@@ -191,7 +191,7 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
         else {
-            eprintln!("a_process_named_like_a_napi_thread_is_not_one: skipped: no python3");
+            rtlab_sys::testing::say_skipped("no python3");
             return;
         };
         let mut line = String::new();

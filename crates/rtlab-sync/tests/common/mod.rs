@@ -16,7 +16,9 @@ pub fn iterations(release: u64) -> u64 {
 pub fn can_fifo(test: &str) -> bool {
     let ok = rtlab_sys::probe::can_use_fifo(50);
     if !ok {
-        eprintln!("{test}: skipped: needs SCHED_FIFO (run as root or with CAP_SYS_NICE)");
+        rtlab_sys::testing::say_skipped(&format!(
+            "{test}: needs SCHED_FIFO (run as root or with CAP_SYS_NICE)"
+        ));
     }
     ok
 }

@@ -119,18 +119,18 @@ fn recorder_on_every_cpu(
     ready: impl FnOnce(&Recorder) -> bool,
 ) -> Option<Recorder> {
     if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
+        rtlab_sys::testing::say_skipped("needs root (bpf)");
         return None;
     }
     let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
     match start(&cpus) {
         Ok(r) if ready(&r) => Some(r),
         Ok(r) => {
-            eprintln!("skipped: {:?}", r.missing);
+            rtlab_sys::testing::say_skipped(&format!("{:?}", r.missing));
             None
         }
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             None
         }
     }
@@ -139,12 +139,12 @@ fn recorder_on_every_cpu(
 /// Two CPUs to pin threads to, when this runs as root on at least two (else says why not).
 fn two_cpus_as_root() -> Option<(usize, usize)> {
     if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
+        rtlab_sys::testing::say_skipped("needs root (bpf)");
         return None;
     }
     let cpus = rtlab_sys::affinity::usable_cpus();
     if cpus.len() < 2 {
-        eprintln!("skipped: needs two CPUs");
+        rtlab_sys::testing::say_skipped("needs two CPUs");
         return None;
     }
     Some((cpus.as_slice()[0], cpus.as_slice()[1]))
@@ -218,7 +218,7 @@ fn a_waking_names_the_cpu_the_woken_task_last_ran_on() {
     let mut r = match Recorder::start(&[here], &CpuMask::of(&[here]), true, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             return;
         }
     };
@@ -251,7 +251,7 @@ fn a_cpus_ring_is_found_through_its_entry_not_its_number() {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             return;
         }
     };
@@ -282,7 +282,7 @@ fn only_traced_cpus_are_recorded_but_their_tasks_wakings_anywhere() {
     let mut r = match Recorder::start(&both, &CpuMask::of(&[there]), true, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             return;
         }
     };
@@ -535,7 +535,7 @@ type Sleeps = (Recorder, Vec<Event>, i64, usize, Vec<u64>);
 /// CLOCK_MONOTONIC deadlines (`None`: not root, or no eBPF).
 fn twenty_sleeps(wakings: bool) -> Option<Sleeps> {
     if rtlab_sys::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (bpf)");
+        rtlab_sys::testing::say_skipped("needs root (bpf)");
         return None;
     }
     let cpu = rtlab_sys::affinity::usable_cpus().as_slice()[0];
@@ -546,7 +546,7 @@ fn twenty_sleeps(wakings: bool) -> Option<Sleeps> {
     let mut r = match Recorder::start(&[cpu], &CpuMask::of(&[cpu]), wakings, LockWaits::No, false) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             return None;
         }
     };
@@ -661,7 +661,7 @@ fn timer_waits_alone_need_no_sched_waking() {
             wakings > 0,
             "sched_waking stays when no timer names its task"
         );
-        eprintln!("skipped: this kernel lets no program name a sleep timer's task");
+        rtlab_sys::testing::say_skipped("this kernel lets no program name a sleep timer's task");
         return;
     }
     assert_eq!(wakings, 0, "sched_waking left out");
@@ -690,7 +690,7 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
         return;
     };
     if !std::path::Path::new("/usr/bin/taskset").exists() {
-        eprintln!("skipped: needs taskset");
+        rtlab_sys::testing::say_skipped("needs taskset");
         return;
     }
     let cpus: Vec<usize> = rtlab_sys::affinity::usable_cpus().as_slice().to_vec();
@@ -710,14 +710,14 @@ fn a_watched_process_keeps_its_events_when_other_tasks_overflow_their_ring() {
     let mut r = match Recorder::start_with(&cpus, &CpuMask::of(&cpus), setup) {
         Ok(r) if r.has_own_rings() && r.records_wait_calls() => r,
         Ok(r) => {
-            eprintln!(
-                "skipped: no rings of the watched processes' own ({:?})",
+            rtlab_sys::testing::say_skipped(&format!(
+                "no rings of the watched processes' own ({:?})",
                 r.missing
-            );
+            ));
             return;
         }
         Err(e) => {
-            eprintln!("skipped: {e}");
+            rtlab_sys::testing::say_skipped(&e.to_string());
             return;
         }
     };

@@ -168,8 +168,9 @@ fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
     let (tid, mut w) = watch_this_thread(u64::MAX);
     let pid = std::process::id();
     w.jvm_clock_probed(&a_library(), pid, Ok(true));
+    w.jvm_probed(&a_library(), Ok(13), true);
     assert!(
-        w.jvm_notes().0[0].contains("clock reads"),
+        w.jvm_notes().0[0].contains("timed from its clock reads"),
         "{:?}",
         w.jvm_notes()
     );
@@ -180,11 +181,10 @@ fn a_process_reading_its_clock_too_often_has_its_probe_removed() {
     assert!(w.take_clocks_to_remove().is_empty());
     w.offer(&clock_read(tid, 999_000_000));
     assert_eq!(w.take_clocks_to_remove(), vec![pid]);
-    assert!(
-        w.jvm_notes().0[1].contains("removed"),
-        "{:?}",
-        w.jvm_notes()
-    );
+    // Said in its JVM's one note.
+    let (notes, _) = w.jvm_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("clock probe removed"), "{notes:?}");
     // Its parks are timed at the probes from now on.
     w.set_wait_calls(true);
     w.offer(&park(tid, 1_000_100_000, Some(900_000)));

@@ -42,9 +42,10 @@ processes it starts, each from its first instruction (--no-children: the process
 --cgroup: every process of a container or pod; --all: every process of the machine (with
 --rt-only: its real-time threads, new ones included). Threads created later are picked up
 (re-read every 10 ms for 3 s, then every second).
-Series: <name>/<tid>/<kind> per thread; <name>/<kind> summed over the real-time threads of
-one name (a pool reads as one), <name>:ts/<kind> over its time-sharing ones; real-time first
-in the tables. JSON series carry the process name and cgroup; /metrics labels are bounded
+Series: <name>/<tid>/<kind> per real-time thread (<name>:ts/<tid>/<kind> while it is
+time-sharing: each delay counts to the class its thread had then); <name>/<kind> summed over
+the real-time threads of one name (a pool reads as one), <name>:ts/<kind> over its
+time-sharing ones; real-time first in the tables. JSON series carry the process name and cgroup; /metrics labels are bounded
 (process, cgroup, thread name, class, kind; never a thread id).
 Losses are never silent: the watched threads' events have rings of their own, other tasks'
 storms cannot take them; whatever is lost is counted (an 'events lost:' line, 'unmeasured'
@@ -71,7 +72,9 @@ its CPU, the waker's at the wakeup (for a sleep timer, the code its interrupt st
 the culprit's (the main cause's task) as it gave the CPU back.
 
 It runs until --duration, Ctrl-C or SIGTERM, or until the watched process exits, then writes
-the complete result (--json). Every --interval-log it shows the interval on stderr (a table
+the complete result (--json; with --json - the JSON is rtlab's stdout and the command's
+own stdout goes to stderr, so `rtlab watch --json - -- ./app | jq` reads only the JSON).
+Every --interval-log it shows the interval on stderr (a table
 redrawn in place on a terminal, one line otherwise) and, with --hlog, appends each series'
 interval histogram to an HdrHistogram interval log (tagged with the series name).
 --metrics ADDR:PORT serves the figures to Prometheus at /metrics (no authentication: bind it

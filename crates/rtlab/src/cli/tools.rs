@@ -96,6 +96,13 @@ pub struct WatchArgs {
     /// few microseconds inside the thread's own measure.
     #[arg(long)]
     pub no_java_clock: bool,
+    /// Read each watched JVM's own log of its safepoints and collections beside HotSpot's
+    /// probes too (turned on through the attach mechanism jcmd uses, off at the end), and
+    /// compare the two stop by stop: the JSON has both totals of each stop, and the stops
+    /// whose two accounts differ by over 5 % (and 5 us) are flagged. A JVM without the probes
+    /// has its log read anyway.
+    #[arg(long)]
+    pub jvm_log: bool,
     /// Remove a JVM process's clock probe once it reads the clock more than READS times in
     /// a second (its parks are then timed at HotSpot's park probes; 0: never probed).
     #[arg(long, value_name = "READS", default_value_t = rtlab_watch::DEFAULT_CLOCK_LIMIT)]

@@ -30,15 +30,7 @@ fn table(changes: &[Change]) -> String {
             Some(false) => "",
             None => "?",
         };
-        let verdict = if (c.ratio - 1.0).abs() < 0.005 {
-            "same"
-        } else if c.significant == Some(false) {
-            "noise"
-        } else if c.worse {
-            "worse"
-        } else {
-            "better"
-        };
+        let verdict = c.verdict();
         t.row(vec![
             c.series.clone(),
             c.stat.to_string(),
@@ -50,6 +42,50 @@ fn table(changes: &[Change]) -> String {
         ]);
     }
     t.render()
+}
+
+/// What makes two runs unlike: another command, length, load or machine.
+fn unlike_runs(a: &ResultDoc, b: &ResultDoc) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if a.command != b.command {
+        warnings.push(format!(
+            "comparing a '{}' run with a '{}' run",
+            a.command, b.command
+        ));
+    }
+    let (da, db) = (a.duration_s.max(1e-3), b.duration_s.max(1e-3));
+    if da.max(db) / da.min(db) > 1.5 {
+        warnings.push(format!(
+            "A ran {da:.1} s and B {db:.1} s ({:.1}x): the shorter run's p99.9 and max come \
+             from fewer samples",
+            da.max(db) / da.min(db)
+        ));
+    }
+    let loads = |d: &ResultDoc| {
+        let mut l: Vec<String> = d.load.iter().map(|l| l.spec.clone()).collect();
+        l.sort();
+        match l.is_empty() {
+            true => "no load".to_string(),
+            false => l.join(", "),
+        }
+    };
+    if loads(a) != loads(b) {
+        warnings.push(format!(
+            "A ran beside {} and B beside {}",
+            loads(a),
+            loads(b)
+        ));
+    }
+    let host = |d: &ResultDoc| {
+        format!(
+            "kernel {}, {} CPUs, {}",
+            d.system.kernel, d.system.cpus, d.system.preempt_model
+        )
+    };
+    if host(a) != host(b) {
+        warnings.push(format!("A ran on {} and B on {}", host(a), host(b)));
+    }
+    warnings
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
@@ -83,11 +119,12 @@ pub fn run(args: DiffArgs) -> anyhow::Result<Status> {
          overlap; ?: no interval for this statistic (max, single values)\n",
     );
     let failed = args.fail_worse.map(|pct| diff::gate(&changes, pct));
-    let mut warnings = Vec::new();
-    if a.command != b.command {
-        warnings.push(format!(
-            "comparing a '{}' run with a '{}' run",
-            a.command, b.command
+    let mut warnings = unlike_runs(&a, &b);
+    if changes.iter().any(|c| c.verdict() == "fewer samples") {
+        text.push_str(&format!(
+            "fewer samples: the lower max is from a run with {}x or more fewer samples (the \
+             largest of n samples grows with n): run both as long to compare them\n",
+            diff::FEWER_SAMPLES
         ));
     }
     // A histogram that does not decode (damaged, or hostile: it is refused before anything

@@ -87,7 +87,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         s.write_samples(file)
             .map_err(|e| anyhow::anyhow!("--samples {}: {e}", path.display()))?;
     }
-    let (child, pid) = attach(target, &state)?;
+    // With the JSON on stdout, the command's stdout goes to stderr: the two never mix.
+    let json_on_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let (child, pid) = attach(target, &state, json_on_stdout)?;
     let mut warnings = announce(
         &state,
         pid,
@@ -224,15 +226,17 @@ fn spec(args: &WatchArgs, target: &Target, patterns: Vec<ThreadPattern>) -> Watc
         } else {
             args.java_clock_limit
         },
+        jvm_log: args.jvm_log,
     }
 }
 
 /// The watch attached to its target: `--pid`'s process, or the command started now (after a
-/// JVM it runs is probed); the command's child, and the process watched (0: a cgroup's or
-/// the machine's).
+/// JVM it runs is probed; its stdout sent to stderr if `stdout_taken`); the command's child,
+/// and the process watched (0: a cgroup's or the machine's).
 fn attach(
     target: Target,
     state: &std::sync::Mutex<rtlab_watch::WatchState>,
+    stdout_taken: bool,
 ) -> anyhow::Result<(Option<std::process::Child>, i32)> {
     Ok(match target {
         Target::Pid(pid) => (None, pid),
@@ -248,7 +252,7 @@ fn attach(
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
             }
-            let child = start(command)?;
+            let child = start(command, stdout_taken)?;
             let pid = child.id() as i32;
             state.lock().unwrap_or_else(|p| p.into_inner()).attach(pid);
             (Some(child), pid)
@@ -434,12 +438,16 @@ impl std::fmt::Display for NoCgroup {
 
 impl std::error::Error for NoCgroup {}
 
-/// Starts the command.
-fn start(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
+/// Starts the command (its stdout on rtlab's stderr if `stdout_taken`).
+fn start(command: &[std::ffi::OsString], stdout_taken: bool) -> anyhow::Result<Child> {
     let program = &command[0];
-    std::process::Command::new(program)
-        .args(&command[1..])
-        .spawn()
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&command[1..]);
+    if stdout_taken {
+        use std::os::fd::AsFd;
+        cmd.stdout(std::io::stderr().as_fd().try_clone_to_owned()?);
+    }
+    cmd.spawn()
         .map_err(|e| BadInput(format!("cannot start '{}': {e}", program.to_string_lossy())).into())
 }
 
@@ -778,9 +786,34 @@ fn report(
                 "at_ns": st.begin_ns.saturating_sub(run.started_ns),
                 "reaching_ns": st.reached_ns.map(|r| r.saturating_sub(st.begin_ns)),
                 "total_ns": st.end_ns.saturating_sub(st.begin_ns),
+                "log_total_ns": s.jvm_log_total(st.process, st.begin_ns),
             })
         })
         .collect();
+    // With --jvm-log: the JVMs' own logs beside the probes, stop by stop.
+    let ((compared, differing), flagged) = s.jvm_witnesses();
+    if s.jvm_log_asked() {
+        let flagged: Vec<serde_json::Value> = (flagged.iter())
+            .map(|p| {
+                serde_json::json!({
+                    "process": p.process,
+                    "operation": p.operation.as_deref(),
+                    "at_ns": p.begin_ns.saturating_sub(run.started_ns),
+                    "probes_total_ns": p.probes_ns,
+                    "log_total_ns": p.log_ns,
+                })
+            })
+            .collect();
+        doc.verdict.details.insert(
+            "jvm_witnesses".into(),
+            serde_json::json!({
+                "compared": compared,
+                "differing": differing,
+                "differ_above": {"share": rtlab_watch::DIFFER_SHARE, "ns": rtlab_watch::DIFFER_MIN_NS},
+                "differing_stops": flagged,
+            }),
+        );
+    }
     // rtlab's own threads: never a cause, their time counted as the observer's.
     doc.verdict.details.insert(
         "observer".into(),
@@ -820,7 +853,7 @@ fn report(
     }
     let (notes, more) = s.jvm_notes();
     for note in notes {
-        text.push_str(note);
+        text.push_str(&note);
         text.push('\n');
     }
     if more > 0 {

@@ -65,7 +65,7 @@ pub fn assert_bad_input(args: &[&str], needles: &[&str]) {
 
 /// Prints the skip reason where `cargo test` shows it, so a skip never passes silently.
 pub fn skip(test: &str, reason: &str) {
-    eprintln!("{test}: skipped: {reason}");
+    rtlab_sys::testing::say_skipped(&format!("{test}: {reason}"));
 }
 
 pub fn series_names(doc: &Value) -> Vec<String> {
