@@ -590,8 +590,14 @@ pub fn parse_line(line: &str) -> Option<Event> {
 }
 
 /// The event as a `trace_pipe` line (what `--trace-out` saves, and what [`parse_line`]
-/// reads back): for events that did not come from tracefs text.
+/// reads back): for events that did not come from tracefs text. The task current on its
+/// CPU is named `<idle>` (pid 0) or `<...>` (a name not known), as the kernel names them.
 pub fn format_line(e: &Event) -> String {
+    format_line_as(e, None)
+}
+
+/// [`format_line`], the current task named `current` where that is its name.
+pub fn format_line_as(e: &Event, current: Option<&str>) -> String {
     let task = |t: &Task, prefix: &str| {
         format!(
             "{prefix}comm={} {prefix}pid={} {prefix}prio={}",
@@ -671,10 +677,20 @@ pub fn format_line(e: &Event) -> String {
             time_ns.map(|t| format!(" time={t}")).unwrap_or_default()
         ),
     };
+    let who = match (e.current_pid, current) {
+        (0, _) => "<idle>",
+        (_, Some(name)) => name,
+        _ => "<...>",
+    };
+    // (A task not known: no pid, which the line's reader takes as none.)
+    let pid = match e.current_pid {
+        p if p >= 0 => p.to_string(),
+        _ => "?".into(),
+    };
     format!(
         "{:>16}-{:<7} [{:03}] {}.{:09}: {body}",
-        "task",
-        e.current_pid,
+        who,
+        pid,
         e.cpu,
         e.ts_ns / 1_000_000_000,
         e.ts_ns % 1_000_000_000

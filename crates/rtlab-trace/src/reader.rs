@@ -2,7 +2,7 @@
 //! threads' reports, and explains each once the trace has caught up with it.
 
 use crate::error::TraceError;
-use crate::event::{format_line, parse_text, Event, Kind};
+use crate::event::{format_line, format_line_as, parse_text, Event, Kind};
 use crate::history::{
     find_task, last_waker, late_window, peer_window, stacks_of, wakings_elsewhere, window_events,
     with_jvm_stops, History,
@@ -72,10 +72,27 @@ impl SavedWindow {
 
     pub(crate) fn write(&self) -> Result<(), TraceError> {
         let mut text = self.header.clone();
+        // The tasks' names as the window's scheduler events give them.
+        let mut names: std::collections::HashMap<i64, &str> = Default::default();
+        for (e, _) in &self.events {
+            match &e.kind {
+                Kind::Switch { prev, next, .. } => {
+                    names.insert(prev.pid, &prev.comm);
+                    names.insert(next.pid, &next.comm);
+                }
+                Kind::Waking { task, .. } | Kind::Migrate { task, .. } => {
+                    names.insert(task.pid, &task.comm);
+                }
+                _ => {}
+            }
+        }
         for (e, raw) in &self.events {
             match raw {
                 Some(line) => text.push_str(line),
-                None => text.push_str(&format_line(e)),
+                None => {
+                    let current = names.get(&e.current_pid).copied();
+                    text.push_str(&format_line_as(e, current));
+                }
             }
             text.push('\n');
         }

@@ -98,8 +98,18 @@ fn hog_is_named(source: &str) {
         );
     }
     assert!(stdout.contains("preempted by rtlab-hog"), "{stdout}");
-    let windows = std::fs::read_dir(&trace_out).unwrap().count();
-    assert_eq!(windows, outliers.len(), "one raw window per outlier");
+    let windows: Vec<_> = std::fs::read_dir(&trace_out).unwrap().flatten().collect();
+    assert_eq!(windows.len(), outliers.len(), "one raw window per outlier");
+    // Each line names the task current on its CPU as the kernel's own text does: the hog by
+    // its name somewhere, never a made-up `task-<pid>`.
+    let text: String = (windows.iter())
+        .map(|w| std::fs::read_to_string(w.path()).unwrap())
+        .collect();
+    assert!(
+        !text.contains(" task-") && text.contains("rtlab-hog-"),
+        "{source}: {}",
+        &text[..text.len().min(3000)]
+    );
     let instances = std::fs::read_dir("/sys/kernel/tracing/instances")
         .map(|d| {
             d.flatten()

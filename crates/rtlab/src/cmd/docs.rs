@@ -220,6 +220,7 @@ fn page(command: clap::Command, title: String) -> std::io::Result<Vec<u8>> {
     let has_options = command.get_arguments().any(|a| !a.is_hide_set());
     let has_commands = command.get_subcommands().any(|c| !c.is_hide_set());
     let has_version = command.get_version().is_some();
+    let with_causes = title == "rtlab-watch" || title == "rtlab-wakeup";
     let man = clap_mangen::Man::new(command).title(title);
     let mut page = Vec::new();
     man.render_title(&mut page)?;
@@ -242,6 +243,9 @@ fn page(command: clap::Command, title: String) -> std::io::Result<Vec<u8>> {
         tail.text([roman(code)]);
         tail.text([roman(meaning)]);
     }
+    if with_causes {
+        causes(&mut tail);
+    }
     if !parts.examples.is_empty() {
         tail.control("SH", ["EXAMPLES"]);
         write_blocks(&mut tail, &parts.examples);
@@ -251,6 +255,34 @@ fn page(command: clap::Command, title: String) -> std::io::Result<Vec<u8>> {
         man.render_version_section(&mut page)?;
     }
     Ok(page)
+}
+
+/// What each cause of a late wakeup means and what usually fixes it (the README's tables).
+const CAUSES: &str = include_str!("../../../../docs/causes.md");
+
+/// The CAUSES section: each kind, then each reason code, with what usually fixes it.
+fn causes(roff: &mut Roff) {
+    roff.control("SH", ["CAUSES"]);
+    roff.text([roman(
+        "Each explained delay is split into causes; each cause has a kind and most a reason \
+         code (the JSON's kind and reason; the text words the same finding).",
+    )]);
+    for line in CAUSES.lines() {
+        let cells: Vec<String> = (line.trim().trim_matches('|').split(" | "))
+            .map(|c| c.trim().replace('`', ""))
+            .collect();
+        if !line.starts_with("| `") {
+            continue;
+        }
+        let (what, fix) = match cells.as_slice() {
+            [_, what, fix] => (what.clone(), fix.clone()),
+            [_, kinds, what, fix] => (format!("{what} (kind: {kinds})"), fix.clone()),
+            _ => continue,
+        };
+        roff.control("TP", []);
+        roff.text([clap_mangen::roff::bold(cells[0].as_str())]);
+        roff.text([roman(format!("{what} Fix: {fix}"))]);
+    }
 }
 
 #[cfg(test)]
@@ -301,5 +333,68 @@ mod tests {
         assert!(three(&of("diff")).unwrap().contains("--fail-worse"));
         assert_eq!(three(&of("report")), None);
         assert_eq!(of("exec")[0].0, "CMD's");
+    }
+
+    #[test]
+    fn the_watch_and_wakeup_pages_explain_every_cause_kind_and_reason_code() {
+        let mut cli = Cli::command();
+        cli.build();
+        let readme = include_str!("../../../../README.md");
+        for name in ["watch", "wakeup"] {
+            let c = cli.find_subcommand(name).unwrap().clone();
+            let text = String::from_utf8(page(c, format!("rtlab-{name}")).unwrap()).unwrap();
+            assert!(text.contains(".SH CAUSES"), "{name}");
+            for kind in [
+                "hypervisor_gap",
+                "idle_exit",
+                "preemption",
+                "observer",
+                "safepoint",
+            ] {
+                assert!(text.contains(kind), "{name}: {kind}");
+            }
+            for code in [
+                "timer_slack",
+                "non_preemptible",
+                "before_first_event",
+                "fair_server",
+            ] {
+                assert!(text.contains(code), "{name}: {code}");
+            }
+        }
+        // Every kind and code the results can carry has its row, and the README has the same.
+        let kinds = [
+            "irq",
+            "softirq",
+            "nmi",
+            "preemption",
+            "blocking",
+            "idle_exit",
+            "migration",
+            "hypervisor_gap",
+            "page_fault",
+            "syscall",
+            "observer",
+            "safepoint",
+            "unexplained",
+        ];
+        for k in kinds {
+            assert!(CAUSES.contains(&format!("| `{k}` |")), "{k}");
+        }
+        for line in CAUSES.lines().filter(|l| l.starts_with("| `")) {
+            assert!(readme.contains(line), "the README lacks: {line}");
+        }
+        // Every reason code the explainer has (as its list in the result's types names them).
+        let types = include_str!("../../../rtlab-stats/src/result.rs");
+        let list = types.split("reason_codes! {").nth(1).unwrap();
+        let list = &list[..list.find('}').unwrap()];
+        let codes: Vec<&str> = (list.lines()).filter_map(|l| l.split('"').nth(1)).collect();
+        assert!(codes.len() >= 38, "{codes:?}");
+        for code in codes {
+            assert!(
+                CAUSES.contains(&format!("| `{code}` |")),
+                "no row for {code}"
+            );
+        }
     }
 }
