@@ -456,6 +456,8 @@ pub mod asm {
         pub const GET_SMP_PROCESSOR_ID: i32 = 8;
         /// `bpf_get_current_pid_tgid`.
         pub const GET_CURRENT_PID_TGID: i32 = 14;
+        /// `bpf_get_current_comm` (the current task's name, NUL-padded).
+        pub const GET_CURRENT_COMM: i32 = 16;
         /// `bpf_probe_read_kernel`.
         pub const PROBE_READ_KERNEL: i32 = 113;
         /// `bpf_probe_read_user`.

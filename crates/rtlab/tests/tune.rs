@@ -226,3 +226,66 @@ fn a_process_timer_slack_is_set_and_given_back() {
         &["--pid", "no such process"],
     );
 }
+
+#[test]
+fn export_carries_the_fixes_to_tuned_systemd_and_the_kernel_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = rtlab().arg("tune").args(args).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let d = dir.path().to_str().unwrap();
+    // A tuned profile of this machine's plan.
+    let (code, _, err) = run(&["--export", "tuned", d]);
+    assert_eq!(code, Some(0), "{err}");
+    let conf = std::fs::read_to_string(dir.path().join("tuned.conf")).unwrap();
+    assert!(
+        conf.contains("[main]\nsummary=rtlab: real-time fixes for CPUs ")
+            && conf.contains("[variables]\nisolated_cores="),
+        "{conf}"
+    );
+    assert!(err.contains("wrote") && err.contains("tuned.conf"), "{err}");
+    // The kernel command line, alone on stdout.
+    let (code, out, _) = run(&["--export", "cmdline"]);
+    assert_eq!(code, Some(0));
+    let line = out.trim();
+    assert!(
+        line.starts_with("isolcpus=") && line.contains(" nohz_full=") && line.contains(" preempt="),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 1, "{out}");
+    // A unit systemd accepts, where systemd-analyze is here.
+    let (code, _, err) = run(&["--export", "systemd", d]);
+    assert_eq!(code, Some(0), "{err}");
+    let unit = dir.path().join("rtlab-tune.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(
+        text.contains("ExecStart=") && text.contains(" tune --apply --state /run/"),
+        "{text}"
+    );
+    match std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .output()
+    {
+        Ok(v) => assert!(
+            v.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&v.stdout),
+            String::from_utf8_lossy(&v.stderr)
+        ),
+        Err(_) => rtlab_sys::testing::say_skipped("the unit's check: no systemd-analyze"),
+    }
+    // Bad input: one line, exit 2.
+    for bad in [
+        &["--export", "yaml"][..],
+        &["--export", "tuned"],
+        &["--export", "tuned", "/no/such/dir"],
+        &["--export", "cmdline", d],
+    ] {
+        let (code, out, err) = run(bad);
+        assert_eq!(code, Some(2), "{bad:?}: {out}{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{bad:?}: {err}");
+    }
+}

@@ -693,5 +693,6 @@ pub fn revert_in(state: &State, root: &Path) -> Vec<Reverted> {
         .collect()
 }
 
+pub mod export;
 #[cfg(test)]
 mod tests;

@@ -64,6 +64,9 @@ const K_WAIT_ENTER: i32 = 12;
 const K_WAIT_EXIT: i32 = 13;
 /// A USDT probe (a JVM's), A the attached probe's index.
 const K_USDT: i32 = 14;
+/// A task's end (`sched_process_exit`), its name in the 16 bytes from `OFF_PID1`: a task that
+/// ended before its events were read has no /proc entry to name it by.
+const K_EXIT: i32 = 15;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
 const K_VECTOR: i32 = 16;
 
@@ -408,7 +411,9 @@ fn attach_scheduler_probes(
         }
         // The prototype's first parameter is the context.
         let proto = btf.typedef_fn_params(&format!("btf_trace_{}", probe.tracepoint));
-        if proto != Some(probe.args + 1) {
+        // (sched_process_exit has a second parameter, group_dead, on newer kernels.)
+        let also_fits = probe.kind == K_EXIT && proto == Some(probe.args + 2);
+        if proto != Some(probe.args + 1) && !also_fits {
             if probe.kind == K_SWITCH {
                 return Err(TraceError::Unsupported(format!(
                     "sched_switch has an unexpected prototype on this kernel ({proto:?} parameters)"
@@ -814,6 +819,20 @@ impl Recorder {
             self.comms.clear();
             self.comms_since = now;
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
+        }
+        // The names of the tasks that ended, first: their earlier events in this drain are
+        // named by them (their /proc entries are gone).
+        for r in records.iter().flatten() {
+            if u32::from_ne_bytes(r[OFF_KIND as usize..][..4].try_into().unwrap()) as i32 == K_EXIT
+            {
+                let pid = u32::from_ne_bytes(r[OFF_CUR as usize..][..4].try_into().unwrap());
+                let name = &r[OFF_PID1 as usize..OFF_X as usize];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                if pid > 0 && !name.is_empty() {
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    self.comms.insert(pid as i64, name.into());
+                }
+            }
         }
         let others_only = self.own_slots.is_some();
         let mut lost_before: Option<(u16, u64, u64, bool)> = None;

@@ -540,6 +540,7 @@ pub(super) fn probes() -> Vec<Probe> {
         p("softirq_entry", K_SOFTIRQ_ENTRY, 1),
         p("softirq_exit", K_SOFTIRQ_EXIT, 1),
         p("nmi_handler", K_NMI, 3),
+        p("sched_process_exit", K_EXIT, 1),
     ];
     for (i, name) in VECTORS.iter().enumerate() {
         v.push(p(&format!("{name}_entry"), K_VECTOR + 2 * i as i32, 1));
@@ -645,6 +646,8 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
         (K_WAKING, Some(cpu)) if direct => AlsoIf::TaskCpu(cpu),
         (K_WAKING, _) => AlsoIf::Any,
         (K_MIGRATE, _) => AlsoIf::ArgCpu(1),
+        // (A task's end, wherever: its events may be on a traced CPU.)
+        (K_EXIT, _) => AlsoIf::Any,
         _ => AlsoIf::No,
     };
     // Whose event it is, for the watched processes' rings.
@@ -693,6 +696,14 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
                 b.stack(map, OFF_PID2);
                 b.insns[at].off = (b.insns.len() - at - 1) as i16;
             }
+        }
+        K_EXIT => {
+            // The ending task and its name, into the record's 16 bytes from OFF_PID1.
+            b.current();
+            b.push(asm::mov(R1, R7));
+            b.push(asm::add_imm(R1, OFF_PID1 as i32));
+            b.push(asm::mov_imm(R2, 16));
+            b.push(asm::call(helper::GET_CURRENT_COMM));
         }
         K_MIGRATE => {
             b.current();

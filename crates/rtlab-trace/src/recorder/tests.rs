@@ -842,3 +842,48 @@ fn stacks_no_kept_event_refers_to_are_removed_from_the_stack_map() {
     // Not again before the sweep's interval.
     assert_eq!(r.forget_stacks(u64::MAX, now + 1), 0);
 }
+
+#[test]
+fn a_task_that_ended_before_its_events_were_read_is_named_by_its_end() {
+    // A short-lived task (a shell loop's `sleep`, a pool's worker) is gone from /proc by the
+    // time its events are read: its name comes from its end, never `<...>`.
+    if two_cpus_as_root().is_none() {
+        return;
+    }
+    let all = rtlab_sys::affinity::usable_cpus();
+    let cpus = all.as_slice();
+    let mut r = match Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::No, false) {
+        Ok(r) => r,
+        Err(e) => return rtlab_sys::testing::say_skipped(&e.to_string()),
+    };
+    if r.missing
+        .iter()
+        .any(|m| m.to_string() == "sched_process_exit")
+    {
+        return rtlab_sys::testing::say_skipped("no sched_process_exit here");
+    }
+    let ended = std::thread::Builder::new()
+        .name("rtlab-ends".into())
+        .spawn(|| {
+            for _ in 0..3 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            rtlab_sys::futex::current_tid() as i64
+        })
+        .unwrap();
+    let tid = ended.join().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!std::path::Path::new(&format!("/proc/{tid}")).exists());
+    let mut names = Vec::new();
+    r.drain(|e| {
+        if let Kind::Switch { prev, next, .. } = &e.kind {
+            for t in [prev, next] {
+                if t.pid == tid {
+                    names.push(t.comm.to_string());
+                }
+            }
+        }
+    });
+    assert!(!names.is_empty(), "no switch of the task seen");
+    assert!(names.iter().all(|n| n == "rtlab-ends"), "{names:?}");
+}

@@ -464,6 +464,9 @@ Examples:
   sudo rtlab tune --apply --state /var/tmp/rtlab-tune.json --cpus 2-3
   sudo rtlab tune --apply --state t.json --only rt_throttling,irq_affinity
   sudo rtlab tune --revert /var/tmp/rtlab-tune.json
+  rtlab tune --export tuned /etc/tuned/rtlab-rt --state /var/tmp/rtlab-tune.json
+  rtlab tune --export systemd /etc/systemd/system --cpus 2-3
+  rtlab tune --export cmdline --cpus 2-3                kernel parameters, alone on stdout
 A before/after: rtlab survey --out before; rtlab tune --apply --state t.json; rtlab survey
 --out after; rtlab diff before/report.json after/report.json; rtlab tune --revert t.json";
 

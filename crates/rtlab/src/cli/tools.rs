@@ -201,6 +201,13 @@ pub struct TuneArgs {
     /// Set the timer slack of every thread of process PID to 1 ns (timer_slack).
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+    /// Carry the fixes to the next boot and to other machines: `tuned DIR` writes a tuned
+    /// profile (DIR/tuned.conf), `systemd DIR` a oneshot unit that applies them at each boot
+    /// and reverts them when stopped (DIR/rtlab-tune.service), `cmdline` prints the kernel
+    /// parameters of the fixes only a boot makes. The fixes: those an earlier --apply saved
+    /// in --state FILE, else this machine's plan. Each says what it cannot carry.
+    #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "DIR"], conflicts_with_all = ["apply", "revert"])]
+    pub export: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -64,6 +64,9 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     if let Some(file) = &args.revert {
         return revert(file);
     }
+    if !args.export.is_empty() {
+        return export(&args);
+    }
     if args.state.is_some() && !args.apply {
         return Err(
             BadInput("--state FILE goes with --apply (or use --revert FILE)".into()).into(),
@@ -141,6 +144,91 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
             c.path.display(),
             c.error.as_deref().unwrap_or("?")
         );
+    }
+    Ok(Status::Ok)
+}
+
+/// `--export FORMAT [DIR]`: the fixes of `--state FILE` (or the plan) as a tuned profile, a
+/// systemd unit or a kernel command line.
+fn export(args: &TuneArgs) -> anyhow::Result<Status> {
+    use tune::export::{Format, Source};
+    let (name, dir) = (args.export[0].as_str(), args.export.get(1));
+    let format = Format::parse(name).ok_or_else(|| {
+        BadInput(format!(
+            "--export {name}: not a format (tuned DIR, systemd DIR or cmdline)"
+        ))
+    })?;
+    let dir = match (format.writes_files(), dir) {
+        (true, Some(d)) if std::path::Path::new(d).is_dir() => Some(std::path::PathBuf::from(d)),
+        (true, Some(d)) => {
+            return Err(BadInput(format!("--export {name} {d}: not a directory")).into())
+        }
+        (true, None) => {
+            return Err(BadInput(format!(
+                "--export {name} needs a directory: --export {name} DIR"
+            ))
+            .into())
+        }
+        (false, Some(d)) => {
+            return Err(BadInput(format!("--export cmdline prints; no directory ({d})")).into())
+        }
+        (false, None) => None,
+    };
+    let online = rtlab_sys::affinity::online_cpus().as_slice().to_vec();
+    let (changes, rt_cpus, what) = match &args.state {
+        Some(file) => {
+            let state = tune::load(file).map_err(|e| BadInput(e.to_string()))?;
+            let kept: Vec<Change> = state.changes.into_iter().filter(|c| c.applied).collect();
+            (kept, state.rt_cpus, format!("kept in {}", file.display()))
+        }
+        None => {
+            let rt_cpus = match &args.cpus {
+                Some(list) => list.as_slice().to_vec(),
+                None => vec![*rtlab_sys::affinity::usable_cpus()
+                    .as_slice()
+                    .last()
+                    .unwrap_or(&0)],
+            };
+            let cfg = TuneConfig {
+                rt_cpus: rt_cpus.clone(),
+                only: (!args.only.is_empty()).then(|| args.only.clone()),
+                slack_pid: args.pid,
+            };
+            (
+                tune::plan(&cfg).changes,
+                rt_cpus,
+                "planned for this machine".to_string(),
+            )
+        }
+    };
+    let rtlab = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "rtlab".into());
+    let src = Source {
+        what: &what,
+        rt_cpus: &rt_cpus,
+        online: &online,
+        rtlab: &rtlab,
+    };
+    let out = tune::export::export(format, &changes, &src);
+    if let Some(dir) = &dir {
+        for (file, text) in &out.files {
+            let path = dir.join(file);
+            rtlab_sys::fs::write_atomically(&path, text.as_bytes())
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            eprintln!("rtlab tune: wrote {} (the fixes {what})", path.display());
+        }
+    } else {
+        println!("{}", out.printed);
+        eprintln!(
+            "rtlab tune: the kernel parameters of the fixes only a boot makes, for real-time \
+             CPUs {} (add them to GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub and \
+             reboot)",
+            rtlab_sys::affinity::CpuList::from(rt_cpus.clone())
+        );
+    }
+    for (id, why) in &out.cannot {
+        eprintln!("rtlab tune: not carried: {id}: {why}");
     }
     Ok(Status::Ok)
 }
