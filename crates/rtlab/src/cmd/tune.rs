@@ -51,6 +51,20 @@ fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check], cfg: &TuneConfig) ->
     out
 }
 
+/// What to tune: the real-time CPUs (`--cpus`, else the last usable CPU, as check assumes),
+/// `--only`'s fixes and `--pid`'s process.
+fn config(args: &TuneArgs) -> TuneConfig {
+    let usable = rtlab_sys::affinity::usable_cpus();
+    TuneConfig {
+        rt_cpus: match &args.cpus {
+            Some(list) => list.as_slice().to_vec(),
+            None => vec![*usable.as_slice().last().unwrap_or(&0)],
+        },
+        only: (!args.only.is_empty()).then(|| args.only.clone()),
+        slack_pid: args.pid,
+    }
+}
+
 fn need_root(what: &str) -> Result<(), BadInput> {
     if rtlab_sys::process::effective_uid() != 0 {
         return Err(BadInput(format!(
@@ -72,23 +86,13 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
             BadInput("--state FILE goes with --apply (or use --revert FILE)".into()).into(),
         );
     }
-    let rt_cpus = match &args.cpus {
-        Some(list) => list.as_slice().to_vec(),
-        None => vec![*rtlab_sys::affinity::usable_cpus()
-            .as_slice()
-            .last()
-            .unwrap_or(&0)],
-    };
     if let Some(pid) = args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}/task")).is_dir() {
             return Err(BadInput(format!("--pid {pid}: no such process")).into());
         }
     }
-    let cfg = TuneConfig {
-        rt_cpus: rt_cpus.clone(),
-        only: (!args.only.is_empty()).then(|| args.only.clone()),
-        slack_pid: args.pid,
-    };
+    let cfg = config(&args);
+    let rt_cpus = cfg.rt_cpus.clone();
     let checks = rtlab_lab::check::run_checks();
     let plan = tune::plan(&cfg);
     let cpus = rtlab_sys::affinity::CpuList::from(rt_cpus.clone());
@@ -182,18 +186,8 @@ fn export(args: &TuneArgs) -> anyhow::Result<Status> {
             (kept, state.rt_cpus, format!("kept in {}", file.display()))
         }
         None => {
-            let rt_cpus = match &args.cpus {
-                Some(list) => list.as_slice().to_vec(),
-                None => vec![*rtlab_sys::affinity::usable_cpus()
-                    .as_slice()
-                    .last()
-                    .unwrap_or(&0)],
-            };
-            let cfg = TuneConfig {
-                rt_cpus: rt_cpus.clone(),
-                only: (!args.only.is_empty()).then(|| args.only.clone()),
-                slack_pid: args.pid,
-            };
+            let cfg = config(args);
+            let rt_cpus = cfg.rt_cpus.clone();
             (
                 tune::plan(&cfg).changes,
                 rt_cpus,
