@@ -55,20 +55,77 @@ pub fn line(
     )
 }
 
-/// The causes of an outlier `latency_ns` long that matter (1 % of it or 10 us, at most four),
-/// "; " between them: "2.9 ms preempted by rtlab-hog (pid 42, RT 99); 0.2 ms IRQ 11 virtio0".
-pub fn causes_text(latency_ns: u64, causes: &[Cause]) -> String {
-    let parts: Vec<String> = causes
+/// The causes of an outlier `latency_ns` long that matter: 1 % of it or 10 us, at most four.
+fn shown(latency_ns: u64, causes: &[Cause]) -> impl Iterator<Item = &Cause> {
+    causes
         .iter()
-        .filter(|c| c.duration_ns * 100 >= latency_ns || c.duration_ns >= 10_000)
+        .filter(move |c| c.duration_ns * 100 >= latency_ns || c.duration_ns >= 10_000)
         .take(4)
-        .map(phrase)
-        .collect();
+}
+
+/// [`shown`]'s causes, "; " between them: "2.9 ms preempted by rtlab-hog (pid 42, RT 99); 0.2
+/// ms IRQ 11 virtio0".
+pub fn causes_text(latency_ns: u64, causes: &[Cause]) -> String {
+    let parts: Vec<String> = shown(latency_ns, causes).map(phrase).collect();
     if parts.is_empty() {
         "no cause found".into()
     } else {
         parts.join("; ")
     }
+}
+
+/// An outlier for a terminal: its figure on the first line, then each cause that matters on
+/// a line of its own, every line at most `width` columns (a long one broken at spaces, its
+/// rest indented under it), `indent` before each.
+pub fn describe_lines(
+    outlier: &Outlier,
+    measure: Measure,
+    indent: usize,
+    width: usize,
+) -> Vec<String> {
+    let what = match measure {
+        Measure::Lateness => "late by",
+        Measure::Wait => "waited",
+    };
+    let head = format!(
+        "{}{} {what} {} at {:.1} s:",
+        " ".repeat(indent),
+        outlier.series,
+        Nanos(outlier.latency_ns),
+        outlier.at_ns as f64 / 1e9
+    );
+    let causes: Vec<String> = shown(outlier.latency_ns, &outlier.causes)
+        .map(phrase)
+        .collect();
+    if causes.is_empty() {
+        return vec![format!("{head} no cause found")];
+    }
+    let mut lines = vec![head];
+    for c in causes {
+        lines.extend(wrapped(&c, indent + 2, width));
+    }
+    lines
+}
+
+/// `text` in lines of at most `width` columns from `indent`, broken at spaces (a word longer
+/// than a line stays whole), the rest of it two further in.
+fn wrapped(text: &str, indent: usize, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = " ".repeat(indent);
+    let mut empty = true;
+    for word in text.split(' ') {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, " ".repeat(indent + 2)));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    lines.push(line);
+    lines
 }
 
 /// "RT 99", or "time-sharing" for a task without a real-time priority.
@@ -97,10 +154,11 @@ pub fn phrase(c: &Cause) -> String {
         },
         // A lower class never preempts: the scheduler gave it the time.
         Mechanism::FairServer | Mechanism::Throttled => format!(": {who} ran meanwhile"),
+        // (After a colon, not in parentheses: a detail has its own.)
         Mechanism::Other(_) => c
             .detail
             .as_deref()
-            .map(|x| format!(" ({x})"))
+            .map(|x| format!(": {x}"))
             .unwrap_or_default(),
         _ => String::new(),
     };
@@ -234,6 +292,44 @@ mod tests {
             line.starts_with("cpu0 late by 3.00 ms at 0.0 s: 3.00 ms throttled"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_outliers_terminal_lines_fit_120_columns_one_cause_a_line() {
+        let long = "no event for 2.91 ms inside it: the vCPU was not running (or ran with \
+                    interrupts off); the host accounted 2.80 ms of steal time on this CPU \
+                    meanwhile, which is what a busy host does to its guests";
+        let mut gap = cause(CauseKind::HypervisorGap, 2_910_000, None, None);
+        gap.detail = Some(long.into());
+        let o = Outlier {
+            series: "rt-loop/1234/timer".into(),
+            at_ns: 2_000_000_000,
+            latency_ns: 3_000_000,
+            causes: vec![
+                gap,
+                cause(CauseKind::Preemption, 80_000, Some("make"), None),
+            ],
+            cpu: None,
+            until_running_ns: None,
+            stacks: Vec::new(),
+        };
+        let lines = describe_lines(&o, Measure::Lateness, 2, 120);
+        assert_eq!(lines[0], "  rt-loop/1234/timer late by 3.00 ms at 2.0 s:");
+        assert!(
+            lines[1].starts_with("    2.91 ms hypervisor_gap: no event"),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 120), "{lines:?}");
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .starts_with("    80.0 us preempted by make"),
+            "{lines:?}"
+        );
+        // The detail's own parentheses are the only ones.
+        let text = lines.join(" ");
+        assert!(!text.contains("((") && !text.contains("gap ("), "{text}");
     }
 
     #[test]

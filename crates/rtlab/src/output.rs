@@ -322,9 +322,10 @@ fn measure_of(name: &str) -> rtlab_report::cause::Measure {
 pub fn described(outliers: &[rtlab_stats::result::Outlier]) -> String {
     let mut out = String::new();
     for o in outliers {
-        out.push_str("  ");
-        out.push_str(&rtlab_report::cause::describe(o, measure_of(&o.series)));
-        out.push('\n');
+        for line in rtlab_report::cause::describe_lines(o, measure_of(&o.series), 2, 120) {
+            out.push_str(&line);
+            out.push('\n');
+        }
         for s in &o.stacks {
             out.push_str(&format!(
                 "      kernel stack of {} {}, {}:\n",
