@@ -203,25 +203,7 @@ impl WatchState {
             self.gone = true;
             return false;
         }
-        let mut processes = HashMap::new();
-        let mut threads = Vec::new();
-        for p in procs {
-            let name = p
-                .name
-                .or_else(|| self.processes.get(&p.pid).map(|q| q.0.clone()))
-                .unwrap_or_default();
-            processes.insert(p.pid, (name, p.cgroup));
-            for t in &p.threads {
-                self.thread_process.insert(t.tid, p.pid);
-            }
-            if p.threads
-                .iter()
-                .any(|t| crate::jvm::keeps_virtual_threads(&t.name))
-            {
-                self.jvms.runs_virtual_threads(p.pid);
-            }
-            threads.extend(p.threads);
-        }
+        let (mut processes, threads) = self.take_in(procs);
         for (p, what) in &processes {
             self.know(*p, what);
         }
@@ -310,6 +292,35 @@ impl WatchState {
             self.cpus_wanted = wanted;
         }
         true
+    }
+
+    /// The processes a re-read found (each with its name, kept from before where it could not
+    /// be read, and cgroup), and all their threads; each thread's process noted, and a JVM
+    /// that runs virtual threads.
+    fn take_in(
+        &mut self,
+        procs: Vec<ProcessNow>,
+    ) -> (HashMap<u32, (String, String)>, Vec<ThreadNow>) {
+        let mut processes = HashMap::new();
+        let mut threads = Vec::new();
+        for p in procs {
+            let name = p
+                .name
+                .or_else(|| self.processes.get(&p.pid).map(|q| q.0.clone()))
+                .unwrap_or_default();
+            processes.insert(p.pid, (name, p.cgroup));
+            for t in &p.threads {
+                self.thread_process.insert(t.tid, p.pid);
+            }
+            if p.threads
+                .iter()
+                .any(|t| crate::jvm::keeps_virtual_threads(&t.name))
+            {
+                self.jvms.runs_virtual_threads(p.pid);
+            }
+            threads.extend(p.threads);
+        }
+        (processes, threads)
     }
 
     /// The watched threads not found again by a re-read (those left in `self.threads`): each

@@ -820,20 +820,7 @@ impl Recorder {
             self.comms_since = now;
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
-        // The names of the tasks that ended, first: their earlier events in this drain are
-        // named by them (their /proc entries are gone).
-        for r in records.iter().flatten() {
-            if u32::from_ne_bytes(r[OFF_KIND as usize..][..4].try_into().unwrap()) as i32 == K_EXIT
-            {
-                let pid = u32::from_ne_bytes(r[OFF_CUR as usize..][..4].try_into().unwrap());
-                let name = &r[OFF_PID1 as usize..OFF_X as usize];
-                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-                if pid > 0 && !name.is_empty() {
-                    let name = String::from_utf8_lossy(name).into_owned();
-                    self.comms.insert(pid as i64, name.into());
-                }
-            }
-        }
+        self.name_the_ended(&records);
         let others_only = self.own_slots.is_some();
         let mut lost_before: Option<(u16, u64, u64, bool)> = None;
         for r in records.iter() {
@@ -866,6 +853,26 @@ impl Recorder {
         }
         self.records = records;
         n
+    }
+
+    /// The names of the tasks that ended, from their end records, before any record is
+    /// decoded: their earlier events in these records are named by them (their /proc entries
+    /// are gone).
+    fn name_the_ended(&mut self, records: &[Drained]) {
+        let u32_at =
+            |r: &[u8], o: i16| u32::from_ne_bytes(r[o as usize..][..4].try_into().unwrap());
+        for r in records.iter().flatten() {
+            if u32_at(r, OFF_KIND) as i32 != K_EXIT {
+                continue;
+            }
+            let pid = u32_at(r, OFF_CUR);
+            let name = &r[OFF_PID1 as usize..OFF_X as usize];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if pid > 0 && !name.is_empty() {
+                let name = String::from_utf8_lossy(name).into_owned();
+                self.comms.insert(pid as i64, name.into());
+            }
+        }
     }
 
     fn decode(&mut self, r: &[u8; REC as usize]) -> Option<Event> {

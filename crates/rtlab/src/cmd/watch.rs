@@ -774,46 +774,7 @@ fn report(
         "outlier_summary".into(),
         serde_json::to_value(book.summary())?,
     );
-    // A watched JVM's safepoints one by one (the latest thousand), as HotSpot's probes told
-    // them: -Xlog:safepoint's figures, from outside.
-    let (stops, seen) = s.jvm_stops();
-    let stops: Vec<serde_json::Value> = stops
-        .map(|st| {
-            serde_json::json!({
-                "process": st.process,
-                "operation": st.operation.as_deref(),
-                "cause": st.cause.as_deref(),
-                "at_ns": st.begin_ns.saturating_sub(run.started_ns),
-                "reaching_ns": st.reached_ns.map(|r| r.saturating_sub(st.begin_ns)),
-                "total_ns": st.end_ns.saturating_sub(st.begin_ns),
-                "log_total_ns": s.jvm_log_total(st.process, st.begin_ns),
-            })
-        })
-        .collect();
-    // With --jvm-log: the JVMs' own logs beside the probes, stop by stop.
-    let ((compared, differing), flagged) = s.jvm_witnesses();
-    if s.jvm_log_asked() {
-        let flagged: Vec<serde_json::Value> = (flagged.iter())
-            .map(|p| {
-                serde_json::json!({
-                    "process": p.process,
-                    "operation": p.operation.as_deref(),
-                    "at_ns": p.begin_ns.saturating_sub(run.started_ns),
-                    "probes_total_ns": p.probes_ns,
-                    "log_total_ns": p.log_ns,
-                })
-            })
-            .collect();
-        doc.verdict.details.insert(
-            "jvm_witnesses".into(),
-            serde_json::json!({
-                "compared": compared,
-                "differing": differing,
-                "differ_above": {"share": rtlab_watch::DIFFER_SHARE, "ns": rtlab_watch::DIFFER_MIN_NS},
-                "differing_stops": flagged,
-            }),
-        );
-    }
+    jvm_details(&s, run.started_ns, &mut doc.verdict.details);
     // rtlab's own threads: never a cause, their time counted as the observer's.
     doc.verdict.details.insert(
         "observer".into(),
@@ -827,12 +788,6 @@ fn report(
         doc.verdict
             .details
             .insert("deadline_notes".into(), deadline_notes.into());
-    }
-    if seen > 0 {
-        doc.verdict.details.insert(
-            "jvm_safepoints".into(),
-            serde_json::json!({ "count": seen, "latest": stops }),
-        );
     }
     let mut text = match table.is_empty() {
         false => table.render(),
@@ -861,6 +816,59 @@ fn report(
     }
     text.push_str(&summary_lines(book.summary(), book.worst()));
     Ok((doc, text))
+}
+
+/// A watched JVM's safepoints one by one (the latest thousand), as HotSpot's probes (or its
+/// log) told them: -Xlog:safepoint's figures, from outside; with --jvm-log, the JVMs' own
+/// logs beside the probes, stop by stop.
+fn jvm_details(
+    s: &WatchState,
+    started_ns: u64,
+    details: &mut serde_json::Map<String, serde_json::Value>,
+) {
+    let at = |ns: u64| ns.saturating_sub(started_ns);
+    let (stops, seen) = s.jvm_stops();
+    let stops: Vec<serde_json::Value> = stops
+        .map(|st| {
+            serde_json::json!({
+                "process": st.process,
+                "operation": st.operation.as_deref(),
+                "cause": st.cause.as_deref(),
+                "at_ns": at(st.begin_ns),
+                "reaching_ns": st.reached_ns.map(|r| r.saturating_sub(st.begin_ns)),
+                "total_ns": st.end_ns.saturating_sub(st.begin_ns),
+                "log_total_ns": s.jvm_log_total(st.process, st.begin_ns),
+            })
+        })
+        .collect();
+    if seen > 0 {
+        let latest = serde_json::json!({ "count": seen, "latest": stops });
+        details.insert("jvm_safepoints".into(), latest);
+    }
+    if !s.jvm_log_asked() {
+        return;
+    }
+    let ((compared, differing), flagged) = s.jvm_witnesses();
+    let flagged: Vec<serde_json::Value> = (flagged.iter())
+        .map(|p| {
+            serde_json::json!({
+                "process": p.process,
+                "operation": p.operation.as_deref(),
+                "at_ns": at(p.begin_ns),
+                "probes_total_ns": p.probes_ns,
+                "log_total_ns": p.log_ns,
+            })
+        })
+        .collect();
+    details.insert(
+        "jvm_witnesses".into(),
+        serde_json::json!({
+            "compared": compared,
+            "differing": differing,
+            "differ_above": {"share": rtlab_watch::DIFFER_SHARE, "ns": rtlab_watch::DIFFER_MIN_NS},
+            "differing_stops": flagged,
+        }),
+    );
 }
 
 /// What watching cost: rtlab's own time on the watched CPUs, and the delays it had a part
