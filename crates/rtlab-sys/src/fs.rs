@@ -349,8 +349,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// The file `found` (an `O_PATH` descriptor) names, opened for reading through it if it is a
 /// regular file; never opened otherwise.
 pub fn open_found_regular(found: &rustix::fd::OwnedFd) -> io::Result<File> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    use std::os::fd::AsRawFd;
+    use rustix::fs::FileType;
     let st = rustix::fs::fstat(found)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(io::Error::new(
@@ -358,6 +357,14 @@ pub fn open_found_regular(found: &rustix::fd::OwnedFd) -> io::Result<File> {
             "not a regular file",
         ));
     }
+    reopen_to_read(found)
+}
+
+/// The file `found` (an `O_PATH` descriptor) names, opened to read through that descriptor
+/// (never by its path again: the very file found), without blocking or becoming a terminal.
+pub fn reopen_to_read(found: &rustix::fd::OwnedFd) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
     let fd = rustix::fs::open(
         format!("/proc/self/fd/{}", found.as_raw_fd()),
         OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,

@@ -155,16 +155,12 @@ impl JvmTmp {
                 format!("/tmp/{name} is not a regular file of the JVM's user"),
             ));
         }
-        let fd = rustix::fs::open(
-            format!("/proc/self/fd/{}", found.as_raw_fd()),
-            OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let fd = crate::fs::reopen_to_read(&found)?;
         let again = rustix::fs::fstat(&fd)?;
         if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
             return Err(io::Error::other("replaced while opened"));
         }
-        Ok(std::fs::File::from(fd))
+        Ok(fd)
     }
 
     /// Removes `name` from it if it is still the file `file` is open on (never another

@@ -231,7 +231,7 @@ fn open_as_mapped(
     pidfd: &rustix::fd::OwnedFd,
     mapping: Mapping,
 ) -> io::Result<MappedFile> {
-    use rustix::fs::{FileType, Mode, OFlags};
+    use rustix::fs::{FileType, OFlags};
     let not = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
     // Found first without opening it (`O_PATH`): a device or a FIFO at its place is never
     // opened, so never armed, waited on or made the controlling terminal.
@@ -244,12 +244,7 @@ fn open_as_mapped(
         return Err(not("not the file the process maps (replaced since)"));
     }
     // Then that very file opened to read, through its descriptor.
-    use std::os::fd::AsRawFd;
-    let fd = rustix::fs::open(
-        format!("/proc/self/fd/{}", found.as_raw_fd()),
-        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let fd = crate::fs::reopen_to_read(&found)?;
     let again = rustix::fs::fstat(&fd)?;
     if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
         return Err(not("not the file the process maps (replaced since)"));
@@ -263,7 +258,7 @@ fn open_as_mapped(
         return Err(not("the process ended while its file was opened"));
     }
     Ok(MappedFile {
-        file: std::fs::File::from(fd),
+        file: fd,
         mapping,
         uid: st.st_uid,
         mode: st.st_mode & 0o7777,
