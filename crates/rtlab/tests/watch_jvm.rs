@@ -56,6 +56,32 @@ fn periodic_classes(jdk: &Path) -> tempfile::TempDir {
     dir
 }
 
+/// `rtlab watch WATCH... --quiet --json JSON -- java -XX:+UseSerialGC` of the periodic
+/// program in `classes`, its safepoints logged to `log`, for SECONDS with a collection every
+/// 250 ms of RETAINED_MB (`run`).
+fn serial_gc_watched(
+    watch: &[&str],
+    jdk: &Path,
+    classes: &Path,
+    (json, log): (&Path, &Path),
+    [seconds, retained_mb]: [&str; 2],
+) -> std::process::Output {
+    rtlab()
+        .arg("watch")
+        .args(watch)
+        .args(["--quiet", "--json"])
+        .arg(json)
+        .arg("--")
+        .arg(jdk.join("bin/java"))
+        .arg("-XX:+UseSerialGC")
+        .arg(format!("-Xlog:safepoint:file={}", log.display()))
+        .arg("-cp")
+        .arg(classes)
+        .args(["Periodic", seconds, "1000", "250", retained_mb])
+        .output()
+        .unwrap()
+}
+
 /// One safepoint of `-Xlog:safepoint`: its VM operation and its total time (ns).
 fn logged_safepoints(log: &Path) -> Vec<(String, u64)> {
     logged_with_uptime(log).into_iter().map(|l| l.1).collect()
@@ -525,18 +551,8 @@ fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_eve
             .is_ok_and(|s| s.success());
     let dir = periodic_classes(&jdk);
     let (json, log) = (dir.path().join("w.json"), dir.path().join("sp.log"));
-    let out = rtlab()
-        .args(["watch", "--explain-with", "tracefs", "--quiet", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(jdk.join("bin/java"))
-        .arg("-XX:+UseSerialGC")
-        .arg(format!("-Xlog:safepoint:file={}", log.display()))
-        .arg("-cp")
-        .arg(dir.path())
-        .args(["Periodic", "3", "1000", "250", "20"])
-        .output()
-        .unwrap();
+    let watch = ["--explain-with", "tracefs"];
+    let out = serial_gc_watched(&watch, &jdk, dir.path(), (&json, &log), ["3", "20"]);
     let left = std::fs::read_to_string(tracing.join("uprobe_events")).unwrap_or_default();
     if mounted_here {
         let _ = Command::new("umount").arg(tracing).status();
@@ -629,25 +645,8 @@ fn with_jvm_log_the_jvms_own_log_is_a_second_witness_that_agrees_with_the_probes
         let dir = periodic_classes(jdk);
         let json = dir.path().join("w.json");
         let log = dir.path().join("safepoint.log");
-        let out = rtlab()
-            .args([
-                "watch",
-                "--jvm-log",
-                "--thread",
-                "rt-loop",
-                "--quiet",
-                "--json",
-            ])
-            .arg(&json)
-            .arg("--")
-            .arg(jdk.join("bin/java"))
-            .arg("-XX:+UseSerialGC")
-            .arg(format!("-Xlog:safepoint:file={}", log.display()))
-            .arg("-cp")
-            .arg(dir.path())
-            .args(["Periodic", "4", "1000", "250", "50"])
-            .output()
-            .unwrap();
+        let watch = ["--jvm-log", "--thread", "rt-loop"];
+        let out = serial_gc_watched(&watch, jdk, dir.path(), (&json, &log), ["4", "50"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}: {stdout}", jdk.display());
         let doc = load_valid_document(&json);
