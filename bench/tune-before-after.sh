@@ -17,15 +17,8 @@ WORK=$(mktemp -d)
 STATE=$WORK/tune.json
 cleanup() { [ -f "$STATE" ] && "$RTLAB" tune --revert "$STATE" >/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
-snapshot() {
-  for f in /proc/sys/kernel/sched_rt_runtime_us /sys/kernel/mm/transparent_hugepage/enabled \
-           /proc/irq/*/smp_affinity_list /sys/kernel/mm/damon/admin/kdamonds/*/state \
-           /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
-           /sys/devices/system/cpu/cpu*/cpuidle/state*/disable; do
-    [ -r "$f" ] && printf '%s\t%s\n' "$f" "$(cat "$f")"
-  done
-  return 0
-}
+# shellcheck source=bench/tune-files.sh
+. bench/tune-files.sh
 snapshot > "$WORK/machine-before"
 echo "# before: rtlab survey ${ARGS[*]}"
 "$RTLAB" survey "${ARGS[@]}" --out "$WORK/before" -q >/dev/null 2>"$WORK/before.err"

@@ -11,7 +11,7 @@
 
 use rtlab_stats::cause::{CauseKey, Mechanism};
 use rtlab_stats::details::{CauseShare, RowWithCauses, SurveyRow};
-use rtlab_stats::result::{Cause, Outlier, ReasonCode};
+use rtlab_stats::result::{Cause, CauseKind, Outlier, ReasonCode};
 use rtlab_stats::Nanos;
 
 /// What an outlier's figure measures.
@@ -163,8 +163,18 @@ pub fn phrase(c: &Cause) -> String {
         _ => String::new(),
     };
     let detail = c.detail.as_deref();
+    // A stall inside is what took the time: said first, what it was inside after it.
+    let stall = c
+        .stall_ns
+        .map(|s| {
+            format!(
+                "stalled {} with no event (interrupts off, or the vCPU not running) in ",
+                Nanos(s)
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{} {}{own}",
+        "{} {stall}{}{own}",
         Nanos(c.duration_ns),
         words(key.mechanism, &who, detail)
     )
@@ -210,9 +220,65 @@ fn words(mechanism: Mechanism, who: &str, detail: Option<&str>) -> String {
         Mechanism::Preempted => format!("preempted by {who}"),
         Mechanism::TimerSlack => "timer slack".into(),
         Mechanism::Observer => "observer (rtlab itself)".into(),
-        Mechanism::Irq => detail.unwrap_or("IRQ").into(),
-        Mechanism::Softirq => format!("softirq {}", detail.unwrap_or("?")),
-        Mechanism::Other(kind) => kind.as_str().into(),
+        Mechanism::Irq => {
+            let name = detail.unwrap_or("IRQ");
+            format!("{} ({name})", interrupt_words(name))
+        }
+        Mechanism::Softirq => {
+            let name = detail.unwrap_or("?");
+            format!("{} (softirq {name})", softirq_words(name))
+        }
+        Mechanism::Other(kind) => format!("{} ({})", kind_words(kind), kind.as_str()),
+    }
+}
+
+/// What a kind of cause is, in plain words (the kernel's name follows in parentheses).
+fn kind_words(kind: CauseKind) -> &'static str {
+    match kind {
+        CauseKind::Irq => "an interrupt handler",
+        CauseKind::Softirq => "deferred interrupt work",
+        CauseKind::Nmi => "a non-maskable interrupt",
+        CauseKind::Preemption => "another task on the CPU",
+        CauseKind::Blocking => "asleep, waiting for something else",
+        CauseKind::IdleExit => "the CPU leaving a power-saving idle state",
+        CauseKind::Migration => "a move to another CPU",
+        CauseKind::HypervisorGap => "the host held the vCPU or its interrupt back",
+        CauseKind::PageFault => "a page fault",
+        CauseKind::Syscall => "the thread's own kernel work",
+        CauseKind::Observer => "rtlab itself",
+        CauseKind::Safepoint => "the JVM stopped its threads",
+        CauseKind::Unexplained => "not explained",
+    }
+}
+
+/// An interrupt vector's or handler's name in plain words: the vectors the kernel names,
+/// else a device's handler (its name is the device's).
+fn interrupt_words(name: &str) -> &'static str {
+    let vector = name.split(' ').next().unwrap_or(name);
+    match vector {
+        "local_timer" => "the timer interrupt",
+        "call_function" | "call_function_single" => "another CPU asked this one to run a function",
+        "reschedule" => "another CPU asked this one to reschedule",
+        "irq_work" => "deferred interrupt work",
+        "x86_platform_ipi" => "a platform interrupt",
+        "thermal_apic" | "threshold_apic" => "a thermal or machine-check interrupt",
+        "error_apic" | "spurious_apic" => "a spurious or error interrupt",
+        _ => "a device's interrupt handler",
+    }
+}
+
+/// A softirq's name in plain words.
+fn softirq_words(name: &str) -> &'static str {
+    match name.split(' ').next().unwrap_or(name) {
+        "HI" | "TASKLET" => "deferred driver work",
+        "TIMER" => "expired kernel timers' callbacks",
+        "HRTIMER" => "high-resolution timer callbacks",
+        "NET_RX" => "received network packets processed",
+        "NET_TX" => "sent network packets completed",
+        "BLOCK" | "IRQ_POLL" => "finished disk I/O processed",
+        "SCHED" => "the scheduler balancing load between CPUs",
+        "RCU" => "memory freed once no reader could still see it",
+        _ => "deferred interrupt work",
     }
 }
 
@@ -227,11 +293,12 @@ pub fn named(shares: &[CauseShare<CauseKey>]) -> Vec<CauseShare> {
         .collect()
 }
 
-/// "name (58 %), name (32 %)": causes with their shares, as the readings say them.
+/// "name 58 %, name 32 %": causes with their shares, as the readings say them.
 pub fn shares_text(shares: &[CauseShare<CauseKey>]) -> String {
     shares
         .iter()
-        .map(|c| format!("{} ({:.0} %)", name(&c.cause), c.share * 100.0))
+        // The share without parentheses: a cause's name may end with its own.
+        .map(|c| format!("{} {:.0} %", name(&c.cause), c.share * 100.0))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -268,6 +335,7 @@ mod tests {
             prio: Some(0),
             detail: None,
             reason,
+            stall_ns: None,
         }
     }
 
@@ -316,7 +384,9 @@ mod tests {
         let lines = describe_lines(&o, Measure::Lateness, 2, 120);
         assert_eq!(lines[0], "  rt-loop/1234/timer late by 3.00 ms at 2.0 s:");
         assert!(
-            lines[1].starts_with("    2.91 ms hypervisor_gap: no event"),
+            lines[1].starts_with(
+                "    2.91 ms the host held the vCPU or its interrupt back (hypervisor_gap): no event"
+            ),
             "{lines:?}"
         );
         assert!(lines.iter().all(|l| l.chars().count() <= 120), "{lines:?}");
@@ -360,8 +430,103 @@ mod tests {
             detail: Some("local_timer".into()),
             ..cause(CauseKind::Irq, 22_000, None, None)
         };
-        assert_eq!(phrase(&tick), "22.0 us local_timer");
-        assert_eq!(name(&CauseKey::of(&tick)), "local_timer");
+        assert_eq!(phrase(&tick), "22.0 us the timer interrupt (local_timer)");
+        assert_eq!(
+            name(&CauseKey::of(&tick)),
+            "the timer interrupt (local_timer)"
+        );
+    }
+
+    /// The deepest nesting of parentheses in `text`.
+    fn depth(text: &str) -> usize {
+        let (mut d, mut most) = (0usize, 0);
+        for ch in text.chars() {
+            match ch {
+                '(' => d += 1,
+                ')' => d = d.saturating_sub(1),
+                _ => {}
+            }
+            most = most.max(d);
+        }
+        most
+    }
+
+    #[test]
+    fn a_cause_leads_with_plain_words_and_a_stall_inside_one_is_said_as_the_stall() {
+        let stalled_tick = Cause {
+            detail: Some("local_timer".into()),
+            stall_ns: Some(2_910_000),
+            reason: Some(ReasonCode::Interrupt),
+            ..cause(CauseKind::Irq, 2_950_000, None, None)
+        };
+        assert_eq!(
+            phrase(&stalled_tick),
+            "2.95 ms stalled 2.91 ms with no event (interrupts off, or the vCPU not running) in \
+             the timer interrupt (local_timer)"
+        );
+        // A stall does not make it another cause: named as the interrupt it was in.
+        assert_eq!(
+            name(&CauseKey::of(&stalled_tick)),
+            "the timer interrupt (local_timer)"
+        );
+        let own = Cause {
+            detail: Some("from the wakeup to user space".into()),
+            stall_ns: Some(1_200_000),
+            ..cause(
+                CauseKind::Syscall,
+                1_210_000,
+                None,
+                Some(ReasonCode::ThreadItself),
+            )
+        };
+        assert_eq!(
+            phrase(&own),
+            "1.21 ms stalled 1.20 ms with no event (interrupts off, or the vCPU not running) in \
+             the thread's own kernel work (syscall): from the wakeup to user space"
+        );
+        let rcu = Cause {
+            detail: Some("RCU".into()),
+            ..cause(
+                CauseKind::Softirq,
+                31_000,
+                None,
+                Some(ReasonCode::Interrupt),
+            )
+        };
+        assert_eq!(
+            phrase(&rcu),
+            "31.0 us memory freed once no reader could still see it (softirq RCU)"
+        );
+        let ipi = Cause {
+            detail: Some("call_function_single".into()),
+            ..cause(CauseKind::Irq, 12_000, None, Some(ReasonCode::Interrupt))
+        };
+        assert_eq!(
+            phrase(&ipi),
+            "12.0 us another CPU asked this one to run a function (call_function_single)"
+        );
+        // Every kind leads with words and never nests parentheses.
+        for kind in [
+            CauseKind::Nmi,
+            CauseKind::IdleExit,
+            CauseKind::HypervisorGap,
+            CauseKind::Syscall,
+            CauseKind::Safepoint,
+            CauseKind::Unexplained,
+        ] {
+            let c = Cause {
+                detail: Some("a detail (with its own parentheses)".into()),
+                ..cause(kind, 10_000, None, None)
+            };
+            let p = phrase(&c);
+            assert!(
+                p.starts_with(&format!("10.0 us {}", kind_words(kind))),
+                "{p}"
+            );
+            assert!(p.contains(&format!("({})", kind.as_str())), "{p}");
+            assert_eq!(depth(&p), 1, "{p}");
+        }
+        assert_eq!(depth(&phrase(&stalled_tick)), 1);
     }
 
     #[test]
@@ -386,7 +551,7 @@ mod tests {
         let row = survey_row(lab(shares));
         assert_eq!(
             row.reading,
-            "spun; went to preempted by hog (90 %), syscall (10 %); and more"
+            "spun; went to preempted by hog 90 %, the thread's own kernel work (syscall) 10 %; and more"
         );
         let listed: Vec<&str> = row
             .top_causes
@@ -394,7 +559,10 @@ mod tests {
             .flatten()
             .map(|c| c.cause.as_str())
             .collect();
-        assert_eq!(listed, ["preempted by hog", "syscall"]);
+        assert_eq!(
+            listed,
+            ["preempted by hog", "the thread's own kernel work (syscall)"]
+        );
         let row = survey_row(lab(vec![]));
         assert_eq!(row.reading, "spun; and more");
         assert_eq!(row.top_causes, Some(vec![]));

@@ -320,6 +320,7 @@ mod tests {
                 prio: Some(0),
                 detail: None,
                 reason: None,
+                stall_ns: None,
             }],
             stacks: Vec::new(),
         });

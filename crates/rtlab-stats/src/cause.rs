@@ -135,6 +135,7 @@ mod tests {
             prio: Some(0),
             detail: None,
             reason,
+            stall_ns: None,
         }
     }
 

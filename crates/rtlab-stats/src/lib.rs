@@ -8,6 +8,7 @@ pub mod area;
 pub mod cause;
 pub mod details;
 mod histogram;
+mod interval;
 mod nanos;
 pub mod result;
 mod units;
@@ -15,5 +16,6 @@ mod units;
 pub use histogram::{
     decode_work, HistogramError, LatencyHistogram, LiveHistogram, HIGHEST_TRACKABLE_NS,
 };
+pub use interval::Interval;
 pub use nanos::Nanos;
 pub use units::{parse_duration, parse_size, ParseError};

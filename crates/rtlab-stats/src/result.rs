@@ -343,6 +343,10 @@ pub struct Cause {
     /// versions; a code this version does not know reads as [`ReasonCode::Other`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<ReasonCode>,
+    /// The longest stretch inside it with no trace event at all (the CPU ran with interrupts
+    /// off, or the vCPU was not running): a stall, said as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ns: Option<u64>,
 }
 
 macro_rules! reason_codes {

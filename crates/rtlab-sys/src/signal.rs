@@ -71,3 +71,14 @@ pub fn interrupted() -> bool {
 pub fn request_stop() {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
+
+/// Ignores SIGINT, SIGTERM and SIGHUP for good: for a process that must outlive the run that
+/// started it to clean up after it (a Ctrl-C or a hangup must not end it first).
+pub fn ignore_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: setting a signal's disposition to SIG_IGN has no memory effects.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+}

@@ -524,6 +524,7 @@ fn apply_stops(
             prio: vm_thread.as_ref().map(|t| t.prio),
             detail: Some(detail),
             reason: Some(ReasonCode::JvmSafepoint),
+            stall_ns: None,
         });
     }
     let stopped: u64 = added.iter().map(|c| c.duration_ns).sum();
@@ -663,6 +664,7 @@ mod tests {
             prio: None,
             detail: None,
             reason: Some(reason),
+            stall_ns: None,
         };
         let mut h = History::default();
         for e in [

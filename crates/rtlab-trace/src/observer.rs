@@ -66,6 +66,7 @@ mod tests {
             prio: None,
             detail: Some(reason.to_string()),
             reason: Some(reason.code()),
+            stall_ns: None,
         }
     }
 

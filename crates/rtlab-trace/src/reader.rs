@@ -648,6 +648,7 @@ fn explain_one(
             prio: None,
             detail: Some(Reason::NoEventOnCpu { cpu: r.cpu }.to_string()),
             reason: Some(Reason::NoEventOnCpu { cpu: r.cpu }.code()),
+            stall_ns: None,
         }],
     };
     let mut causes = causes;

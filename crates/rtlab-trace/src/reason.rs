@@ -186,18 +186,6 @@ impl Reason {
     }
 }
 
-/// " (no event for X inside it: ...)" after an interrupt's name.
-fn silent_handler(f: &mut fmt::Formatter<'_>, silent_ns: Option<u64>) -> fmt::Result {
-    match silent_ns {
-        Some(len) => write!(
-            f,
-            " (no event for {} inside it: the handler ran that long with interrupts off, or the vCPU was not running)",
-            Nanos(len)
-        ),
-        None => Ok(()),
-    }
-}
-
 impl Blocker {
     fn held_by(self) -> &'static str {
         match self {
@@ -217,17 +205,10 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use crate::wait::Wait;
         match self {
-            Reason::Interrupt { name, silent_ns } => {
-                f.write_str(name)?;
-                silent_handler(f, *silent_ns)
-            }
-            Reason::PeerInterrupt {
-                name,
-                cpu,
-                silent_ns,
-            } => {
-                write!(f, "{name} on CPU {cpu}, the peer's")?;
-                silent_handler(f, *silent_ns)
+            // A silence inside is the cause's stall (`Cause::stall_ns`), said by the report.
+            Reason::Interrupt { name, .. } => f.write_str(name),
+            Reason::PeerInterrupt { name, cpu, .. } => {
+                write!(f, "{name} on CPU {cpu}, the peer's")
             }
             Reason::Nmi { handler } => f.write_str(handler),
             Reason::HolderRan { blocker } => f.write_str(blocker.ran()),
@@ -272,24 +253,14 @@ impl fmt::Display for Reason {
             Reason::NotifierCall => {
                 f.write_str("before the wakeup: the notifying thread's unlock and wake call")
             }
-            Reason::ThreadItself { wait, silent_ns } => {
-                f.write_str(match wait {
+            Reason::ThreadItself { wait, .. } => f.write_str(match wait {
                     Wait::Lock => "the thread itself ran: its wakeup and the lock or futex call",
                     Wait::Reply => "the thread itself ran: its send and receive calls",
                     Wait::Timer | Wait::Notify => "from the wakeup to user space",
-                    Wait::Spin => {
-                        "the spinning thread itself: its way into and out of the interruption (not traced)"
-                    }
-                })?;
-                match silent_ns {
-                    Some(len) => write!(
-                        f,
-                        " (no event for {} inside it: it ran that long in user space or with interrupts off, or the vCPU was not running)",
-                        Nanos(*len)
-                    ),
-                    None => Ok(()),
+                Wait::Spin => {
+                    "the spinning thread itself: its way into and out of the interruption (not traced)"
                 }
-            }
+            }),
             Reason::IdlePastDeadline { virtualized: true } => f.write_str(
                 "CPU idle past the deadline: the host delivered the timer interrupt late",
             ),
@@ -431,6 +402,19 @@ pub(crate) fn describe(
     line(series, Measure::Lateness, latency_ns, at_ns, causes)
 }
 
+impl Reason {
+    /// The silence inside an interrupt or the thread's own kernel work: no event for that
+    /// long, so the CPU ran with interrupts off or the vCPU was stopped (a stall).
+    pub fn stall_ns(&self) -> Option<u64> {
+        match self {
+            Reason::Interrupt { silent_ns, .. }
+            | Reason::PeerInterrupt { silent_ns, .. }
+            | Reason::ThreadItself { silent_ns, .. } => *silent_ns,
+            _ => None,
+        }
+    }
+}
+
 /// A cause that names no task.
 pub(crate) fn taskless(
     kind: rtlab_stats::result::CauseKind,
@@ -445,5 +429,6 @@ pub(crate) fn taskless(
         prio: None,
         detail: Some(reason.to_string()),
         reason: Some(reason.code()),
+        stall_ns: reason.stall_ns(),
     }
 }

@@ -434,6 +434,7 @@ fn attributable(doc: &serde_json::Value) -> serde_json::Value {
             let top = &o["causes"][0];
             top["task"] != "rtlab-explain"
                 && top["kind"] != "hypervisor_gap"
+                && !top["stall_ns"].is_number()
                 && !top["detail"].as_str().is_some_and(|d| {
                     d.contains("not known") || d.contains("lost") || d.contains("no event for")
                 })

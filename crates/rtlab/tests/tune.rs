@@ -289,3 +289,343 @@ fn export_carries_the_fixes_to_tuned_systemd_and_the_kernel_command_line() {
         assert_eq!(err.trim().lines().count(), 1, "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn bad_verify_input_is_one_line_and_exit_2() {
+    assert_bad_input(&["tune", "--verify"], &["--apply"]);
+    assert_bad_input(
+        &["tune", "--apply", "--state", "s.json", "--verify-with"],
+        &["--verify"],
+    );
+    assert_bad_input(
+        &[
+            "tune",
+            "--apply",
+            "--state",
+            "s.json",
+            "--verify",
+            "--verify-with",
+        ],
+        &["--verify-with -- CMD"],
+    );
+    assert_bad_input(
+        &[
+            "tune", "--apply", "--state", "s.json", "--verify", "--", "app",
+        ],
+        &["--verify-with"],
+    );
+    assert_bad_input(
+        &[
+            "tune", "--apply", "--state", "s.json", "--verify", "--rounds", "3",
+        ],
+        &["--rounds 3", "interval"],
+    );
+    assert_bad_input(
+        &[
+            "tune", "--apply", "--state", "s.json", "--verify", "--load", "nope",
+        ],
+        &["nope"],
+    );
+}
+
+/// A fix that hurts, planted: a SCHED_FIFO 99 hog on the measured CPU, busy 2 ms of every
+/// 20, for as long as the fix is on.
+struct PlantedHog {
+    cpu: usize,
+    hog: Option<std::process::Child>,
+}
+
+impl rtlab_lab::tune::verify::Fix for PlantedHog {
+    fn id(&self) -> &str {
+        "planted_hog"
+    }
+    fn set(&mut self, on: bool) -> Result<(), String> {
+        if let Some(mut h) = self.hog.take() {
+            let _ = h.kill();
+            let _ = h.wait();
+        }
+        if on {
+            let spec = format!("hog:99:2ms/20ms:{}", self.cpu);
+            let child = std::process::Command::new(rtlab_path())
+                .args(["load", &spec, "--duration", "1h", "--quiet"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            self.hog = Some(child);
+            // Its thread at work before the block starts.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        Ok(())
+    }
+}
+
+/// A fix that changes nothing.
+struct NoOp;
+
+impl rtlab_lab::tune::verify::Fix for NoOp {
+    fn id(&self) -> &str {
+        "no_op"
+    }
+    fn set(&mut self, _on: bool) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Blocks of `rtlab wakeup` on one CPU, as `tune --verify` measures.
+struct Wakeups {
+    cpu: usize,
+    dir: PathBuf,
+    n: usize,
+}
+
+impl rtlab_lab::tune::verify::Measure for Wakeups {
+    fn block(&mut self, _explain: bool) -> Result<rtlab_lab::tune::verify::Block, String> {
+        self.n += 1;
+        let json = self.dir.join(format!("b{}.json", self.n));
+        let out = rtlab()
+            .args([
+                "wakeup",
+                "--cpus",
+                &self.cpu.to_string(),
+                "--duration",
+                "600ms",
+                "--quiet",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("{out:?}"));
+        }
+        let doc = load_valid_document(&json);
+        let s = &doc["series"][0];
+        Ok(rtlab_lab::tune::verify::Block {
+            figures: rtlab_lab::tune::verify::Figures {
+                p99: s["p99"].as_f64().unwrap(),
+                max: s["max"].as_f64().unwrap(),
+                count: s["count"].as_u64().unwrap(),
+            },
+            causes: None,
+        })
+    }
+}
+
+#[test]
+fn verify_takes_back_a_planted_fix_that_hurts_and_keeps_nothing_that_did_nothing() {
+    use rtlab_lab::tune::verify::{verify, Effect, Fix, Settings};
+    if !is_root() {
+        return skip(
+            "tune --verify's engine",
+            "needs root (SCHED_FIFO hog and wakeups)",
+        );
+    }
+    let _serial = realtime_serial();
+    let cpu = *rtlab_sys::affinity::usable_cpus()
+        .as_slice()
+        .last()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut hog = PlantedHog { cpu, hog: None };
+    let mut noop = NoOp;
+    let mut fixes: Vec<&mut dyn Fix> = vec![&mut hog, &mut noop];
+    let mut measure = Wakeups {
+        cpu,
+        dir: dir.path().into(),
+        n: 0,
+    };
+    let settings = Settings {
+        rounds: 6,
+        keep_all: false,
+    };
+    let v = verify(
+        &mut fixes,
+        &[None, None],
+        &mut measure,
+        settings,
+        &|| false,
+        &mut |_| {},
+    )
+    .unwrap();
+    drop(fixes);
+    let hogged = &v.fixes[0];
+    assert_eq!(hogged.effect, Effect::Hurt, "{v:#?}");
+    assert!(hogged.p99_ratio.unwrap().over(2.0), "{v:#?}");
+    assert!(!hogged.kept);
+    assert!(hog.hog.is_none(), "the planted hog is stopped");
+    assert_ne!(v.fixes[1].effect, Effect::Helped, "{v:#?}");
+    assert!(v.kept().is_empty());
+    // The blocks alternated: 6 baselines and 6 of each fix.
+    assert_eq!((v.baseline.len(), hogged.blocks.len()), (6, 6));
+}
+
+/// `rtlab tune --apply --verify --only IDS` on the machine, in the background.
+fn verify_in_background(only: &str, state: &Path) -> std::process::Child {
+    std::process::Command::new(rtlab_path())
+        .args([
+            "tune", "--apply", "--verify", "--rounds", "6", "--block", "1s", "--only", only,
+        ])
+        .arg("--state")
+        .arg(state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The fixes this machine's plan has of those that toggle nothing a test beside depends on
+/// (interrupts moved off the last CPU, DAMON stopped).
+fn harmless_fixes() -> Option<String> {
+    let out = rtlab()
+        .args(["tune", "--only", "irq_affinity,damon"])
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = ["irq_affinity", "damon"]
+        .into_iter()
+        .filter(|id| plan.lines().any(|l| l.starts_with(id)))
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(","))
+}
+
+/// What a test of a real `--verify` run needs: root, fixes that toggle nothing a test beside
+/// depends on, the real-time tests' turn and the machine as found (None: skipped, said why).
+fn verify_setup(
+    test: &str,
+) -> Option<(
+    String,
+    std::sync::MutexGuard<'static, ()>,
+    BTreeMap<PathBuf, String>,
+)> {
+    if !is_root() {
+        skip(test, "needs root (writes /proc and /sys)");
+        return None;
+    }
+    let Some(only) = harmless_fixes() else {
+        skip(
+            test,
+            "this machine's plan moves no interrupt and stops no DAMON",
+        );
+        return None;
+    };
+    let serial = realtime_serial();
+    Some((only, serial, snapshot()))
+}
+
+#[test]
+fn verify_stopped_or_killed_mid_run_leaves_every_value_as_it_was() {
+    let Some((only, _serial, before)) = verify_setup("tune --verify interrupted") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["SIGTERM", "SIGKILL"] {
+        let state = dir.path().join(format!("{name}.json"));
+        let _revert = RevertOnDrop(&state);
+        let mut run = verify_in_background(&only, &state);
+        // Killed while a fix is on: some value differs from the snapshot.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while snapshot() == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: no fix was ever on"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            state.exists(),
+            "{name}: the state file is written before any change"
+        );
+        match name {
+            "SIGTERM" => rtlab_sys::process::terminate(run.id()).unwrap(),
+            _ => run.kill().unwrap(),
+        }
+        // The guard shares the run's stderr: its end is the guard's too.
+        let out = run.wait_with_output().unwrap();
+        assert!(!state.exists(), "{name}: the state file is left: {out:?}");
+        let after = snapshot();
+        for (path, was) in &before {
+            assert_eq!(
+                after.get(path),
+                Some(was),
+                "{name}: {} not restored",
+                path.display()
+            );
+        }
+        let (said, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        match name {
+            "SIGTERM" => assert!(
+                said.contains("interrupted: every change reverted"),
+                "{said}"
+            ),
+            _ => assert!(err.contains("ended before it finished: reverted"), "{err}"),
+        }
+    }
+}
+
+#[test]
+fn verify_reports_each_fix_in_one_valid_document_and_keeps_only_what_it_says() {
+    let Some((only, _serial, before)) = verify_setup("tune --verify's document") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("verify.json");
+    let json = dir.path().join("doc.json");
+    let _revert = RevertOnDrop(&state);
+    let out = rtlab()
+        .args([
+            "tune", "--apply", "--verify", "--rounds", "6", "--block", "300ms", "--only", &only,
+        ])
+        .arg("--state")
+        .arg(&state)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let code = out.status.code();
+    assert!(code == Some(0) || code == Some(3), "{out:?}");
+    let doc = load_valid_document(&json);
+    let v = &doc["verdict"]["verify"];
+    let ids: Vec<&str> = v["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.join(","), only, "{v}");
+    assert_eq!(v["rounds"], 6);
+    for f in v["fixes"].as_array().unwrap() {
+        assert_eq!(f["blocks"].as_array().unwrap().len(), 6, "{f}");
+        assert!(f["p99_ratio"]["median"].as_f64().unwrap() > 0.0, "{f}");
+        // Kept exactly when it helped (no --keep-all).
+        assert_eq!(f["kept"] == true, f["effect"] == "helped", "{f}");
+    }
+    let kept = doc["verdict"]["kept"].as_array().unwrap();
+    assert_eq!(code == Some(3), kept.is_empty(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("p99 ratio") && table.contains("max ratio"),
+        "{table}"
+    );
+    if kept.is_empty() {
+        assert!(!state.exists(), "nothing kept, nothing to revert");
+        assert_eq!(snapshot(), before);
+    } else {
+        // The state file holds the kept changes only, ready for --revert and --export.
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+        for c in saved["changes"].as_array().unwrap() {
+            let id = match c["knob"]["kind"].as_str().unwrap() {
+                "irq_affinity" => "irq_affinity",
+                _ => "damon",
+            };
+            assert!(kept.iter().any(|k| k == id), "{c}");
+        }
+        assert!(saved.get("verifying").is_none(), "{saved}");
+        tune_with_state(&["tune", "--revert"], &state);
+        assert_eq!(snapshot(), before);
+    }
+}

@@ -229,6 +229,10 @@ pub struct State {
     pub rt_cpus: Vec<usize>,
     /// Every change, in the order applied.
     pub changes: Vec<Change>,
+    /// Written while `--verify` measures: any of the changes may be on, and should the run
+    /// die, its guard reverts every one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verifying: bool,
 }
 
 /// What to tune.
@@ -532,7 +536,8 @@ fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), LabError> {
     Ok(file.write_all(format!("{value}\n").as_bytes())?)
 }
 
-fn save(state: &State, file: &Path) -> Result<(), LabError> {
+/// Writes `state` to `file` atomically (a reader sees the old file or the new, never a part).
+pub fn save(state: &State, file: &Path) -> Result<(), LabError> {
     let bytes = serde_json::to_vec_pretty(state)?;
     rtlab_sys::fs::write_atomically(file, &bytes)
         .map_err(|e| LabError::io(format!("cannot write {}", file.display()), e))
@@ -555,6 +560,7 @@ pub fn apply_in(
         rtlab_tune_state: STATE_VERSION,
         rt_cpus: rt_cpus.to_vec(),
         changes: plan.changes,
+        verifying: false,
     };
     // Every prior value is on disk before the first change.
     save(&state, file)?;
@@ -696,3 +702,4 @@ pub fn revert_in(state: &State, root: &Path) -> Vec<Reverted> {
 pub mod export;
 #[cfg(test)]
 mod tests;
+pub mod verify;

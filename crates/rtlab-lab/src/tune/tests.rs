@@ -73,6 +73,7 @@ fn revert_never_creates_a_file_nor_writes_through_a_link() {
             applied: true,
             error: None,
         }],
+        verifying: false,
     };
     let back = revert_in(&state("950000"), r);
     assert!(!RUNTIME.path_in(r).exists(), "not created: {back:?}");

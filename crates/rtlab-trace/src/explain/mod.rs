@@ -782,6 +782,7 @@ impl<'a> Attribution<'a> {
                     .map(|t| if t.2 < 100 { 99 - t.2 } else { 0 }),
                 detail: k.reason.as_ref().map(Reason::to_string),
                 reason: k.reason.as_ref().map(Reason::code),
+                stall_ns: k.reason.as_ref().and_then(Reason::stall_ns),
             })
             .collect();
         causes.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));

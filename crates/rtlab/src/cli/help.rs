@@ -459,6 +459,23 @@ VMs refuse even root) it says so and leaves those two to you. Without RT throttl
 fair server a runaway real-time thread holds its CPU for good: run your RT programs with a
 watchdog (rtlab's runs have one), or leave them out with --only.
 
+--verify measures each fix before keeping it. FILE is written first as for --apply; then
+timed wakeups (rtlab wakeup, SCHED_FIFO 95, on the real-time CPUs) run in --rounds rounds:
+each round measures the machine as found and each fix alone, one --block each, in an order
+that rotates from round to round (the host's drift hits every arm alike). A fix's effect is
+its block's p99 and max over the same round's block without it: the median ratio and its
+95 % interval over the rounds. It is kept when one of the two intervals lies wholly under 1
+and neither wholly over 1 (helped); every other fix is reverted (hurt, unclear, or not
+measurable, such as another process's timer slack), unless --keep-all. One block at the start
+and one with the kept fixes are explained (rtlab wakeup --top 10), and the causes of their
+outliers compared kind by kind. FILE ends holding the kept changes only (removed when none
+was kept); exit 3 when no fix helped. --verify-with -- CMD measures your own program instead:
+each block runs it anew under rtlab watch and takes the worst p99 and max of its threads.
+--load SPEC runs a load beside every block. Ctrl-C or SIGTERM stop the run and revert every
+change; should the run die any other way (SIGKILL, a crash), a guard process it started
+reverts FILE. Fixes are measured one at a time: one that helps only beside another shows as
+unclear.
+
 Examples:
   rtlab tune                                         the plan, changing nothing
   sudo rtlab tune --apply --state /var/tmp/rtlab-tune.json --cpus 2-3
@@ -467,6 +484,8 @@ Examples:
   rtlab tune --export tuned /etc/tuned/rtlab-rt --state /var/tmp/rtlab-tune.json
   rtlab tune --export systemd /etc/systemd/system --cpus 2-3
   rtlab tune --export cmdline --cpus 2-3                kernel parameters, alone on stdout
+  sudo rtlab tune --apply --verify --state t.json --load cpu     keep what measurably helps
+  sudo rtlab tune --apply --verify --state t.json --verify-with -- ./my-rt-app --config x
 A before/after: rtlab survey --out before; rtlab tune --apply --state t.json; rtlab survey
 --out after; rtlab diff before/report.json after/report.json; rtlab tune --revert t.json";
 

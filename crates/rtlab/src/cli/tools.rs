@@ -208,6 +208,42 @@ pub struct TuneArgs {
     /// in --state FILE, else this machine's plan. Each says what it cannot carry.
     #[arg(long, num_args = 1..=2, value_names = ["FORMAT", "DIR"], conflicts_with_all = ["apply", "revert"])]
     pub export: Vec<String>,
+    /// With --apply: measure each fix before keeping it. Timed wakeups (rtlab wakeup) on the
+    /// real-time CPUs run in --rounds rounds of --block each: the machine as found, then each
+    /// fix alone, in a rotating order; a fix is kept when its p99 or max ratio (with it /
+    /// without it, same round) is below 1 by the 95 % interval and neither is above; every
+    /// other fix is reverted. Exit 3 when none helped.
+    #[arg(long, requires = "apply")]
+    pub verify: bool,
+    /// With --verify: measure with your own program instead: `--verify-with -- CMD ARGS`
+    /// runs it under rtlab watch in each block (started anew each time) and takes its
+    /// threads' worst p99 and max.
+    #[arg(long, requires = "verify")]
+    pub verify_with: bool,
+    /// With --verify: a disturbance load beside every block (started once, for the whole
+    /// run); repeatable (see 'rtlab load --help').
+    #[arg(long = "load", value_name = "SPEC", value_parser = parse_load, requires = "verify")]
+    pub loads: Vec<LoadSpec>,
+    /// With --verify: rounds of blocks (6 or more give an interval).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub rounds: u32,
+    /// With --verify: how long each block measures.
+    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = positive_duration)]
+    pub block: Nanos,
+    /// With --verify: keep every fix, whatever it did (the effects are still reported).
+    #[arg(long, requires = "verify")]
+    pub keep_all: bool,
+    /// With --verify: write the verification (every block, each fix's ratios and verdict,
+    /// the causes before and after, what was kept) as a result document to PATH ('-' for
+    /// stdout).
+    #[arg(long, value_name = "PATH", requires = "verify")]
+    pub json: Option<PathBuf>,
+    /// Reverts FILE if the --verify run that started this process dies (internal).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub guard: Option<PathBuf>,
+    /// The program --verify-with runs (after --).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -15,6 +15,7 @@ mod report;
 mod slack;
 mod survey;
 mod tune;
+mod tune_verify;
 mod wakeup;
 mod watch;
 mod watch_status;

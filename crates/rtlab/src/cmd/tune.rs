@@ -75,6 +75,10 @@ fn need_root(what: &str) -> Result<(), BadInput> {
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
+    if let Some(file) = &args.guard {
+        return super::tune_verify::guard(file);
+    }
+    super::tune_verify::validate(&args)?;
     if let Some(file) = &args.revert {
         return revert(file);
     }
@@ -124,6 +128,20 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     }
     rtlab_report::check_writable_file(file).map_err(|e| BadInput(format!("--state {e}")))?;
     let tail = printed(&plan, &checks, &cfg);
+    if args.verify {
+        if plan.changes.is_empty() {
+            println!("rtlab tune --verify: nothing to change at run time, so nothing to measure");
+            print!("{tail}");
+            return Ok(Status::Ok);
+        }
+        let status = super::tune_verify::run(&args, plan.changes, &rt_cpus, file)?;
+        // With the document on stdout, everything else goes to stderr.
+        match args.json.as_deref() == Some(std::path::Path::new("-")) {
+            true => eprint!("{tail}"),
+            false => print!("{tail}"),
+        }
+        return Ok(status);
+    }
     let count = plan.changes.len();
     let state = tune::apply(plan, &rt_cpus, file).map_err(anyhow::Error::msg)?;
     let applied = state.changes.iter().filter(|c| c.applied).count();

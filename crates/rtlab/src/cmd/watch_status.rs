@@ -176,6 +176,7 @@ mod tests {
                 prio: None,
                 detail: None,
                 reason: None,
+                stall_ns: None,
             }],
             stacks: Vec::new(),
         });
