@@ -316,6 +316,61 @@ pub struct Timeline {
 
 const TIMELINE: &str = "timeline";
 
+/// A [`Timeline`] of a run whose length is not known in advance (a watch): windows of
+/// [`WorstPerWindow::FIRST_STEP_NS`] at first; when [`WorstPerWindow::MOST`] are filled, every
+/// two merge into one twice as wide, so an hour's run holds as many windows as a minute's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorstPerWindow {
+    step_ns: u64,
+    max_ns: Vec<u64>,
+}
+
+impl Default for WorstPerWindow {
+    fn default() -> Self {
+        WorstPerWindow {
+            step_ns: Self::FIRST_STEP_NS,
+            max_ns: Vec::new(),
+        }
+    }
+}
+
+impl WorstPerWindow {
+    /// The first windows' width: 100 ms, as a wakeup run's shortest.
+    pub const FIRST_STEP_NS: u64 = 100_000_000;
+    /// Windows at most (a wakeup run's too).
+    pub const MOST: usize = 1000;
+
+    /// `value` (ns) at `at_ns` from the run's start, into its window's worst.
+    pub fn record(&mut self, at_ns: u64, value: u64) {
+        while at_ns / self.step_ns >= Self::MOST as u64 {
+            self.widen();
+        }
+        let slot = (at_ns / self.step_ns) as usize;
+        if slot >= self.max_ns.len() {
+            self.max_ns.resize(slot + 1, 0);
+        }
+        self.max_ns[slot] = self.max_ns[slot].max(value);
+    }
+
+    /// Every two windows into one twice as wide.
+    fn widen(&mut self) {
+        self.step_ns *= 2;
+        self.max_ns = self
+            .max_ns
+            .chunks(2)
+            .map(|w| w.iter().copied().max().unwrap_or(0))
+            .collect();
+    }
+
+    /// The timeline so far (None before the first value).
+    pub fn timeline(&self) -> Option<Timeline> {
+        (!self.max_ns.is_empty()).then(|| Timeline {
+            step_ns: self.step_ns,
+            max_ns: self.max_ns.clone(),
+        })
+    }
+}
+
 impl Timeline {
     /// The timeline of `series`, if it has one.
     pub fn of(series: &Series) -> Option<Timeline> {
@@ -421,5 +476,26 @@ mod tests {
             v.survey_rows().is_empty(),
             "a malformed detail reads as none"
         );
+    }
+
+    #[test]
+    fn a_timeline_of_unknown_length_widens_its_windows_and_keeps_each_worst() {
+        let mut w = WorstPerWindow::default();
+        assert_eq!(w.timeline(), None);
+        w.record(50_000_000, 7);
+        w.record(60_000_000, 9);
+        w.record(250_000_000, 3);
+        let t = w.timeline().unwrap();
+        assert_eq!((t.step_ns, t.max_ns), (100_000_000, vec![9, 0, 3]));
+        // Past 1000 windows of 100 ms (100 s): windows of 200 ms, each the worst of two.
+        w.record(100_000_000_000, 5);
+        let t = w.timeline().unwrap();
+        assert_eq!(t.step_ns, 200_000_000);
+        assert_eq!(&t.max_ns[..2], &[9, 3]);
+        assert_eq!(t.max_ns.len(), 501);
+        assert_eq!(t.max_ns[500], 5);
+        // An hour: still at most 1000 windows.
+        w.record(3_600_000_000_000, 1);
+        assert!(w.timeline().unwrap().max_ns.len() <= WorstPerWindow::MOST);
     }
 }

@@ -73,6 +73,8 @@ pub struct WatchSeries {
     pub unmeasured: u64,
     /// For a `timer` series: how many of its delays had their deadline from each source.
     pub deadlines: std::collections::BTreeMap<DeadlineSource, u64>,
+    /// The worst delay of each window since the watch began (by each delay's end).
+    pub timeline: rtlab_stats::details::WorstPerWindow,
 }
 
 /// What a series measures.

@@ -51,6 +51,7 @@ impl WatchState {
             last_interval_max: Nanos(0),
             unmeasured: 0,
             deadlines: Default::default(),
+            timeline: Default::default(),
         };
         let i = if self.series.len() < MAX_SERIES {
             self.series.push(fresh);
@@ -276,10 +277,12 @@ impl WatchState {
         source: Option<DeadlineSource>,
     ) {
         let delay = Nanos(to.saturating_sub(from));
+        let at = to.saturating_sub(self.started_ns);
         for i in [pair.own, pair.by_name] {
             let s = &mut self.series[i as usize];
             s.total.record(delay);
             s.interval.record(delay);
+            s.timeline.record(at, delay.0);
             if let Some(src) = source.filter(|_| s.kind == DelayKind::Timer) {
                 *s.deadlines.entry(src).or_default() += 1;
             }

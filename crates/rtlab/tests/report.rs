@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::*;
 use std::process::Command;
 
@@ -69,7 +71,9 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
         );
     };
     let url = format!("file://{}", out_dir.join("report.html").display());
-    let shot = dir.path().join("shot.png");
+    // The screenshots stay with the build as the suite's artefacts, to look at.
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
     let base = [
         "--headless",
         "--no-sandbox",
@@ -89,29 +93,35 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
         dom_text.matches("<svg class=\"chart\"").count() >= 4,
         "the browser's DOM has the charts"
     );
-    let rendered = Command::new(browser)
-        .args(base)
-        .arg("--window-size=1400,2400")
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&rendered.stderr);
-    for line in log
-        .lines()
-        .chain(String::from_utf8_lossy(&dom.stderr).lines())
-    {
+    // A wide screen and a narrow one (the charts scale down with the page).
+    for width in [1400, 700] {
+        let shot = shots.join(format!("report-{width}.png"));
+        let rendered = Command::new(browser)
+            .args(base)
+            .arg(format!("--window-size={width},2400"))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(&url)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&rendered.stderr);
+        for line in log
+            .lines()
+            .chain(String::from_utf8_lossy(&dom.stderr).lines())
+        {
+            assert!(
+                !line.contains("CONSOLE")
+                    && !line.contains("ERR_FILE")
+                    && !line.contains("Uncaught"),
+                "{line}"
+            );
+        }
+        let png = std::fs::read(&shot).expect("a screenshot");
         assert!(
-            !line.contains("CONSOLE") && !line.contains("ERR_FILE") && !line.contains("Uncaught"),
-            "{line}"
+            png.starts_with(b"\x89PNG") && png.len() > 20_000,
+            "{width}: {} bytes",
+            png.len()
         );
     }
-    let png = std::fs::read(&shot).expect("a screenshot");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 20_000,
-        "{} bytes",
-        png.len()
-    );
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //!
 //! The method is the benches': a fix's effect is a ratio (the block with it over the block
 //! without it in the same round), taken over many short rounds, each round running the
-//! machine as found and each fix alone in a rotating order, so the host's drift hits every
-//! arm alike. A fix helped when the 95 % interval of its p99 or its max ratio lies wholly
+//! machine as found and each fix alone in an order that changes from round to round
+//! ([`order`]: no arm always first, none always after the same other), so the host's drift
+//! hits every arm alike. A fix helped when the 95 % interval of its p99 or its max ratio lies wholly
 //! under 1 and neither lies wholly over 1; it hurt when one lies wholly over 1 and neither
 //! under; anything else is unclear. Fixes are measured one at a time, not together: a fix
 //! that only helps beside another shows as unclear. The engine knows fixes and measurements
@@ -237,8 +238,37 @@ fn measure_all(
     Ok(v)
 }
 
-/// One round: the baseline and each measured fix alone, the order rotated by `round` so no
-/// arm always follows the same one. None when stopped (the round is dropped).
+/// The order of a round's `arms` (0: the baseline): the rows of a Williams square, round by
+/// round, so that over a whole square every arm comes first as often as every other and
+/// follows every other as often (a block after a hog's, on a CPU kept warm by it, is not
+/// always the same arm's: a plain rotation made a fix that does nothing look like it helped).
+pub fn order(round: usize, arms: usize) -> Vec<usize> {
+    if arms == 0 {
+        return Vec::new();
+    }
+    // 0, 1, n-1, 2, n-2, ...
+    let first: Vec<usize> = (0..arms)
+        .map(|j| match j % 2 {
+            0 => (arms - j / 2) % arms,
+            _ => j / 2 + 1,
+        })
+        .collect();
+    // An odd number of arms needs the mirrored rows too.
+    let rows = if arms.is_multiple_of(2) {
+        arms
+    } else {
+        2 * arms
+    };
+    let row = round % rows;
+    let mut out: Vec<usize> = first.iter().map(|&b| (b + row % arms) % arms).collect();
+    if row >= arms {
+        out.reverse();
+    }
+    out
+}
+
+/// One round: the baseline and each measured fix alone, in [`order`]'s order for the round.
+/// None when stopped (the round is dropped).
 fn one_round(
     fixes: &mut [&mut dyn Fix],
     measured: &[usize],
@@ -249,11 +279,10 @@ fn one_round(
     // Arm 0 is the baseline, arm k + 1 the k-th measured fix.
     let arms = measured.len() + 1;
     let mut got: Vec<Option<Figures>> = vec![None; arms];
-    for step in 0..arms {
+    for arm in order(round, arms) {
         if stop() {
             return Ok(None);
         }
-        let arm = (step + round) % arms;
         let fix = arm.checked_sub(1).map(|k| measured[k]);
         if let Some(i) = fix {
             fixes[i].set(true)?;

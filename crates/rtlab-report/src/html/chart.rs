@@ -23,28 +23,50 @@ fn px(v: f64, lo: f64, hi: f64, a: f64, b: f64) -> f64 {
     a + (v - lo) / (hi - lo) * (b - a)
 }
 
-/// A chart frame: title, axes box, tick labels; returns the SVG head and the plot area.
-struct Frame {
-    svg: String,
+/// How a legend entry is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Marker {
+    /// A square of the `i`-th palette colour (a curve or a bar).
+    Swatch(usize),
+    /// A black circle (the explained outliers).
+    Circle,
 }
+
+/// A chart frame: title, axes box, tick labels, and a legend below the plot that flows
+/// across the width in as many rows as it needs (never over the curves).
+struct Frame {
+    title: String,
+    svg: String,
+    legend: Vec<(String, Marker)>,
+}
+
+/// Legend rows' height and an entry's width per character (the legend font's, about).
+const LEGEND_ROW: f64 = 16.0;
+const LEGEND_CHAR: f64 = 6.2;
 
 impl Frame {
     fn new(title: &str) -> Frame {
         let mut svg = String::new();
         let _ = write!(
             svg,
-            r#"<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><text x="{ML}" y="18" class="title">{t}</text><rect x="{ML}" y="{MT}" width="{pw}" height="{ph}" class="plot"/>"#,
+            r#"<text x="{ML}" y="18" class="title">{t}</text><rect x="{ML}" y="{MT}" width="{pw}" height="{ph}" class="plot"/>"#,
             t = esc(title),
             pw = W - ML - MR,
             ph = H - MT - MB
         );
-        Frame { svg }
+        Frame {
+            title: title.to_string(),
+            svg,
+            legend: Vec::new(),
+        }
     }
 
     fn x_tick(&mut self, x: f64, label: &str) {
+        // A label at the right edge ends there instead of running past it.
+        let anchor = if x > W - MR - 30.0 { "end" } else { "middle" };
         let _ = write!(
             self.svg,
-            r#"<line x1="{x:.1}" x2="{x:.1}" y1="{MT}" y2="{y2}" class="grid"/><text x="{x:.1}" y="{ty}" class="tick" text-anchor="middle">{l}</text>"#,
+            r#"<line x1="{x:.1}" x2="{x:.1}" y1="{MT}" y2="{y2}" class="grid"/><text x="{x:.1}" y="{ty}" class="tick" text-anchor="{anchor}">{l}</text>"#,
             y2 = H - MB,
             ty = H - MB + 16.0,
             l = esc(label)
@@ -74,25 +96,58 @@ impl Frame {
         );
     }
 
+    /// One legend entry per curve, in palette order.
     fn legend(&mut self, names: &[String]) {
         for (i, n) in names.iter().enumerate() {
-            let y = MT + 14.0 + 14.0 * i as f64;
+            self.legend.push((n.clone(), Marker::Swatch(i)));
+        }
+    }
+
+    /// The legend's entries laid out below the plot; returns its height.
+    fn draw_legend(&mut self) -> f64 {
+        let (mut x, mut row) = (ML, 0.0);
+        for (n, marker) in std::mem::take(&mut self.legend) {
+            let w = 24.0 + LEGEND_CHAR * n.chars().count() as f64;
+            if x > ML && x + w > W - MR {
+                x = ML;
+                row += 1.0;
+            }
+            let y = H + 10.0 + LEGEND_ROW * row;
+            let _ = match marker {
+                Marker::Swatch(i) => write!(
+                    self.svg,
+                    r#"<rect x="{x:.1}" y="{ry:.1}" width="10" height="10" fill="{c}"/>"#,
+                    ry = y - 9.0,
+                    c = PALETTE[i % PALETTE.len()],
+                ),
+                Marker::Circle => write!(
+                    self.svg,
+                    r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="4.5" fill="none" stroke="#000" stroke-width="1.5"/>"##,
+                    cx = x + 5.0,
+                    cy = y - 4.0,
+                ),
+            };
             let _ = write!(
                 self.svg,
-                r#"<rect x="{x}" y="{ry}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{ty}" class="legend">{n}</text>"#,
-                x = ML + 10.0,
-                ry = y - 9.0,
-                c = PALETTE[i % PALETTE.len()],
-                tx = ML + 24.0,
-                ty = y,
-                n = esc(n)
+                r#"<text x="{tx:.1}" y="{y:.1}" class="legend">{n}</text>"#,
+                tx = x + 14.0,
+                n = esc(&n)
             );
+            x += w;
+        }
+        match x > ML || row > 0.0 {
+            true => LEGEND_ROW * (row + 1.0) + 10.0,
+            false => 0.0,
         }
     }
 
     fn finish(mut self) -> String {
-        self.svg.push_str("</svg>");
-        self.svg
+        let h = H + self.draw_legend();
+        format!(
+            r#"<svg class="chart" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{t}">{body}</svg>"#,
+            t = esc(&self.title),
+            body = self.svg
+        )
     }
 }
 
@@ -112,10 +167,10 @@ pub(super) fn histogram_of(s: &Series) -> Option<LatencyHistogram> {
 }
 
 /// Percentile curves: x is 1/(1-p) on a log scale (50, 90, 99, 99.9 ...), y latency (log).
-pub(super) fn percentile_chart(title: &str, series: &[(&Series, LatencyHistogram)]) -> String {
+pub(super) fn percentile_chart(title: &str, series: &[(String, LatencyHistogram)]) -> String {
     let curves: Vec<(String, Vec<(f64, u64)>)> = series
         .iter()
-        .map(|(s, h)| (s.name.clone(), h.percentile_curve()))
+        .map(|(name, h)| (name.clone(), h.percentile_curve()))
         .collect();
     let lo = curves
         .iter()
@@ -175,10 +230,10 @@ pub(super) fn percentile_chart(title: &str, series: &[(&Series, LatencyHistogram
 }
 
 /// Log-log histogram: x latency (power-of-two bins), y samples per bin.
-pub(super) fn histogram_chart(title: &str, series: &[(&Series, LatencyHistogram)]) -> String {
+pub(super) fn histogram_chart(title: &str, series: &[(String, LatencyHistogram)]) -> String {
     let bins: Vec<(String, Vec<(u64, u64)>)> = series
         .iter()
-        .map(|(s, h)| (s.name.clone(), h.log2_bins()))
+        .map(|(name, h)| (name.clone(), h.log2_bins()))
         .collect();
     let lo = bins
         .iter()
@@ -264,10 +319,10 @@ pub(super) fn time_chart(
         f.y_tick(px(e, ya, yb, H - MB, MT), &decade_label(e));
         e += 1.0;
     }
-    f.axis_labels(
-        "time since the start of the stage",
-        "worst latency per window",
-    );
+    match timelines.is_empty() {
+        true => f.axis_labels("time since the start", "latency of each explained outlier"),
+        false => f.axis_labels("time since the start", "worst latency per window"),
+    }
     let y_of = |v: u64| px((v.max(1) as f64).log10(), ya, yb, H - MB, MT);
     for (i, (name, step, maxes)) in timelines.iter().enumerate() {
         let points: Vec<String> = maxes
@@ -303,15 +358,19 @@ pub(super) fn time_chart(
             why = esc(&causes_text(o.latency_ns, &o.causes))
         );
     }
-    let mut names: Vec<String> = timelines.iter().map(|t| t.0.clone()).collect();
-    if !outliers.is_empty() {
-        names.push("(circles: explained outliers, hover for causes)".into());
-    }
+    let names: Vec<String> = timelines.iter().map(|t| t.0.clone()).collect();
     f.legend(&names);
+    if !outliers.is_empty() {
+        f.legend.push((
+            "explained outliers (hover for causes)".into(),
+            Marker::Circle,
+        ));
+    }
     f.finish()
 }
 
-fn value_label(v: f64, unit: Unit) -> String {
+/// A single value as the report says it (a bar's label, a value's cell).
+pub(super) fn value_label(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Ns => Nanos(v.round() as u64).to_string(),
         Unit::OpsPerSec => {
@@ -367,17 +426,70 @@ mod tests {
         }
         h.record(Nanos(2_000_000));
         let s = Series::distribution("thread0", "wakeup_latency", &h).unwrap();
-        let pc = percentile_chart("t", &[(&s, h.clone())]);
+        let pc = percentile_chart("t", &[(s.name.clone(), h.clone())]);
         assert!(pc.contains("<polyline") && pc.contains("thread0"));
         assert!(
             pc.contains(">2.0ms<") || pc.contains(">10ms<") || pc.contains("ms<"),
             "{pc}"
         );
-        let hc = histogram_chart("t", &[(&s, h.clone())]);
+        let hc = histogram_chart("t", &[(s.name.clone(), h.clone())]);
         assert!(hc.contains("<path"));
         let bins = h.log2_bins();
         assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), 10_001);
         let curve = h.percentile_curve();
         assert_eq!(curve.last().unwrap(), &(100.0, 2_000_000));
+    }
+
+    /// The y of every element of `class` in `svg`.
+    fn ys_of(svg: &str, class: &str) -> Vec<f64> {
+        svg.split("<text ")
+            .filter(|t| t.contains(&format!("class=\"{class}\"")))
+            .filter_map(|t| {
+                let at = t.find(" y=\"")? + 4;
+                t[at..].split('"').next()?.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_legend_goes_below_the_plot_and_the_last_tick_ends_inside_the_chart() {
+        let mut h = LatencyHistogram::new();
+        for i in 0..200_000u64 {
+            h.record(Nanos(5_000 + i % 7_000));
+        }
+        let names: Vec<(String, LatencyHistogram)> = (0..8)
+            .map(|i| (format!("a-rather-long-series-name-{i}/wakeup"), h.clone()))
+            .collect();
+        let pc = percentile_chart("t", &names);
+        let legend = ys_of(&pc, "legend");
+        assert_eq!(legend.len(), 8);
+        assert!(legend.iter().all(|&y| y > H), "{legend:?}");
+        // Several rows, and the chart is as tall as they need.
+        assert!(legend.iter().any(|&y| y > H + LEGEND_ROW), "{legend:?}");
+        let height: f64 = pc
+            .split("height=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap();
+        assert!(
+            height > legend.iter().cloned().fold(0.0, f64::max),
+            "{height}"
+        );
+        // 200 000 samples reach 99.9999 %: its label ends at the right edge.
+        assert!(pc.contains(r#"text-anchor="end">99.9999%<"#), "{pc}");
+        // The outliers' marker is a circle, in the legend too.
+        let o = Outlier {
+            series: "s".into(),
+            at_ns: 1_000_000_000,
+            latency_ns: 2_000_000,
+            causes: vec![],
+            cpu: None,
+            until_running_ns: None,
+            stacks: vec![],
+        };
+        let tc = time_chart("t", &[], &[&o]);
+        assert_eq!(tc.matches("<circle").count(), 2, "{tc}");
+        assert!(tc.contains("latency of each explained outlier"));
     }
 }

@@ -15,7 +15,7 @@ use std::fmt::Write;
 
 mod chart;
 use crate::cause::causes_text;
-use chart::{bar_chart, histogram_chart, histogram_of, percentile_chart, time_chart};
+use chart::{bar_chart, histogram_chart, histogram_of, percentile_chart, time_chart, value_label};
 
 /// HTML-escapes text.
 pub fn esc(s: &str) -> String {
@@ -248,19 +248,43 @@ impl Group<'_> {
         if let Some(medians) = charts.medians {
             out.push_str(&self.median_bars(medians));
         }
-        out.push_str(&self.value_bars());
+        let (bars, single) = self.value_bars();
+        out.push_str(&bars);
         out.push_str("</div>");
         out.push_str(&self.numbers());
+        out.push_str(&single);
+        out
+    }
+
+    /// The distributions to draw, each once: a series whose histogram is an earlier one's
+    /// (a name's series over its one thread, the thread's own) joins its label ("rt-loop/timer
+    /// = rt-loop/1920/timer"), the shorter name first. The numbers' table keeps them all.
+    fn distinct(&self) -> Vec<(String, &Series)> {
+        let mut out: Vec<(String, &Series)> = Vec::new();
+        let mut by_len: Vec<&Series> = self.distributions.clone();
+        by_len.sort_by_key(|s| s.name.len());
+        for s in by_len {
+            match out
+                .iter_mut()
+                .find(|(_, k)| s.histogram.is_some() && k.histogram == s.histogram)
+            {
+                Some((label, _)) => *label = format!("{label} = {}", s.name),
+                None => out.push((s.name.clone(), s)),
+            }
+        }
+        // Back in the document's order.
+        let at = |s: &Series| self.distributions.iter().position(|d| std::ptr::eq(*d, s));
+        out.sort_by_key(|(_, s)| at(s));
         out
     }
 
     /// Percentile curves, eight series a chart, each with its histogram where asked.
     fn distribution_charts(&self, histograms: bool) -> String {
         let name = &self.name;
-        let decoded: Vec<(&Series, LatencyHistogram)> = self
-            .distributions
-            .iter()
-            .filter_map(|s| histogram_of(s).map(|h| (*s, h)))
+        let decoded: Vec<(String, LatencyHistogram)> = self
+            .distinct()
+            .into_iter()
+            .filter_map(|(label, s)| histogram_of(s).map(|h| (label, h)))
             .filter(|(_, h)| !h.is_empty())
             .collect();
         let mut out = String::new();
@@ -292,11 +316,11 @@ impl Group<'_> {
             .filter(|o| area(&doc.command, &o.series).1 == self.name)
             .collect();
         let timelines: Vec<(String, u64, Vec<u64>)> = self
-            .distributions
-            .iter()
-            .filter_map(|s| {
+            .distinct()
+            .into_iter()
+            .filter_map(|(label, s)| {
                 let t = Timeline::of(s)?;
-                Some((s.name.clone(), t.step_ns, t.max_ns))
+                Some((label, t.step_ns, t.max_ns))
             })
             .take(8)
             .collect();
@@ -341,8 +365,8 @@ impl Group<'_> {
         }
     }
 
-    /// One bar chart per metric of the single values.
-    fn value_bars(&self) -> String {
+    /// One bar chart per metric of two values or more, and a table of the metrics of one.
+    fn value_bars(&self) -> (String, String) {
         let mut by_metric: BTreeMap<(&str, String), Vec<(String, f64)>> = BTreeMap::new();
         for s in &self.values {
             if let Some(v) = s.value {
@@ -353,15 +377,38 @@ impl Group<'_> {
             }
         }
         let mut out = String::new();
+        let mut single: Vec<(String, String, String)> = Vec::new();
         for ((metric, _), bars) in &by_metric {
             let unit = self
                 .values
                 .iter()
                 .find(|s| s.metric == *metric)
                 .map_or(Unit::Ns, |s| s.unit);
-            out.push_str(&bar_chart(&format!("{}: {metric}", self.name), bars, unit));
+            match bars.as_slice() {
+                // One number is said, not drawn.
+                [(name, v)] => {
+                    single.push((name.clone(), metric.to_string(), value_label(*v, unit)))
+                }
+                _ => out.push_str(&bar_chart(&format!("{}: {metric}", self.name), bars, unit)),
+            }
         }
-        out
+        let mut table = String::new();
+        if !single.is_empty() {
+            table.push_str(
+                "<table class=\"num\"><tr><th>series</th><th>metric</th><th>value</th></tr>",
+            );
+            for (name, metric, v) in single {
+                let _ = write!(
+                    table,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&name),
+                    esc(&metric),
+                    esc(&v)
+                );
+            }
+            table.push_str("</table>");
+        }
+        (out, table)
     }
 
     /// The numbers behind the charts.
@@ -437,7 +484,7 @@ body{{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto
 h1{{font-size:22px}} h2{{font-size:19px;border-bottom:1px solid #ccc;padding-bottom:4px}} h3{{font-size:16px;margin-top:22px}}
 small{{color:#666;font-weight:normal}} .facts{{color:#444}}
 table{{border-collapse:collapse;margin:8px 0 14px}} td,th{{border:1px solid #ddd;padding:3px 8px;vertical-align:top;text-align:left}}
-table.num td{{text-align:right}} table.num td:first-child{{text-align:left}}
+table.num td{{text-align:right;white-space:nowrap}} table.num td:first-child{{text-align:left;white-space:normal}}
 tr.fail td:nth-child(2){{color:#b00;font-weight:bold}} tr.warn td:nth-child(2){{color:#b60}} tr.ok td:nth-child(2){{color:#070}}
 code{{font-size:12px;background:#f4f4f4;padding:1px 3px}}
 .charts{{display:flex;flex-wrap:wrap;gap:12px}}
@@ -526,6 +573,44 @@ mod tests {
             html.contains("<tr class=\"warn\"><td>preempt</td>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn a_thread_and_its_names_series_are_one_curve_and_one_number_is_a_cell() {
+        let mut doc = full_document();
+        let dist = doc["series"][0].clone();
+        let mut same = dist.clone();
+        same["name"] = "wakeup-idle/1234/thread0".into();
+        let mut other = dist.clone();
+        let mut h = LatencyHistogram::new();
+        h.record(Nanos(70_000));
+        other["name"] = "wakeup-idle/thread1".into();
+        other["histogram"] = serde_json::to_value(
+            Series::distribution("x", "wakeup_latency", &h)
+                .unwrap()
+                .histogram,
+        )
+        .unwrap();
+        let series = doc["series"].as_array_mut().unwrap();
+        series.push(same);
+        series.push(other);
+        let html = render(&[serde_json::from_value(doc).unwrap()]);
+        // One curve each in the percentile chart: the duplicate joins the label.
+        let chart = &html[html.find("latency by percentile").unwrap()..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert_eq!(chart.matches("<polyline").count(), 2, "{chart}");
+        assert!(chart.contains("wakeup-idle/thread0 = wakeup-idle/1234/thread0"));
+        // The numbers keep all three.
+        for name in [
+            "wakeup-idle/thread0",
+            "wakeup-idle/1234/thread0",
+            "wakeup-idle/thread1",
+        ] {
+            assert!(html.contains(&format!("<tr><td>{name}</td><td>")), "{name}");
+        }
+        // The lock area's one value: a table's cell, no chart.
+        assert!(!html.contains("lock: lock_unlock"), "a chart of one bar");
+        assert!(html.contains("<td>lock/pi/uncontended</td><td>lock_unlock</td>"));
     }
 
     #[test]

@@ -474,7 +474,9 @@ each block runs it anew under rtlab watch and takes the worst p99 and max of its
 --load SPEC runs a load beside every block. Ctrl-C or SIGTERM stop the run and revert every
 change; should the run die any other way (SIGKILL, a crash), a guard process it started
 reverts FILE. Fixes are measured one at a time: one that helps only beside another shows as
-unclear.
+unclear. A fix with no effect at all still comes out as helped by chance a few runs in a
+hundred (the intervals are 95 % ones): more --rounds do not change that rate, they make a
+real effect clearer.
 
 Examples:
   rtlab tune                                         the plan, changing nothing

@@ -238,9 +238,10 @@ pub struct TuneArgs {
     /// stdout).
     #[arg(long, value_name = "PATH", requires = "verify")]
     pub json: Option<PathBuf>,
-    /// Reverts FILE if the --verify run that started this process dies (internal).
-    #[arg(long, value_name = "FILE", hide = true)]
-    pub guard: Option<PathBuf>,
+    /// Reverts FILE (and removes the run's directory DIR) if the --verify run that started
+    /// this process dies (internal).
+    #[arg(long, num_args = 1..=2, value_names = ["FILE", "DIR"], hide = true)]
+    pub guard: Vec<PathBuf>,
     /// The program --verify-with runs (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

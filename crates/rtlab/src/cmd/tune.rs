@@ -75,8 +75,8 @@ fn need_root(what: &str) -> Result<(), BadInput> {
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
-    if let Some(file) = &args.guard {
-        return super::tune_verify::guard(file);
+    if let [file, rest @ ..] = args.guard.as_slice() {
+        return super::tune_verify::guard(file, rest.first());
     }
     super::tune_verify::validate(&args)?;
     if let Some(file) = &args.revert {

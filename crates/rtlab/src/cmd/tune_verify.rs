@@ -78,9 +78,12 @@ pub fn run(
     };
     // Every prior value is on disk, marked as being verified, before the first change.
     tune::save(&state, file).map_err(anyhow::Error::msg)?;
-    let guard = Guard::start(file)?;
-    rtlab_sys::signal::install_interrupt_handler();
     let work = WorkDir::new()?;
+    let guard = Guard::start(file, &work.0).inspect_err(|_| {
+        // Nothing was changed yet: no prior values to keep.
+        let _ = std::fs::remove_file(file);
+    })?;
+    rtlab_sys::signal::install_interrupt_handler();
     let load = start_load(&args.loads)?;
     let mut groups = Changes::grouped(std::mem::take(&mut state.changes));
     let unmeasured: Vec<Option<String>> = groups.iter().map(|g| unmeasured(g.id, args)).collect();
@@ -102,6 +105,14 @@ pub fn run(
         )
     };
     drop(load);
+    // A block ended by the same Ctrl-C may have left no result: still an interruption.
+    let result = match result {
+        Err(_) if rtlab_sys::signal::interrupted() => Ok(verify::Verification {
+            interrupted: true,
+            ..Default::default()
+        }),
+        r => r,
+    };
     let kept: Vec<String> = match &result {
         Ok(v) if !v.interrupted => v.kept().into_iter().map(String::from).collect(),
         _ => vec![],
@@ -556,12 +567,24 @@ impl Drop for Load {
 struct WorkDir(PathBuf);
 
 impl WorkDir {
+    const PREFIX: &str = "rtlab-verify-";
+
     fn new() -> anyhow::Result<WorkDir> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir =
-            std::env::temp_dir().join(format!("rtlab-verify-{}", rtlab_sys::fs::random_suffix()?));
+        let suffix = rtlab_sys::fs::random_suffix()?;
+        let dir = std::env::temp_dir().join(format!("{}{suffix}", Self::PREFIX));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(WorkDir(dir))
+    }
+
+    /// Whether `dir` is such a directory (the guard removes nothing else).
+    fn is_one(dir: &Path) -> bool {
+        dir.parent() == Some(std::env::temp_dir().as_path())
+            && dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(Self::PREFIX))
+            && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
     }
 }
 
@@ -576,12 +599,13 @@ impl Drop for WorkDir {
 struct Guard(Option<Child>);
 
 impl Guard {
-    fn start(file: &Path) -> anyhow::Result<Guard> {
+    fn start(file: &Path, dir: &Path) -> anyhow::Result<Guard> {
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe()?;
         let child = Command::new(exe)
             .args(["tune", "--guard"])
             .arg(file)
+            .arg(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -600,9 +624,10 @@ impl Guard {
     }
 }
 
-/// `--guard FILE`: waits until the pipe on standard input closes, then reverts FILE if it
-/// is still being verified (its run died before settling it).
-pub fn guard(file: &Path) -> anyhow::Result<Status> {
+/// `--guard FILE [DIR]`: waits until the pipe on standard input closes, then removes the
+/// run's directory DIR (one of its own, under the temporary directory) and reverts FILE if
+/// it is still being verified (its run died before settling it).
+pub fn guard(file: &Path, dir: Option<&PathBuf>) -> anyhow::Result<Status> {
     use std::io::Read;
     rtlab_sys::signal::ignore_interrupts();
     let mut sink = [0u8; 64];
@@ -611,6 +636,9 @@ pub fn guard(file: &Path) -> anyhow::Result<Status> {
         .map(|n| n > 0)
         .unwrap_or(false)
     {}
+    if let Some(dir) = dir.filter(|d| WorkDir::is_one(d)) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let Ok(state) = tune::load(file) else {
         return Ok(Status::Ok);
     };

@@ -1139,6 +1139,9 @@ fn results(
                 .collect();
             out = out.with_config("deadlines", serde_json::Value::Object(sources));
         }
+        if let Some(t) = w.timeline.timeline() {
+            out = t.into_config_of(out);
+        }
         out.unmeasured = Some(w.unmeasured);
         out.tags.insert("source".into(), backend.name().into());
         series.push(out);

@@ -148,7 +148,7 @@ fn a_fix_that_helps_is_kept_one_that_hurts_or_does_nothing_is_taken_back() {
         .iter()
         .all(|on| on.iter().filter(|o| **o).count() <= 1));
     assert_eq!(m.seen.last().unwrap(), &[true, false, false]);
-    // The arms' order rotates: the baseline is not always first.
+    // The arms' order changes: the baseline is not always first.
     let base_first = (0..10)
         .filter(|r| m.seen[1 + r * 4].iter().all(|o| !o))
         .count();
@@ -156,6 +156,35 @@ fn a_fix_that_helps_is_kept_one_that_hurts_or_does_nothing_is_taken_back() {
     let causes = compared(&v.causes_before, &v.causes_after);
     let kinds: Vec<&str> = causes.iter().map(|c| c.0.as_str()).collect();
     assert_eq!(kinds, ["hypervisor_gap", "irq"]);
+}
+
+#[test]
+fn over_a_whole_square_every_arm_leads_and_follows_every_other_equally_often() {
+    for arms in 1..=7usize {
+        let rows = if arms.is_multiple_of(2) {
+            arms
+        } else {
+            2 * arms
+        };
+        let mut first = vec![0; arms];
+        let mut after = vec![vec![0; arms]; arms];
+        for round in 0..rows {
+            let o = order(round, arms);
+            let mut sorted = o.clone();
+            sorted.sort();
+            assert_eq!(sorted, (0..arms).collect::<Vec<_>>(), "{arms}: {o:?}");
+            first[o[0]] += 1;
+            for w in o.windows(2) {
+                after[w[0]][w[1]] += 1;
+            }
+        }
+        assert!(first.iter().all(|&n| n == first[0]), "{arms}: {first:?}");
+        let pairs: Vec<usize> = (0..arms)
+            .flat_map(|a| (0..arms).filter(move |&b| b != a).map(move |b| (a, b)))
+            .map(|(a, b)| after[a][b])
+            .collect();
+        assert!(pairs.iter().all(|&n| n == pairs[0]), "{arms}: {after:?}");
+    }
 }
 
 #[test]
