@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rtlab wakeup vs cyclictest (Debian rt-tests), identical settings, interleaved.
 #
-#   sudo bench/wakeup-vs-cyclictest.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds, 10 s)
+#   sudo bench/wakeup-vs-cyclictest.sh [ROUNDS] [SECONDS]      (defaults: 20 rounds, 3 s)
 #
 # Settings for both: SCHED_FIFO 95, 1 ms interval, one thread pinned per CPU, mlockall,
 # /dev/cpu_dma_latency held at 0, equal intervals for all threads (cyclictest -d0); neither
@@ -9,13 +9,16 @@
 # Each round runs both tools idle and then both under `stress-ng --cpu <ncpu>`; the order of
 # the two tools alternates between rounds so neither always runs first.
 #
-# Percentiles: cyclictest records whole microseconds (latency truncated to a 1 us bin), so
-# p50/p99 of both tools are compared on the same 1 us bins (bin + 0.5 us); rtlab's exact ns
-# p50 is shown beside. max is compared as reported (cyclictest: us, rtlab: ns).
+# Percentiles: cyclictest runs with -N (nanoseconds), so its histogram has 1 ns bins up to
+# 1 ms (-h 1000000; a later wakeup counts as its overflow and as its max) and both tools'
+# p50/p99 are exact to the nanosecond (rtlab's HdrHistogram: 3 significant digits).
 # CPU per sample = (user + sys CPU time of the whole process) / samples taken.
+# Ratios rtlab / cyclictest are taken per round and condition (the two runs next to each
+# other) and given as the median over rounds with its 95 % interval (bench/ci.py); a
+# target is met only when the interval's upper end is under it.
 set -euo pipefail
-ROUNDS=${1:-5}
-SECS=${2:-10}
+ROUNDS=${1:-20}
+SECS=${2:-3}
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO, mlockall, cpu_dma_latency)" >&2; exit 2; fi
@@ -26,8 +29,11 @@ command -v stress-ng >/dev/null || need+=(stress-ng)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-cargo build --profile profiling -q
-RTLAB=$PWD/target/profiling/rtlab
+# RTLAB=path measures that binary (e.g. target/release/rtlab, the same code without line tables).
+if [ -z "${RTLAB:-}" ]; then
+  cargo build --profile profiling -q
+  RTLAB=$PWD/target/profiling/rtlab
+fi
 NCPU=$(nproc)
 WORK=$(mktemp -d)
 STRESS_PID=
@@ -49,7 +55,7 @@ open(sys.argv[1], "w").write(f"{r.ru_utime} {r.ru_stime} {rss}\n")' "$out" "$@"
 }
 run_cyclictest() { # $1 = output prefix
   timed "$1.time" \
-    cyclictest -m -p95 -i1000 -a -t -d0 -D "${SECS}s" -q -h 100000 --json="$1.json"
+    cyclictest -m -p95 -i1000 -a -t -d0 -D "${SECS}s" -q -N -h 1000000 --json="$1.json"
 }
 run_rtlab() {
   timed "$1.time" \
@@ -72,31 +78,34 @@ done
 
 python3 - "$WORK" "$ROUNDS" <<'PY'
 import json, sys, statistics
+sys.path.insert(0, "bench")
+from ci import fmt_ci, met
 work, rounds = sys.argv[1], int(sys.argv[2])
 
 def cpu_rss(prefix):
     u, s, rss = open(prefix + ".time").read().split()[-3:]
     return float(u) + float(s), int(rss)
 
-def ct_percentile(hist, q):
-    # Nearest rank over 1 us bins; a bin k holds latencies in [k, k+1) us.
+def ct_percentile(hist, q, overflow):
+    # Nearest rank over 1 ns bins; wakeups past the histogram (1 ms) rank above them all.
     items = sorted((int(k), v) for k, v in hist.items())
-    total = sum(v for _, v in items)
+    total = sum(v for _, v in items) + overflow
     rank, seen = max(1, -(-int(q * total * 1e6) // int(1e6))), 0
     for k, v in items:
         seen += v
         if seen >= rank:
-            return k + 0.5
-    return items[-1][0] + 0.5
+            return k
+    return float("nan")
 
 def cyclictest(prefix):
     d = json.load(open(prefix + ".json"))
     th = d["thread"].values()
     samples = sum(t["cycles"] for t in th)
     cpu, rss = cpu_rss(prefix)
-    return dict(p50=statistics.mean(ct_percentile(t["histogram"], .5) for t in th),
-                p99=statistics.mean(ct_percentile(t["histogram"], .99) for t in th),
-                max=max(t["max"] for t in th), exact50=None,
+    over = lambda t: t.get("overflows", 0) or 0
+    return dict(p50=statistics.mean(ct_percentile(t["histogram"], .5, over(t)) for t in th) / 1000,
+                p99=statistics.mean(ct_percentile(t["histogram"], .99, over(t)) for t in th) / 1000,
+                max=max(t["max"] for t in th) / 1000,
                 cpu_per_sample=cpu / samples * 1e9, rss=rss, samples=samples)
 
 def rtlab(prefix):
@@ -104,30 +113,32 @@ def rtlab(prefix):
     ss = d["series"]
     samples = sum(s["raw_count"] for s in ss)
     cpu, rss = cpu_rss(prefix)
-    binned = lambda ns: ns // 1000 + 0.5
-    return dict(p50=statistics.mean(binned(s["p50"]) for s in ss),
-                p99=statistics.mean(binned(s["p99"]) for s in ss),
-                max=max(s["max"] for s in ss) / 1000, exact50=statistics.mean(s["p50"] for s in ss) / 1000,
+    return dict(p50=statistics.mean(s["p50"] for s in ss) / 1000,
+                p99=statistics.mean(s["p99"] for s in ss) / 1000,
+                max=max(s["max"] for s in ss) / 1000,
                 cpu_per_sample=cpu / samples * 1e9, rss=rss, samples=samples)
 
-ratios = {"idle": [], "stress": []}
+keys = ("p50", "p99", "max", "cpu_per_sample")
+ratios = {"idle": {k: [] for k in keys}, "stress": {k: [] for k in keys}}
 print()
-print("| round | load | tool | samples | p50 us (1us bins) | p50 us exact | p99 us | max us | CPU ns/sample | peak RSS KiB |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| round | load | tool | samples | p50 us | p99 us | max us | CPU ns/sample | peak RSS KiB |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in range(1, rounds + 1):
     for cond in ("idle", "stress"):
         c = cyclictest(f"{work}/{r}-{cond}-cyclictest")
         t = rtlab(f"{work}/{r}-{cond}-rtlab")
         for name, m in (("cyclictest", c), ("rtlab", t)):
-            ex = "-" if m["exact50"] is None else f"{m['exact50']:.2f}"
-            print(f"| {r} | {cond} | {name} | {m['samples']} | {m['p50']:.1f} | {ex} | {m['p99']:.1f} | {m['max']:.1f} | {m['cpu_per_sample']:.0f} | {m['rss']} |")
-        ratios[cond].append({k: (t[k] / c[k] if c[k] else float('nan')) for k in ("p50", "p99", "max", "cpu_per_sample")})
+            print(f"| {r} | {cond} | {name} | {m['samples']} | {m['p50']:.2f} | {m['p99']:.2f} | {m['max']:.1f} | {m['cpu_per_sample']:.0f} | {m['rss']} |")
+        for k in keys:
+            if c[k] and c[k] == c[k]:
+                ratios[cond][k].append(t[k] / c[k])
 print()
-print("Ratios rtlab / cyclictest (median over rounds; below 1.00 means rtlab is lower):")
+print("Ratios rtlab / cyclictest, per round, median and 95 % interval over rounds (below 1 means")
+print("rtlab is lower):")
 print()
-print("| load | p50 | p99 | max | CPU per sample |")
-print("|---|---|---|---|---|")
+print("| load | p50 | p99 | max | CPU per sample | p50 <= 1.02x | p99 <= 1.05x |")
+print("|---|---|---|---|---|---|---|")
 for cond, rs in ratios.items():
-    med = lambda k: statistics.median(x[k] for x in rs)
-    print(f"| {cond} | {med('p50'):.3f} | {med('p99'):.3f} | {med('max'):.3f} | {med('cpu_per_sample'):.3f} |")
+    print(f"| {cond} | {fmt_ci(rs['p50'], 3)} | {fmt_ci(rs['p99'], 3)} | {fmt_ci(rs['max'], 3)} "
+          f"| {fmt_ci(rs['cpu_per_sample'], 3)} | {met(rs['p50'], 1.02)} | {met(rs['p99'], 1.05)} |")
 PY

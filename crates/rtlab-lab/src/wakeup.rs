@@ -56,9 +56,12 @@ pub struct WakeupConfig {
     pub policy: Policy,
     /// Priority (0 for `other`).
     pub prio: u32,
-    /// All threads wake at the same instants (lockstep). Default: thread `i` of `n` is offset
-    /// by `i * interval / n`, so CPUs do not all leave idle at once (on a VM, simultaneous
-    /// vCPU wakeups add latency of their own; cyclictest's threads are not in lockstep either).
+    /// All threads wake at the same instants (lockstep), on the whole multiples of the
+    /// interval. Default: thread `i` of `n` is offset by `(i + 1/2) * interval / n`, so CPUs
+    /// do not all leave idle at once (on a VM, simultaneous vCPU wakeups add latency of their
+    /// own; cyclictest's threads are not in lockstep either), and no deadline falls on the
+    /// scheduler tick, which the kernel fires at whole multiples of its period (1/HZ) on
+    /// CLOCK_MONOTONIC: a deadline on a tick waits for the tick's own work first.
     pub aligned: bool,
     /// Trace the measured CPUs and attribute outliers to causes (`--explain`).
     pub explain: Option<crate::explain::ExplainSettings>,
@@ -73,7 +76,7 @@ impl WakeupConfig {
         if self.aligned || threads == 0 {
             0
         } else {
-            self.interval.get() / threads as u64 * index as u64
+            self.interval.get() * (2 * index as u64 + 1) / (2 * threads as u64)
         }
     }
 }
@@ -545,8 +548,8 @@ mod tests {
             assert_eq!(s.config["policy"], "other");
         }
         assert_eq!(out.series[1].name, "thread1");
-        assert_eq!(out.series[0].config["phase_ns"], 0);
-        assert_eq!(out.series[1].config["phase_ns"], 500_000);
+        assert_eq!(out.series[0].config["phase_ns"], 250_000);
+        assert_eq!(out.series[1].config["phase_ns"], 750_000);
     }
 
     #[test]

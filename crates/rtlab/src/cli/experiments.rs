@@ -68,7 +68,8 @@ pub struct WakeupArgs {
     /// Period between wakeups.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Nanos,
-    /// Wake all threads at the same instants (default: phases spread evenly over the interval).
+    /// Wake all threads at the same instants, on whole multiples of the interval (default:
+    /// phases spread evenly over the interval, none on the kernel's scheduler tick).
     #[arg(long)]
     pub aligned: bool,
     /// Number of measuring threads instead of one per CPU; with --cpus, spread over them.
