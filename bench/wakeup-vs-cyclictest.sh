@@ -19,6 +19,7 @@
 set -euo pipefail
 ROUNDS=${1:-20}
 SECS=${2:-3}
+CONDS=${CONDS:-idle stress} # CONDS=idle (or stress) for one condition only
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then echo "run as root (SCHED_FIFO, mlockall, cpu_dma_latency)" >&2; exit 2; fi
@@ -64,7 +65,7 @@ run_rtlab() {
 
 echo "# rtlab wakeup vs cyclictest: $ROUNDS rounds x ${SECS}s, $NCPU CPUs, $(uname -r), $(date -u +%FT%TZ)"
 for round in $(seq 1 "$ROUNDS"); do
-  for cond in idle stress; do
+  for cond in $CONDS; do
     if [ "$cond" = stress ]; then
       stress-ng --cpu "$NCPU" --timeout "$((2 * SECS + 30))s" >/dev/null 2>&1 &
       STRESS_PID=$!
@@ -76,11 +77,11 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$WORK" "$ROUNDS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$CONDS" <<'PY'
 import json, sys, statistics
 sys.path.insert(0, "bench")
 from ci import fmt_ci, met
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, conds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 
 def cpu_rss(prefix):
     u, s, rss = open(prefix + ".time").read().split()[-3:]
@@ -119,12 +120,12 @@ def rtlab(prefix):
                 cpu_per_sample=cpu / samples * 1e9, rss=rss, samples=samples)
 
 keys = ("p50", "p99", "max", "cpu_per_sample")
-ratios = {"idle": {k: [] for k in keys}, "stress": {k: [] for k in keys}}
+ratios = {cond: {k: [] for k in keys} for cond in conds}
 print()
 print("| round | load | tool | samples | p50 us | p99 us | max us | CPU ns/sample | peak RSS KiB |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in range(1, rounds + 1):
-    for cond in ("idle", "stress"):
+    for cond in conds:
         c = cyclictest(f"{work}/{r}-{cond}-cyclictest")
         t = rtlab(f"{work}/{r}-{cond}-rtlab")
         for name, m in (("cyclictest", c), ("rtlab", t)):
