@@ -85,12 +85,14 @@ public class Periodic {
             done.await();
             ex.shutdownNow();
         } else {
-            long first = System.nanoTime() + period;
             Runnable loop = () -> {
                 Object monitor = new Object();
                 ReentrantLock lock = new ReentrantLock();
                 Condition never = lock.newCondition();
-                long next = first;
+                // The first deadline is taken once the thread runs: one taken before it
+                // existed makes its first periods late by its own start (the thread's
+                // creation and the loop's first linking), which no wait of it delayed.
+                long next = System.nanoTime() + period;
                 for (int i = 0; i < n; i++) {
                     long now;
                     while ((now = System.nanoTime()) < next) {
