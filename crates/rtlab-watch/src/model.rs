@@ -150,13 +150,13 @@ pub(crate) struct Call {
 
 impl Call {
     /// The source of this call's deadline where `expiry` ended it (None: the time it asked
-    /// for, a sleep's).
+    /// for, a sleep's or a timed futex wait's).
     fn source(&self, expiry: Option<Expiry>) -> DeadlineSource {
         match expiry.map(|x| x.source) {
             None | Some(DeadlineSource::SleepTimer) if SLEEP_CALLS.contains(&self.nr) => {
                 DeadlineSource::Sleep
             }
-            Some(DeadlineSource::SleepTimer) if FUTEX_CALLS.contains(&self.nr) => {
+            None | Some(DeadlineSource::SleepTimer) if FUTEX_CALLS.contains(&self.nr) => {
                 DeadlineSource::FutexTimeout
             }
             Some(DeadlineSource::SleepTimer) if READINESS_CALLS.contains(&self.nr) => {
@@ -167,6 +167,19 @@ impl Call {
             }
             Some(other) => other,
             None => DeadlineSource::SleepTimer,
+        }
+    }
+}
+
+impl Call {
+    /// Whether the kernel says this call's time ran out (`ret`): a sleep that completed
+    /// (0), a futex wait that timed out (`-ETIMEDOUT`; 0 there is a wake by another thread).
+    /// A call whose timer's expiry was not seen (its events lost) still ends at its time.
+    fn timed_out(&self, ret: i64) -> bool {
+        const ETIMEDOUT: i64 = 110;
+        match FUTEX_CALLS.contains(&self.nr) {
+            true => ret == -ETIMEDOUT,
+            false => ret == 0,
         }
     }
 }
@@ -489,7 +502,9 @@ impl ThreadWait {
             }
         }
         let start = match (call.asked, expiry) {
-            (Some(asked), x) if ret == 0 || x.is_some() => Some((asked, x.map_or(0, |x| x.slack))),
+            (Some(asked), x) if call.timed_out(ret) || x.is_some() => {
+                Some((asked, x.map_or(0, |x| x.slack)))
+            }
             (None, Some(x)) => Some((x.at, x.slack)),
             _ => None,
         };
@@ -773,6 +788,33 @@ mod tests {
         assert_eq!(w.returned(0, 20_000_000), Returned::Abandoned);
         // A return with no entry seen: ended at its switch-in.
         assert_eq!(w.returned(0, 20_000_001), Returned::Unseen);
+    }
+
+    #[test]
+    fn a_timed_futex_wait_that_timed_out_ends_at_its_time_though_its_wakeup_was_not_seen() {
+        // Its timer's expiry, its wakeup and its switch back in were not recorded: the
+        // kernel's -ETIMEDOUT and the timeout the call asked for still measure it.
+        let mut w = ThreadWait::new(TID);
+        w.entered(202, Some(1_000_000), 0);
+        assert_eq!(w.switched_out(&switch(10, TID, 0, "S")), Some(true));
+        let d = delays(w.returned(-110, 1_032_000));
+        assert_eq!(d.len(), 1, "{d:?}");
+        let (kind, timer) = d[0];
+        assert_eq!((kind, timer.since), (DelayKind::Timer, 1_000_000));
+        assert_eq!(timer.source, Some(DeadlineSource::FutexTimeout));
+        // Woken by another thread (0) before its time: no lateness.
+        w.entered(202, Some(3_000_000), 2_000_000);
+        assert!(delays(w.returned(0, 2_500_000)).is_empty());
+        // ... and after it, with no expiry seen: a wake, not its timeout (0, not -ETIMEDOUT).
+        w.entered(202, Some(4_000_000), 3_000_000);
+        assert!(delays(w.returned(0, 4_100_000)).is_empty());
+        // A sleep's completion is 0.
+        w.entered(230, Some(6_000_000), 5_000_000);
+        let d = delays(w.returned(0, 6_010_000));
+        assert_eq!(
+            (d[0].1.since, d[0].1.source),
+            (6_000_000, Some(DeadlineSource::Sleep))
+        );
     }
 
     #[test]

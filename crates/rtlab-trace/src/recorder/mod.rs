@@ -981,7 +981,7 @@ impl Recorder {
             },
             K_WAIT_ENTER => Kind::WaitEnter {
                 call: i32_at(OFF_A) as i32,
-                deadline_ns: self.sleep_deadline(r),
+                deadline_ns: self.wait_deadline(r),
             },
             K_USDT => {
                 let probe = *self.usdt.get(u32_at(OFF_A) as usize)?;
@@ -1034,14 +1034,18 @@ impl Recorder {
         })
     }
 
-    /// The CLOCK_MONOTONIC time a `clock_nanosleep`/`nanosleep` entry record asks to sleep
-    /// to: its absolute time on its clock (TIMER_ABSTIME), or the entry's time plus the
-    /// relative request. None for other calls, other clocks, or a request not read.
-    fn sleep_deadline(&self, r: &[u8; REC as usize]) -> Option<u64> {
+    /// The CLOCK_MONOTONIC time a wait call's entry record asks to wait to: a
+    /// `clock_nanosleep`'s absolute time on its clock (TIMER_ABSTIME) or a `nanosleep`'s, a
+    /// `FUTEX_WAIT`'s the entry's time plus the relative request, a `FUTEX_WAIT_BITSET`'s its
+    /// absolute timeout on CLOCK_MONOTONIC or CLOCK_REALTIME. None for other calls and
+    /// operations, other clocks, a futex wait without a timeout, or a request not read.
+    fn wait_deadline(&self, r: &[u8; REC as usize]) -> Option<u64> {
         let u32_at = |o: i16| u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap());
         let i64_at = |o: i16| i64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap());
         let call = u32_at(OFF_A) as i32;
-        if call != SYS_CLOCK_NANOSLEEP && call != SYS_NANOSLEEP {
+        let op = u32_at(OFF_PID1);
+        let futex_cmd = (call == SYS_FUTEX).then_some(op as i32 & FUTEX_CMD_MASK);
+        if call != SYS_CLOCK_NANOSLEEP && call != SYS_NANOSLEEP && futex_cmd.is_none() {
             return None;
         }
         let (sec, nsec) = (i64_at(OFF_PID2), i64_at(OFF_X));
@@ -1052,8 +1056,20 @@ impl Recorder {
         let entered =
             u64::from_ne_bytes(r[OFF_TS as usize..OFF_TS as usize + 8].try_into().unwrap()) as i64;
         const TIMER_ABSTIME: u32 = 1;
-        let clock = u32_at(OFF_PID1) as i32;
-        let absolute = call == SYS_CLOCK_NANOSLEEP && u32_at(OFF_PRIO1) & TIMER_ABSTIME != 0;
+        let (clock, absolute) = match futex_cmd {
+            // No timeout (the read left zeros): a wait with no deadline.
+            Some(_) if t == 0 => return None,
+            Some(FUTEX_WAIT) => (1, false),
+            Some(FUTEX_WAIT_BITSET) => match op & FUTEX_CLOCK_REALTIME {
+                0 => (1, true),
+                _ => (0, true),
+            },
+            Some(_) => return None,
+            None => (
+                op as i32,
+                call == SYS_CLOCK_NANOSLEEP && u32_at(OFF_PRIO1) & TIMER_ABSTIME != 0,
+            ),
+        };
         let monotonic = if !absolute {
             // A relative sleep: from its entry (the kernel starts the timer a little later).
             entered.checked_add(t)?

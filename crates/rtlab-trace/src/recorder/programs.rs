@@ -563,6 +563,11 @@ pub(super) const SYS_FUTEX: i32 = 202;
 pub(super) const FUTEX_CMD_MASK: i32 = 0x7f;
 pub(super) const FUTEX_LOCK_PI: i32 = 6;
 pub(super) const FUTEX_LOCK_PI2: i32 = 13;
+/// The futex waits that take a timeout: `FUTEX_WAIT` (relative), `FUTEX_WAIT_BITSET`
+/// (absolute, on CLOCK_MONOTONIC or, with `FUTEX_CLOCK_REALTIME`, CLOCK_REALTIME).
+pub(super) const FUTEX_WAIT: i32 = 0;
+pub(super) const FUTEX_WAIT_BITSET: i32 = 9;
+pub(super) const FUTEX_CLOCK_REALTIME: u32 = 256;
 
 /// Whether to record PI lock waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -605,6 +610,8 @@ pub(super) struct Regs {
     pub(super) di: i16,
     pub(super) si: i16,
     pub(super) dx: i16,
+    /// A system call's fourth argument (x86-64 passes it in r10, not cx).
+    pub(super) r10: i16,
 }
 
 impl Regs {
@@ -614,6 +621,7 @@ impl Regs {
             di: btf.offset_of("pt_regs", "di")? as i16,
             si: btf.offset_of("pt_regs", "si")? as i16,
             dx: btf.offset_of("pt_regs", "dx")? as i16,
+            r10: btf.offset_of("pt_regs", "r10")? as i16,
         })
     }
 }
@@ -895,8 +903,9 @@ const FP_CALL: i16 = -24;
 /// wait calls of the threads of the processes in map `watched`: the thread (CUR) and the call's number (A); at
 /// the entry of `clock_nanosleep` its clock (PID1), flags (PRIO1) and the requested time
 /// (PID2..X, a timespec read from the caller's memory), of `nanosleep` the requested time
-/// (PID1 = -1: relative, CLOCK_MONOTONIC), of `futex` its operation (PID1); at the exit the
-/// result (X).
+/// (PID1 = -1: relative, CLOCK_MONOTONIC), of `futex` its operation (PID1) and, for a wait
+/// (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`), its timeout (PID2..X, where it has one); at the exit
+/// the result (X).
 pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32) -> Vec<Insn> {
     let mut b = Builder::syscall(exit, regs);
     // One of the wait calls, or leave: a jump over the rest of the chain for each.
@@ -925,11 +934,19 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::st64(R7, OFF_PID2, 0));
     b.push(asm::st64(R7, OFF_X, 0));
     b.push(asm::ldx64(R3, R6, 0));
-    // futex: its operation; then done.
-    b.push(asm::jne_imm(R1, SYS_FUTEX, 3));
+    // futex: its operation; for a wait, its timeout (a user pointer, NULL for none: the
+    // read then fails and leaves zeros) at r10; any other operation is done.
+    let not_futex = b.insns.len();
+    b.push(asm::jne_imm(R1, SYS_FUTEX, 0));
     b.push(asm::ldx64(R2, R3, regs.si));
     b.push(asm::stx32(R7, OFF_PID1, R2));
-    b.jump_finish(asm::ja(0));
+    b.push(asm::and_imm(R2, FUTEX_CMD_MASK));
+    b.push(asm::jeq_imm(R2, FUTEX_WAIT, 1));
+    b.jump_finish(asm::jne_imm(R2, FUTEX_WAIT_BITSET, 0));
+    b.push(asm::ldx64(R3, R3, regs.r10));
+    let futex_read = b.insns.len();
+    b.push(asm::ja(0));
+    b.insns[not_futex].off = (b.insns.len() - not_futex - 1) as i16;
     // nanosleep: relative, its request at di; clock_nanosleep: clock, flags, request at dx.
     b.push(asm::jne_imm(R1, SYS_NANOSLEEP, 3));
     b.push(asm::st32(R7, OFF_PID1, -1));
@@ -941,7 +958,8 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::ldx64(R2, R3, regs.si));
     b.push(asm::stx32(R7, OFF_PRIO1, R2));
     b.push(asm::ldx64(R3, R3, regs.dx));
-    // Either way the request (a user pointer) is in R3.
+    b.insns[futex_read].off = (b.insns.len() - futex_read - 1) as i16;
+    // Every way the request (a user pointer) is in R3.
     b.push(asm::mov(R1, R7));
     b.push(asm::add_imm(R1, OFF_PID2 as i32));
     b.push(asm::mov_imm(R2, 16));

@@ -429,6 +429,12 @@ fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_els
             rtlab_sys::time::sleep_until_monotonic_ns(*d + 20_000_000).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
+        // Timed futex waits (FUTEX_WAIT_BITSET, absolute), which nothing wakes.
+        let word = std::sync::atomic::AtomicU32::new(0);
+        for d in &deadlines {
+            let scope = rtlab_sys::futex::Scope::Private;
+            rtlab_sys::futex::wait_until(&word, scope, 0, Some(*d + 40_000_000));
+        }
         deadlines
     });
     let tid = rx.recv().unwrap();
@@ -505,6 +511,37 @@ fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_els
         })
         .collect();
     assert!(relative.contains(&1_000_000), "{relative:?}");
+    // A timed futex wait's deadline is its absolute timeout, and it returns -ETIMEDOUT.
+    let futex_asked: Vec<u64> = mine
+        .iter()
+        .filter_map(|e| match e.kind {
+            Kind::WaitEnter {
+                call: SYS_FUTEX,
+                deadline_ns,
+            } => deadline_ns,
+            _ => None,
+        })
+        .collect();
+    let want: Vec<u64> = deadlines.iter().map(|d| d + 40_000_000).collect();
+    assert!(
+        futex_asked
+            .windows(want.len())
+            .any(|w| w == want.as_slice()),
+        "each futex timeout, as asked: {futex_asked:?}"
+    );
+    let timed_out = mine
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                Kind::WaitExit {
+                    call: SYS_FUTEX,
+                    ret: -110
+                }
+            )
+        })
+        .count();
+    assert!(timed_out >= 5, "{timed_out} futex timeouts");
 }
 
 #[test]
