@@ -260,11 +260,19 @@ fn an_mpsc_producer_killed_holding_the_lock_does_not_stop_the_others() {
         let (victim, survivor) = (spawn(0, &mut msg), spawn(1, &mut msg));
         let mut buf = vec![0u8; max];
         let mut next = [0u64; 2];
+        // The victim dies once both producers have sent (a producer that has not attached yet
+        // when the only one attached dies cannot be known: the consumer is then told, rightly,
+        // that no producer is left; a busy machine can start the second that late).
         let kill_after = 1 + mix(round) % 300;
-        for i in 0..kill_after + 2000 {
-            if i == kill_after {
+        let mut killed_at = None;
+        let mut i = 0;
+        while killed_at.is_none_or(|k| i < k + 2000) {
+            if killed_at.is_none() && i >= kill_after && next[1] > 0 && next[0] > 0 {
                 rtlab_sys::process::kill_hard(victim).unwrap();
+                killed_at = Some(i);
             }
+            assert!(i < 10_000_000, "round {round}: a producer never sent");
+            i += 1;
             let n = rx
                 .recv(&mut buf, Some(monotonic_now_ns() + 5 * SECOND))
                 .unwrap_or_else(|e| panic!("round {round}, message {i}: {e}"));
