@@ -342,10 +342,20 @@ impl Experiment for MmapExperiment {
             session.finish(&[cfg.cpu], observer, &mut outcome);
         }
         for (i, d, hist) in &tracks {
+            let w = waiters[*i].0;
             if hist.is_empty() {
+                // Its slices measured nothing (a machine busy enough to keep the waiter off
+                // its CPU for all of them): said, not left out in silence.
+                let name = format!("{}{}/{}", self.prefix, w.name(), d.name());
+                outcome.warn(
+                    observer,
+                    format!(
+                        "{name}: skipped: no wakeup measured in its slices of {}",
+                        Nanos(slice_ns)
+                    ),
+                );
                 continue;
             }
-            let w = waiters[*i].0;
             let idle_max = tracks
                 .iter()
                 .find(|(x, y, _)| x == i && *y == Disturbance::Idle)

@@ -264,9 +264,22 @@ fn mmap_compares_every_waiter_under_every_disturbance() {
         "--no-dma-latency",
     ]);
     let names = series_names(&doc);
+    let warnings: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
     for waiter in ["private", "shared", "glibc-private", "glibc-shared"] {
         for disturbance in ["idle", "mmap", "mlock"] {
             let name = format!("{waiter}/{disturbance}");
+            // A slice a busy machine left empty is said (a storm of context switches beside
+            // the suite did that once), never left out in silence.
+            let said = format!("{name}: skipped: no wakeup measured");
+            if let Some(w) = warnings.iter().find(|w| w.starts_with(&said)) {
+                skip("mmap_compares_every_waiter", w);
+                continue;
+            }
             assert!(names.contains(&name), "{name} missing from {names:?}");
         }
     }
