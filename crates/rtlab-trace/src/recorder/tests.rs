@@ -471,16 +471,16 @@ fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_els
         .into_iter()
         .filter(|e| e.current_pid == tid as i64)
         .collect();
-    let asked: Vec<u64> = mine
-        .iter()
-        .filter_map(|e| match e.kind {
-            Kind::WaitEnter {
-                call: SYS_CLOCK_NANOSLEEP,
-                deadline_ns,
-            } => deadline_ns,
-            _ => None,
-        })
-        .collect();
+    // The deadlines the entries of wait call `nr` asked for, in order.
+    let asked_by = |nr: i32| -> Vec<u64> {
+        mine.iter()
+            .filter_map(|e| match e.kind {
+                Kind::WaitEnter { call, deadline_ns } if call == nr => deadline_ns,
+                _ => None,
+            })
+            .collect()
+    };
+    let asked = asked_by(SYS_CLOCK_NANOSLEEP);
     let want: Vec<u64> = deadlines.iter().map(|d| d + 20_000_000).collect();
     assert!(
         asked.windows(want.len()).any(|w| w == want.as_slice()),
@@ -512,16 +512,7 @@ fn a_watched_threads_wait_calls_are_recorded_with_their_deadlines_and_no_one_els
         .collect();
     assert!(relative.contains(&1_000_000), "{relative:?}");
     // A timed futex wait's deadline is its absolute timeout, and it returns -ETIMEDOUT.
-    let futex_asked: Vec<u64> = mine
-        .iter()
-        .filter_map(|e| match e.kind {
-            Kind::WaitEnter {
-                call: SYS_FUTEX,
-                deadline_ns,
-            } => deadline_ns,
-            _ => None,
-        })
-        .collect();
+    let futex_asked = asked_by(SYS_FUTEX);
     let want: Vec<u64> = deadlines.iter().map(|d| d + 40_000_000).collect();
     assert!(
         futex_asked
