@@ -340,6 +340,54 @@ impl WatchState {
         }
     }
 
+    /// A JVM thread's wait `call` (not inside a park or sleep its JVM's probes mark) returned
+    /// with `delays`, the thread `waited` in other wait calls since its last timer delay
+    /// ended. A JVM counts the time a park, a sleep or a timed wait asks for from where it
+    /// reads the clock itself, after the Java code computed it from its own read: a thread
+    /// held on its way into the wait (at a safepoint's barrier, on a lock) waits that whole
+    /// time from where it got free, so the kernel's deadline is later than the thread's own
+    /// by the time it was held. Where the thread keeps a period, the kernel's deadline is
+    /// then off its grid, and the thread's own lies between the kernel's less all the time
+    /// since its last timer delay ended (it read its clock at once) and the kernel's less
+    /// the time it waited (its code ran the rest): one of its periods there is its deadline.
+    pub(super) fn held_on_its_way_in(
+        &self,
+        tid: i64,
+        call: &model::Call,
+        waited: u64,
+        delays: &mut [(DelayKind, Delay)],
+    ) {
+        let Some(w) = self.threads.get(&tid).filter(|w| w.java_wait.is_none()) else {
+            return;
+        };
+        let jvm = (self.thread_process.get(&tid)).is_some_and(|&p| self.jvms.is_jvm(p));
+        let (Some(period), Some((last, _)), Some((_, end))) =
+            (w.period_ns, w.last_timer_ns, w.last_timer_delay)
+        else {
+            return;
+        };
+        if !jvm || waited == 0 || period == 0 {
+            return;
+        }
+        let near = RULES.on_period_ns;
+        // Its period at or before `t` (within the rule), if after its last.
+        let due_by = |t: u64| {
+            let k = t.saturating_sub(last).saturating_add(near) / period;
+            (k >= 1).then_some(last + k * period)
+        };
+        for (_, d) in delays.iter_mut().filter(|(k, _)| *k == DelayKind::Timer) {
+            if due_by(d.since).is_some_and(|due| d.since <= due + near) {
+                continue; // on its grid: its own
+            }
+            let earliest = d.since.saturating_sub(call.entered.saturating_sub(end));
+            let latest = d.since.saturating_sub(waited);
+            if let Some(due) = due_by(latest).filter(|&due| due + near >= earliest) {
+                d.since = due;
+                d.source = Some(DeadlineSource::JavaPeriod);
+            }
+        }
+    }
+
     /// Thread `e.current_pid` enters a wait with delays held since a safepoint, its JVM no
     /// longer stopped: it went on without waiting at the safepoint's barrier. A Java thread
     /// (the safepoint ended just after its return, before it got there) lived them to the

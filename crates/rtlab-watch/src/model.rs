@@ -52,8 +52,11 @@ pub enum DeadlineSource {
     JavaPark,
     /// The time a Java `Thread.sleep` asked for.
     JavaSleep,
-    /// A period a periodic Java thread ran at once after a late one (it never waited for it):
-    /// its deadline one period after the one before, late to the thread's own clock read.
+    /// A period of a periodic Java thread whose wait call does not say it: one it ran at once
+    /// after a late one (it never waited for it), late to the thread's own clock read; or one
+    /// it waited for after it was held on its way into the wait (its JVM counted the time
+    /// asked from where the thread got free, see `WatchState::held_on_its_way_in`). Its
+    /// deadline is on the thread's period grid.
     JavaPeriod,
 }
 
