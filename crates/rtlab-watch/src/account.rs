@@ -114,6 +114,10 @@ fn said(
         (Some((_, true)), Clock::Not) => {
             "HotSpot's probes, a few microseconds inside a thread's own figures"
         }
+        (_, Clock::Probed) => {
+            "the kernel's wait calls, timed from its clock reads (System.nanoTime probed: \
+             about 1 us a read), as a thread times itself"
+        }
         _ => {
             "the kernel's wait calls (the JDK's own clock reads and locks around them are a \
              few microseconds more in a thread's own figures)"
@@ -221,8 +225,14 @@ mod tests {
             log: true,
             ..Default::default()
         };
+        *a.of(12).unwrap() = Account {
+            lib: Some((5, 6)),
+            log: true,
+            clock: Clock::Probed,
+            ..Default::default()
+        };
         let (notes, over) = a.notes(|_| None);
-        assert_eq!((notes.len(), over), (2, 0));
+        assert_eq!((notes.len(), over), (3, 0));
         let first = &notes[0];
         assert!(first.starts_with("JVM: process 10, JDK 25.0.3 (/usr/lib/jvm/temurin-25"));
         assert!(first.contains("HotSpot's probes (13 attached)"), "{first}");
@@ -230,7 +240,13 @@ mod tests {
         assert!(first.contains("virtual threads"), "{first}");
         assert!(notes[1].contains("its own log"), "{}", notes[1]);
         assert!(notes[1].contains("before its log was turned on"));
-        assert!(notes[1].contains("the kernel's wait calls"));
+        assert!(
+            notes[1].contains("the kernel's wait calls ("),
+            "{}",
+            notes[1]
+        );
+        // Without probes, its clock probed: the kernel's waits timed as the thread times.
+        assert!(notes[2].contains("the kernel's wait calls, timed from its clock reads"));
         for n in &notes {
             assert!(n.lines().all(|l| l.chars().count() <= WIDTH), "{n}");
             assert!(
@@ -245,7 +261,7 @@ mod tests {
         for pid in 20..20 + MAX_ACCOUNTS as u32 {
             a.of(pid);
         }
-        assert_eq!(a.notes(|_| None).1, 2);
+        assert_eq!(a.notes(|_| None).1, 3);
     }
 
     #[test]

@@ -285,7 +285,11 @@ impl WatchState {
     /// with no clock read since, ends at its probe if it went to sleep; if preempted, or
     /// asleep at its JVM's safepoint (a safepoint begun on its way back to Java code: it
     /// waits at the barrier, and its own measure counts that), the time off its CPU does not
-    /// count against its next read.
+    /// count against its next read. So too asleep in a wait with no time of its own, where
+    /// the thread reads its clock right after each park (`RULES.prompt_parks` in a row):
+    /// held on its way back to its read (at a safepoint's barrier its JVM's probes do not
+    /// show, its log telling of it only later; a lock), which its own measure counts. (A
+    /// new park of its own would ask for a time.)
     pub(super) fn clock_switched_out(
         &mut self,
         tid: i64,
@@ -301,10 +305,12 @@ impl WatchState {
             return;
         };
         w.clock.out_since = Some(ts_ns);
+        let held_back = w.clock.prompt >= RULES.prompt_parks
+            && w.wait.phase.call().is_some_and(|c| c.asked.is_none());
         let Some(p) = w.clock.ended.as_mut() else {
             return;
         };
-        match asleep && !stopped {
+        match asleep && !stopped && !held_back {
             true => self.end_park_unread(tid, request),
             false => p.out_since = Some(ts_ns),
         }

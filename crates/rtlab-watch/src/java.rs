@@ -276,8 +276,11 @@ impl WatchState {
         // are not seen, all at that entry; else, where the last delay ended). Not at the
         // entry where they are: the host may stop the vCPU between its last read and the wait.
         let entered = w.entered_ns.filter(|&t| t >= end);
+        // (Waiting no more: every read since, those after a wait that was no period's, a
+        // safepoint's barrier on its way back, too.)
+        let until = entered.filter(|_| next.is_some()).unwrap_or(u64::MAX);
         let reads: Vec<u64> = (w.clock.recent.iter().copied())
-            .filter(|&r| r > end && r <= entered.unwrap_or(u64::MAX))
+            .filter(|&r| r > end && r <= until)
             .filter(|_| entered.is_some() || next.is_none())
             .collect();
         let caught_up = match (reads.last(), next) {
@@ -340,52 +343,44 @@ impl WatchState {
         }
     }
 
-    /// A JVM thread's wait `call` (not inside a park or sleep its JVM's probes mark) returned
-    /// with `delays`, the thread `waited` in other wait calls since its last timer delay
-    /// ended. A JVM counts the time a park, a sleep or a timed wait asks for from where it
-    /// reads the clock itself, after the Java code computed it from its own read: a thread
-    /// held on its way into the wait (at a safepoint's barrier, on a lock) waits that whole
-    /// time from where it got free, so the kernel's deadline is later than the thread's own
-    /// by the time it was held. Where the thread keeps a period, the kernel's deadline is
-    /// then off its grid, and the thread's own lies between the kernel's less all the time
-    /// since its last timer delay ended (it read its clock at once) and the kernel's less
-    /// the time it waited (its code ran the rest): one of its periods there is its deadline.
-    pub(super) fn held_on_its_way_in(
-        &self,
-        tid: i64,
+    /// A timed futex wait `call` of a JVM thread (a park, a sleep, a timed `Object.wait`)
+    /// that its JVM's probes do not mark (a JVM without them, or a wait they do not cover),
+    /// where its clock reads are seen, returned at `e` with `delays`: timed as a park is at
+    /// its probes. The JVM counts the time the Java code asked for from its own clock read
+    /// just before the call (so the call asked for its deadline less its entry), and the
+    /// Java code computed that time from its read before: the thread's deadline is that
+    /// time from its read (see `park_base`: time off its CPU in between, at a safepoint's
+    /// barrier on its way in, is not the thread's), and its delays end at its next read (see
+    /// `park_ended`). None: taken (they end at that read); else the delays as they were
+    /// (no read for this wait: the kernel's deadline, the call's return).
+    pub(super) fn kernel_park(
+        &mut self,
         call: &model::Call,
-        waited: u64,
-        delays: &mut [(DelayKind, Delay)],
-    ) {
-        let Some(w) = self.threads.get(&tid).filter(|w| w.java_wait.is_none()) else {
-            return;
+        mut delays: Vec<(DelayKind, Delay)>,
+        e: &Event,
+        request: &mut dyn FnMut(Request),
+    ) -> Option<Vec<(DelayKind, Delay)>> {
+        let tid = e.current_pid;
+        let clocked =
+            (self.thread_process.get(&tid)).is_some_and(|p| self.clocks.probed.contains(p));
+        let in_park = (self.threads.get(&tid)).is_some_and(|w| w.java_wait.is_some());
+        let asked = call
+            .asked
+            .filter(|_| call.is_futex())
+            .map(|t| t.saturating_sub(call.entered));
+        let (Some(asked), true, false) = (asked, clocked, in_park) else {
+            return Some(delays);
         };
-        let jvm = (self.thread_process.get(&tid)).is_some_and(|&p| self.jvms.is_jvm(p));
-        let (Some(period), Some((last, _)), Some((_, end))) =
-            (w.period_ns, w.last_timer_ns, w.last_timer_delay)
-        else {
-            return;
-        };
-        if !jvm || waited == 0 || period == 0 {
-            return;
+        let base = self.park_base(tid, call.entered, Some(asked));
+        if base >= call.entered {
+            return Some(delays);
         }
-        let near = RULES.on_period_ns;
-        // Its period at or before `t` (within the rule), if after its last.
-        let due_by = |t: u64| {
-            let k = t.saturating_sub(last).saturating_add(near) / period;
-            (k >= 1).then_some(last + k * period)
-        };
         for (_, d) in delays.iter_mut().filter(|(k, _)| *k == DelayKind::Timer) {
-            if due_by(d.since).is_some_and(|due| d.since <= due + near) {
-                continue; // on its grid: its own
-            }
-            let earliest = d.since.saturating_sub(call.entered.saturating_sub(end));
-            let latest = d.since.saturating_sub(waited);
-            if let Some(due) = due_by(latest).filter(|&due| due + near >= earliest) {
-                d.since = due;
-                d.source = Some(DeadlineSource::JavaPeriod);
-            }
+            d.since = d.since.min(base + asked);
+            d.source = Some(DeadlineSource::JavaPark);
         }
+        self.park_ended(tid, delays, e, request);
+        None
     }
 
     /// Thread `e.current_pid` enters a wait with delays held since a safepoint, its JVM no

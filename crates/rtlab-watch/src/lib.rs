@@ -140,9 +140,6 @@ struct Watched {
     last_timer_delay: Option<(u64, u64)>,
     /// When it last entered a wait call (or a Java park or sleep).
     entered_ns: Option<u64>,
-    /// Its time in wait calls since its last timer delay ended (see
-    /// [`WatchState::held_on_its_way_in`]).
-    waited_ns: u64,
     /// When a re-read found it gone: its last events may still be on their way through
     /// the merge, so it is kept a while longer.
     exited_ns: Option<u64>,
@@ -905,7 +902,7 @@ impl WatchState {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        let (ended, mut delays) = match w.wait.returned(ret, e.ts_ns) {
+        let (ended, delays) = match w.wait.returned(ret, e.ts_ns) {
             Returned::Unseen => return, // entered before the watch saw it: ended at its switch-in
             Returned::Abandoned => {
                 self.abandoned += 1;
@@ -913,22 +910,14 @@ impl WatchState {
             }
             Returned::Delays(ended, delays) => (ended, delays),
         };
-        // (Its time in waits since its last timer delay ended, before this one.)
-        if w.last_timer_delay
-            .is_some_and(|(_, end)| ended.call.entered >= end)
-        {
-            let waited = w.waited_ns;
-            w.waited_ns += e.ts_ns.saturating_sub(ended.call.entered);
-            self.held_on_its_way_in(tid, &ended.call, waited, &mut delays);
-        }
-        let Some(w) = self.threads.get_mut(&tid) else {
-            return;
-        };
         if w.wait.whole_ms() && self.whole_ms.len() < MAX_NOTED {
             self.whole_ms.entry(tid).or_insert_with(|| w.name.clone());
         }
         let Some(delays) = self.java_view(e, ended.woken, delays, request) else {
             return self.take_grid(tid, &ended, e.ts_ns);
+        };
+        let Some(delays) = self.kernel_park(&ended.call, delays, e, request) else {
+            return;
         };
         if ended.by_grid.is_some() && READINESS_CALLS.contains(&ended.call.nr) {
             if let Some(w) = self.threads.get_mut(&tid) {

@@ -48,15 +48,14 @@ pub enum DeadlineSource {
     PosixTimer,
     /// A `setitimer`/`alarm` expiry (SIGALRM).
     Itimer,
-    /// The time a Java `LockSupport.parkNanos` asked for, from the thread's clock read.
+    /// The time a Java `LockSupport.parkNanos` asked for, from the thread's clock read (where
+    /// the JVM's park probes are not seen, a JVM's timed futex wait: the time it asked for
+    /// from its entry, counted from the thread's read before it).
     JavaPark,
     /// The time a Java `Thread.sleep` asked for.
     JavaSleep,
-    /// A period of a periodic Java thread whose wait call does not say it: one it ran at once
-    /// after a late one (it never waited for it), late to the thread's own clock read; or one
-    /// it waited for after it was held on its way into the wait (its JVM counted the time
-    /// asked from where the thread got free, see `WatchState::held_on_its_way_in`). Its
-    /// deadline is on the thread's period grid.
+    /// A period a periodic Java thread ran at once after a late one (it never waited for it):
+    /// its deadline one period after the one before, late to the thread's own clock read.
     JavaPeriod,
 }
 
@@ -175,6 +174,11 @@ impl Call {
 }
 
 impl Call {
+    /// Whether it is a futex wait.
+    pub(crate) fn is_futex(&self) -> bool {
+        FUTEX_CALLS.contains(&self.nr)
+    }
+
     /// Whether the kernel says this call's time ran out (`ret`): a sleep that completed
     /// (0), a futex wait that timed out (`-ETIMEDOUT`; 0 there is a wake by another thread).
     /// A call whose timer's expiry was not seen (its events lost) still ends at its time.

@@ -139,7 +139,6 @@ impl WatchState {
             self.learn_period(tid, delay.since);
             if let Some(w) = self.threads.get_mut(&tid) {
                 w.last_timer_delay = Some((delay.since, e.ts_ns));
-                w.waited_ns = 0;
             }
         }
         if let Some(pair) = self.pair_of(tid, kind) {

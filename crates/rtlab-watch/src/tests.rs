@@ -786,52 +786,6 @@ fn park_to(w: &mut WatchState, tid: i64, (enter, deadline, back): (u64, u64, u64
     w.offer(&own(tid, 0, back, Kind::WaitExit { call, ret }));
 }
 
-/// A 1 ms periodic Java thread, its parks to 1 to 4 ms on time, then held in a futex wait
-/// from 4.03 ms, woken at `woken` (a safepoint's barrier: one from 4.03 ms to `woken`).
-fn java_thread_held_after_4ms(woken: u64) -> (i64, WatchState) {
-    let (tid, mut w) = watch_this_thread(1_000_000);
-    w.set_wait_calls(true);
-    for d in (1..=4).map(|ms| ms * 1_000_000) {
-        park_to(&mut w, tid, (d - 500_000, d, d + 20_000));
-    }
-    w.offer(&safepoint(4_030_000, true));
-    futex_wait(&mut w, tid, 4_031_000, woken, woken + 10_000);
-    w.offer(&safepoint(woken + 5_000, false));
-    (tid, w)
-}
-
-#[test]
-fn a_park_its_jvm_began_after_a_safepoint_held_the_thread_is_late_from_the_threads_period() {
-    // Held at the barrier on its way into its park for 5 ms (its clock read at 4.025 ms:
-    // 0.975 ms to go), its JVM counts those 0.975 ms from 9.012 ms, where it got free: the
-    // kernel's deadline, 9.987 ms, is not the thread's. Late by 4.99 ms from 5 ms; 6 to 9
-    // ms it then runs at once, on its way to its park for 10 ms.
-    let (tid, mut w) = java_thread_held_after_4ms(9_000_000);
-    park_to(&mut w, tid, (9_012_000, 9_987_000, 9_990_000));
-    park_to(&mut w, tid, (9_995_000, 10_000_000, 10_020_000));
-    let mut requests = Vec::new();
-    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |r| requests.push(r));
-    let timer = series_of(&w, DelayKind::Timer);
-    assert_eq!(timer.total.len(), 10);
-    assert_eq!(timer.total.max(), Nanos(4_990_000));
-    assert_eq!(timer.deadlines.get(&DeadlineSource::JavaPeriod), Some(&5));
-    let asked: Vec<u64> = requests.iter().map(|r| r.deadline_ns).collect();
-    assert_eq!(asked, vec![5_000_000]);
-}
-
-#[test]
-fn a_park_whose_deadline_is_on_the_threads_period_keeps_it_though_the_thread_was_held() {
-    // Held before its clock read (a lock, a safepoint's barrier in its own code) until 4.5
-    // ms: it computes its park's time after, to 5 ms, the kernel's deadline.
-    let (tid, mut w) = java_thread_held_after_4ms(4_500_000);
-    park_to(&mut w, tid, (4_520_000, 5_000_000, 5_020_000));
-    w.advance(RULES.merge_lag_ns + 20_000_000, &mut |_| {});
-    let timer = series_of(&w, DelayKind::Timer);
-    assert_eq!(timer.total.len(), 5);
-    assert_eq!(timer.total.max(), Nanos(20_000));
-    assert_eq!(timer.deadlines.get(&DeadlineSource::JavaPeriod), None);
-}
-
 #[test]
 fn a_thread_that_runs_through_a_safepoint_keeps_its_own_delays() {
     // A collector's worker: woken again and again while its JVM is at a safepoint, then

@@ -424,7 +424,6 @@ impl WatchState {
             last_timer_ns: None,
             last_timer_delay: None,
             entered_ns: None,
-            waited_ns: 0,
             exited_ns: None,
         })
     }

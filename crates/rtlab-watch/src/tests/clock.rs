@@ -28,7 +28,12 @@ fn a_library() -> rtlab_trace::usdt::Library {
 
 /// This test's thread watched with its wait calls, its process's clock probed (`probed`).
 fn watched(probed: bool) -> (i64, WatchState) {
-    let (tid, mut w) = watch_this_thread(u64::MAX);
+    watched_above(probed, u64::MAX)
+}
+
+/// The same, its delays over `threshold_ns` explained.
+fn watched_above(probed: bool, threshold_ns: u64) -> (i64, WatchState) {
+    let (tid, mut w) = watch_this_thread(threshold_ns);
     w.set_wait_calls(true);
     if probed {
         w.jvm_clock_probed(&a_library(), std::process::id(), Ok(true));
@@ -476,4 +481,91 @@ fn a_park_begun_after_a_block_counts_from_the_read_before_the_block() {
     w.offer(&park(tid, 44_119_000, None));
     w.offer(&clock_read(tid, 44_120_000));
     assert_eq!(timer_max(&mut w), (4, Nanos(40_120_000)));
+}
+
+/// This test's thread as a JVM's with its clock probed (`probed`), its delays over 1 ms
+/// explained, its parks seen only as
+/// timed futex waits (no park probes): to 1 to 4 ms, each after a clock read 501 us before
+/// its deadline and asked 501 us (the kernel's deadline 1 us later: the JVM's own read,
+/// just before the call), back 20 us late, read 1 us after.
+fn kernel_parks_to_4ms(probed: bool) -> (i64, WatchState) {
+    kernel_parks_to(probed, 4)
+}
+
+/// The same, to 1 to `last` ms.
+fn kernel_parks_to(probed: bool, last: u64) -> (i64, WatchState) {
+    let (tid, mut w) = watched_above(probed, 1_000_000);
+    w.offer(&safepoint(10_000, true)); // a JVM
+    w.offer(&safepoint(20_000, false));
+    for d in (1..=last).map(|ms| ms * 1_000_000) {
+        w.offer(&clock_read(tid, d - 501_000));
+        park_to(&mut w, tid, (d - 500_000, d + 1_000, d + 20_000));
+        w.offer(&clock_read(tid, d + 21_000));
+    }
+    (tid, w)
+}
+
+#[test]
+fn a_thread_that_reads_right_after_each_park_lives_a_wait_on_its_way_back_to_its_read() {
+    // Its 21st park back at 21.02 ms, it sleeps in a wait of no time (a safepoint's barrier,
+    // its JVM's stops not seen yet: they come from its log) until 24 ms, then reads: late to
+    // that read, as it counts. A thread not known to read right after its parks (4 of
+    // them): to the park's return (its earlier ones 21 us late).
+    for (parks, late) in [(20, 3_012_000), (3, 21_000)] {
+        let (tid, mut w) = kernel_parks_to(true, parks);
+        let d = (parks + 1) * 1_000_000;
+        w.offer(&clock_read(tid, d - 501_000));
+        park_to(&mut w, tid, (d - 500_000, d + 1_000, d + 20_000));
+        w.offer(&switch(0, d + 10_000, 0, TaskState::RUNNING, tid));
+        futex_wait(&mut w, tid, d + 25_000, d + 3_000_000, d + 3_010_000);
+        w.offer(&switch(0, d + 26_000, tid, TaskState::SLEEPING, 0));
+        w.offer(&switch(0, d + 3_005_000, 0, TaskState::RUNNING, tid));
+        w.offer(&clock_read(tid, d + 3_012_000));
+        assert_eq!(timer_max(&mut w), (parks + 1, Nanos(late)), "{parks}");
+    }
+}
+
+#[test]
+fn a_jvms_timed_futex_wait_its_probes_do_not_mark_is_timed_from_read_to_read() {
+    // Its fifth park: the kernel's deadline 5.001 ms, its own 5 ms (the read at 4.499 ms
+    // plus the 501 us asked), its read after at 5.025 ms: 25 us late, as the thread counts.
+    let (tid, mut w) = kernel_parks_to_4ms(true);
+    w.offer(&clock_read(tid, 4_499_000));
+    park_to(&mut w, tid, (4_500_000, 5_001_000, 5_020_000));
+    w.offer(&clock_read(tid, 5_025_000));
+    assert_eq!(timer_max(&mut w), (5, Nanos(25_000)));
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.deadlines.get(&DeadlineSource::JavaPark), Some(&5));
+    // Its clock not probed: from the kernel's deadline to the call's return.
+    let (tid, mut w) = kernel_parks_to_4ms(false);
+    park_to(&mut w, tid, (4_500_000, 5_001_000, 5_020_000));
+    assert_eq!(timer_max(&mut w), (5, Nanos(19_000)));
+}
+
+#[test]
+fn a_park_its_thread_was_held_on_the_way_into_is_late_from_its_own_deadline() {
+    // Its read at 4.025 ms for 5 ms (975 us to go), then held at a safepoint's barrier from
+    // 4.031 ms (off its CPU from 4.032 to 9.005 ms) on its way into the park: its JVM counts
+    // the 975 us from 9.012 ms, where it got free. Late from 5 ms to its read at 9.991 ms;
+    // 6 to 9 ms it runs at once (a read each), then parks for 10 ms.
+    let (tid, mut w) = kernel_parks_to_4ms(true);
+    w.offer(&clock_read(tid, 4_025_000));
+    w.offer(&safepoint(4_030_000, true));
+    futex_wait(&mut w, tid, 4_031_000, 9_000_000, 9_010_000);
+    w.offer(&switch(0, 4_032_000, tid, TaskState::SLEEPING, 0));
+    w.offer(&switch(0, 9_005_000, 0, TaskState::RUNNING, tid));
+    w.offer(&safepoint(9_008_000, false));
+    park_to(&mut w, tid, (9_012_000, 9_987_000, 9_990_000));
+    for read in (9_991..=9_996).map(|us| us * 1_000) {
+        w.offer(&clock_read(tid, read));
+    }
+    park_to(&mut w, tid, (9_997_000, 10_001_000, 10_020_000));
+    w.offer(&clock_read(tid, 10_021_000));
+    let mut requests = Vec::new();
+    w.flush(&mut |r| requests.push(r));
+    let timer = series_of(&w, DelayKind::Timer);
+    assert_eq!(timer.total.len(), 10);
+    assert_eq!(timer.total.max(), Nanos(4_991_000));
+    let asked: Vec<u64> = requests.iter().map(|r| r.deadline_ns).collect();
+    assert_eq!(asked, vec![5_000_000]);
 }

@@ -28,9 +28,8 @@ each watched thread:
           deadline column, --samples): sleep (the clock_nanosleep/nanosleep request),
           futex-timeout, poll-timeout, sigwait-timeout (the wait's own timeout), timerfd,
           posix-timer, itimer (a timer that wakes the thread through a file or a signal),
-          java-park, java-sleep (from the thread's own clock read), java-period (a Java
-          thread's period: one it ran at once after a late one, or one whose wait its JVM
-          began late, the thread held on its way in); --until-running ends both at the
+          java-park, java-sleep (from the thread's own clock read), java-period (a period
+          a Java thread ran at once after a late one); --until-running ends both at the
           switch-in instead;
   lock    blocked waiting for a priority-inheritance mutex (pthread PTHREAD_PRIO_INHERIT,
           FUTEX_LOCK_PI), explained by what kept the holder from releasing it (metric
