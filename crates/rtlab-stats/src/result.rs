@@ -404,6 +404,7 @@ reason_codes! {
     TimerTailLowerPriority = "timer_tail_lower_priority",
     NoSchedulerEvent = "no_scheduler_event",
     EventsLost = "events_lost",
+    Unread = "unread",
     NoTick = "no_tick",
     BeforeFirstEvent = "before_first_event",
     HistoryCut = "history_cut",

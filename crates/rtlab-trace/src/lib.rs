@@ -334,6 +334,7 @@ fn rules() -> explain::Rules {
         }),
         tick: None,
         cut: None,
+        unread_from: None,
     }
 }
 

@@ -127,6 +127,15 @@ pub(crate) enum Source {
 }
 
 impl Source {
+    /// When `cpu`'s events were all read up to (`u64::MAX`: as far as the text source has
+    /// any, which merges every CPU's in one stream).
+    fn read_until(&self, cpu: u16) -> u64 {
+        match self {
+            Source::Bpf(r) => r.read_until(cpu),
+            Source::Text { .. } => u64::MAX,
+        }
+    }
+
     /// Hands newly arrived events (and their raw text) to `f`; returns how many arrived.
     fn poll(
         &mut self,
@@ -276,14 +285,25 @@ impl Pending {
         self.0.push((r, asked_ns));
     }
 
-    /// Those ready at `now`: the trace of their CPU reached [`SETTLE_NS`] past their wake,
-    /// or they waited [`GIVE_UP_NS`], or the run ends.
-    fn take_ready(&mut self, histories: &[History], now: u64, stopping: bool) -> Vec<Request> {
+    /// Those ready at `now`: the trace of their CPU reached [`SETTLE_NS`] past their wake
+    /// (and every traced CPU's rings were read that far: a blocked thread's peer may be on
+    /// any, and a ring of every task's events can lag the watched threads' own), or they
+    /// waited [`GIVE_UP_NS`], or the run ends.
+    fn take_ready(
+        &mut self,
+        histories: &[History],
+        read_until: &dyn Fn(u16) -> u64,
+        now: u64,
+        stopping: bool,
+    ) -> Vec<Request> {
         let mut ready = Vec::new();
         self.0.retain(|&(r, asked)| {
-            let caught_up = histories
-                .get(r.cpu as usize)
-                .is_some_and(|h| h.newest_ns >= r.woke_ns + SETTLE_NS);
+            let through = r.woke_ns + SETTLE_NS;
+            let read = (0..histories.len() as u16).all(|c| read_until(c) >= through);
+            let caught_up = read
+                && histories
+                    .get(r.cpu as usize)
+                    .is_some_and(|h| h.newest_ns >= through);
             let go = caught_up || now > asked + GIVE_UP_NS || stopping;
             if go {
                 ready.push(r);
@@ -424,6 +444,13 @@ fn explain_request(
     (source, watch): (&Source, Option<&Mutex<dyn Watcher>>),
     (rules, options): (&explain::Rules, &Options),
 ) -> Result<(Outlier, Option<SavedWindow>), TraceError> {
+    // (Given up waiting for the reader: its CPU's events past where they were read are
+    // said not known, not taken for a silence.)
+    let read = source.read_until(r.cpu);
+    let rules = &explain::Rules {
+        unread_from: (read < r.woke_ns + SETTLE_NS).then_some(read),
+        ..*rules
+    };
     let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;
     if let Source::Bpf(rec) = source {
         let logged = logged_stops(watch, r);
@@ -543,7 +570,8 @@ pub(crate) fn read_loop(
             lost.store(r.lost(), Ordering::Relaxed);
         }
         take_requests(&rx, &mut pending, &mut out);
-        for r in pending.take_ready(&histories, monotonic_now_ns(), stopping) {
+        let read_until = |cpu: u16| source.read_until(cpu);
+        for r in pending.take_ready(&histories, &read_until, monotonic_now_ns(), stopping) {
             let series = series_name(watch, options, r.series);
             let (o, window) = explain_request(
                 &r,

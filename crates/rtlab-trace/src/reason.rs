@@ -105,6 +105,8 @@ pub enum Reason {
     NoSchedulerEvent,
     /// `n` trace events were lost here.
     EventsLost { n: u64 },
+    /// Not read yet when explained: the trace reader was this far behind.
+    Unread { behind_ns: u64 },
     /// A busy CPU took no tick for `len_ns` (one is due every `period_ns`); `peer_cpu`: the
     /// peer's CPU, not the thread's own.
     NoTick {
@@ -172,6 +174,7 @@ impl Reason {
             Reason::TimerTailLowerPriority => ReasonCode::TimerTailLowerPriority,
             Reason::NoSchedulerEvent => ReasonCode::NoSchedulerEvent,
             Reason::EventsLost { .. } => ReasonCode::EventsLost,
+            Reason::Unread { .. } => ReasonCode::Unread,
             Reason::NoTick { .. } => ReasonCode::NoTick,
             Reason::BeforeFirstEvent => ReasonCode::BeforeFirstEvent,
             Reason::HistoryCut { .. } => ReasonCode::HistoryCut,
@@ -330,6 +333,11 @@ impl fmt::Display for Reason {
             Reason::EventsLost { n } => {
                 write!(f, "{n} trace events lost here (the reader fell behind)")
             }
+            Reason::Unread { behind_ns } => write!(
+                f,
+                "not known: the trace reader was {} behind this CPU's events when it explained this",
+                Nanos(*behind_ns)
+            ),
             Reason::NoTick {
                 len_ns,
                 period_ns,

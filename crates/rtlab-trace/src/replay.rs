@@ -33,6 +33,9 @@ pub struct Cpu {
     pub current: Option<Task>,
     /// Interrupt handlers running on it, innermost last.
     pub handlers: Vec<Handler>,
+    /// Trace events lost on it since the task on it was last known (None: none lost since,
+    /// or no switch seen yet).
+    pub lost: Option<u64>,
 }
 
 impl Cpu {
@@ -42,6 +45,7 @@ impl Cpu {
             cpu,
             current: base.cloned(),
             handlers: Vec::new(),
+            lost: None,
         }
     }
 
@@ -58,16 +62,18 @@ impl Cpu {
         match &e.kind {
             Kind::Switch { next, .. } => {
                 self.current = Some(next.clone());
+                self.lost = None;
                 // A CPU switches tasks only outside interrupt handlers: a handler still open
                 // here lost its exit (or its exit was ordered after the switch), and left
                 // open it would take the next task's whole run. (On PREEMPT_RT a softirq can
                 // be preempted: the rest of it then counts to the task that runs it.)
                 self.handlers.clear();
             }
-            Kind::Lost(_) | Kind::LostOthers(_) => {
+            Kind::Lost(n) | Kind::LostOthers(n) => {
                 // Who runs now is unknown until the next switch.
                 self.current = None;
                 self.handlers.clear();
+                self.lost = Some(self.lost.unwrap_or(0) + n);
             }
             Kind::IrqEntry { irq, name } => self
                 .handlers

@@ -188,6 +188,8 @@ enum Span {
     /// A busy CPU took no tick from the one due at `due` until its next event at `until`:
     /// it took no interrupt.
     NoTick { due: u64, until: u64 },
+    /// Not read yet when explained: the reader was `behind_ns` behind the window's end.
+    Unread { behind_ns: u64 },
 }
 
 /// The key of a busy CPU's silence of `len` past a due tick (`whose`: where, if not the
@@ -232,6 +234,9 @@ pub struct Rules {
     /// Where the late thread's CPU's history was cut (its oldest events dropped): a window
     /// that begins with no event is then not the start of the trace.
     pub cut: Option<Cut>,
+    /// Where the late thread's CPU's events were read up to when it was explained, if not
+    /// past the window (the reader behind, given up waiting): what follows is not known.
+    pub unread_from: Option<u64>,
 }
 
 /// The oldest events of a CPU's history were dropped, the newest of them at `through_ns`,
@@ -392,6 +397,25 @@ fn known_spans(
     spans
 }
 
+/// `known` with the stretch not read yet where the late thread's CPU was read only up to
+/// `rules.unread_from` (nothing after it is known: a silence there is no tick missed).
+fn with_unread(
+    mut known: Vec<(u64, u64, Span)>,
+    late: &Late,
+    rules: &Rules,
+) -> Vec<(u64, u64, Span)> {
+    let Some(from) = rules.unread_from.filter(|&t| t < late.woke_ns) else {
+        return known;
+    };
+    known.retain(|s| s.0 < from);
+    for s in known.iter_mut() {
+        s.1 = s.1.min(from);
+    }
+    let behind_ns = late.woke_ns - from;
+    known.push((from, u64::MAX, Span::Unread { behind_ns }));
+    known
+}
+
 /// `[a, b]` cut at the `spans` (sorted, disjoint): each piece with what is known of it, if it
 /// lies in one.
 fn split_by(spans: &[(u64, u64, Span)], a: u64, b: u64) -> Vec<(u64, u64, Option<Span>)> {
@@ -517,7 +541,7 @@ impl<'a> Attribution<'a> {
             },
             // Followed only where it ran on another CPU (and that CPU was traced).
             peer: late.peer.as_ref().filter(|p| p.cpu != late.cpu),
-            known: known_spans(events, late.cpu, base, rules.tick),
+            known: with_unread(known_spans(events, late.cpu, base, rules.tick), late, rules),
             totals: Default::default(),
         }
     }
@@ -734,6 +758,9 @@ impl<'a> Attribution<'a> {
     fn span_key(&self, span: Span) -> Key {
         match span {
             Span::Lost(n) => Key::new(CauseKind::Unexplained, None, Reason::EventsLost { n }),
+            Span::Unread { behind_ns } => {
+                Key::new(CauseKind::Unexplained, None, Reason::Unread { behind_ns })
+            }
             Span::NoTick { due, until } => {
                 no_tick_key(until - due, None, self.rules.tick, self.rules)
             }

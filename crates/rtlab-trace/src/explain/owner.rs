@@ -216,7 +216,12 @@ impl Attribution<'_> {
                     None
                 },
             },
-            None => Key::new(CauseKind::Unexplained, None, Reason::NoSchedulerEvent),
+            // Not known since events were lost here (the lost ones would have said), or
+            // not since the window began.
+            None => match self.cpu.lost {
+                Some(n) => Key::new(CauseKind::Unexplained, None, Reason::EventsLost { n }),
+                None => Key::new(CauseKind::Unexplained, None, Reason::NoSchedulerEvent),
+            },
         }
     }
 

@@ -14,6 +14,7 @@ fn rules(virtualized: bool) -> Rules {
         idle_gap_ns: None,
         tick: None,
         cut: None,
+        unread_from: None,
     }
 }
 
@@ -562,6 +563,7 @@ fn a_silent_interrupt_past_the_gap_says_it_was_silent() {
         idle_gap_ns: None,
         tick: None,
         cut: None,
+        unread_from: None,
     };
     let causes = attribute(&ev, Some(&base), &late, &short);
     assert_eq!(causes[0].detail.as_deref(), Some("call_function_single"));
@@ -597,6 +599,7 @@ fn the_thread_itself_silent_for_long_is_a_gap_past_it_and_noted_below() {
         idle_gap_ns: None,
         tick: None,
         cut: None,
+        unread_from: None,
     };
     let causes = attribute(&ev, Some(&swapper0()), &late, &short);
     assert_eq!(causes[0].kind, CauseKind::Syscall, "{causes:?}");
@@ -1005,6 +1008,77 @@ fn a_wakeup_from_another_cpu_waits_for_its_ipi() {
 }
 
 #[test]
+fn time_after_lost_events_until_the_next_switch_is_said_lost_not_an_empty_window() {
+    // The loss mark sits where the lost records may begin (the ring last read to its head,
+    // 40.005): from there to the next switch (40.030) who ran is not known because events
+    // were lost, which the explanation says (not "no scheduler event").
+    let mut ev = events(&[
+        "spin-3 [000] d..2. 40.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
+        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
+    ]);
+    ev.insert(
+        1,
+        Event {
+            cpu: 0,
+            ts_ns: 40_005_000_000,
+            current_pid: -1,
+            kind: Kind::Lost(800),
+        },
+    );
+    let late = Late {
+        tid: 7,
+        deadline_ns: 40_010_000_000,
+        woke_ns: 40_030_000_000,
+        ..Late::default()
+    };
+    let causes = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].kind, CauseKind::Unexplained);
+    assert_eq!(causes[0].duration_ns, 20_000_000);
+    assert_eq!(
+        causes[0].detail.as_deref(),
+        Some("800 trace events lost here (the reader fell behind)")
+    );
+}
+
+#[test]
+fn a_stretch_the_reader_had_not_read_is_said_unread_not_a_silence_of_the_host() {
+    // Explained while the reader was behind: this CPU's events read only up to 40.010, so
+    // nothing after it is known, and the stretch to the wake is no silence of the CPU's.
+    let ev = events(&[
+        "spin-3 [000] d..2. 40.004000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
+        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 40_005_000_000,
+        woke_ns: 40_030_000_000,
+        ..Late::default()
+    };
+    let read_all = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(read_all[0].kind, CauseKind::HypervisorGap, "{read_all:?}");
+    let behind = Rules {
+        unread_from: Some(40_010_000_000),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &behind);
+    let unread = causes.iter().find(|c| c.reason == Some(ReasonCode::Unread));
+    assert_eq!(
+        unread.map(|c| c.duration_ns),
+        Some(20_000_000),
+        "{causes:?}"
+    );
+    assert_eq!(
+        unread.and_then(|c| c.detail.as_deref()),
+        Some("not known: the trace reader was 20.0 ms behind this CPU's events when it explained this")
+    );
+    assert!(
+        causes.iter().all(|c| c.kind != CauseKind::HypervisorGap),
+        "{causes:?}"
+    );
+}
+
+#[test]
 fn time_before_lost_events_is_unexplained_not_a_gap() {
     let mut ev = events(&[
         "spin-3 [000] d..2. 40.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
@@ -1061,13 +1135,13 @@ fn time_before_lost_events_is_unexplained_not_a_gap() {
         .as_deref()
         .unwrap()
         .contains("500 trace events lost"));
-    assert_eq!(causes[0].duration_ns, 19_999_999);
+    assert_eq!(causes[0].duration_ns, 20_000_000);
 
     // The loss is the window's first event: the whole of it is lost, not "before the
-    // first traced event".
+    // first traced event" (nor, after the mark, "no scheduler event").
     let causes = attribute(&ev[1..], None, &late, &rules);
-    assert_eq!(causes.len(), 2, "{causes:?}");
-    assert_eq!(causes[0].duration_ns, 19_999_999);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].duration_ns, 20_000_000);
     assert!(causes[0]
         .detail
         .as_deref()

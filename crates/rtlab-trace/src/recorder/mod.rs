@@ -730,6 +730,16 @@ impl Recorder {
         &self.traced
     }
 
+    /// When `cpu`'s rings were all last read to their head (its events written before then
+    /// have all been drained, or counted lost); 0: not yet; `u64::MAX`: it has none.
+    pub fn read_until(&self, cpu: u16) -> u64 {
+        (self.next.iter().zip(&self.read_to_head_ns))
+            .filter(|((c, _, _), _)| *c as u16 == cpu)
+            .map(|(_, &t)| t)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Records overwritten before the reader copied them.
     pub fn lost(&self) -> u64 {
         self.lost
