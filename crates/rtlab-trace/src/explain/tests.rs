@@ -1007,15 +1007,32 @@ fn a_wakeup_from_another_cpu_waits_for_its_ipi() {
     assert_eq!(metal[0].task.as_deref(), Some("spin"));
 }
 
+/// CPU 0: spin switched in at `spin_from` (seconds, as the trace prints them), then w (pid 7)
+/// at 40.030.
+fn spin_then_w_at_40_030(spin_from: &str) -> Vec<Event> {
+    let first = format!("spin-3 [000] d..2. {spin_from}: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120");
+    events(&[
+        first.as_str(),
+        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
+    ])
+}
+
+/// w (pid 7), late from `deadline_ns` to its switch-in at 40.030.
+fn w_late_from(deadline_ns: u64) -> Late {
+    Late {
+        tid: 7,
+        deadline_ns,
+        woke_ns: 40_030_000_000,
+        ..Late::default()
+    }
+}
+
 #[test]
 fn time_after_lost_events_until_the_next_switch_is_said_lost_not_an_empty_window() {
     // The loss mark sits where the lost records may begin (the ring last read to its head,
     // 40.005): from there to the next switch (40.030) who ran is not known because events
     // were lost, which the explanation says (not "no scheduler event").
-    let mut ev = events(&[
-        "spin-3 [000] d..2. 40.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
-        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
-    ]);
+    let mut ev = spin_then_w_at_40_030("40.000000");
     ev.insert(
         1,
         Event {
@@ -1025,12 +1042,7 @@ fn time_after_lost_events_until_the_next_switch_is_said_lost_not_an_empty_window
             kind: Kind::Lost(800),
         },
     );
-    let late = Late {
-        tid: 7,
-        deadline_ns: 40_010_000_000,
-        woke_ns: 40_030_000_000,
-        ..Late::default()
-    };
+    let late = w_late_from(40_010_000_000);
     let causes = attribute(&ev, None, &late, &rules(true));
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert_eq!(causes[0].kind, CauseKind::Unexplained);
@@ -1045,16 +1057,8 @@ fn time_after_lost_events_until_the_next_switch_is_said_lost_not_an_empty_window
 fn a_stretch_the_reader_had_not_read_is_said_unread_not_a_silence_of_the_host() {
     // Explained while the reader was behind: this CPU's events read only up to 40.010, so
     // nothing after it is known, and the stretch to the wake is no silence of the CPU's.
-    let ev = events(&[
-        "spin-3 [000] d..2. 40.004000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
-        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
-    ]);
-    let late = Late {
-        tid: 7,
-        deadline_ns: 40_005_000_000,
-        woke_ns: 40_030_000_000,
-        ..Late::default()
-    };
+    let ev = spin_then_w_at_40_030("40.004000");
+    let late = w_late_from(40_005_000_000);
     let read_all = attribute(&ev, None, &late, &rules(true));
     assert_eq!(read_all[0].kind, CauseKind::HypervisorGap, "{read_all:?}");
     let behind = Rules {
@@ -1080,10 +1084,7 @@ fn a_stretch_the_reader_had_not_read_is_said_unread_not_a_silence_of_the_host() 
 
 #[test]
 fn time_before_lost_events_is_unexplained_not_a_gap() {
-    let mut ev = events(&[
-        "spin-3 [000] d..2. 40.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=spin next_pid=3 next_prio=120",
-        "spin-3 [000] d..2. 40.030000: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=w next_pid=7 next_prio=9",
-    ]);
+    let mut ev = spin_then_w_at_40_030("40.000000");
     ev.insert(
         1,
         Event {
@@ -1093,12 +1094,7 @@ fn time_before_lost_events_is_unexplained_not_a_gap() {
             kind: Kind::Lost(500),
         },
     );
-    let late = Late {
-        tid: 7,
-        deadline_ns: 40_010_000_000,
-        woke_ns: 40_030_000_000,
-        ..Late::default()
-    };
+    let late = w_late_from(40_010_000_000);
     let rules = rules(true);
     let causes = attribute(&ev, None, &late, &rules);
     assert!(
