@@ -205,7 +205,7 @@ impl WatchState {
     /// or one up to `RULES.stalled_before_park_ns` before,
     /// where that read plus the time asked is the thread's next period to within
     /// `RULES.on_period_ns` (`parkNanos(next - System.nanoTime())`, the vCPU stopped after the
-    /// read); else its begin probe.
+    /// read, or a read of the JVM's own came after it); else its begin probe.
     pub(super) fn park_base(&self, tid: i64, begin_ns: u64, asked: Option<u64>) -> u64 {
         let Some(w) = self.threads.get(&tid) else {
             return begin_ns;
@@ -227,13 +227,22 @@ impl WatchState {
         // (Time off its CPU in between is no code of its own: blocked at a safepoint on its
         // way into the park, it parks for the time it computed before.)
         let ran = |r: u64| (begin_ns - r).saturating_sub(w.clock.off_since_read_ns);
-        (w.clock.read_ns)
-            .filter(|&r| r <= begin_ns)
-            .filter(|&r| {
-                ran(r) <= RULES.before_park_ns
-                    || (ran(r) <= RULES.stalled_before_park_ns && on_period(r))
-            })
-            .unwrap_or(begin_ns)
+        let latest = (w.clock.read_ns).filter(|&r| r <= begin_ns).filter(|&r| {
+            ran(r) <= RULES.before_park_ns
+                || (ran(r) <= RULES.stalled_before_park_ns && on_period(r))
+        });
+        // Where the latest read does not give its period, an earlier one since its last
+        // delay that does is the Java code's: the JVM reads the clock itself on its way in
+        // (after a handshake that held it there), later by as much.
+        let earlier = || {
+            (w.clock.recent.iter().rev().copied())
+                .filter(|&r| r <= begin_ns && begin_ns - r <= RULES.stalled_before_park_ns)
+                .find(|&r| on_period(r))
+        };
+        match latest {
+            Some(r) if on_period(r) => r,
+            _ => earlier().or(latest).unwrap_or(begin_ns),
+        }
     }
 
     /// A Java park of thread `tid` ended at `end` with `delays`: they end at its next clock

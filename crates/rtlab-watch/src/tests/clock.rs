@@ -569,3 +569,17 @@ fn a_park_its_thread_was_held_on_the_way_into_is_late_from_its_own_deadline() {
     let asked: Vec<u64> = requests.iter().map(|r| r.deadline_ns).collect();
     assert_eq!(asked, vec![5_000_000]);
 }
+
+#[test]
+fn a_park_whose_jvm_read_the_clock_again_on_the_way_in_counts_from_the_java_codes_read() {
+    // The thread's read for its 21 ms park at 20.499 ms (its Java code: 501 us to go), then
+    // the JVM's own at 20.7 ms (held on its way in, a handshake), which it counts the 501 us
+    // from: the kernel's deadline 21.201 ms. Its own deadline is 21 ms (the earlier read, on
+    // its period); back at 21.21 ms, its read at 21.211 ms: 212 us late, as it counts.
+    let (tid, mut w) = kernel_parks_to(true, 20);
+    w.offer(&clock_read(tid, 20_499_000));
+    w.offer(&clock_read(tid, 20_700_000));
+    park_to(&mut w, tid, (20_701_000, 21_201_000, 21_210_000));
+    w.offer(&clock_read(tid, 21_211_000));
+    assert_eq!(timer_max(&mut w), (21, Nanos(212_000)));
+}
