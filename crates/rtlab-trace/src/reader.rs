@@ -136,6 +136,14 @@ impl Source {
         }
     }
 
+    /// Where the events of every CPU below `cpus` were all read up to.
+    fn read_through(&self, cpus: usize) -> u64 {
+        (0..cpus as u16)
+            .map(|c| self.read_until(c))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Hands newly arrived events (and their raw text) to `f`; returns how many arrived.
     fn poll(
         &mut self,
@@ -289,18 +297,18 @@ impl Pending {
     /// (and every traced CPU's rings were read that far: a blocked thread's peer may be on
     /// any, and a ring of every task's events can lag the watched threads' own), or they
     /// waited [`GIVE_UP_NS`], or the run ends.
+    /// (`read_through`: where every traced CPU's rings were last read up to.)
     fn take_ready(
         &mut self,
         histories: &[History],
-        read_until: &dyn Fn(u16) -> u64,
+        read_through: u64,
         now: u64,
         stopping: bool,
     ) -> Vec<Request> {
         let mut ready = Vec::new();
         self.0.retain(|&(r, asked)| {
             let through = r.woke_ns + SETTLE_NS;
-            let read = (0..histories.len() as u16).all(|c| read_until(c) >= through);
-            let caught_up = read
+            let caught_up = read_through >= through
                 && histories
                     .get(r.cpu as usize)
                     .is_some_and(|h| h.newest_ns >= through);
@@ -570,8 +578,8 @@ pub(crate) fn read_loop(
             lost.store(r.lost(), Ordering::Relaxed);
         }
         take_requests(&rx, &mut pending, &mut out);
-        let read_until = |cpu: u16| source.read_until(cpu);
-        for r in pending.take_ready(&histories, &read_until, monotonic_now_ns(), stopping) {
+        let (read, now) = (source.read_through(histories.len()), monotonic_now_ns());
+        for r in pending.take_ready(&histories, read, now, stopping) {
             let series = series_name(watch, options, r.series);
             let (o, window) = explain_request(
                 &r,

@@ -917,7 +917,7 @@ impl WatchState {
             return self.take_grid(tid, &ended, e.ts_ns);
         };
         let Some(delays) = self.kernel_park(&ended.call, delays, e, request) else {
-            return;
+            return self.take_grid(tid, &ended, e.ts_ns);
         };
         if ended.by_grid.is_some() && READINESS_CALLS.contains(&ended.call.nr) {
             if let Some(w) = self.threads.get_mut(&tid) {
