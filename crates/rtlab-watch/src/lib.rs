@@ -218,6 +218,9 @@ pub struct WatchState {
     refused: u64,
     /// Samples abandoned because events were lost in between.
     abandoned: u64,
+    /// Wakeups of the watched threads the trace never showed (no loss counted): see
+    /// [`model::ThreadWait::wakeup_unseen`].
+    wakeups_unseen: u64,
     /// The most threads watched at once.
     most_threads: usize,
     /// The longest delays of this interval so far, per kind (at most `spec.keep`, shortest
@@ -301,6 +304,7 @@ impl WatchState {
             gone: false,
             refused: 0,
             abandoned: 0,
+            wakeups_unseen: 0,
             most_threads: 0,
             longest: Default::default(),
             book: OutlierBook::new(spec_keep),
@@ -471,6 +475,13 @@ impl WatchState {
     /// Threads left out at the series limit, and samples abandoned at event losses.
     pub fn shortfalls(&self) -> (u64, u64) {
         (self.refused, self.abandoned)
+    }
+
+    /// Wakeups of the watched threads that the trace never showed, though no event was
+    /// counted lost: a wait call returned after its thread slept in it with no wakeup or
+    /// switch back in seen (each counted unmeasured in its `wakeup` series).
+    pub fn wakeups_unseen(&self) -> u64 {
+        self.wakeups_unseen
     }
 
     /// Events lost so far, by CPU: `[of the watched threads, of other tasks only]` (where
@@ -902,7 +913,16 @@ impl WatchState {
         let Some(w) = self.threads.get_mut(&tid) else {
             return;
         };
-        let (ended, delays) = match w.wait.returned(ret, e.ts_ns) {
+        let returned = w.wait.returned(ret, e.ts_ns);
+        let unseen = std::mem::take(&mut w.wait.wakeup_unseen);
+        if w.wait.whole_ms() && self.whole_ms.len() < MAX_NOTED {
+            self.whole_ms.entry(tid).or_insert_with(|| w.name.clone());
+        }
+        if unseen {
+            self.wakeups_unseen += 1;
+            self.count_unmeasured(tid, DelayKind::Wakeup);
+        }
+        let (ended, delays) = match returned {
             Returned::Unseen => return, // entered before the watch saw it: ended at its switch-in
             Returned::Abandoned => {
                 self.abandoned += 1;
@@ -910,9 +930,6 @@ impl WatchState {
             }
             Returned::Delays(ended, delays) => (ended, delays),
         };
-        if w.wait.whole_ms() && self.whole_ms.len() < MAX_NOTED {
-            self.whole_ms.entry(tid).or_insert_with(|| w.name.clone());
-        }
         let Some(delays) = self.java_view(e, ended.woken, delays, request) else {
             return self.take_grid(tid, &ended, e.ts_ns);
         };

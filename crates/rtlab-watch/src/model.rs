@@ -161,10 +161,10 @@ impl Call {
             None | Some(DeadlineSource::SleepTimer) if FUTEX_CALLS.contains(&self.nr) => {
                 DeadlineSource::FutexTimeout
             }
-            Some(DeadlineSource::SleepTimer) if READINESS_CALLS.contains(&self.nr) => {
+            None | Some(DeadlineSource::SleepTimer) if READINESS_CALLS.contains(&self.nr) => {
                 DeadlineSource::PollTimeout
             }
-            Some(DeadlineSource::SleepTimer) if self.nr == SYS_RT_SIGTIMEDWAIT => {
+            None | Some(DeadlineSource::SleepTimer) if self.nr == SYS_RT_SIGTIMEDWAIT => {
                 DeadlineSource::SigwaitTimeout
             }
             Some(other) => other,
@@ -180,14 +180,25 @@ impl Call {
     }
 
     /// Whether the kernel says this call's time ran out (`ret`): a sleep that completed
-    /// (0), a futex wait that timed out (`-ETIMEDOUT`; 0 there is a wake by another thread).
+    /// (0), a futex wait that timed out (`-ETIMEDOUT`; 0 there is a wake by another thread),
+    /// a readiness wait with nothing ready (0), a signal wait with no signal (`-EAGAIN`).
     /// A call whose timer's expiry was not seen (its events lost) still ends at its time.
     fn timed_out(&self, ret: i64) -> bool {
         const ETIMEDOUT: i64 = 110;
-        match FUTEX_CALLS.contains(&self.nr) {
-            true => ret == -ETIMEDOUT,
-            false => ret == 0,
+        const EAGAIN: i64 = 11;
+        match self.nr {
+            nr if FUTEX_CALLS.contains(&nr) => ret == -ETIMEDOUT,
+            SYS_RT_SIGTIMEDWAIT => ret == -EAGAIN,
+            _ => ret == 0,
         }
+    }
+
+    /// Whether `x` ended it as its deadline rather than the time it asked for: a file or
+    /// signal timer that fired in a readiness or signal wait (whose own timeout, if any, is
+    /// only a bound).
+    fn ended_by_timer(&self, x: &Expiry) -> bool {
+        x.source != DeadlineSource::SleepTimer
+            && (READINESS_CALLS.contains(&self.nr) || self.nr == SYS_RT_SIGTIMEDWAIT)
     }
 }
 
@@ -300,6 +311,11 @@ pub(crate) struct ThreadWait {
     /// Its readiness waits that ended at their timeout, and how many of those timeouts ran
     /// a whole number of milliseconds from the call's entry (see [`ThreadWait::whole_ms`]).
     pub(crate) poll_timeouts: (u64, u64),
+    /// It went to sleep in the wait call it is in.
+    slept: bool,
+    /// A wait call of it returned though it had slept in it and no wakeup or switch back in
+    /// was seen: events the trace never had (no loss counted), the wakeup's delay unmeasured.
+    pub(crate) wakeup_unseen: bool,
 }
 
 /// A timer of `rtlab_trace::event::FILE_OR_SIGNAL_TIMERS` that fired: its expiry, when, and
@@ -324,6 +340,8 @@ impl ThreadWait {
             own_timer: None,
             grid: None,
             poll_timeouts: (0, 0),
+            slept: false,
+            wakeup_unseen: false,
         }
     }
 
@@ -357,6 +375,9 @@ impl ThreadWait {
         // Outside a call: preempted, runnable from now on; asleep, not until woken, unless
         // the wakeup already came (then from that wakeup). In a call, the wakeup it waits
         // for decides.
+        if matches!(self.phase, Phase::InWait { .. }) {
+            self.slept |= asleep && !preempted;
+        }
         if self.phase.call().is_none() {
             self.phase = match (preempted, asleep, &self.phase) {
                 (true, _, _) => Phase::Runnable { since: e.ts_ns },
@@ -452,6 +473,7 @@ impl ThreadWait {
             _ => self.ready.take(),
         };
         self.expiry = None;
+        self.slept = false;
         self.phase = Phase::InWait {
             call: Call {
                 nr,
@@ -489,8 +511,12 @@ impl ThreadWait {
     /// short (a signal) no lateness; a wakeup within the call a `wakeup` delay from it.
     pub(crate) fn returned(&mut self, ret: i64, at: u64) -> Returned {
         let by_grid = std::mem::take(&mut self.by_grid);
+        let slept = std::mem::take(&mut self.slept);
         let (call, woken, running) = match std::mem::take(&mut self.phase) {
-            Phase::InWait { call } => (call, None, None),
+            Phase::InWait { call } => {
+                self.wakeup_unseen = slept;
+                (call, None, None)
+            }
             Phase::Woken { call, at } => (call, Some(at), None),
             Phase::OnCpu {
                 call,
@@ -503,12 +529,14 @@ impl ThreadWait {
         // may be before the entry: a wait to a deadline that passed on the way into the call
         // (a Java park of a few microseconds left) is late from that deadline.
         let expiry = self.expiry.take();
-        if let (Some(asked), Some(x)) = (call.asked, expiry) {
+        let by_timer = expiry.filter(|x| call.ended_by_timer(x));
+        if let (Some(asked), Some(x), None) = (call.asked, expiry, by_timer) {
             if asked.abs_diff(x.at) > RULES.asked_off_expiry_ns {
                 return Returned::Abandoned;
             }
         }
         let start = match (call.asked, expiry) {
+            (_, Some(x)) if by_timer.is_some() => Some((x.at, x.slack)),
             (Some(asked), x) if call.timed_out(ret) || x.is_some() => {
                 Some((asked, x.map_or(0, |x| x.slack)))
             }
@@ -687,6 +715,7 @@ mod tests {
         assert!(matches!(w.phase, Phase::OnCpu { running, .. } if running == t + 1_020));
         let r = w.returned(0, t + 1_030);
         assert_eq!(w.phase, Phase::Running);
+        assert!(!w.wakeup_unseen);
         r
     }
 
@@ -821,6 +850,57 @@ mod tests {
         assert_eq!(
             (d[0].1.since, d[0].1.source),
             (6_000_000, Some(DeadlineSource::Sleep))
+        );
+    }
+
+    #[test]
+    fn a_readiness_wait_that_timed_out_ends_at_its_timeout_though_its_timer_was_not_seen() {
+        // epoll_wait's or poll's timeout from its entry, sigtimedwait's: where the events of
+        // its expiry, wakeup and switch back in are missing (the task running on its CPU
+        // then traced by nothing), the call's 0 (-EAGAIN) still says its time ran out.
+        for (nr, ret, source) in [
+            (232, 0, DeadlineSource::PollTimeout),
+            (441, 0, DeadlineSource::PollTimeout),
+            (128, -11, DeadlineSource::SigwaitTimeout),
+        ] {
+            let mut w = ThreadWait::new(TID);
+            w.entered(nr, Some(1_000_000), 0);
+            assert_eq!(w.switched_out(&switch(10, TID, 0, "S")), Some(true));
+            let d = delays(w.returned(ret, 1_025_000));
+            assert!(w.wakeup_unseen, "{nr}: it slept, and came back unseen");
+            w.wakeup_unseen = false;
+            assert_eq!(d.len(), 1, "{nr}: {d:?}");
+            assert_eq!(
+                (d[0].0, d[0].1.since),
+                (DelayKind::Timer, 1_000_000),
+                "{nr}"
+            );
+            assert_eq!(d[0].1.source, Some(source), "{nr}");
+            // Something ready (a count), a signal taken: no lateness; it never slept.
+            w.entered(nr, Some(3_000_000), 2_000_000);
+            assert!(delays(w.returned(1, 2_500_000)).is_empty(), "{nr}");
+            assert!(!w.wakeup_unseen, "{nr}");
+        }
+        // A file timer that fired within a readiness wait's longer timeout: the timer's
+        // expiry is its deadline (the timeout only a bound), not a return far from its time.
+        let mut w = ThreadWait::new(TID);
+        w.entered(232, Some(100_000_000), 0);
+        assert_eq!(w.switched_out(&switch(10, TID, 0, "S")), Some(true));
+        let fired = Fired {
+            expiry: Expiry {
+                at: 1_000_000,
+                slack: 0,
+                source: DeadlineSource::TimerFd,
+            },
+            at_ns: 1_001_000,
+            timer: Some(7),
+        };
+        w.woken(&waking(1_002_000), Some(fired));
+        w.switched_in(&switch(1_010_000, 0, TID, "R"));
+        let d = delays(w.returned(1, 1_020_000));
+        assert_eq!(
+            (d[0].1.since, d[0].1.source),
+            (1_000_000, Some(DeadlineSource::TimerFd))
         );
     }
 

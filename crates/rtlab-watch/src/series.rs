@@ -295,6 +295,11 @@ impl WatchState {
     /// not known): counted as such in its series and its name's.
     pub(super) fn unmeasured(&mut self, tid: i64, kind: DelayKind) {
         self.abandoned += 1;
+        self.count_unmeasured(tid, kind);
+    }
+
+    /// Counts a `kind` delay of thread `tid` unmeasured in its series and its name's.
+    pub(super) fn count_unmeasured(&mut self, tid: i64, kind: DelayKind) {
         if let Some(pair) = self.pair_of(tid, kind) {
             for i in [pair.own, pair.by_name] {
                 self.series[i as usize].unmeasured += 1;

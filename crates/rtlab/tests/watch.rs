@@ -652,12 +652,20 @@ fn the_tracefs_source_measures_wakeups_and_leaves_no_instance_behind() {
     // About 6000; fewer, as the instance takes a moment to set up, and a thread created
     // meanwhile is picked up at the next re-read of the threads (every second).
     assert!(wakeup["count"].as_u64().unwrap() > 2000, "{wakeup}");
-    // The text events carry no timer expiry: no `timer` series rather than a wrong one.
+    // The text events carry no timer expiry: no `timer` series rather than a wrong one,
+    // and the run says so once, before it starts (and in the document).
     assert!(
         !series_names(&doc).iter().any(|n| n.ends_with("/timer")),
         "{:?}",
         series_names(&doc)
     );
+    let said = "measures wakeup delays only: no timer or lock series";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    let warnings = doc["warnings"].as_array().unwrap();
+    let in_doc = warnings
+        .iter()
+        .filter(|w| w.as_str().unwrap().contains(said));
+    assert_eq!(in_doc.count(), 1, "{warnings:?}");
     let instance = instance_of(std::path::Path::new("/sys/kernel/tracing/instances"), pid);
     assert!(instance.is_none(), "{instance:?} left behind");
 }
@@ -1500,9 +1508,40 @@ fn an_event_loop_with_whole_ms_timeouts_is_said_to_have_deadlines_the_watch_cann
         .find(|l| l.contains("its poll timeouts are whole ms"));
     assert!(note.is_some_and(|l| l.chars().count() <= 120), "{text}");
     let program = program.to_str().unwrap();
-    let text = watch(&[program, "1.5", "1000", "epoll"], None);
+    let (own_log, samples) = (dir.path().join("c.own"), dir.path().join("c.tsv"));
+    let log = format!("LOG={}", own_log.display());
+    let text = watch(
+        &["env", &log, program, "1.5", "1000", "epoll"],
+        Some(&samples),
+    );
     assert!(
         text.contains("poll-timeout") && !text.contains("whole ms"),
         "{text}"
     );
+    // Its deadlines are its calls' own: the entry plus the timeout it gave, just after the
+    // program's (its clock read before the call), for nearly every period it logged.
+    let own: Vec<u64> = (std::fs::read_to_string(&own_log).unwrap().lines())
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let tsv = std::fs::read_to_string(&samples).unwrap();
+    let deadlines: Vec<u64> = (tsv.lines())
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|f| f.len() == 6 && f[1] == "timer" && f[5] == "poll-timeout")
+        .map(|f| f[2].parse().unwrap())
+        .collect();
+    let after: Vec<u64> = (own.iter())
+        .filter_map(|d| {
+            let i = deadlines.partition_point(|x| x < d);
+            deadlines.get(i).map(|x| x - d).filter(|&a| a < 100_000)
+        })
+        .collect();
+    assert!(
+        after.len() * 100 >= own.len() * 99,
+        "{} of the program's {} periods: {tsv}",
+        after.len(),
+        own.len()
+    );
+    let mut sorted = after.clone();
+    sorted.sort_unstable();
+    assert!(sorted[sorted.len() / 2] < 20_000, "{sorted:?}");
 }

@@ -612,6 +612,8 @@ pub(super) struct Regs {
     pub(super) dx: i16,
     /// A system call's fourth argument (x86-64 passes it in r10, not cx).
     pub(super) r10: i16,
+    /// Its fifth.
+    pub(super) r8: i16,
 }
 
 impl Regs {
@@ -622,6 +624,7 @@ impl Regs {
             si: btf.offset_of("pt_regs", "si")? as i16,
             dx: btf.offset_of("pt_regs", "dx")? as i16,
             r10: btf.offset_of("pt_regs", "r10")? as i16,
+            r8: btf.offset_of("pt_regs", "r8")? as i16,
         })
     }
 }
@@ -883,19 +886,20 @@ pub(super) const WAIT_CALLS: &[i32] = &[
     SYS_CLOCK_NANOSLEEP,
     SYS_NANOSLEEP,
     SYS_FUTEX,
-    449, // futex_waitv
-    232, // epoll_wait
-    281, // epoll_pwait
-    441, // epoll_pwait2
-    7,   // poll
-    271, // ppoll
-    23,  // select
-    270, // pselect6
-    0,   // read: a timerfd's (or a pipe's, a socket's) reader waits in it
-    128, // rt_sigtimedwait: sigwaitinfo, sigtimedwait (a POSIX timer's signal)
+    449,                 // futex_waitv
+    232,                 // epoll_wait
+    281,                 // epoll_pwait
+    441,                 // epoll_pwait2
+    7,                   // poll
+    271,                 // ppoll
+    23,                  // select
+    270,                 // pselect6
+    0,                   // read: a timerfd's (or a pipe's, a socket's) reader waits in it
+    SYS_RT_SIGTIMEDWAIT, // sigwaitinfo, sigtimedwait (a POSIX timer's signal)
 ];
 pub(super) const SYS_CLOCK_NANOSLEEP: i32 = 230;
 pub(super) const SYS_NANOSLEEP: i32 = 35;
+pub(super) const SYS_RT_SIGTIMEDWAIT: i32 = 128;
 /// A stack slot for the call's number.
 const FP_CALL: i16 = -24;
 
@@ -904,8 +908,10 @@ const FP_CALL: i16 = -24;
 /// the entry of `clock_nanosleep` its clock (PID1), flags (PRIO1) and the requested time
 /// (PID2..X, a timespec read from the caller's memory), of `nanosleep` the requested time
 /// (PID1 = -1: relative, CLOCK_MONOTONIC), of `futex` its operation (PID1) and, for a wait
-/// (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`), its timeout (PID2..X, where it has one); at the exit
-/// the result (X).
+/// (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`), its timeout (PID2..X, where it has one), of a
+/// readiness wait its timeout (`epoll_wait`'s, `epoll_pwait`'s and `poll`'s milliseconds in
+/// PID1; `epoll_pwait2`'s, `ppoll`'s, `pselect6`'s, `select`'s and `rt_sigtimedwait`'s
+/// request in PID2..X); at the exit the result (X).
 pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32) -> Vec<Insn> {
     let mut b = Builder::syscall(exit, regs);
     // One of the wait calls, or leave: a jump over the rest of the chain for each.
@@ -934,6 +940,28 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::st64(R7, OFF_PID2, 0));
     b.push(asm::st64(R7, OFF_X, 0));
     b.push(asm::ldx64(R3, R6, 0));
+    // A readiness wait's timeout, relative to its entry: in milliseconds (an int, negative
+    // for none) to PID1, or a timespec (select's a timeval) read from the caller's memory
+    // to PID2..X like a sleep's request (NULL for none: the read fails and leaves zeros).
+    for (call, reg) in [(232, regs.r10), (281, regs.r10), (7, regs.dx)] {
+        b.push(asm::jne_imm(R1, call, 3));
+        b.push(asm::ldx64(R2, R3, reg));
+        b.push(asm::stx32(R7, OFF_PID1, R2));
+        b.jump_finish(asm::ja(0));
+    }
+    let mut to_read = Vec::new();
+    for (call, reg) in [
+        (441, regs.r10),
+        (271, regs.dx),
+        (270, regs.r8),
+        (23, regs.r8),
+        (SYS_RT_SIGTIMEDWAIT, regs.dx),
+    ] {
+        b.push(asm::jne_imm(R1, call, 2));
+        b.push(asm::ldx64(R3, R3, reg));
+        to_read.push(b.insns.len());
+        b.push(asm::ja(0));
+    }
     // futex: its operation; for a wait, its timeout (a user pointer, NULL for none: the
     // read then fails and leaves zeros) at r10; any other operation is done.
     let not_futex = b.insns.len();
@@ -958,7 +986,9 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::ldx64(R2, R3, regs.si));
     b.push(asm::stx32(R7, OFF_PRIO1, R2));
     b.push(asm::ldx64(R3, R3, regs.dx));
-    b.insns[futex_read].off = (b.insns.len() - futex_read - 1) as i16;
+    for at in to_read.into_iter().chain([futex_read]) {
+        b.insns[at].off = (b.insns.len() - at - 1) as i16;
+    }
     // Every way the request (a user pointer) is in R3.
     b.push(asm::mov(R1, R7));
     b.push(asm::add_imm(R1, OFF_PID2 as i32));

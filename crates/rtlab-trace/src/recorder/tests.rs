@@ -19,6 +19,40 @@ fn timer_expiries_are_brought_to_monotonic_time_from_their_clock() {
 }
 
 #[test]
+fn a_readiness_waits_timeout_is_its_deadline_from_its_entry() {
+    let entry = |call: i32, ms: i32, request: (i64, i64)| {
+        let mut r = [0u8; REC as usize];
+        r[OFF_TS as usize..][..8].copy_from_slice(&1_000_000_000u64.to_ne_bytes());
+        r[OFF_A as usize..][..4].copy_from_slice(&call.to_ne_bytes());
+        r[OFF_PID1 as usize..][..4].copy_from_slice(&ms.to_ne_bytes());
+        r[OFF_PID2 as usize..][..8].copy_from_slice(&request.0.to_ne_bytes());
+        r[OFF_X as usize..][..8].copy_from_slice(&request.1.to_ne_bytes());
+        wait_deadline(&r, &[0; 3])
+    };
+    let at = |ns: u64| Some(1_000_000_000 + ns);
+    // epoll_wait, epoll_pwait, poll: milliseconds (negative: none; 0: no wait at all).
+    for call in [232, 281, 7] {
+        assert_eq!(entry(call, 3, (0, 0)), at(3_000_000), "{call}");
+        assert_eq!(entry(call, -1, (0, 0)), None, "{call}");
+        assert_eq!(entry(call, 0, (0, 0)), None, "{call}");
+    }
+    // epoll_pwait2, ppoll, pselect6, rt_sigtimedwait: a timespec; select: a timeval.
+    for call in [441, 271, 270, 128] {
+        assert_eq!(entry(call, 0, (1, 250_000)), at(1_000_250_000), "{call}");
+        assert_eq!(entry(call, 0, (0, 0)), None, "{call}: none, or no wait");
+        assert_eq!(entry(call, 0, (0, 1_000_000_000)), None, "{call}: refused");
+    }
+    assert_eq!(entry(23, 0, (0, 1_500)), at(1_500_000));
+    assert_eq!(
+        entry(23, 0, (0, 1_000_000)),
+        None,
+        "a timeval's microseconds"
+    );
+    // Other calls' fields mean other things.
+    assert_eq!(entry(0, 3, (1, 0)), None);
+}
+
+#[test]
 fn jumps_land_inside_the_program() {
     let with = TaskOffsets {
         tgid: Some(12),

@@ -93,7 +93,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
     let mut warnings = announce(
         &state,
         pid,
-        (&cpus, explainer.backend() == rtlab_trace::Backend::Bpf),
+        (&cpus, explainer.backend()),
         &args,
         child.is_none(),
     );
@@ -139,7 +139,6 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Status> {
         &state.lock().unwrap_or_else(|p| p.into_inner()),
         pid,
         &findings,
-        args.stacks,
     ));
     let ended = Run {
         started_realtime,
@@ -455,12 +454,28 @@ fn start(command: &[std::ffi::OsString], stdout_taken: bool) -> anyhow::Result<C
 fn announce(
     state: &Mutex<WatchState>,
     pid: i32,
-    (cpus, filtered): (&[usize], bool),
+    (cpus, backend): (&[usize], rtlab_trace::Backend),
     args: &WatchArgs,
     running: bool,
 ) -> Vec<String> {
     let s = state.lock().unwrap_or_else(|p| p.into_inner());
     let mut warnings = Vec::new();
+    let filtered = backend == rtlab_trace::Backend::Bpf;
+    if !filtered {
+        // Said once, before the run: no system call events, so no wait's deadline.
+        let w = format!(
+            "the {} source measures wakeup delays only: no timer or lock series{} (the eBPF \
+             source, the default, has them)",
+            backend.name(),
+            if args.stacks {
+                ", and no kernel stacks"
+            } else {
+                ""
+            }
+        );
+        eprintln!("warning: {w}");
+        warnings.push(w);
+    }
     // (A command started here has no threads of its own yet.)
     for p in s.unmatched().into_iter().filter(|_| running) {
         let w = format!(
@@ -783,6 +798,11 @@ fn report(
             "ns": s.observer_ns(),
         }),
     );
+    if s.wakeups_unseen() > 0 {
+        doc.verdict
+            .details
+            .insert("wakeups_unseen".into(), s.wakeups_unseen().into());
+    }
     let deadline_notes = s.deadline_notes();
     if !deadline_notes.is_empty() {
         doc.verdict
@@ -921,6 +941,14 @@ fn lost_line(s: &WatchState) -> String {
     if watched == 0 && others == 0 {
         out.push_str("events lost: none\n");
     }
+    let unseen = s.wakeups_unseen();
+    if unseen > 0 {
+        out.push_str(&format!(
+            "wakeups not in the trace: {unseen}, counted as unmeasured (a watched thread came \
+             back from a wait with no\n  wakeup seen and no event counted lost: its CPU's \
+             events then were not recorded)\n"
+        ));
+    }
     if watched > 0 {
         out.push_str(&format!(
             "events lost: {watched} of the watched threads' (CPU {}): the delays within them are missing from the figures, and {unmeasured} delay(s) a loss cut short are counted as unmeasured\n",
@@ -942,25 +970,11 @@ fn lost_line(s: &WatchState) -> String {
 }
 
 /// What the run could not watch or measure, as warnings.
-fn shortfalls(
-    s: &WatchState,
-    pid: i32,
-    findings: &rtlab_trace::Findings,
-    stacks: bool,
-) -> Vec<String> {
+fn shortfalls(s: &WatchState, pid: i32, findings: &rtlab_trace::Findings) -> Vec<String> {
     let (refused, abandoned) = s.shortfalls();
     let lost_events = findings.lost_events;
     let mut warnings = Vec::new();
-    if findings.backend != rtlab_trace::Backend::Bpf {
-        warnings.push(format!(
-            "the {} source measures wakeup delays only: no timer or lock series{}",
-            findings.backend.name(),
-            match stacks {
-                true => ", and no kernel stacks",
-                false => "",
-            }
-        ));
-    } else {
+    if findings.backend == rtlab_trace::Backend::Bpf {
         let (locks, others): (Vec<_>, Vec<_>) = findings
             .missing_events
             .iter()
