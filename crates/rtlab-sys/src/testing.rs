@@ -21,6 +21,11 @@ pub fn say_skipped(why: &str) {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .map(|n| n.rsplit_once('-').map_or(n.clone(), |(b, _)| b.to_string()))
         .unwrap_or_default();
+    log_skipped(std::path::Path::new(&path), &binary, test, why);
+}
+
+/// Appends `binary: test: why` to the file at `path`.
+fn log_skipped(path: &std::path::Path, binary: &str, test: &str, why: &str) {
     use std::io::Write;
     let line = format!("{binary}: {test}: {why}\n");
     // One write in append mode: lines of tests running at once do not mix.
@@ -30,5 +35,33 @@ pub fn say_skipped(why: &str) {
         .open(path)
     {
         let _ = f.write_all(line.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_skipped_test_is_one_line_of_the_log_with_its_binary_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("skipped.txt");
+        let lines = (0..8).map(|i| format!("test{i}: no tool {i}"));
+        let threads: Vec<_> = lines
+            .clone()
+            .map(|l| {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let (test, why) = l.split_once(": ").unwrap();
+                    super::log_skipped(&log, "watch", test, why);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut got: Vec<&str> = text.lines().collect();
+        got.sort_unstable();
+        let want: Vec<String> = lines.map(|l| format!("watch: {l}")).collect();
+        assert_eq!(got, want);
     }
 }

@@ -40,10 +40,29 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
         ],
     );
     let check = rtlab_doc(dir.path(), "c.json", &["check"]);
+    // A watch's document (as root), first (in the screenshots): its latency over time
+    // drawn as lines, its worst delay of each window, under the outliers' circles.
+    let watched = is_root().then(|| {
+        let path = dir.path().join("watch.json");
+        let loop_ms = "import time\nfor _ in range(800): time.sleep(0.001)";
+        let out = (rtlab().args(["watch", "--quiet", "--json"]).arg(&path))
+            .args(["--", "python3", "-c", loop_ms])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        path
+    });
+    let mut docs: Vec<&Path> = watched.as_deref().into_iter().collect();
+    docs.extend([wakeup.as_path(), &pp, &check]);
     let out_dir = dir.path().join("rep");
-    let html = report_html(&[&wakeup, &pp, &check], &out_dir);
+    let html = report_html(&docs, &out_dir);
     let charts = html.matches("<svg class=\"chart\"").count();
     assert!(charts >= 4, "{charts} charts");
+    if watched.is_some() {
+        assert!(html.contains("latency over time"), "a watch's time chart");
+        assert!(html.contains(": worst latency per "), "drawn as lines");
+    }
     assert!(html.contains("latency by percentile") && html.contains("latency histogram"));
     assert!(html.contains("preempt_model"), "the check table");
     for external in ["<script", "http://", "https://", "<link", "@import", "src="] {

@@ -1325,6 +1325,14 @@ fn all_rt_only_finds_a_real_time_thread_started_after_the_watch_began() {
         "time-sharing threads watched: {:?}",
         series_names(&doc)
     );
+    // The FIFO thread's own series and its name's say the class it had at each delay.
+    let rt_loop: Vec<&serde_json::Value> = (doc["series"].as_array().unwrap().iter())
+        .filter(|s| s["name"].as_str().unwrap().starts_with("rt-loop/"))
+        .collect();
+    assert!(rt_loop.len() >= 3, "{rt_loop:?}");
+    for s in rt_loop {
+        assert_eq!(s["config"]["class"], "realtime", "{s}");
+    }
 }
 
 #[test]

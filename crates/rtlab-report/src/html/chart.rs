@@ -337,14 +337,22 @@ pub(super) fn time_chart(
                 )
             })
             .collect();
-        let _ = write!(
-            f.svg,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.2" points="{p}"><title>{n}: worst latency per {s}</title></polyline>"#,
-            c = PALETTE[i % PALETTE.len()],
-            p = points.join(" "),
-            n = esc(name),
-            s = Nanos(*step)
-        );
+        let (c, n, s) = (PALETTE[i % PALETTE.len()], esc(name), Nanos(*step));
+        let _ = match points.as_slice() {
+            // A window alone is a dot (a line of one point draws nothing).
+            [only] => {
+                let (x, y) = only.split_once(',').unwrap_or(("0", "0"));
+                write!(
+                    f.svg,
+                    r#"<circle cx="{x}" cy="{y}" r="2.2" fill="{c}"><title>{n}: worst latency per {s}</title></circle>"#
+                )
+            }
+            _ => write!(
+                f.svg,
+                r#"<polyline fill="none" stroke="{c}" stroke-width="1.2" points="{p}"><title>{n}: worst latency per {s}</title></polyline>"#,
+                p = points.join(" "),
+            ),
+        };
     }
     for o in outliers {
         let _ = write!(

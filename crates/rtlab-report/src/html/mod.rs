@@ -315,14 +315,21 @@ impl Group<'_> {
             .iter()
             .filter(|o| area(&doc.command, &o.series).1 == self.name)
             .collect();
-        let timelines: Vec<(String, u64, Vec<u64>)> = self
-            .distinct()
-            .into_iter()
-            .filter_map(|(label, s)| {
+        // The eight with the most delays (a shell's many short-lived helpers would
+        // otherwise take the places of the loop that matters), in the document's order.
+        let mut chosen: Vec<(usize, u64, (String, &Series))> = (self.distinct().into_iter())
+            .enumerate()
+            .filter(|(_, (_, s))| Timeline::of(s).is_some())
+            .map(|(i, (label, s))| (i, s.count.unwrap_or(0), (label, s)))
+            .collect();
+        chosen.sort_by_key(|&(i, count, _)| (std::cmp::Reverse(count), i));
+        chosen.truncate(8);
+        chosen.sort_by_key(|&(i, ..)| i);
+        let timelines: Vec<(String, u64, Vec<u64>)> = (chosen.into_iter())
+            .filter_map(|(.., (label, s))| {
                 let t = Timeline::of(s)?;
                 Some((label, t.step_ns, t.max_ns))
             })
-            .take(8)
             .collect();
         if outs.is_empty() && timelines.is_empty() {
             return String::new();
@@ -611,6 +618,35 @@ mod tests {
         // The lock area's one value: a table's cell, no chart.
         assert!(!html.contains("lock: lock_unlock"), "a chart of one bar");
         assert!(html.contains("<td>lock/pi/uncontended</td><td>lock_unlock</td>"));
+    }
+
+    #[test]
+    fn the_time_chart_draws_the_series_with_most_delays_and_a_lone_window_as_a_dot() {
+        let mut doc = full_document();
+        let dist = doc["series"][0].clone();
+        let series = doc["series"].as_array_mut().unwrap();
+        // Nine short-lived helpers of two delays each (a shell's), one window each, before
+        // the loop with a thousand: the loop's line is drawn, the last two helpers are not.
+        for i in 0..9 {
+            let mut helper = dist.clone();
+            helper["name"] = format!("wakeup-idle/helper{i}").into();
+            helper["count"] = 2.into();
+            helper["histogram"] = serde_json::Value::Null;
+            helper["config"]["timeline"] = serde_json::json!({"step_ns": 1000, "max_ns": [7]});
+            series.insert(i, helper);
+        }
+        let html = render(&[serde_json::from_value(doc).unwrap()]);
+        let chart = &html[html.find("latency over time").unwrap()..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert!(
+            chart.contains("wakeup-idle/thread0: worst latency per"),
+            "{chart}"
+        );
+        assert_eq!(chart.matches("<polyline").count(), 1, "{chart}");
+        let dots = chart.matches("<circle").count();
+        // Seven helpers' dots, the outlier's circle and its legend's.
+        assert_eq!(dots, 7 + 2, "{chart}");
+        assert!(chart.contains("helper6: worst") && !chart.contains("helper7: worst"));
     }
 
     #[test]
