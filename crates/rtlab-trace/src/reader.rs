@@ -579,25 +579,15 @@ pub(crate) fn read_loop(
         }
         take_requests(&rx, &mut pending, &mut out);
         let (read, now) = (source.read_through(histories.len()), monotonic_now_ns());
-        for r in pending.take_ready(&histories, read, now, stopping) {
-            let series = series_name(watch, options, r.series);
-            let (o, window) = explain_request(
-                &r,
-                (&series, out.outliers.len()),
-                (&histories, &traced),
-                (&source, watch),
-                (rules, options),
-            )?;
-            out.windows.extend(window);
-            match watch {
-                // A watch keeps its own (the worst of each interval, and counts).
-                Some(w) => w
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .explained(r.series, o),
-                None => keep_top(&mut out.outliers, o, options, threshold),
-            }
-        }
+        let ready = pending.take_ready(&histories, read, now, stopping);
+        let context = (&*histories, &traced, &source);
+        explain_ready(
+            ready,
+            context,
+            (watch, threshold),
+            (rules, options),
+            &mut out,
+        )?;
         let now = monotonic_now_ns();
         histories.trim(pending.keep_from(), now);
         // The kernel stacks no event kept refers to any more (past the history's reach).
@@ -619,6 +609,36 @@ pub(crate) fn read_loop(
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
     }
+}
+
+/// Explains the requests whose windows are complete: to the watch, which keeps its own (the
+/// worst of each interval, and counts), or into the run's top outliers.
+fn explain_ready(
+    ready: Vec<Request>,
+    (histories, traced, source): (&[History], &TracedLog, &Source),
+    (watch, threshold): (Option<&Mutex<dyn Watcher>>, &AtomicU64),
+    (rules, options): (&explain::Rules, &Options),
+    out: &mut ReaderOut,
+) -> Result<(), TraceError> {
+    for r in ready {
+        let series = series_name(watch, options, r.series);
+        let (o, window) = explain_request(
+            &r,
+            (&series, out.outliers.len()),
+            (histories, traced),
+            (source, watch),
+            (rules, options),
+        )?;
+        out.windows.extend(window);
+        match watch {
+            Some(w) => w
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .explained(r.series, o),
+            None => keep_top(&mut out.outliers, o, options, threshold),
+        }
+    }
+    Ok(())
 }
 
 /// The measuring threads' requests sent so far, pending from now.

@@ -886,9 +886,9 @@ impl Recorder {
     }
 
     fn decode(&mut self, r: &[u8; REC as usize]) -> Option<Event> {
-        let u32_at = |o: i16| u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap());
-        let i32_at = |o: i16| u32_at(o) as i32 as i64;
-        let u64_at = |o: i16| u64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap());
+        let u32_at = |o: i16| u32_at(r, o);
+        let i32_at = |o: i16| i32_at(r, o);
+        let u64_at = |o: i16| u64_at(r, o);
         let cpu = u32_at(OFF_CPU) as u16;
         let kind_code = u32_at(OFF_KIND) as i32;
         // Slots are reused: only the fields this kind wrote are meaningful.
@@ -908,27 +908,7 @@ impl Recorder {
             -1
         };
         let function = (kind_code == K_TIMER).then(|| self.timer_function(u64_at(OFF_X)));
-        // The stack the task leaving the CPU left it with, after the switch.
-        // (At a waking of a watched thread, the waker's: for a timer, the interrupted task's.)
-        let stack_at = match kind_code {
-            K_SWITCH => Some(OFF_PID1),
-            K_WAKING if self.own_slots.is_some() => Some(OFF_PID2),
-            _ => None,
-        };
-        if let (Some(at), Some(_)) = (stack_at, &self.stack_map) {
-            if let Ok(id) = u32::try_from(i32_at(at)) {
-                self.stacks_seen.insert(id, u64_at(OFF_TS));
-                self.stack_after = Some(Event {
-                    cpu,
-                    ts_ns: u64_at(OFF_TS),
-                    current_pid,
-                    kind: Kind::Stack {
-                        task: current_pid,
-                        id,
-                    },
-                });
-            }
-        }
+        self.note_stack(r, kind_code, current_pid);
         let mut task = |pid: i64, prio: i64| Task {
             comm: self.comm(pid, cpu),
             pid,
@@ -954,20 +934,7 @@ impl Recorder {
                 orig_cpu: cpu,
                 dest_cpu: u32_at(OFF_A) as u16,
             },
-            K_IRQ_ENTRY => {
-                let irq = u32_at(OFF_A);
-                if !self.irq_names.contains_key(&irq) {
-                    self.irq_names = rtlab_sys::procfs::irq_names();
-                }
-                Kind::IrqEntry {
-                    irq,
-                    name: self
-                        .irq_names
-                        .get(&irq)
-                        .cloned()
-                        .unwrap_or_else(|| "?".into()),
-                }
-            }
+            K_IRQ_ENTRY => self.irq_entry(u32_at(OFF_A)),
             K_IRQ_EXIT => Kind::IrqExit,
             K_SOFTIRQ_ENTRY => Kind::SoftirqEntry {
                 name: SOFTIRQS
@@ -993,29 +960,7 @@ impl Recorder {
                 call: i32_at(OFF_A) as i32,
                 deadline_ns: self.wait_deadline(r),
             },
-            K_USDT => {
-                let probe = *self.usdt.get(u32_at(OFF_A) as usize)?;
-                let name = match probe {
-                    JvmProbe::VmopBegin | JvmProbe::VmopEnd => {
-                        self.vmop_name(current_pid, u64_at(OFF_X), u32_at(OFF_PID2))
-                    }
-                    _ => None,
-                };
-                // A park's relative time (an absolute one is in wall-clock milliseconds); a
-                // clock read's value, where its probe is at the clock's return.
-                let time_ns = match probe {
-                    JvmProbe::ParkBegin => (u32_at(OFF_PID2) == 0).then(|| u64_at(OFF_X)),
-                    JvmProbe::ClockRead => Some(u64_at(OFF_X)),
-                    _ => None,
-                }
-                .filter(|&t| (1..i64::MAX as u64).contains(&t));
-                Kind::Jvm {
-                    probe,
-                    process: u32_at(OFF_PID1),
-                    name,
-                    time_ns,
-                }
-            }
+            K_USDT => self.jvm_kind(r, current_pid)?,
             K_WAIT_EXIT => Kind::WaitExit {
                 call: i32_at(OFF_A) as i32,
                 ret: u64_at(OFF_X) as i64,
@@ -1041,6 +986,71 @@ impl Recorder {
             ts_ns: u64_at(OFF_TS),
             current_pid,
             kind,
+        })
+    }
+
+    /// Keeps the stack the record names to follow its event: the stack the task leaving the
+    /// CPU left it with, after a switch (at a waking of a watched thread, the waker's: for a
+    /// timer, the interrupted task's).
+    fn note_stack(&mut self, r: &[u8; REC as usize], kind_code: i32, current_pid: i64) {
+        let stack_at = match kind_code {
+            K_SWITCH => OFF_PID1,
+            K_WAKING if self.own_slots.is_some() => OFF_PID2,
+            _ => return,
+        };
+        if self.stack_map.is_none() {
+            return;
+        }
+        let Ok(id) = u32::try_from(i32_at(r, stack_at)) else {
+            return;
+        };
+        let ts_ns = u64_at(r, OFF_TS);
+        self.stacks_seen.insert(id, ts_ns);
+        self.stack_after = Some(Event {
+            cpu: u32_at(r, OFF_CPU) as u16,
+            ts_ns,
+            current_pid,
+            kind: Kind::Stack {
+                task: current_pid,
+                id,
+            },
+        });
+    }
+
+    /// An interrupt's entry, named from /proc/interrupts (read again for a number not seen).
+    fn irq_entry(&mut self, irq: u32) -> Kind {
+        if !self.irq_names.contains_key(&irq) {
+            self.irq_names = rtlab_sys::procfs::irq_names();
+        }
+        let name = self.irq_names.get(&irq).cloned();
+        Kind::IrqEntry {
+            irq,
+            name: name.unwrap_or_else(|| "?".into()),
+        }
+    }
+
+    /// A JVM probe's record: which probe, its process, a VM operation's name, and a park's
+    /// relative time (an absolute one is in wall-clock milliseconds) or a clock read's value
+    /// (where its probe is at the clock's return).
+    fn jvm_kind(&mut self, r: &[u8; REC as usize], current_pid: i64) -> Option<Kind> {
+        let probe = *self.usdt.get(u32_at(r, OFF_A) as usize)?;
+        let name = match probe {
+            JvmProbe::VmopBegin | JvmProbe::VmopEnd => {
+                self.vmop_name(current_pid, u64_at(r, OFF_X), u32_at(r, OFF_PID2))
+            }
+            _ => None,
+        };
+        let time_ns = match probe {
+            JvmProbe::ParkBegin => (u32_at(r, OFF_PID2) == 0).then(|| u64_at(r, OFF_X)),
+            JvmProbe::ClockRead => Some(u64_at(r, OFF_X)),
+            _ => None,
+        }
+        .filter(|&t| (1..i64::MAX as u64).contains(&t));
+        Some(Kind::Jvm {
+            probe,
+            process: u32_at(r, OFF_PID1),
+            name,
+            time_ns,
         })
     }
 
@@ -1232,6 +1242,19 @@ fn wait_deadline(r: &[u8; REC as usize], clock_offsets: &[i64; 3]) -> Option<u64
         }
     };
     u64::try_from(monotonic).ok()
+}
+
+/// A record's field at `o`: 32 bits, 32 bits sign-extended, 64 bits.
+fn u32_at(r: &[u8; REC as usize], o: i16) -> u32 {
+    u32::from_ne_bytes(r[o as usize..o as usize + 4].try_into().unwrap())
+}
+
+fn i32_at(r: &[u8; REC as usize], o: i16) -> i64 {
+    u32_at(r, o) as i32 as i64
+}
+
+fn u64_at(r: &[u8; REC as usize], o: i16) -> u64 {
+    u64::from_ne_bytes(r[o as usize..o as usize + 8].try_into().unwrap())
 }
 
 /// How a readiness wait call (`epoll_wait`, `poll`, `select` and kin, `rt_sigtimedwait`)
