@@ -78,9 +78,10 @@ pub enum Kind {
     WaitEnter {
         /// The system call's number (x86-64).
         call: i32,
-        /// For a sleep to a time (`clock_nanosleep`, `nanosleep`) or a futex wait with a
-        /// timeout (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`): that time, CLOCK_MONOTONIC ns, read
-        /// from the caller's request at the entry.
+        /// For a sleep to a time (`clock_nanosleep`, `nanosleep`), a futex wait with a
+        /// timeout (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`), a readiness or signal wait with one
+        /// (`epoll_wait`, `poll`, `select` and kin, `rt_sigtimedwait`; from its entry): that
+        /// time, CLOCK_MONOTONIC ns, read from the caller's request at the entry.
         deadline_ns: Option<u64>,
     },
     /// ... and returns from it to user space.

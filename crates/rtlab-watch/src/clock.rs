@@ -315,7 +315,7 @@ impl WatchState {
         };
         w.clock.out_since = Some(ts_ns);
         let held_back = w.clock.prompt >= RULES.prompt_parks
-            && w.wait.phase.call().is_some_and(|c| c.asked.is_none());
+            && (w.wait.phase.call()).is_some_and(|c| c.asked.is_none() || c.waits_for_events());
         let Some(p) = w.clock.ended.as_mut() else {
             return;
         };

@@ -197,8 +197,13 @@ impl Call {
     /// signal timer that fired in a readiness or signal wait (whose own timeout, if any, is
     /// only a bound).
     fn ended_by_timer(&self, x: &Expiry) -> bool {
-        x.source != DeadlineSource::SleepTimer
-            && (READINESS_CALLS.contains(&self.nr) || self.nr == SYS_RT_SIGTIMEDWAIT)
+        x.source != DeadlineSource::SleepTimer && self.waits_for_events()
+    }
+
+    /// Whether it is a readiness or signal wait: it waits for something else, its timeout
+    /// (relative to its entry, where it has one) only a bound.
+    pub(crate) fn waits_for_events(&self) -> bool {
+        READINESS_CALLS.contains(&self.nr) || self.nr == SYS_RT_SIGTIMEDWAIT
     }
 }
 
@@ -530,8 +535,11 @@ impl ThreadWait {
         // (a Java park of a few microseconds left) is late from that deadline.
         let expiry = self.expiry.take();
         let by_timer = expiry.filter(|x| call.ended_by_timer(x));
+        // (A timeout from the entry whose timer the kernel started later: the thread was
+        // held on its way in, and its deadline is still the one it asked for.)
+        let held_on_way_in = |asked: u64, x: &Expiry| call.waits_for_events() && x.at >= asked;
         if let (Some(asked), Some(x), None) = (call.asked, expiry, by_timer) {
-            if asked.abs_diff(x.at) > RULES.asked_off_expiry_ns {
+            if asked.abs_diff(x.at) > RULES.asked_off_expiry_ns && !held_on_way_in(asked, &x) {
                 return Returned::Abandoned;
             }
         }
@@ -594,10 +602,17 @@ impl ThreadWait {
         match std::mem::take(&mut self.phase) {
             Phase::Running => {}
             Phase::Runnable { .. } => cut.push(DelayKind::Wakeup),
-            p => cut.push(match p.call().and_then(|c| c.asked) {
-                Some(_) => DelayKind::Timer,
-                None => DelayKind::Wakeup,
-            }),
+            // (A readiness or signal wait waits for something else first: a wakeup.)
+            p => cut.push(
+                match p
+                    .call()
+                    .filter(|c| !c.waits_for_events())
+                    .and_then(|c| c.asked)
+                {
+                    Some(_) => DelayKind::Timer,
+                    None => DelayKind::Wakeup,
+                },
+            ),
         }
         if self.expiry.take().is_some() {
             cut.push(DelayKind::Timer);
@@ -881,6 +896,22 @@ mod tests {
             assert!(delays(w.returned(1, 2_500_000)).is_empty(), "{nr}");
             assert!(!w.wakeup_unseen, "{nr}");
         }
+        // Held 2 ms on its way in (its timeout's timer started late): still late from the
+        // time it asked for, not a return far from it.
+        let mut w = ThreadWait::new(TID);
+        w.entered(232, Some(1_000_000), 0);
+        w.switched_out(&switch(2_100_000, TID, 0, "S"));
+        w.sleep_timer(&waking(3_000_000), sleep_timer(3_000_000));
+        w.woken(&waking(3_001_000), None);
+        w.switched_in(&switch(3_002_000, 0, TID, "R"));
+        let d = delays(w.returned(0, 3_003_000));
+        assert_eq!(
+            (d[0].1.since, d[0].1.source),
+            (1_000_000, Some(DeadlineSource::PollTimeout))
+        );
+        // A loss in a readiness wait with a timeout cuts what it waits for first: a wakeup.
+        w.entered(232, Some(5_000_000), 4_000_000);
+        assert_eq!(w.cut(), [DelayKind::Wakeup]);
         // A file timer that fired within a readiness wait's longer timeout: the timer's
         // expiry is its deadline (the timeout only a bound), not a return far from its time.
         let mut w = ThreadWait::new(TID);

@@ -1195,10 +1195,12 @@ fn wait_deadline(r: &[u8; REC as usize], clock_offsets: &[i64; 3]) -> Option<u64
     // request; 0 is a look that does not wait).
     if let Some(unit) = readiness_timeout_unit(call) {
         let (sec, frac) = (i64_at(OFF_PID2), i64_at(OFF_X));
+        // (A timespec's nanoseconds must be under a second; the kernel takes a timeval's
+        // microseconds past one as more seconds.)
         let t = match unit {
             0 => op as i32 as i64 * 1_000_000,
-            _ if sec < 0 || !(0..1_000_000_000 / unit).contains(&frac) => return None,
-            unit => sec.checked_mul(1_000_000_000)?.checked_add(frac * unit)?,
+            _ if sec < 0 || frac < 0 || (unit == 1 && frac >= 1_000_000_000) => return None,
+            unit => (sec.checked_mul(1_000_000_000)?).checked_add(frac.checked_mul(unit)?)?,
         };
         return (t > 0)
             .then(|| entered.checked_add(t))

@@ -1003,7 +1003,7 @@ pub(super) fn attach_wait_probes(
     maps: Maps,
     watched: i32,
 ) -> Result<Vec<(Program, OwnedFd)>, AttachError> {
-    let regs = Regs::from_btf(btf).ok_or(AttachError::NoRegs("orig_ax/di/si/dx"))?;
+    let regs = Regs::from_btf(btf).ok_or(AttachError::NoRegs("orig_ax/di/si/dx/r10/r8"))?;
     attach_syscall_programs(btf, |exit| wait_call_program(exit, regs, maps, watched))
 }
 

@@ -44,10 +44,11 @@ fn a_readiness_waits_timeout_is_its_deadline_from_its_entry() {
     }
     assert_eq!(entry(23, 0, (0, 1_500)), at(1_500_000));
     assert_eq!(
-        entry(23, 0, (0, 1_000_000)),
-        None,
-        "a timeval's microseconds"
+        entry(23, 0, (0, 2_500_000)),
+        at(2_500_000_000),
+        "past a second: seconds"
     );
+    assert_eq!(entry(23, 0, (0, -1)), None);
     // Other calls' fields mean other things.
     assert_eq!(entry(0, 3, (1, 0)), None);
 }
