@@ -398,6 +398,7 @@ pub fn run_survey(
 ) -> Result<SurveyRecord, LabError> {
     let plan = Plan::new(config);
     let mut merged: Option<RunRecord> = None;
+    let mut ran_stages = vec![false; STAGES.len()];
     for (i, stage) in STAGES.iter().enumerate() {
         if rtlab_sys::signal::interrupted() {
             break;
@@ -421,6 +422,7 @@ pub fn run_survey(
         let experiment = (stage.build)(&plan, stage)?;
         let record = run_experiment(experiment.as_ref(), &plan.common(stage), observer)?;
         merged = Some(absorb(merged, record));
+        ran_stages[i] = true;
     }
     let record = merged
         .ok_or_else(|| LabError::Thread("survey interrupted before its first stage".into()))?;
@@ -428,15 +430,35 @@ pub fn run_survey(
         record: &record,
         default_slack: plan.default_slack,
     };
+    // A stage that ran and measured none of what its row needs says so in its row (a short
+    // stage on a busy machine can), rather than leave the area out.
     let verdict_rows = Area::ALL
         .iter()
-        .flat_map(|&area| STAGES.iter().filter(move |s| s.stage.area() == area))
-        .filter_map(|stage| stage.read.and_then(|read| read(&ran)))
+        .flat_map(|&area| {
+            STAGES
+                .iter()
+                .enumerate()
+                .filter(move |(_, s)| s.stage.area() == area)
+        })
+        .filter_map(|(i, stage)| {
+            let read = stage.read?;
+            read(&ran).or_else(|| ran_stages[i].then(|| not_measured(stage, &plan)))
+        })
         .collect();
     Ok(SurveyRecord {
         record,
         verdict_rows,
     })
+}
+
+/// The row of a stage that ran and gave none of the figures its row reads.
+fn not_measured(stage: &Stage, plan: &Plan) -> RowWithCauses {
+    let reading = format!(
+        "not measured: its {} stage gave none of the figures this reading needs (a busy \
+         machine can leave a short stage without one); a longer run measures it",
+        Nanos(plan.duration(stage).get())
+    );
+    SurveyRow::reading(stage.stage.area(), reading).into()
 }
 
 /// Adds one stage's record to the merged one.
@@ -653,6 +675,28 @@ mod tests {
                 .count();
             // The check is no stage: it runs before them and has no verdict row.
             assert_eq!(readers, usize::from(area != Area::Check), "{area}");
+        }
+    }
+
+    #[test]
+    fn a_stage_that_measured_nothing_says_so_in_its_areas_row() {
+        let config = SurveyConfig {
+            stage_duration: Nanos::from_secs(2),
+            cpus: CpuList::from(vec![0]),
+            mlock: false,
+            dma_latency: false,
+        };
+        let plan = Plan::new(&config);
+        for stage in STAGES.iter().filter(|s| s.read.is_some()) {
+            let row = not_measured(stage, &plan).row;
+            assert_eq!(row.area, stage.stage.area());
+            let stage_length = Nanos(plan.duration(stage).get()).to_string();
+            assert!(
+                row.reading.starts_with("not measured: its "),
+                "{}",
+                row.reading
+            );
+            assert!(row.reading.contains(&stage_length), "{}", row.reading);
         }
     }
 

@@ -572,7 +572,18 @@ fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_eve
             .collect(),
     );
     assert!(logged >= 5, "{logged} collections logged");
-    assert_eq!(seen, logged, "{stdout}");
+    // Every collection, unless the text ring lost events (a storm of context switches fills
+    // it): then the run must say so, and the test says it could not check them all.
+    let lost = (doc["warnings"].as_array().into_iter().flatten())
+        .filter_map(|w| w.as_str())
+        .find(|w| w.contains("trace events lost"));
+    match (seen < logged, lost) {
+        (true, Some(lost)) => skip(
+            test,
+            &format!("{seen} of {logged} collections seen: {lost}"),
+        ),
+        _ => assert_eq!(seen, logged, "{stdout}"),
+    }
 }
 
 #[test]
