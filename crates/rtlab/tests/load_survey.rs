@@ -111,9 +111,14 @@ fn survey_writes_report_with_verdict() {
             areas,
             vec!["wakeup", "lock", "invert", "slack", "ipc", "net", "noise", "mmap"]
         );
+        // Its series, or its row saying the stage measured too little (a busy machine).
+        let invert_row = &doc["verdict"]["survey"][2]["reading"];
         assert!(
-            names.iter().any(|n| n == "invert/inherit/rtlab"),
-            "{names:?}"
+            names.iter().any(|n| n == "invert/inherit/rtlab")
+                || invert_row
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("not measured")),
+            "{names:?} {invert_row}"
         );
         assert!(names.iter().any(|n| n == "mmap/shared/mlock"), "{names:?}");
         assert!(names.iter().any(|n| n == "net/all/rtt"), "{names:?}");

@@ -333,6 +333,18 @@ fn a_starved_napi_thread_is_named_as_the_network_stacks_inversion_and_raising_it
     let doc = pingpong_beside_a_hog("threaded");
     let threads = &series_named(&doc, "pingpong/rtt")["config"]["topology"]["napi"]["threads"];
     assert!(!threads.as_array().unwrap().is_empty(), "{threads}");
+    // (Where the run says every outlier's trace was lost, a storm of other events filled the
+    // rings: nothing here to check, and said so.)
+    let outliers = doc["outliers"].as_array().unwrap();
+    let lost = |o: &&serde_json::Value| {
+        (o["causes"].as_array().into_iter().flatten())
+            .any(|c| c["reason"] == "events_lost" || c["reason"] == "unread")
+    };
+    if net_stack_inversions(&doc) == 0 && !outliers.is_empty() && outliers.iter().all(|o| lost(&o))
+    {
+        let why = format!("the trace of all {} outliers was lost here", outliers.len());
+        return skip("the network stack's inversion", &why);
+    }
     assert!(net_stack_inversions(&doc) >= 1, "{}", doc["outliers"]);
     // The fix: the napi thread above the hog. The inversion is gone.
     let doc = pingpong_beside_a_hog("threaded:51");

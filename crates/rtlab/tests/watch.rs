@@ -729,15 +729,20 @@ def holder():
         time.sleep(0.003)
         libc.pthread_mutex_unlock(m)
         time.sleep(0.017)
+longest = 0
 def waiter():
+    global longest
     libc.prctl(15, b'pi-waiter', 0, 0, 0)
     while time.monotonic() < end:
+        t = time.monotonic_ns()
         libc.pthread_mutex_lock(m)
+        longest = max(longest, time.monotonic_ns() - t)
         libc.pthread_mutex_unlock(m)
         time.sleep(0.001)
 threads = [threading.Thread(target=f) for f in (holder, waiter)]
 for t in threads: t.start()
 for t in threads: t.join()
+print('longest', longest)
 "
     )
 }
@@ -768,6 +773,11 @@ fn pi_lock_waits_are_measured_and_name_the_holder() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // The waiter's own longest wait (its clock read around its lock call).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let own: f64 = (stdout.lines())
+        .find_map(|l| l.strip_prefix("longest ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no longest wait printed: {stdout}"));
     let doc = load_valid_document(&json);
     let warnings = doc["warnings"].to_string();
     if warnings.contains("no lock series") || warnings.contains("source measures wakeup delays") {
@@ -793,7 +803,12 @@ fn pi_lock_waits_are_measured_and_name_the_holder() {
     let count = lock["count"].as_u64().unwrap();
     let max = lock["max"].as_f64().unwrap();
     assert!(count >= 20, "{count} lock waits");
-    assert!((1.5e6..20e6).contains(&max), "longest lock wait {max} ns");
+    // At least one of the holder's 3 ms holds waited out, and never longer than the waiter
+    // itself saw (the watch ends a wait where the kernel returns, before the waiter's clock).
+    assert!(
+        max >= 1.5e6 && max <= own + 50e3,
+        "longest lock wait {max} ns, {own} its own"
+    );
     // Explained as lock waits with the holder named: its own slices (`blocking`), or what
     // ran while the waiter waited for the lock it held (on a loaded machine, mostly that).
     let named = doc["outliers"]
