@@ -118,18 +118,16 @@ mod tests {
         let me = include_str!("rules.rs");
         let code = [
             include_str!("lib.rs"),
-            include_str!("model.rs"),
+            include_str!("model/mod.rs"),
             include_str!("clock.rs"),
             include_str!("java.rs"),
             include_str!("series.rs"),
         ]
         .concat();
-        let model = include_str!("model.rs");
-        let model_tests = &model[model.find("#[cfg(test)]").expect("its tests")..];
         let tests = [
             include_str!("tests.rs"),
             include_str!("tests/clock.rs"),
-            model_tests,
+            include_str!("model/tests.rs"),
         ]
         .concat();
         let start = me.find("pub struct Rules {").expect("the struct");
