@@ -45,6 +45,10 @@ static void *loop(void *arg) {
         perror("malloc");
         exit(1);
     }
+    // Touched now, as a real-time loop touches its memory before its first deadline: a page's
+    // first touch inside the loop would be a page fault in the lateness it measures.
+    memset(late, -1, n * sizeof *late);  // (not 0: that may become a calloc, untouched)
+    memset(when, -1, n * sizeof *when);
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t c;
     pthread_condattr_t ca;
@@ -75,8 +79,9 @@ static void *loop(void *arg) {
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) != 0) {
             }
         }
+        int64_t now = now_ns();  // first thing after the wait: what is late is the wait
         when[i] = next;
-        late[i++] = now_ns() - next;
+        late[i++] = now - next;
         next += period_ns;
     }
     const char *log = getenv("LOG");

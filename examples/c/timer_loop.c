@@ -48,6 +48,9 @@ static void *loop(void *arg) {
         perror("malloc");
         exit(1);
     }
+    // Touched now: a page's first touch inside the loop would be a page fault in the loop.
+    memset(late, -1, n * sizeof *late);  // (not 0: that may become a calloc, untouched)
+    memset(when, -1, n * sizeof *when);
     int64_t first = now_ns() + period_ns;
     struct itimerspec spec = {{period_ns / 1000000000, period_ns % 1000000000},
                               {first / 1000000000, first % 1000000000}};
