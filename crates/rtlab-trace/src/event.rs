@@ -168,6 +168,10 @@ pub enum JvmProbe {
     ClockRead,
 }
 
+/// The name given to a task that ended before anything named it (its /proc entry gone, its
+/// end not recorded: events lost): said as what it is, where ftrace writes `<...>`.
+pub const ENDED_TASK: &str = "ended task";
+
 /// Timers that end a wait through a file or a signal, not as the waiting thread's own sleep
 /// timer: a `timerfd` (`timerfd_tmrproc`: its reader's `read`, `poll` or `epoll_wait`
 /// returns), a POSIX timer (`posix_timer_fn`: its signal ends a `sigwaitinfo`), `setitimer`

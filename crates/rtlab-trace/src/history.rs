@@ -182,7 +182,7 @@ pub(crate) fn find_task(histories: &[History], pid: i64) -> Task {
             }
         }
     }
-    let comm = rtlab_sys::procfs::task_comm(pid).unwrap_or_else(|| "<...>".into());
+    let comm = rtlab_sys::procfs::task_comm(pid).unwrap_or_else(|| crate::event::ENDED_TASK.into());
     let prio = rtlab_sys::procfs::task_kernel_prio(pid).unwrap_or(120);
     Task {
         comm: comm.into(),
@@ -570,6 +570,21 @@ mod tests {
                 _ => unreachable!(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_task_no_event_or_proc_entry_names_is_an_ended_task_never_dots() {
+        // A thread that ran and ended: no switch in the history names it, /proc has no
+        // entry for it any more.
+        let tid = std::thread::spawn(rtlab_sys::futex::current_tid)
+            .join()
+            .unwrap() as i64;
+        let t = find_task(&[History::default()], tid);
+        assert_eq!((&*t.comm, t.pid), (crate::event::ENDED_TASK, tid));
+        // One that lives is named by /proc.
+        let me = rtlab_sys::futex::current_tid() as i64;
+        let t = find_task(&[History::default()], me);
+        assert_eq!(Some(t.comm.to_string()), rtlab_sys::procfs::task_comm(me));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and priorities
 //! read from `struct task_struct` at the offsets the kernel's BTF gives. Names are looked up in
 //! user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached, refreshed every
-//! second; a task that exited before the reader saw it is `<...>`, as in ftrace), IRQ names in
+//! second; a task that ended before the reader saw it is named by its end record, or, where that
+//! was lost, `ended task`, where ftrace writes `<...>`), IRQ names in
 //! `/proc/interrupts`, NMI handlers and timer functions in `/proc/kallsyms`.
 //!
 //! What one event costs here (a pipe ping-pong on one CPU, measured while building this):
@@ -1071,7 +1072,7 @@ impl Recorder {
             .or_insert_with(|| match pid {
                 0 => format!("swapper/{cpu}").into(),
                 _ => rtlab_sys::procfs::task_comm(pid)
-                    .unwrap_or_else(|| "<...>".into())
+                    .unwrap_or_else(|| crate::event::ENDED_TASK.into())
                     .into(),
             })
             .clone()
