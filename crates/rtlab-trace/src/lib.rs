@@ -335,6 +335,7 @@ fn rules() -> explain::Rules {
         tick: None,
         cut: None,
         unread_from: None,
+        elsewhere_unknown: None,
     }
 }
 

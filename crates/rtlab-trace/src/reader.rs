@@ -443,6 +443,48 @@ fn probe_jvm_text(
     crate::instance::probe_jvm(dir, libjvm)
 }
 
+/// The first other traced CPU whose events over `r`'s window are not all known (lost there,
+/// or not read yet): a wakeup of `r`'s thread from there may be among them.
+fn elsewhere_unknown(
+    r: &Request,
+    histories: &[History],
+    traced: &TracedLog,
+    source: &Source,
+) -> Option<explain::ElsewhereUnknown> {
+    let (t0, t1) = (r.deadline_ns, r.woke_ns);
+    (0..histories.len() as u16)
+        .filter(|&c| c != r.cpu && traced.throughout(c, t0, t1))
+        .filter_map(|cpu| {
+            let read = source.read_until(cpu);
+            let unread = (read < t1).then_some(explain::ElsewhereUnknown {
+                cpu,
+                from_ns: read.max(t0),
+                lost: 0,
+                behind_ns: t1 - read,
+            });
+            // A loss mark: nothing known from it to that CPU's next event.
+            let events = &histories[cpu as usize].events;
+            let start = events.partition_point(|e| e.ts_ns < t0.saturating_sub(LEAD_NS));
+            let lost = events
+                .range(start..)
+                .take_while(|e| e.ts_ns <= t1)
+                .enumerate()
+                .filter_map(|(i, e)| e.kind.lost().map(|n| (i, e.ts_ns, n)))
+                .find(|&(i, _, _)| events.get(start + i + 1).is_none_or(|next| next.ts_ns > t0))
+                .map(|(_, at, n)| explain::ElsewhereUnknown {
+                    cpu,
+                    from_ns: at.max(t0),
+                    lost: n,
+                    behind_ns: 0,
+                });
+            [lost, unread]
+                .into_iter()
+                .flatten()
+                .min_by_key(|u| u.from_ns)
+        })
+        .min_by_key(|u| u.from_ns)
+}
+
 /// Explains request `r` (the run's `index`-th) of series `series`, with what only the eBPF
 /// recorder gives: a JVM's safepoints over it, kernel stacks.
 fn explain_request(
@@ -457,6 +499,7 @@ fn explain_request(
     let read = source.read_until(r.cpu);
     let rules = &explain::Rules {
         unread_from: (read < r.woke_ns + SETTLE_NS).then_some(read),
+        elsewhere_unknown: elsewhere_unknown(r, histories, traced, source),
         ..*rules
     };
     let (mut o, window) = explain_one(r, series, (histories, traced), rules, options, index)?;

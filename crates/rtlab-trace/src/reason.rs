@@ -16,6 +16,8 @@ pub enum Blocker {
     Lock,
     /// A round trip (the peer handles the message).
     Reply,
+    /// A notification (the notifying thread's unlock and wake call).
+    Notify,
 }
 
 /// A task named in a reason (name and pid).
@@ -107,6 +109,9 @@ pub enum Reason {
     EventsLost { n: u64 },
     /// Not read yet when explained: the trace reader was this far behind.
     Unread { behind_ns: u64 },
+    /// Not known whether the thread had been woken: its wakeup would come from `cpu`, whose
+    /// events were lost there (`lost`), or not read yet (the reader `behind_ns` behind).
+    WakeupNotSeen { cpu: u16, lost: u64, behind_ns: u64 },
     /// A busy CPU took no tick for `len_ns` (one is due every `period_ns`); `peer_cpu`: the
     /// peer's CPU, not the thread's own.
     NoTick {
@@ -148,7 +153,10 @@ impl Reason {
             Reason::Interrupt { .. } => ReasonCode::Interrupt,
             Reason::PeerInterrupt { .. } => ReasonCode::PeerInterrupt,
             Reason::Nmi { .. } => ReasonCode::Nmi,
-            Reason::HolderRan { .. } | Reason::HolderRanOn { .. } => ReasonCode::HolderRan,
+            Reason::HolderRan { blocker } | Reason::HolderRanOn { blocker, .. } => match blocker {
+                Blocker::Notify => ReasonCode::NotifierCall,
+                Blocker::Lock | Blocker::Reply => ReasonCode::HolderRan,
+            },
             Reason::WaitingForHolder { .. } => ReasonCode::WaitingForHolder,
             Reason::PriorityInversion { .. } => ReasonCode::PriorityInversion,
             Reason::RanWhileBlocked { .. } => ReasonCode::RanWhileBlocked,
@@ -175,6 +183,8 @@ impl Reason {
             Reason::NoSchedulerEvent => ReasonCode::NoSchedulerEvent,
             Reason::EventsLost { .. } => ReasonCode::EventsLost,
             Reason::Unread { .. } => ReasonCode::Unread,
+            Reason::WakeupNotSeen { lost: 0, .. } => ReasonCode::Unread,
+            Reason::WakeupNotSeen { .. } => ReasonCode::EventsLost,
             Reason::NoTick { .. } => ReasonCode::NoTick,
             Reason::BeforeFirstEvent => ReasonCode::BeforeFirstEvent,
             Reason::HistoryCut { .. } => ReasonCode::HistoryCut,
@@ -194,12 +204,14 @@ impl Blocker {
         match self {
             Blocker::Lock => "the lock held by",
             Blocker::Reply => "the reply of",
+            Blocker::Notify => "the notification of",
         }
     }
     fn ran(self) -> &'static str {
         match self {
             Blocker::Lock => "the lock holder ran (its critical section)",
             Blocker::Reply => "the peer ran (handling the message)",
+            Blocker::Notify => "the notifying thread's unlock and wake call",
         }
     }
 }
@@ -219,6 +231,7 @@ impl fmt::Display for Reason {
             Reason::WaitingForHolder { blocker } => f.write_str(match blocker {
                 Blocker::Lock => "waiting for the lock holder (CPU idle: it ran elsewhere or slept)",
                 Blocker::Reply => "waiting for the peer's reply (CPU idle: the peer ran elsewhere)",
+                Blocker::Notify => "waiting for the notifying thread (CPU idle: it ran elsewhere)",
             }),
             Reason::PriorityInversion { holder } => write!(
                 f,
@@ -337,6 +350,17 @@ impl fmt::Display for Reason {
                 f,
                 "not known: the trace reader was {} behind this CPU's events when it explained this",
                 Nanos(*behind_ns)
+            ),
+            Reason::WakeupNotSeen {
+                cpu, lost: 0, behind_ns,
+            } => write!(
+                f,
+                "not known: its wakeup would come from CPU {cpu}, whose events the trace reader was {} behind when it explained this",
+                Nanos(*behind_ns)
+            ),
+            Reason::WakeupNotSeen { cpu, lost, .. } => write!(
+                f,
+                "not known: {lost} trace events lost on CPU {cpu}, where its wakeup would come from"
             ),
             Reason::NoTick {
                 len_ns,

@@ -18,8 +18,9 @@ pub enum Wait {
 }
 
 impl Wait {
-    /// Waits in which the thread blocks on another task within the window.
+    /// Waits in which the thread waits on another task within the window: a lock's holder,
+    /// a peer's reply, the notifying thread's call (from the deadline to its wakeup).
     pub fn blocks(self) -> bool {
-        matches!(self, Wait::Lock | Wait::Reply)
+        matches!(self, Wait::Lock | Wait::Reply | Wait::Notify)
     }
 }

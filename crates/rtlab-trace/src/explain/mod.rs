@@ -237,6 +237,19 @@ pub struct Rules {
     /// Where the late thread's CPU's events were read up to when it was explained, if not
     /// past the window (the reader behind, given up waiting): what follows is not known.
     pub unread_from: Option<u64>,
+    /// Another CPU, from which the late thread's wakeup may come, whose events in the window
+    /// are not all known (lost there, or not read yet): a wakeup not seen may be among them.
+    pub elsewhere_unknown: Option<ElsewhereUnknown>,
+}
+
+/// Another CPU's events not all known over a late thread's window: from `from_ns` on, `lost`
+/// of them lost (0: not read yet, the reader `behind_ns` behind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElsewhereUnknown {
+    pub cpu: u16,
+    pub from_ns: u64,
+    pub lost: u64,
+    pub behind_ns: u64,
 }
 
 /// The oldest events of a CPU's history were dropped, the newest of them at `through_ns`,
@@ -371,9 +384,19 @@ fn known_spans(
     let mut spans = Vec::new();
     let mut last: Option<u64> = None;
     let mut state = Cpu::new(cpu, base);
+    // A loss: nothing is known from this CPU's last event before its mark to its first
+    // after it (the mark may sit anywhere between: the text source's where the kernel
+    // noticed, the recorder's where its ring was last read to the end).
+    let mut lost: Option<(u64, u64)> = None;
     for e in events.iter().filter(|e| e.cpu == cpu) {
         if let Some(n) = e.kind.lost() {
-            spans.push((last.unwrap_or(0), e.ts_ns, Span::Lost(n)));
+            let (from, before) = lost.unwrap_or((last.unwrap_or(0), 0));
+            lost = Some((from, before + n));
+            state.step(e);
+            continue;
+        }
+        if let Some((from, n)) = lost.take() {
+            spans.push((from, e.ts_ns, Span::Lost(n)));
         } else if let (Some(l), Some(t), Some(true), true) =
             (last, tick, state.busy(), state.handlers.is_empty())
         {
@@ -393,6 +416,9 @@ fn known_spans(
         }
         state.step(e);
         last = Some(e.ts_ns);
+    }
+    if let Some((from, n)) = lost {
+        spans.push((from, u64::MAX, Span::Lost(n)));
     }
     spans
 }
@@ -520,7 +546,9 @@ impl<'a> Attribution<'a> {
             thread: Follow::new(late.tid, late.cpu),
             // A spinning thread is runnable throughout: nothing has to wake it.
             woken: late.wait == Wait::Spin,
-            blocked: false,
+            // A notified thread sleeps from before the deadline (its notifier's call) to its
+            // wakeup.
+            blocked: late.wait == Wait::Notify,
             asleep_again: false,
             woken_prio: None,
             thread_prio: None,
@@ -534,10 +562,10 @@ impl<'a> Attribution<'a> {
             expiry_unseen: None,
             expiry: None,
             holder: late.waker.as_ref().filter(|_| late.wait.blocks()),
-            blocker: if late.wait == Wait::Reply {
-                Blocker::Reply
-            } else {
-                Blocker::Lock
+            blocker: match late.wait {
+                Wait::Reply => Blocker::Reply,
+                Wait::Notify => Blocker::Notify,
+                _ => Blocker::Lock,
             },
             // Followed only where it ran on another CPU (and that CPU was traced).
             peer: late.peer.as_ref().filter(|p| p.cpu != late.cpu),
@@ -631,13 +659,15 @@ impl<'a> Attribution<'a> {
                 self.ipi_pending = (from_cpu != self.late.cpu).then_some(from_cpu);
             }
             // Preempted (or yielded): runnable with no wakeup to wait for, as a watched
-            // thread's delay that starts at its preemption.
+            // thread's delay that starts at its preemption; a notified thread so (a message
+            // came while it ran, or was queued for it) waits for no notifier.
             Moved::SwitchedOut {
                 asleep: false,
                 prio,
                 ..
-            } if self.late.wait == Wait::Timer => {
+            } if matches!(self.late.wait, Wait::Timer | Wait::Notify) => {
                 self.woken = true;
+                self.blocked = false;
                 self.woken_prio = Some(prio);
                 self.runnable_since = e.ts_ns;
             }
@@ -650,7 +680,9 @@ impl<'a> Attribution<'a> {
                 self.asleep_again =
                     self.late.wait == Wait::Timer && self.woken && e.ts_ns >= self.t0;
                 self.woken = false;
-                if self.late.wait.blocks() && e.ts_ns >= self.t0 {
+                // (A notified thread's sleep before the deadline waits for its notifier.)
+                let waits = e.ts_ns >= self.t0 || self.late.wait == Wait::Notify;
+                if self.late.wait.blocks() && waits {
                     self.blocked = true;
                     self.woken_prio.get_or_insert(prio);
                 }

@@ -61,7 +61,8 @@ impl Attribution<'_> {
             );
         }
         let current = self.cpu.current.as_ref();
-        if self.blocked {
+        // (A notifier not followed to another CPU: its call, below.)
+        if self.blocked && self.late.wait != Wait::Notify {
             return self.blocked_owner(current);
         }
         if self.asleep_again {
@@ -95,7 +96,23 @@ impl Attribution<'_> {
                 };
             }
         }
-        if late.wait == Wait::Notify && !woken {
+        // (Events lost here since may have held its wakeup: not known, below.)
+        if late.wait == Wait::Notify && !woken && self.cpu.lost.is_none() {
+            // (Its wakeup may be among another CPU's events not known: not its notifier's.)
+            if let Some(u) = rules
+                .elsewhere_unknown
+                .filter(|u| u.from_ns < self.slice_to)
+            {
+                return Key::new(
+                    CauseKind::Unexplained,
+                    None,
+                    Reason::WakeupNotSeen {
+                        cpu: u.cpu,
+                        lost: u.lost,
+                        behind_ns: u.behind_ns,
+                    },
+                );
+            }
             return Key::new(
                 CauseKind::Syscall,
                 late.waker.as_ref(),

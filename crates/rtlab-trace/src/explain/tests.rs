@@ -15,6 +15,7 @@ fn rules(virtualized: bool) -> Rules {
         tick: None,
         cut: None,
         unread_from: None,
+        elsewhere_unknown: None,
     }
 }
 
@@ -564,6 +565,7 @@ fn a_silent_interrupt_past_the_gap_says_it_was_silent() {
         tick: None,
         cut: None,
         unread_from: None,
+        elsewhere_unknown: None,
     };
     let causes = attribute(&ev, Some(&base), &late, &short);
     assert_eq!(causes[0].detail.as_deref(), Some("call_function_single"));
@@ -600,6 +602,7 @@ fn the_thread_itself_silent_for_long_is_a_gap_past_it_and_noted_below() {
         tick: None,
         cut: None,
         unread_from: None,
+        elsewhere_unknown: None,
     };
     let causes = attribute(&ev, Some(&swapper0()), &late, &short);
     assert_eq!(causes[0].kind, CauseKind::Syscall, "{causes:?}");
@@ -972,6 +975,92 @@ fn a_lock_wait_names_the_holder_and_the_task_that_kept_it_off_the_cpu() {
 }
 
 #[test]
+fn a_notification_follows_the_notifier_to_its_cpu() {
+    // CPU 0: the thread (pid 7) sleeps for a message. CPU 1: the notifier (pid 5) begins its
+    // send at the deadline, 20.000000, and is preempted by a FIFO 99 hog (pid 6) at
+    // 20.000002 until 20.001000; it wakes pid 7 at 20.001008.
+    let ev = events(&[
+        "t-7 [000] d..2. 19.999000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+        "notify-5 [001] d..2. 20.001008: sched_waking: comm=t pid=7 prio=9 target_cpu=000",
+        "<idle>-0 [000] d..2. 20.001020: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let notifier_cpu = events(&[
+        "notify-5 [001] d..2. 20.000002: sched_switch: prev_comm=notify prev_pid=5 prev_prio=11 prev_state=R+ ==> next_comm=hog next_pid=6 next_prio=0",
+        "hog-6 [001] d..2. 20.001000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=notify next_pid=5 next_prio=11",
+        "notify-5 [001] d..2. 20.001008: sched_waking: comm=t pid=7 prio=9 target_cpu=000",
+    ]);
+    let notifier = Task {
+        comm: "notify".into(),
+        pid: 5,
+        prio: 11,
+    };
+    let late = Late {
+        tid: 7,
+        deadline_ns: 20_000_000_000,
+        woke_ns: 20_001_020_000,
+        wait: Wait::Notify,
+        waker: Some(notifier.clone()),
+        cpu: 0,
+        peer: Some(Peer {
+            cpu: 1,
+            events: notifier_cpu,
+            base: Some(notifier),
+            tick: None,
+        }),
+    };
+    let causes = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(causes[0].kind, CauseKind::Preemption, "{causes:?}");
+    assert_eq!(causes[0].task.as_deref(), Some("hog"));
+    assert_eq!(causes[0].duration_ns, 998_000);
+    assert!(causes[0].detail.as_deref().unwrap().contains("on CPU 1"));
+    // Its own call, before and after the hog: the notifier's, named as such.
+    let call: u64 = causes
+        .iter()
+        .filter(|c| c.reason == Some(ReasonCode::NotifierCall))
+        .map(|c| c.duration_ns)
+        .sum();
+    assert_eq!(call, 10_000, "{causes:?}");
+    assert_eq!(causes.iter().map(|c| c.duration_ns).sum::<u64>(), 1_020_000);
+    // Without the notifier's CPU (not traced), the time before the wakeup is its call.
+    let unfollowed = Late { peer: None, ..late };
+    let causes = attribute(&ev, None, &unfollowed, &rules(true));
+    assert_eq!(
+        causes[0].reason,
+        Some(ReasonCode::NotifierCall),
+        "{causes:?}"
+    );
+}
+
+#[test]
+fn a_notified_thread_preempted_before_its_message_waits_for_the_cpu_not_a_notifier() {
+    // pid 7 runs (handling a message) when a FIFO 99 hog (pid 6) preempts it at 10.000000;
+    // the next message is sent at 10.000500 (its deadline), queued: no wakeup is needed,
+    // and pid 7 gets its CPU back at 10.003000.
+    let ev = events(&[
+        "t-7 [000] d..2. 10.000000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=R+ ==> next_comm=hog next_pid=6 next_prio=0",
+        "hog-6 [000] d..2. 10.003000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 10_000_500_000,
+        woke_ns: 10_003_000_000,
+        wait: Wait::Notify,
+        cpu: 0,
+        ..Late::default()
+    };
+    let causes = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        (
+            causes[0].kind,
+            causes[0].task.as_deref(),
+            causes[0].duration_ns
+        ),
+        (CauseKind::Preemption, Some("hog"), 2_500_000)
+    );
+}
+
+#[test]
 fn a_wakeup_from_another_cpu_waits_for_its_ipi() {
     // The notifier on CPU 1 wakes pid 7 (on CPU 0, where a time-sharing spinner runs) at
     // 30.000010; the reschedule IPI only arrives at 30.000900.
@@ -1050,6 +1139,41 @@ fn time_after_lost_events_until_the_next_switch_is_said_lost_not_an_empty_window
     assert_eq!(
         causes[0].detail.as_deref(),
         Some("800 trace events lost here (the reader fell behind)")
+    );
+}
+
+#[test]
+fn a_notified_thread_with_events_lost_before_its_wakeup_says_lost_not_its_notifier() {
+    // pid 7 sleeps for a message from 40.000; the recorder lost 900 records of CPU 0 from
+    // 40.005 (where its ring was last read to the end); the first kept is its switch-in at
+    // 40.030, its wakeup among the lost.
+    let ev = events(&[
+        "t-7 [000] d..2. 40.000000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+        "<idle>-0 [000] d..2. 40.030000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let mut ev = ev;
+    ev.insert(
+        1,
+        Event {
+            cpu: 0,
+            ts_ns: 40_005_000_000,
+            current_pid: -1,
+            kind: Kind::Lost(900),
+        },
+    );
+    let late = Late {
+        tid: 7,
+        deadline_ns: 40_010_000_000,
+        woke_ns: 40_030_000_000,
+        wait: Wait::Notify,
+        cpu: 0,
+        ..Late::default()
+    };
+    let causes = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        (causes[0].reason, causes[0].duration_ns),
+        (Some(ReasonCode::EventsLost), 20_000_000)
     );
 }
 
@@ -1172,4 +1296,46 @@ fn a_window_whose_events_were_dropped_says_so_and_is_not_the_start_of_the_trace(
     assert_eq!(causes[0].reason, Some(ReasonCode::HistoryCut), "{causes:?}");
     let detail = causes[0].detail.as_deref().unwrap();
     assert!(detail.contains("900 ms after they happened"), "{detail}");
+}
+
+#[test]
+fn a_notified_thread_whose_wakeup_may_be_among_another_cpus_unknown_events_says_so() {
+    // pid 7 sleeps for a message from 10.000 on CPU 0, where a FIFO 99 hog runs from
+    // 10.001 to 10.004 and then switches to pid 7: no wakeup of it was seen, and CPU 1
+    // (its sender's) was read only up to 10.0005 when this was explained.
+    let ev = events(&[
+        "t-7 [000] d..2. 10.000000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+        "<idle>-0 [000] d..2. 10.001000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=hog next_pid=6 next_prio=0",
+        "hog-6 [000] d..2. 10.004000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 10_001_500_000,
+        woke_ns: 10_004_000_000,
+        wait: Wait::Notify,
+        cpu: 0,
+        ..Late::default()
+    };
+    let seen_all = attribute(&ev, None, &late, &rules(true));
+    assert_eq!(
+        seen_all[0].reason,
+        Some(ReasonCode::NotifierCall),
+        "{seen_all:?}"
+    );
+    let unread = Rules {
+        elsewhere_unknown: Some(ElsewhereUnknown {
+            cpu: 1,
+            from_ns: 10_000_500_000,
+            lost: 0,
+            behind_ns: 3_500_000,
+        }),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &unread);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].reason, Some(ReasonCode::Unread));
+    assert_eq!(
+        causes[0].detail.as_deref(),
+        Some("not known: its wakeup would come from CPU 1, whose events the trace reader was 3.50 ms behind when it explained this")
+    );
 }
