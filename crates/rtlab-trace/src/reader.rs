@@ -462,9 +462,11 @@ fn elsewhere_unknown(
                 lost: 0,
                 behind_ns: t1 - read,
             });
-            // A loss mark: nothing known from it to that CPU's next event.
+            // A loss mark: nothing known from it to that CPU's next event. (It sits where its
+            // ring was last read to the end, which may be long before the window: from the
+            // last event before the deadline on.)
             let events = &histories[cpu as usize].events;
-            let start = events.partition_point(|e| e.ts_ns < t0.saturating_sub(LEAD_NS));
+            let start = events.partition_point(|e| e.ts_ns < t0).saturating_sub(1);
             let lost = events
                 .range(start..)
                 .take_while(|e| e.ts_ns <= t1)

@@ -61,6 +61,13 @@ impl Attribution<'_> {
             );
         }
         let current = self.cpu.current.as_ref();
+        // Waiting on a task not seen (its wakeup of this one not in the trace), where another
+        // CPU's events are not all known: what held it up is not known either.
+        if self.blocked && self.holder.is_none() {
+            if let Some(key) = self.wakeup_not_seen() {
+                return key;
+            }
+        }
         // (A notifier not followed to another CPU: its call, below.)
         if self.blocked && self.late.wait != Wait::Notify {
             return self.blocked_owner(current);
@@ -99,19 +106,8 @@ impl Attribution<'_> {
         // (Events lost here since may have held its wakeup: not known, below.)
         if late.wait == Wait::Notify && !woken && self.cpu.lost.is_none() {
             // (Its wakeup may be among another CPU's events not known: not its notifier's.)
-            if let Some(u) = rules
-                .elsewhere_unknown
-                .filter(|u| u.from_ns < self.slice_to)
-            {
-                return Key::new(
-                    CauseKind::Unexplained,
-                    None,
-                    Reason::WakeupNotSeen {
-                        cpu: u.cpu,
-                        lost: u.lost,
-                        behind_ns: u.behind_ns,
-                    },
-                );
+            if let Some(key) = self.wakeup_not_seen() {
+                return key;
             }
             return Key::new(
                 CauseKind::Syscall,
@@ -120,6 +116,24 @@ impl Attribution<'_> {
             );
         }
         self.task_owner(current, len)
+    }
+
+    /// Where the late thread's wakeup, not seen, may be among another CPU's events not known
+    /// (lost, or not read) from before this slice's end: that, as the slice's owner.
+    fn wakeup_not_seen(&self) -> Option<Key> {
+        let u = self
+            .rules
+            .elsewhere_unknown
+            .filter(|u| u.from_ns < self.slice_to)?;
+        Some(Key::new(
+            CauseKind::Unexplained,
+            None,
+            Reason::WakeupNotSeen {
+                cpu: u.cpu,
+                lost: u.lost,
+                behind_ns: u.behind_ns,
+            },
+        ))
     }
 
     /// The owner of a slice by the task on the CPU: the thread itself, idle before or after

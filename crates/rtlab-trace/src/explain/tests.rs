@@ -1339,3 +1339,47 @@ fn a_notified_thread_whose_wakeup_may_be_among_another_cpus_unknown_events_says_
         Some("not known: its wakeup would come from CPU 1, whose events the trace reader was 3.50 ms behind when it explained this")
     );
 }
+
+#[test]
+fn a_reply_whose_wakeup_may_be_among_another_cpus_lost_events_blames_no_local_task() {
+    // pid 7 sends at 20.000000 and sleeps for the reply; a time-sharing task runs on CPU 0
+    // meanwhile; pid 7 runs again at 20.003000 with no wakeup of it seen: the peer's CPU
+    // lost events from 19.999 on.
+    let ev = events(&[
+        "t-7 [000] d..2. 20.000005: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=busy next_pid=3 next_prio=120",
+        "busy-3 [000] d..2. 20.003000: sched_switch: prev_comm=busy prev_pid=3 prev_prio=120 prev_state=R+ ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 20_000_000_000,
+        woke_ns: 20_003_000_000,
+        wait: Wait::Reply,
+        cpu: 0,
+        ..Late::default()
+    };
+    let known = attribute(&ev, None, &late, &rules(true));
+    assert!(
+        known.iter().any(|c| c.task.as_deref() == Some("busy")),
+        "{known:?}"
+    );
+    let lost = Rules {
+        elsewhere_unknown: Some(ElsewhereUnknown {
+            cpu: 1,
+            from_ns: 19_999_000_000,
+            lost: 4_000,
+            behind_ns: 0,
+        }),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &lost);
+    assert!(causes.iter().all(|c| c.task.is_none()), "{causes:?}");
+    let not_seen = causes
+        .iter()
+        .find(|c| c.reason == Some(ReasonCode::EventsLost))
+        .unwrap_or_else(|| panic!("{causes:?}"));
+    assert_eq!(not_seen.duration_ns, 2_995_000);
+    assert_eq!(
+        not_seen.detail.as_deref(),
+        Some("not known: 4000 trace events lost on CPU 1, where its wakeup would come from")
+    );
+}

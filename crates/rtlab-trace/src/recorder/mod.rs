@@ -219,6 +219,10 @@ pub(crate) struct Recorder {
     /// Per ring: when a drain last read it to its head (records lost later were written
     /// after that: the time a loss is placed at).
     read_to_head_ns: Vec<u64>,
+    /// Per ring: the time of the last record read from it (records lost after it were
+    /// written after it: where their loss is marked, when the ring is read a lap behind and
+    /// never to its end).
+    last_read_ns: Vec<u64>,
     /// Records lost, of all rings, and of the watched processes' own.
     lost: u64,
     lost_own: u64,
@@ -632,6 +636,7 @@ impl Recorder {
             slots: opened.slots,
             own_slots: opened.own_slots,
             read_to_head_ns: vec![0; next.len()],
+            last_read_ns: vec![0; next.len()],
             next,
             lost: 0,
             lost_own: 0,
@@ -782,7 +787,7 @@ impl Recorder {
             };
             let (cpu, next, gap) = &mut self.next[ring];
             let head = self.heads.load_u64(ring * HEAD_BYTES as usize);
-            let lost_since = self.read_to_head_ns[ring];
+            let mut lost_since = self.read_to_head_ns[ring].max(self.last_read_ns[ring]);
             let mut lost = 0;
             // Fallen a whole ring behind: skip to what is still there, with a margin for
             // the slots being overwritten while we copy (an eighth of the ring, at most 64
@@ -814,6 +819,7 @@ impl Recorder {
                         records.push(Err((*cpu as u16, *gap, lost_since, own)));
                         *gap = 0;
                     }
+                    lost_since = lost_since.max(u64_at(&rec, OFF_TS));
                     records.push(Ok(rec));
                 }
                 *next += 1;
@@ -821,6 +827,7 @@ impl Recorder {
             if *next >= head && *gap == 0 {
                 self.read_to_head_ns[ring] = drain_started;
             }
+            self.last_read_ns[ring] = lost_since;
             self.lost += lost;
             if own {
                 self.lost_own += lost;
@@ -841,14 +848,15 @@ impl Recorder {
                 Err(lost) => lost_before = Some(*lost),
                 Ok(r) => {
                     if let Some(e) = self.decode(r) {
-                        // The loss sits where the lost records may begin: just after the ring
-                        // was last read to its head (no later than the first event after it),
+                        // The loss sits where the lost records may begin: just after the last
+                        // record read from its ring (or the ring was last read to its head;
+                        // before the first event after it),
                         // so that whatever consumes the events in time order forgets what
                         // the lost ones might have ended before it meets any later event.
                         if let Some((cpu, n, since, own)) = lost_before.take() {
                             f(Event {
                                 cpu,
-                                ts_ns: since.clamp(1, e.ts_ns.max(1)) - 1,
+                                ts_ns: (since + 1).min(e.ts_ns.saturating_sub(1)).max(1),
                                 current_pid: -1,
                                 kind: match others_only && !own {
                                     true => Kind::LostOthers(n),
