@@ -409,6 +409,17 @@ fn alloc_churn(ctx: Ctx, rate: Option<u64>) {
     let mut allocated = 0u64;
     let mut slot = 0;
     while ctx.running() {
+        // Ahead of the rate: wait until what was allocated so far is due (in steps of at
+        // most 100 ms, to stop in time), before the next string, not after it.
+        if let Some(rate) = rate {
+            let done = ctx.work.load(Ordering::Relaxed) as f64;
+            let due = started + (done / rate as f64 * 1e9) as u64;
+            let now = monotonic_now_ns();
+            if due > now {
+                let _ = sleep_until_monotonic_ns(due.min(now + 100_000_000));
+                continue;
+            }
+        }
         // Grow one string by pushing, as a program building text does: every reallocation is
         // a new, larger block (and past the mmap threshold, a fresh mapping).
         let mut s = String::new();
@@ -425,14 +436,6 @@ fn alloc_churn(ctx: Ctx, rate: Option<u64>) {
         target = if target >= MAX_LEN { 64 } else { target * 2 };
         ctx.add(allocated);
         allocated = 0;
-        if let Some(rate) = rate {
-            let done = ctx.work.load(Ordering::Relaxed) as f64;
-            let due_ns = (done / rate as f64 * 1e9) as u64;
-            let now = monotonic_now_ns() - started;
-            if due_ns > now {
-                let _ = sleep_until_monotonic_ns(started + due_ns.min(now + 100_000_000));
-            }
-        }
     }
 }
 

@@ -277,11 +277,18 @@ fn export_carries_the_fixes_to_tuned_systemd_and_the_kernel_command_line() {
         ),
         Err(_) => rtlab_sys::testing::say_skipped("the unit's check: no systemd-analyze"),
     }
+    // A profile's own directory is made where it does not exist yet (as `mkdir` makes it).
+    let profile = dir.path().join("rtlab-rt");
+    let (code, _, err) = run(&["--export", "tuned", profile.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(profile.join("tuned.conf").is_file());
     // Bad input: one line, exit 2.
+    let unit = unit.to_str().unwrap();
     for bad in [
         &["--export", "yaml"][..],
         &["--export", "tuned"],
         &["--export", "tuned", "/no/such/dir"],
+        &["--export", "tuned", unit],
         &["--export", "cmdline", d],
     ] {
         let (code, out, err) = run(bad);

@@ -170,6 +170,19 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
+/// The directory `--export NAME DIR` writes to, made where it does not exist yet (as `mkdir`
+/// makes it: its parent must exist).
+fn export_dir(name: &str, d: &str) -> Result<std::path::PathBuf, BadInput> {
+    let path = std::path::Path::new(d);
+    if !path.exists() {
+        std::fs::create_dir(path)
+            .map_err(|e| BadInput(format!("--export {name} {d}: cannot make it: {e}")))?;
+    } else if !path.is_dir() {
+        return Err(BadInput(format!("--export {name} {d}: not a directory")));
+    }
+    Ok(path.to_path_buf())
+}
+
 /// `--export FORMAT [DIR]`: the fixes of `--state FILE` (or the plan) as a tuned profile, a
 /// systemd unit or a kernel command line.
 fn export(args: &TuneArgs) -> anyhow::Result<Status> {
@@ -181,10 +194,7 @@ fn export(args: &TuneArgs) -> anyhow::Result<Status> {
         ))
     })?;
     let dir = match (format.writes_files(), dir) {
-        (true, Some(d)) if std::path::Path::new(d).is_dir() => Some(std::path::PathBuf::from(d)),
-        (true, Some(d)) => {
-            return Err(BadInput(format!("--export {name} {d}: not a directory")).into())
-        }
+        (true, Some(d)) => Some(export_dir(name, d)?),
         (true, None) => {
             return Err(BadInput(format!(
                 "--export {name} needs a directory: --export {name} DIR"

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -21,14 +23,22 @@ import org.junit.jupiter.api.Test;
  */
 class ShmChannelScribbleTest {
     static final Duration TIMEOUT = Duration.ofMillis(2);
-    /** Generous: scheduling noise, not a performance bound. */
+    /**
+     * What a call may run past its timeout, in CPU time: generous, not a performance bound.
+     * A call that spins past its timeout burns CPU; one the machine did not run (a time-sharing
+     * JVM beside a storm of other tasks: a 2 ms send once took 2.4 s) does not.
+     */
     static final long LATE_NS = 500_000_000L;
+    /** A hang, in wall time: a call asleep past its timeout (a wait that ignores it). */
+    static final long HANG_NS = 20_000_000_000L;
+    static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     interface Call {
         void run();
     }
 
     static void bounded(String what, Call call) {
+        long cpu0 = THREADS.getCurrentThreadCpuTime();
         long t0 = System.nanoTime();
         try {
             call.run();
@@ -38,7 +48,10 @@ class ShmChannelScribbleTest {
             fail(what + " threw " + e, e);
         }
         long took = System.nanoTime() - t0;
-        assertTrue(took < TIMEOUT.toNanos() + LATE_NS, what + " took " + took + " ns");
+        long ran = THREADS.getCurrentThreadCpuTime() - cpu0;
+        assertTrue(ran < TIMEOUT.toNanos() + LATE_NS,
+                what + " ran " + ran + " ns of CPU (" + took + " ns in all)");
+        assertTrue(took < TIMEOUT.toNanos() + HANG_NS, what + " took " + took + " ns");
     }
 
     @Test
