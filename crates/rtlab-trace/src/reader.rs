@@ -462,23 +462,28 @@ fn elsewhere_unknown(
                 lost: 0,
                 behind_ns: t1 - read,
             });
-            // A loss mark: nothing known from it to that CPU's next event. (It sits where its
-            // ring was last read to the end, which may be long before the window: from the
-            // last event before the deadline on.)
+            // A loss: nothing known from that CPU's event before its mark to its event after
+            // it (the mark may sit anywhere between), where that overlaps the window.
             let events = &histories[cpu as usize].events;
-            let start = events.partition_point(|e| e.ts_ns < t0).saturating_sub(1);
-            let lost = events
-                .range(start..)
-                .take_while(|e| e.ts_ns <= t1)
-                .enumerate()
-                .filter_map(|(i, e)| e.kind.lost().map(|n| (i, e.ts_ns, n)))
-                .find(|&(i, _, _)| events.get(start + i + 1).is_none_or(|next| next.ts_ns > t0))
-                .map(|(_, at, n)| explain::ElsewhereUnknown {
-                    cpu,
-                    from_ns: at.max(t0),
-                    lost: n,
-                    behind_ns: 0,
-                });
+            let lo = events.partition_point(|e| e.ts_ns < t0).saturating_sub(1);
+            let hi = (events.partition_point(|e| e.ts_ns <= t1) + 1).min(events.len());
+            let kept = |e: &&Event| e.kind.lost().is_none();
+            let lost = (lo..hi)
+                .filter_map(|i| {
+                    let n = events[i].kind.lost()?;
+                    let before = events.range(..i).rev().find(kept).map_or(0, |e| e.ts_ns);
+                    let after = events
+                        .range(i + 1..)
+                        .find(kept)
+                        .map_or(u64::MAX, |e| e.ts_ns);
+                    (before < t1 && after > t0).then_some(explain::ElsewhereUnknown {
+                        cpu,
+                        from_ns: before.max(t0),
+                        lost: n,
+                        behind_ns: 0,
+                    })
+                })
+                .min_by_key(|u| u.from_ns);
             [lost, unread]
                 .into_iter()
                 .flatten()

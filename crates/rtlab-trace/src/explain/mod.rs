@@ -386,7 +386,7 @@ fn known_spans(
     let mut state = Cpu::new(cpu, base);
     // A loss: nothing is known from this CPU's last event before its mark to its first
     // after it (the mark may sit anywhere between: the text source's where the kernel
-    // noticed, the recorder's where its ring was last read to the end).
+    // noticed, the recorder's just after the last record it read from that ring).
     let mut lost: Option<(u64, u64)> = None;
     for e in events.iter().filter(|e| e.cpu == cpu) {
         if let Some(n) = e.kind.lost() {
@@ -548,7 +548,7 @@ impl<'a> Attribution<'a> {
             woken: late.wait == Wait::Spin,
             // A notified thread sleeps from before the deadline (its notifier's call) to its
             // wakeup.
-            blocked: late.wait == Wait::Notify,
+            blocked: late.wait == Wait::Notify && base.is_none_or(|b| b.pid != late.tid),
             asleep_again: false,
             woken_prio: None,
             thread_prio: None,
@@ -623,8 +623,8 @@ impl<'a> Attribution<'a> {
     }
 
     /// The stretch from the previous event (at `prev`) to `e`. Nothing is known of this CPU
-    /// from its last event before a loss to the loss's mark (other CPUs' events between them
-    /// say nothing of it).
+    /// from its last event before a loss to its first after it (other CPUs' events between
+    /// them say nothing of it).
     fn stretch(&mut self, prev: u64, e: &Event) {
         let waking_here = e.cpu == self.late.cpu && matches!(e.kind, Kind::Waking { .. });
         let blocked_on_peer = self.blocked && self.holder.is_some() && self.peer.is_some();

@@ -104,11 +104,8 @@ impl Attribution<'_> {
             }
         }
         // (Events lost here since may have held its wakeup: not known, below.)
+        // (Its notifier not seen: above, where its wakeup may be among unknown events.)
         if late.wait == Wait::Notify && !woken && self.cpu.lost.is_none() {
-            // (Its wakeup may be among another CPU's events not known: not its notifier's.)
-            if let Some(key) = self.wakeup_not_seen() {
-                return key;
-            }
             return Key::new(
                 CauseKind::Syscall,
                 late.waker.as_ref(),

@@ -1383,3 +1383,43 @@ fn a_reply_whose_wakeup_may_be_among_another_cpus_lost_events_blames_no_local_ta
         Some("not known: 4000 trace events lost on CPU 1, where its wakeup would come from")
     );
 }
+
+#[test]
+fn a_notification_whose_wakeup_was_seen_stays_its_notifiers_call_whatever_other_cpus_lost() {
+    // The notifier (pid 5) on an untraced CPU wakes pid 7 at 10.002; CPU 1 lost events:
+    // the wakeup was seen, so the time before it is the notifier's call.
+    let ev = events(&[
+        "t-7 [000] d..2. 10.000000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+        "notify-5 [002] d..2. 10.002000: sched_waking: comm=t pid=7 prio=9 target_cpu=000",
+        "<idle>-0 [000] d..2. 10.002010: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=7 next_prio=9",
+    ]);
+    let late = Late {
+        tid: 7,
+        deadline_ns: 10_000_500_000,
+        woke_ns: 10_002_010_000,
+        wait: Wait::Notify,
+        waker: Some(Task {
+            comm: "notify".into(),
+            pid: 5,
+            prio: 11,
+        }),
+        cpu: 0,
+        ..Late::default()
+    };
+    let lost = Rules {
+        elsewhere_unknown: Some(ElsewhereUnknown {
+            cpu: 1,
+            from_ns: 10_000_000_000,
+            lost: 900,
+            behind_ns: 0,
+        }),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &lost);
+    assert_eq!(
+        causes[0].reason,
+        Some(ReasonCode::NotifierCall),
+        "{causes:?}"
+    );
+    assert_eq!(causes[0].duration_ns, 1_500_000);
+}
