@@ -974,6 +974,32 @@ fn a_lock_wait_names_the_holder_and_the_task_that_kept_it_off_the_cpu() {
     assert_eq!(again, 3_500_000, "{as_wakeup:?}");
 }
 
+/// Pid 7 on CPU 0, late from `deadline_ns` to `woke_ns` in a wait of kind `wait`.
+fn late7(wait: Wait, deadline_ns: u64, woke_ns: u64) -> Late {
+    Late {
+        tid: 7,
+        deadline_ns,
+        woke_ns,
+        wait,
+        cpu: 0,
+        ..Late::default()
+    }
+}
+
+/// The rules of a VM where CPU 1's events are not known from `from_ns` on: `lost` of them
+/// lost (0: not read yet, the reader `behind_ns` behind).
+fn unknown_on_cpu1(from_ns: u64, lost: u64, behind_ns: u64) -> Rules {
+    Rules {
+        elsewhere_unknown: Some(ElsewhereUnknown {
+            cpu: 1,
+            from_ns,
+            lost,
+            behind_ns,
+        }),
+        ..rules(true)
+    }
+}
+
 #[test]
 fn a_notification_follows_the_notifier_to_its_cpu() {
     // CPU 0: the thread (pid 7) sleeps for a message. CPU 1: the notifier (pid 5) begins its
@@ -1040,14 +1066,7 @@ fn a_notified_thread_preempted_before_its_message_waits_for_the_cpu_not_a_notifi
         "t-7 [000] d..2. 10.000000: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=R+ ==> next_comm=hog next_pid=6 next_prio=0",
         "hog-6 [000] d..2. 10.003000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=t next_pid=7 next_prio=9",
     ]);
-    let late = Late {
-        tid: 7,
-        deadline_ns: 10_000_500_000,
-        woke_ns: 10_003_000_000,
-        wait: Wait::Notify,
-        cpu: 0,
-        ..Late::default()
-    };
+    let late = late7(Wait::Notify, 10_000_500_000, 10_003_000_000);
     let causes = attribute(&ev, None, &late, &rules(true));
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert_eq!(
@@ -1071,14 +1090,7 @@ fn a_wakeup_from_another_cpu_waits_for_its_ipi() {
         "spin-3 [000] d.h1. 30.000901: reschedule_exit: vector=253",
         "spin-3 [000] d..2. 30.000903: sched_switch: prev_comm=spin prev_pid=3 prev_prio=120 prev_state=R+ ==> next_comm=w next_pid=7 next_prio=9",
     ]);
-    let late = Late {
-        tid: 7,
-        deadline_ns: 30_000_000_000,
-        woke_ns: 30_000_905_000,
-        wait: Wait::Notify,
-        cpu: 0,
-        ..Late::default()
-    };
+    let late = late7(Wait::Notify, 30_000_000_000, 30_000_905_000);
     let vm = rules(true);
     let causes = attribute(&ev, None, &late, &vm);
     assert_eq!(causes[0].kind, CauseKind::HypervisorGap, "{causes:?}");
@@ -1161,14 +1173,7 @@ fn a_notified_thread_with_events_lost_before_its_wakeup_says_lost_not_its_notifi
             kind: Kind::Lost(900),
         },
     );
-    let late = Late {
-        tid: 7,
-        deadline_ns: 40_010_000_000,
-        woke_ns: 40_030_000_000,
-        wait: Wait::Notify,
-        cpu: 0,
-        ..Late::default()
-    };
+    let late = late7(Wait::Notify, 40_010_000_000, 40_030_000_000);
     let causes = attribute(&ev, None, &late, &rules(true));
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert_eq!(
@@ -1308,29 +1313,14 @@ fn a_notified_thread_whose_wakeup_may_be_among_another_cpus_unknown_events_says_
         "<idle>-0 [000] d..2. 10.001000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=hog next_pid=6 next_prio=0",
         "hog-6 [000] d..2. 10.004000: sched_switch: prev_comm=hog prev_pid=6 prev_prio=0 prev_state=S ==> next_comm=t next_pid=7 next_prio=9",
     ]);
-    let late = Late {
-        tid: 7,
-        deadline_ns: 10_001_500_000,
-        woke_ns: 10_004_000_000,
-        wait: Wait::Notify,
-        cpu: 0,
-        ..Late::default()
-    };
+    let late = late7(Wait::Notify, 10_001_500_000, 10_004_000_000);
     let seen_all = attribute(&ev, None, &late, &rules(true));
     assert_eq!(
         seen_all[0].reason,
         Some(ReasonCode::NotifierCall),
         "{seen_all:?}"
     );
-    let unread = Rules {
-        elsewhere_unknown: Some(ElsewhereUnknown {
-            cpu: 1,
-            from_ns: 10_000_500_000,
-            lost: 0,
-            behind_ns: 3_500_000,
-        }),
-        ..rules(true)
-    };
+    let unread = unknown_on_cpu1(10_000_500_000, 0, 3_500_000);
     let causes = attribute(&ev, None, &late, &unread);
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert_eq!(causes[0].reason, Some(ReasonCode::Unread));
@@ -1349,28 +1339,13 @@ fn a_reply_whose_wakeup_may_be_among_another_cpus_lost_events_blames_no_local_ta
         "t-7 [000] d..2. 20.000005: sched_switch: prev_comm=t prev_pid=7 prev_prio=9 prev_state=S ==> next_comm=busy next_pid=3 next_prio=120",
         "busy-3 [000] d..2. 20.003000: sched_switch: prev_comm=busy prev_pid=3 prev_prio=120 prev_state=R+ ==> next_comm=t next_pid=7 next_prio=9",
     ]);
-    let late = Late {
-        tid: 7,
-        deadline_ns: 20_000_000_000,
-        woke_ns: 20_003_000_000,
-        wait: Wait::Reply,
-        cpu: 0,
-        ..Late::default()
-    };
+    let late = late7(Wait::Reply, 20_000_000_000, 20_003_000_000);
     let known = attribute(&ev, None, &late, &rules(true));
     assert!(
         known.iter().any(|c| c.task.as_deref() == Some("busy")),
         "{known:?}"
     );
-    let lost = Rules {
-        elsewhere_unknown: Some(ElsewhereUnknown {
-            cpu: 1,
-            from_ns: 19_999_000_000,
-            lost: 4_000,
-            behind_ns: 0,
-        }),
-        ..rules(true)
-    };
+    let lost = unknown_on_cpu1(19_999_000_000, 4_000, 0);
     let causes = attribute(&ev, None, &late, &lost);
     assert!(causes.iter().all(|c| c.task.is_none()), "{causes:?}");
     let not_seen = causes
@@ -1406,15 +1381,7 @@ fn a_notification_whose_wakeup_was_seen_stays_its_notifiers_call_whatever_other_
         cpu: 0,
         ..Late::default()
     };
-    let lost = Rules {
-        elsewhere_unknown: Some(ElsewhereUnknown {
-            cpu: 1,
-            from_ns: 10_000_000_000,
-            lost: 900,
-            behind_ns: 0,
-        }),
-        ..rules(true)
-    };
+    let lost = unknown_on_cpu1(10_000_000_000, 900, 0);
     let causes = attribute(&ev, None, &late, &lost);
     assert_eq!(
         causes[0].reason,
