@@ -14,6 +14,7 @@
 //   aeron-backoff  Subscription.poll with Agrona's BackoffIdleStrategy (Aeron's default)
 //   shm-wait       ShmChannel.receive(buf, timeout): rtlab's own wait (a 20 us spin, a futex)
 // Prints one line per block and link: LINK SIZE p50 NS p99 NS max NS n COUNT.
+// -Dpingpong.links=shm-spin,aeron-spin visits only those links (bench/java-ab.sh).
 import dev.rtlab.RtThread;
 import dev.rtlab.ShmChannel;
 import io.aeron.Aeron;
@@ -195,10 +196,11 @@ public class PingPong {
                 int[] at = {0};
                 links.get(0).recv(buf); // the ponger is ready
                 long[] rtts = new long[1 << 24];
-                for (int to = 0; to < LINKS.length; to++) block(links, at, to, 300, msg, buf, rtts, false);
+                int[] visit = visited();
+                for (int to : visit) block(links, at, to, 300, msg, buf, rtts, false);
                 for (int b = 0; b < blocks; b++) {
-                    for (int k = 0; k < LINKS.length; k++) {
-                        block(links, at, (b + k) % LINKS.length, blockMs, msg, buf, rtts, true);
+                    for (int k = 0; k < visit.length; k++) {
+                        block(links, at, visit[(b + k) % visit.length], blockMs, msg, buf, rtts, true);
                     }
                 }
                 msg[0] = STOP;
@@ -215,6 +217,17 @@ public class PingPong {
                 }
             }
         }
+    }
+
+    /** The links a run visits: all, or those -Dpingpong.links names. */
+    static int[] visited() {
+        String only = System.getProperty("pingpong.links");
+        if (only == null) return java.util.stream.IntStream.range(0, LINKS.length).toArray();
+        return Arrays.stream(only.split(",")).mapToInt(name -> {
+            int i = Arrays.asList(LINKS).indexOf(name);
+            if (i < 0) throw new IllegalArgumentException("unknown link " + name + ": one of " + String.join(", ", LINKS));
+            return i;
+        }).toArray();
     }
 
     static void block(List<Link> links, int[] at, int to, int ms, byte[] msg, byte[] buf, long[] rtts, boolean print) {

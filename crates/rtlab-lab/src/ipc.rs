@@ -365,54 +365,77 @@ impl Experiment for IpcExperiment {
             }
         }
         for (i, &(m, size)) in cells.iter().enumerate() {
-            let Measured {
-                rtt: hist,
-                oneway,
-                rates,
-                failed,
-            } = &results[i];
-            let suffix = suffix(size);
-            if let Some(e) = failed {
-                outcome.warn(observer, format!("{}{suffix}: skipped: {e}", m.name()));
-                continue;
-            }
-            if hist.is_empty() {
-                continue;
-            }
-            let with = |s: Series| {
-                s.with_config("size_bytes", size)
-                    .with_config("cpus", vec![cfg.cpus.0, cfg.cpus.1])
-                    .with_config("policy", cfg.policy.as_str())
-                    .with_config("prio", cfg.prio)
-                    .with_config("busy_poll", m.busy_polls())
-            };
-            outcome.series.push(with(Series::distribution(
-                format!("{}{}/rtt{suffix}", self.prefix, m.name()),
-                "rtt",
-                hist,
-            )?));
-            if !oneway.is_empty() {
-                outcome.series.push(
-                    with(Series::distribution(
-                        format!("{}{}/oneway{suffix}", self.prefix, m.name()),
-                        "oneway",
-                        oneway,
-                    )?)
-                    .with_config("interval_ns", ONEWAY_INTERVAL_NS),
-                );
-            }
-            let mut sorted = rates.clone();
-            sorted.sort_by(f64::total_cmp);
-            if let Some(&median) = sorted.get(sorted.len() / 2) {
-                outcome.series.push(with(Series::value(
-                    format!("{}{}/throughput{suffix}", self.prefix, m.name()),
-                    "throughput",
-                    Unit::OpsPerSec,
-                    median,
-                )));
-            }
+            self.push_cell(
+                &cfg,
+                (m, size),
+                &suffix(size),
+                &results[i],
+                observer,
+                &mut outcome,
+            )?;
         }
         Ok(outcome)
+    }
+}
+
+impl IpcExperiment {
+    /// One cell's series (round trips, one-way messages, the median throughput), or its
+    /// warning when it failed.
+    fn push_cell(
+        &self,
+        cfg: &IpcConfig,
+        (m, size): (Mechanism, usize),
+        suffix: &str,
+        measured: &Measured,
+        observer: &mut dyn Observer,
+        outcome: &mut Outcome,
+    ) -> Result<(), LabError> {
+        let Measured {
+            rtt: hist,
+            oneway,
+            rates,
+            failed,
+        } = measured;
+        if let Some(e) = failed {
+            outcome.warn(observer, format!("{}{suffix}: skipped: {e}", m.name()));
+            return Ok(());
+        }
+        if hist.is_empty() {
+            return Ok(());
+        }
+        let with = |s: Series| {
+            s.with_config("size_bytes", size)
+                .with_config("cpus", vec![cfg.cpus.0, cfg.cpus.1])
+                .with_config("policy", cfg.policy.as_str())
+                .with_config("prio", cfg.prio)
+                .with_config("busy_poll", m.busy_polls())
+        };
+        outcome.series.push(with(Series::distribution(
+            format!("{}{}/rtt{suffix}", self.prefix, m.name()),
+            "rtt",
+            hist,
+        )?));
+        if !oneway.is_empty() {
+            outcome.series.push(
+                with(Series::distribution(
+                    format!("{}{}/oneway{suffix}", self.prefix, m.name()),
+                    "oneway",
+                    oneway,
+                )?)
+                .with_config("interval_ns", ONEWAY_INTERVAL_NS),
+            );
+        }
+        let mut sorted = rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        if let Some(&median) = sorted.get(sorted.len() / 2) {
+            outcome.series.push(with(Series::value(
+                format!("{}{}/throughput{suffix}", self.prefix, m.name()),
+                "throughput",
+                Unit::OpsPerSec,
+                median,
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -146,54 +146,7 @@ impl Experiment for SlackSweep {
     fn run(&self, common: &CommonConfig, observer: &mut dyn Observer) -> Result<Outcome, LabError> {
         let cfg = &self.config;
         let mut outcome = Outcome::default();
-        let mut cells = Vec::new();
-        for &m in &cfg.mechanisms {
-            for &sleep in &cfg.sleeps {
-                for &slack in &cfg.slacks {
-                    let name = format!(
-                        "{}{}/{}/{}",
-                        cfg.prefix,
-                        m.name(),
-                        sleep.label(),
-                        slack.label()
-                    );
-                    cells.push(Cell {
-                        name,
-                        mechanism: m,
-                        sleep,
-                        slack,
-                        fifo: false,
-                        hist: LatencyHistogram::new(),
-                    });
-                }
-            }
-        }
-        let fifo_ok = cfg.fifo_row && rtlab_sys::probe::can_use_fifo(1);
-        if cfg.fifo_row && !fifo_ok {
-            outcome.warn(
-                observer,
-                "fifo row: skipped: needs SCHED_FIFO (run as root)".into(),
-            );
-        }
-        if fifo_ok {
-            let slack = *cfg.slacks.iter().max().expect("validated non-empty");
-            for &sleep in &cfg.sleeps {
-                let name = format!(
-                    "{}fifo/futex/{}/{}",
-                    cfg.prefix,
-                    sleep.label(),
-                    slack.label()
-                );
-                cells.push(Cell {
-                    name,
-                    mechanism: Mechanism::Futex,
-                    sleep,
-                    slack,
-                    fifo: true,
-                    hist: LatencyHistogram::new(),
-                });
-            }
-        }
+        let mut cells = cells(cfg, observer, &mut outcome);
         // Two passes over all cells, half the budget each, so drift spreads over all of them.
         let budget = common.duration.get() / (cells.len() as u64 * 2).max(1);
         let cpu = cfg.cpu;
@@ -270,6 +223,54 @@ impl Experiment for SlackSweep {
         }
         Ok(outcome)
     }
+}
+
+/// The sweep's cells: every mechanism x sleep x slack, plus the SCHED_FIFO row when asked
+/// for and allowed (warned as skipped when not).
+fn cells(cfg: &SweepConfig, observer: &mut dyn Observer, outcome: &mut Outcome) -> Vec<Cell> {
+    let cell = |name, mechanism, sleep, slack, fifo| Cell {
+        name,
+        mechanism,
+        sleep,
+        slack,
+        fifo,
+        hist: LatencyHistogram::new(),
+    };
+    let mut cells = Vec::new();
+    for &m in &cfg.mechanisms {
+        for &sleep in &cfg.sleeps {
+            for &slack in &cfg.slacks {
+                let name = format!(
+                    "{}{}/{}/{}",
+                    cfg.prefix,
+                    m.name(),
+                    sleep.label(),
+                    slack.label()
+                );
+                cells.push(cell(name, m, sleep, slack, false));
+            }
+        }
+    }
+    let fifo_ok = cfg.fifo_row && rtlab_sys::probe::can_use_fifo(1);
+    if cfg.fifo_row && !fifo_ok {
+        outcome.warn(
+            observer,
+            "fifo row: skipped: needs SCHED_FIFO (run as root)".into(),
+        );
+    }
+    if fifo_ok {
+        let slack = *cfg.slacks.iter().max().expect("validated non-empty");
+        for &sleep in &cfg.sleeps {
+            let name = format!(
+                "{}fifo/futex/{}/{}",
+                cfg.prefix,
+                sleep.label(),
+                slack.label()
+            );
+            cells.push(cell(name, Mechanism::Futex, sleep, slack, true));
+        }
+    }
+    cells
 }
 
 #[cfg(test)]

@@ -157,8 +157,22 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 /// Renders `m` in the text format.
 pub fn render(m: &WatchMetrics) -> String {
     let mut out = String::new();
+    render_delays(&mut out, m);
+    render_outliers(&mut out, m);
+    render_losses(&mut out, m);
+    header(&mut out, "rtlab_build_info", "gauge", "rtlab's version.");
+    let _ = writeln!(
+        out,
+        "rtlab_build_info{{version=\"{}\"}} 1",
+        label(&m.version)
+    );
+    out
+}
+
+/// The delays' histograms and their last interval's maxima.
+fn render_delays(out: &mut String, m: &WatchMetrics) {
     header(
-        &mut out,
+        out,
         "rtlab_watch_delay_seconds",
         "histogram",
         "Delays of the watched threads since the start, per thread name and kind (wakeup: runnable to running; timer: sleep timer's requested expiry to running; lock: blocked waiting for a PI futex).",
@@ -183,7 +197,7 @@ pub fn render(m: &WatchMetrics) -> String {
         );
     }
     header(
-        &mut out,
+        out,
         "rtlab_watch_delay_interval_max_seconds",
         "gauge",
         "The longest delay in the last complete interval (--interval-log), per thread name and kind.",
@@ -196,8 +210,12 @@ pub fn render(m: &WatchMetrics) -> String {
             seconds(d.last_interval_max_ns as u128)
         );
     }
+}
+
+/// Explained outliers by cause and by culprit.
+fn render_outliers(out: &mut String, m: &WatchMetrics) {
     header(
-        &mut out,
+        out,
         "rtlab_watch_outliers_total",
         "counter",
         "Explained outliers by the kind of their main cause.",
@@ -213,7 +231,7 @@ pub fn render(m: &WatchMetrics) -> String {
         }
     }
     header(
-        &mut out,
+        out,
         "rtlab_watch_outlier_culprits_total",
         "counter",
         "Explained outliers whose main cause is a task, by its name (\"(other)\" past 64 names).",
@@ -232,8 +250,12 @@ pub fn render(m: &WatchMetrics) -> String {
             label(task)
         );
     }
+}
+
+/// What the watch could not measure: unmeasured delays, lost events, refused threads.
+fn render_losses(out: &mut String, m: &WatchMetrics) {
     header(
-        &mut out,
+        out,
         "rtlab_watch_delays_unmeasured_total",
         "counter",
         "Delays that began but could not be measured (the thread's own trace events were lost), per thread name and kind.",
@@ -247,7 +269,7 @@ pub fn render(m: &WatchMetrics) -> String {
         );
     }
     header(
-        &mut out,
+        out,
         "rtlab_watch_events_lost_total",
         "counter",
         "Trace events lost, by CPU: of the watched threads (of=\"watched\": their delays may go unmeasured) and of other tasks only (of=\"others\": explanations near them are incomplete).",
@@ -281,16 +303,9 @@ pub fn render(m: &WatchMetrics) -> String {
             m.threads as u64,
         ),
     ] {
-        header(&mut out, name, kind, help);
+        header(out, name, kind, help);
         let _ = writeln!(out, "{name}{{pid=\"{}\"}} {value}", m.pid);
     }
-    header(&mut out, "rtlab_build_info", "gauge", "rtlab's version.");
-    let _ = writeln!(
-        out,
-        "rtlab_build_info{{version=\"{}\"}} 1",
-        label(&m.version)
-    );
-    out
 }
 
 #[cfg(test)]

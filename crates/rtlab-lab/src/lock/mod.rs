@@ -394,7 +394,56 @@ impl Experiment for LockExperiment {
         let sched = Sched { policy, prio };
         let cpus = cfg.cpus.as_slice();
         let (cpu_b, cpu_c) = (cpus[0], cpus[1 % cpus.len()]);
-        let mut tracks: Vec<Track> = Vec::new();
+        let mut tracks = self.tracks(sched, observer, &mut outcome);
+        let mut measured = vec![cpu_b, cpu_c];
+        measured.dedup();
+        let session = cfg.explain.as_ref().map(|settings| {
+            crate::explain::Session::start(
+                settings,
+                &measured,
+                tracks
+                    .iter()
+                    .map(|t| format!("{}{}/condvar_wake", self.prefix, t.which.name()))
+                    .collect(),
+                &[crate::explain::Wait::Notify],
+                observer,
+                &mut outcome,
+            )
+        });
+        let reporter = session.as_ref().and_then(|s| s.reporter());
+        measure_rounds(
+            &mut tracks,
+            (cpu_b, cpu_c),
+            sched,
+            reporter.as_ref(),
+            common,
+            observer,
+        );
+        if let Some(session) = session {
+            session.finish(&measured, observer, &mut outcome);
+        }
+        for t in &mut tracks {
+            self.push_series(t, sched, (cpu_b, cpu_c), observer, &mut outcome)?;
+        }
+        if outcome.series.is_empty() {
+            return Err(LabError::Thread(
+                "no implementation could be measured".into(),
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
+impl LockExperiment {
+    /// One track per implementation that could be set up (the others warned as skipped).
+    fn tracks(
+        &self,
+        sched: Sched,
+        observer: &mut dyn Observer,
+        outcome: &mut Outcome,
+    ) -> Vec<Track> {
+        let cfg = &self.config;
+        let mut tracks = Vec::new();
         for &which in &cfg.impls {
             let made = Subject::new(which, sched, cfg.processes).and_then(|s| {
                 // Condition variables are measured between threads only.
@@ -417,120 +466,117 @@ impl Experiment for LockExperiment {
                 Err(e) => outcome.warn(observer, format!("{}: skipped: {e}", which.name())),
             }
         }
-        let mut measured = vec![cpu_b, cpu_c];
-        measured.dedup();
-        let session = cfg.explain.as_ref().map(|settings| {
-            crate::explain::Session::start(
-                settings,
-                &measured,
-                tracks
-                    .iter()
-                    .map(|t| format!("{}{}/condvar_wake", self.prefix, t.which.name()))
-                    .collect(),
-                &[crate::explain::Wait::Notify],
-                observer,
-                &mut outcome,
+        tracks
+    }
+
+    /// A track's series: the medians of its batches and its condition variable's histogram.
+    fn push_series(
+        &self,
+        t: &mut Track,
+        sched: Sched,
+        (cpu_b, cpu_c): (usize, usize),
+        observer: &mut dyn Observer,
+        outcome: &mut Outcome,
+    ) -> Result<(), LabError> {
+        let cfg = &self.config;
+        let name = format!("{}{}", self.prefix, t.which.name());
+        if let Some(e) = &t.failed {
+            outcome.warn(observer, format!("{name}: skipped: {e}"));
+            return Ok(());
+        }
+        if t.uncontended.is_empty() {
+            return Ok(());
+        }
+        let batches = t.uncontended.len();
+        let with = |s: Series, threads: u32, batch: u64| {
+            s.with_config("threads", threads)
+                .with_config("processes", if cfg.processes { threads } else { 1 })
+                .with_config("policy", sched.policy.as_str())
+                .with_config("prio", sched.prio)
+                .with_config("batches", batches)
+                .with_config("batch_iterations", batch)
+        };
+        outcome.series.push(
+            with(
+                Series::value(
+                    format!("{name}/uncontended"),
+                    "lock_unlock",
+                    Unit::Ns,
+                    median(&mut t.uncontended),
+                ),
+                1,
+                UNCONTENDED_BATCH,
             )
-        });
-        let reporter = session.as_ref().and_then(|s| s.reporter());
-        let began = monotonic_now_ns();
-        let end = began.saturating_add(common.duration.get());
-        // Round-robin: one batch of each mode of each implementation per round, so machine
-        // noise spreads evenly; at least three rounds so a median exists.
-        let mut rounds = 0;
-        while (monotonic_now_ns() < end || rounds < 3) && !rtlab_sys::signal::interrupted() {
-            for (index, t) in tracks.iter_mut().enumerate() {
-                if t.failed.is_some() {
-                    continue;
-                }
-                let report = reporter.as_ref().map(|r| (r, index as u16));
-                let result = t
-                    .subject
-                    .uncontended(cpu_b, sched)
-                    .and_then(|u| Ok((u, t.subject.handoff((cpu_b, cpu_c), sched)?)));
-                let result = result.and_then(|(u, h)| match &mut t.condvar {
-                    Some((cond, hist)) => cond
-                        .batch((cpu_b, cpu_c), sched, hist, report)
-                        .map(|_| (u, h)),
-                    None => Ok((u, h)),
-                });
-                match result {
-                    Ok((u, h)) => {
-                        t.uncontended.push(u);
-                        t.handoff.push(h);
-                    }
-                    Err(e) => t.failed = Some(e),
-                }
-            }
-            rounds += 1;
-            observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
-            if rounds >= 10_000 {
-                break;
-            }
+            .with_config("cpu", cpu_b),
+        );
+        outcome.series.push(
+            with(
+                Series::value(
+                    format!("{name}/handoff"),
+                    "handoff",
+                    Unit::Ns,
+                    median(&mut t.handoff),
+                ),
+                2,
+                HANDOFF_BATCH,
+            )
+            .with_config("cpus", vec![cpu_b, cpu_c]),
+        );
+        if let Some((_, hist)) = &t.condvar {
+            let series =
+                Series::distribution(format!("{name}/condvar_wake"), "condvar_wake", hist)?;
+            outcome.series.push(
+                with(series, 2, CONDVAR_BATCH)
+                    .with_config("cpus", vec![cpu_b, cpu_c])
+                    .with_config("gap_ns", CONDVAR_GAP_NS),
+            );
         }
-        if let Some(session) = session {
-            session.finish(&measured, observer, &mut outcome);
-        }
-        for t in &mut tracks {
-            let name = format!("{}{}", self.prefix, t.which.name());
-            if let Some(e) = &t.failed {
-                outcome.warn(observer, format!("{name}: skipped: {e}"));
+        Ok(())
+    }
+}
+
+/// Round-robin: one batch of each mode of each implementation per round, so machine noise
+/// spreads evenly; at least three rounds so a median exists.
+fn measure_rounds(
+    tracks: &mut [Track],
+    (cpu_b, cpu_c): (usize, usize),
+    sched: Sched,
+    reporter: Option<&crate::explain::Reporter>,
+    common: &CommonConfig,
+    observer: &mut dyn Observer,
+) {
+    let began = monotonic_now_ns();
+    let end = began.saturating_add(common.duration.get());
+    let mut rounds = 0;
+    while (monotonic_now_ns() < end || rounds < 3) && !rtlab_sys::signal::interrupted() {
+        for (index, t) in tracks.iter_mut().enumerate() {
+            if t.failed.is_some() {
                 continue;
             }
-            if t.uncontended.is_empty() {
-                continue;
-            }
-            let batches = t.uncontended.len();
-            let with = |s: Series, threads: u32, batch: u64| {
-                s.with_config("threads", threads)
-                    .with_config("processes", if cfg.processes { threads } else { 1 })
-                    .with_config("policy", sched.policy.as_str())
-                    .with_config("prio", sched.prio)
-                    .with_config("batches", batches)
-                    .with_config("batch_iterations", batch)
-            };
-            outcome.series.push(
-                with(
-                    Series::value(
-                        format!("{name}/uncontended"),
-                        "lock_unlock",
-                        Unit::Ns,
-                        median(&mut t.uncontended),
-                    ),
-                    1,
-                    UNCONTENDED_BATCH,
-                )
-                .with_config("cpu", cpu_b),
-            );
-            outcome.series.push(
-                with(
-                    Series::value(
-                        format!("{name}/handoff"),
-                        "handoff",
-                        Unit::Ns,
-                        median(&mut t.handoff),
-                    ),
-                    2,
-                    HANDOFF_BATCH,
-                )
-                .with_config("cpus", vec![cpu_b, cpu_c]),
-            );
-            if let Some((_, hist)) = &t.condvar {
-                let series =
-                    Series::distribution(format!("{name}/condvar_wake"), "condvar_wake", hist)?;
-                outcome.series.push(
-                    with(series, 2, CONDVAR_BATCH)
-                        .with_config("cpus", vec![cpu_b, cpu_c])
-                        .with_config("gap_ns", CONDVAR_GAP_NS),
-                );
+            let report = reporter.map(|r| (r, index as u16));
+            let result = t
+                .subject
+                .uncontended(cpu_b, sched)
+                .and_then(|u| Ok((u, t.subject.handoff((cpu_b, cpu_c), sched)?)));
+            let result = result.and_then(|(u, h)| match &mut t.condvar {
+                Some((cond, hist)) => cond
+                    .batch((cpu_b, cpu_c), sched, hist, report)
+                    .map(|_| (u, h)),
+                None => Ok((u, h)),
+            });
+            match result {
+                Ok((u, h)) => {
+                    t.uncontended.push(u);
+                    t.handoff.push(h);
+                }
+                Err(e) => t.failed = Some(e),
             }
         }
-        if outcome.series.is_empty() {
-            return Err(LabError::Thread(
-                "no implementation could be measured".into(),
-            ));
+        rounds += 1;
+        observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &[]);
+        if rounds >= 10_000 {
+            break;
         }
-        Ok(outcome)
     }
 }
 
