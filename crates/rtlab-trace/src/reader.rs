@@ -462,32 +462,41 @@ fn elsewhere_unknown(
                 lost: 0,
                 behind_ns: t1 - read,
             });
-            // A loss: nothing known from that CPU's event before its mark to its event after
-            // it (the mark may sit anywhere between), where that overlaps the window.
-            let events = &histories[cpu as usize].events;
-            let lo = events.partition_point(|e| e.ts_ns < t0).saturating_sub(1);
-            let hi = (events.partition_point(|e| e.ts_ns <= t1) + 1).min(events.len());
-            let kept = |e: &&Event| e.kind.lost().is_none();
-            let lost = (lo..hi)
-                .filter_map(|i| {
-                    let n = events[i].kind.lost()?;
-                    let before = events.range(..i).rev().find(kept).map_or(0, |e| e.ts_ns);
-                    let after = events
-                        .range(i + 1..)
-                        .find(kept)
-                        .map_or(u64::MAX, |e| e.ts_ns);
-                    (before < t1 && after > t0).then_some(explain::ElsewhereUnknown {
-                        cpu,
-                        from_ns: before.max(t0),
-                        lost: n,
-                        behind_ns: 0,
-                    })
-                })
-                .min_by_key(|u| u.from_ns);
+            let lost = loss_within(cpu, &histories[cpu as usize].events, t0, t1);
             [lost, unread]
                 .into_iter()
                 .flatten()
                 .min_by_key(|u| u.from_ns)
+        })
+        .min_by_key(|u| u.from_ns)
+}
+
+/// The earliest loss on `cpu` whose unknown stretch overlaps `t0..=t1`: nothing is known
+/// there from the CPU's kept event before its loss mark to its kept event after it (the mark
+/// may sit anywhere between).
+fn loss_within(
+    cpu: u16,
+    events: &std::collections::VecDeque<Event>,
+    t0: u64,
+    t1: u64,
+) -> Option<explain::ElsewhereUnknown> {
+    let lo = events.partition_point(|e| e.ts_ns < t0).saturating_sub(1);
+    let hi = (events.partition_point(|e| e.ts_ns <= t1) + 1).min(events.len());
+    let kept = |e: &&Event| e.kind.lost().is_none();
+    (lo..hi)
+        .filter_map(|i| {
+            let n = events[i].kind.lost()?;
+            let before = events.range(..i).rev().find(kept).map_or(0, |e| e.ts_ns);
+            let after = events
+                .range(i + 1..)
+                .find(kept)
+                .map_or(u64::MAX, |e| e.ts_ns);
+            (before < t1 && after > t0).then_some(explain::ElsewhereUnknown {
+                cpu,
+                from_ns: before.max(t0),
+                lost: n,
+                behind_ns: 0,
+            })
         })
         .min_by_key(|u| u.from_ns)
 }
@@ -781,4 +790,87 @@ fn explain_one(
         },
         saved,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ts_ns: u64, kind: Kind) -> Event {
+        Event {
+            cpu: 1,
+            ts_ns,
+            current_pid: 0,
+            kind,
+        }
+    }
+
+    /// Kept events at 100, 200, 300 and 400 with a loss of 7 marked at `mark` (between 200 and 300).
+    fn with_loss(mark: u64) -> std::collections::VecDeque<Event> {
+        [100, 200, mark, 300, 400]
+            .into_iter()
+            .map(|ts| {
+                at(
+                    ts,
+                    if ts == mark {
+                        Kind::Lost(7)
+                    } else {
+                        Kind::IrqExit
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_loss_is_unknown_from_the_event_before_its_mark_to_the_event_after() {
+        let events = with_loss(290);
+        // The window lies inside the unknown stretch though the mark is past it.
+        let u = loss_within(1, &events, 220, 250).expect("overlaps");
+        assert_eq!((u.cpu, u.from_ns, u.lost, u.behind_ns), (1, 220, 7, 0));
+        // A window reaching back past the event before: unknown from that event on.
+        assert_eq!(loss_within(1, &events, 150, 260).unwrap().from_ns, 200);
+        // The window reaching into the stretch from after it.
+        assert_eq!(loss_within(1, &events, 299, 350).unwrap().from_ns, 299);
+        // Wholly before the stretch, or after it: known.
+        assert_eq!(loss_within(1, &events, 110, 190), None);
+        assert_eq!(loss_within(1, &events, 300, 390), None);
+        assert_eq!(loss_within(1, &events, 310, 390), None);
+    }
+
+    #[test]
+    fn no_loss_or_a_loss_at_either_end_of_the_history() {
+        let none: std::collections::VecDeque<Event> = [100, 200]
+            .into_iter()
+            .map(|t| at(t, Kind::IrqExit))
+            .collect();
+        assert_eq!(loss_within(1, &none, 0, 1_000), None);
+        // A mark before every kept event: unknown from the start of time to the first one.
+        let first: std::collections::VecDeque<Event> =
+            [at(50, Kind::Lost(2)), at(100, Kind::IrqExit)].into();
+        assert_eq!(loss_within(1, &first, 60, 90).unwrap().from_ns, 60);
+        assert_eq!(loss_within(1, &first, 100, 200), None);
+        // A mark after every kept event: unknown from the last one on.
+        let last: std::collections::VecDeque<Event> =
+            [at(100, Kind::IrqExit), at(150, Kind::Lost(4))].into();
+        let u = loss_within(1, &last, 500, 600).unwrap();
+        assert_eq!((u.from_ns, u.lost), (500, 4));
+        assert_eq!(loss_within(1, &last, 10, 90), None);
+    }
+
+    #[test]
+    fn of_two_losses_the_earlier_stretch_is_named() {
+        let events: std::collections::VecDeque<Event> = [
+            at(100, Kind::IrqExit),
+            at(150, Kind::Lost(1)),
+            at(200, Kind::IrqExit),
+            at(250, Kind::Lost(9)),
+            at(300, Kind::IrqExit),
+        ]
+        .into();
+        let u = loss_within(1, &events, 120, 280).unwrap();
+        assert_eq!((u.from_ns, u.lost), (120, 1));
+        let u = loss_within(1, &events, 210, 280).unwrap();
+        assert_eq!((u.from_ns, u.lost), (210, 9));
+    }
 }

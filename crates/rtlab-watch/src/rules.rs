@@ -118,6 +118,7 @@ mod tests {
         let me = include_str!("rules.rs");
         let code = [
             include_str!("lib.rs"),
+            include_str!("handlers.rs"),
             include_str!("model/mod.rs"),
             include_str!("clock.rs"),
             include_str!("java.rs"),

@@ -1,5 +1,6 @@
-//! The recorder's eBPF programs, assembled at run time: one per raw tracepoint (and the PI
-//! lock probes), each writing the record layout of the parent module into its CPU's ring.
+//! The recorder's eBPF programs, assembled at run time: one per raw tracepoint, each writing
+//! the record layout of the parent module into its CPU's ring; and the assembler they share
+//! with the programs on system calls and user-space probes (`call_programs`).
 
 use super::*;
 
@@ -147,13 +148,13 @@ pub(super) enum AlsoIf {
 /// Builds one program: the common prologue (CPU filter, timestamp, claim a slot, kind, CPU),
 /// `body` (with r6 = ctx, r7 = the slot), then the sequence number.
 pub(super) struct Builder {
-    insns: Vec<Insn>,
+    pub(super) insns: Vec<Insn>,
     /// Jumps past the record (before a slot is claimed) ...
-    to_end: Vec<usize>,
+    pub(super) to_end: Vec<usize>,
     /// ... and to its sequence number (after: a claimed slot must always be completed).
-    to_finish: Vec<usize>,
+    pub(super) to_finish: Vec<usize>,
     /// BTF-typed program: task fields are plain loads; else `bpf_probe_read_kernel`.
-    direct: bool,
+    pub(super) direct: bool,
 }
 
 /// Stack slots: the lookup key (u32), the ring's index + 1 (u32), the claimed index (u64)
@@ -164,7 +165,7 @@ pub(super) const FP_INDEX: i16 = -16;
 pub(super) const FP_OWN: i16 = -28;
 
 impl Builder {
-    fn new(kind: i32, maps: Maps, also: AlsoIf, direct: bool, whose: Whose) -> Builder {
+    pub(super) fn new(kind: i32, maps: Maps, also: AlsoIf, direct: bool, whose: Whose) -> Builder {
         let mut b = Builder::start(direct);
         b.prologue(kind, maps, also, whose);
         b
@@ -172,7 +173,7 @@ impl Builder {
 
     /// An empty program with r6 = ctx: checks that end it without a record (`jump_end`)
     /// may come before the [`Builder::prologue`].
-    fn start(direct: bool) -> Builder {
+    pub(super) fn start(direct: bool) -> Builder {
         let mut b = Builder {
             insns: Vec::new(),
             to_end: Vec::new(),
@@ -185,7 +186,7 @@ impl Builder {
 
     /// A program on `sys_enter(struct pt_regs *, long id)` (`exit`: `sys_exit(struct
     /// pt_regs *, long ret)`), typed: r3 = the registers, r1 = the call's number.
-    fn syscall(exit: bool, regs: Regs) -> Builder {
+    pub(super) fn syscall(exit: bool, regs: Regs) -> Builder {
         let mut b = Builder::start(true);
         b.push(asm::ldx64(R3, R6, 0));
         if exit {
@@ -200,7 +201,7 @@ impl Builder {
     /// filter reads this CPU's entry of the `cpus` map (an array's lookup, which the verifier
     /// turns into an address computation; a CPU past its end or without a ring records
     /// nothing) on every event, so the traced set can change at run time.
-    fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf, whose: Whose) {
+    pub(super) fn prologue(&mut self, kind: i32, maps: Maps, also: AlsoIf, whose: Whose) {
         let b = self;
         if let Some(own) = maps.own {
             b.whose(own, whose);
@@ -282,7 +283,7 @@ impl Builder {
 
     /// Sets [`FP_OWN`]: whether `whose` task belongs to a process in `own.watched`. Typed
     /// programs only (the others' records all go to the common ring).
-    fn whose(&mut self, own: OwnRings, whose: Whose) {
+    pub(super) fn whose(&mut self, own: OwnRings, whose: Whose) {
         self.push(asm::st32(R10, FP_OWN, 0));
         match whose {
             Whose::Watched => {
@@ -362,7 +363,7 @@ impl Builder {
     }
 
     /// `r0 = &map[key register]`, or exit when out of range.
-    fn lookup(&mut self, map: i32, key: u8) {
+    pub(super) fn lookup(&mut self, map: i32, key: u8) {
         self.push(asm::stx32(R10, FP_KEY, key));
         self.extend(asm::ld_map_fd(R1, map));
         self.push(asm::mov(R2, R10));
@@ -372,31 +373,31 @@ impl Builder {
     }
 
     /// `record.cur = current TID` (only where the attribution uses it).
-    fn current(&mut self) {
+    pub(super) fn current(&mut self) {
         self.push(asm::call(helper::GET_CURRENT_PID_TGID));
         self.push(asm::stx32(R7, OFF_CUR, R0));
     }
 
-    fn push(&mut self, i: Insn) {
+    pub(super) fn push(&mut self, i: Insn) {
         self.insns.push(i);
     }
 
-    fn extend(&mut self, i: [Insn; 2]) {
+    pub(super) fn extend(&mut self, i: [Insn; 2]) {
         self.insns.extend_from_slice(&i);
     }
 
-    fn jump_end(&mut self, i: Insn) {
+    pub(super) fn jump_end(&mut self, i: Insn) {
         self.to_end.push(self.insns.len());
         self.insns.push(i);
     }
 
-    fn jump_finish(&mut self, i: Insn) {
+    pub(super) fn jump_finish(&mut self, i: Insn) {
         self.to_finish.push(self.insns.len());
         self.insns.push(i);
     }
 
     /// `record[dst] = ctx->args[arg]` (32 or 64 bits).
-    fn arg(&mut self, arg: i16, dst: i16, wide: bool) {
+    pub(super) fn arg(&mut self, arg: i16, dst: i16, wide: bool) {
         self.push(asm::ldx64(R1, R6, arg * 8));
         self.push(if wide {
             asm::stx64(R7, dst, R1)
@@ -406,7 +407,7 @@ impl Builder {
     }
 
     /// `record[dst..dst+size] = *(task in ctx->args[arg] + field)` (size 4 when direct).
-    fn task_field(&mut self, arg: i16, field: i32, dst: i16, size: i32) {
+    pub(super) fn task_field(&mut self, arg: i16, field: i32, dst: i16, size: i32) {
         if self.direct {
             self.push(asm::ldx64(R3, R6, arg * 8));
             self.push(asm::ldx32(R1, R3, field as i16));
@@ -425,7 +426,7 @@ impl Builder {
     /// timer's address (slot 1's eight bytes), and for a sleep timer the task it wakes
     /// instead (slot 1, A = 1), the requested expiry (slot 2's
     /// eight bytes; 0 where BTF does not place it) and the slack (CUR: hard - requested).
-    fn timer(&mut self, t: &TaskOffsets) {
+    pub(super) fn timer(&mut self, t: &TaskOffsets) {
         self.push(asm::st64(R7, OFF_PID1, 0));
         self.push(asm::st32(R7, OFF_A, 0));
         self.push(asm::st32(R7, OFF_PID2, 0));
@@ -467,7 +468,7 @@ impl Builder {
 
     /// `bpf_get_stackid(ctx, map, 0)` into `at` (i32: negative when not kept, the map's
     /// entry taken by another stack, or the unwinding failed).
-    fn stack(&mut self, map: i32, at: i16) {
+    pub(super) fn stack(&mut self, map: i32, at: i16) {
         self.push(asm::mov(R1, R6));
         self.extend(asm::ld_map_fd(R2, map));
         self.push(asm::mov_imm(R3, 0));
@@ -476,7 +477,7 @@ impl Builder {
     }
 
     /// TID and priority of the task in `ctx->args[arg]` into slot 1 or 2.
-    fn task(&mut self, arg: i16, t: &TaskOffsets, second: bool) {
+    pub(super) fn task(&mut self, arg: i16, t: &TaskOffsets, second: bool) {
         let (pid, prio) = if second {
             (OFF_PID2, OFF_PRIO2)
         } else {
@@ -487,7 +488,7 @@ impl Builder {
     }
 
     /// A program that writes no record: every early end lands on its exit.
-    fn finish_without_record(mut self) -> Vec<Insn> {
+    pub(super) fn finish_without_record(mut self) -> Vec<Insn> {
         let end = self.insns.len();
         self.push(asm::mov_imm(R0, 0));
         self.push(asm::exit());
@@ -497,7 +498,7 @@ impl Builder {
         self.insns
     }
 
-    fn finish(mut self) -> Vec<Insn> {
+    pub(super) fn finish(mut self) -> Vec<Insn> {
         // The sequence number last: the record is complete (x86-64 keeps stores in order).
         let finish = self.insns.len();
         for &at in &self.to_finish {
@@ -592,64 +593,6 @@ pub enum LockProbes {
     Syscalls,
 }
 
-/// A function probe's program: the calling thread, and at the entry whether it only tries
-/// (A = trylock), at the return the result (A).
-pub(super) fn lock_function_program(exit: bool, maps: Maps) -> Vec<Insn> {
-    let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    let mut b = Builder::new(kind, maps, AlsoIf::No, true, Whose::Current);
-    b.current();
-    b.arg(if exit { LOCK_PI_ARGS as i16 } else { 3 }, OFF_A, false);
-    b.finish()
-}
-
-/// `pt_regs` fields a system-call program reads: the call's number at its exit
-/// (`orig_ax`) and its second argument (`si`, the futex operation).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Regs {
-    pub(super) orig_ax: i16,
-    pub(super) di: i16,
-    pub(super) si: i16,
-    pub(super) dx: i16,
-    /// A system call's fourth argument (x86-64 passes it in r10, not cx).
-    pub(super) r10: i16,
-    /// Its fifth.
-    pub(super) r8: i16,
-}
-
-impl Regs {
-    pub(super) fn from_btf(btf: &Btf) -> Option<Regs> {
-        Some(Regs {
-            orig_ax: btf.offset_of("pt_regs", "orig_ax")? as i16,
-            di: btf.offset_of("pt_regs", "di")? as i16,
-            si: btf.offset_of("pt_regs", "si")? as i16,
-            dx: btf.offset_of("pt_regs", "dx")? as i16,
-            r10: btf.offset_of("pt_regs", "r10")? as i16,
-            r8: btf.offset_of("pt_regs", "r8")? as i16,
-        })
-    }
-}
-
-/// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)`: a record
-/// only for `futex(FUTEX_LOCK_PI[2])`, the calling thread, and at the exit the result (A).
-/// Every other call leaves after two compares, before the clock is read.
-pub(super) fn lock_syscall_program(exit: bool, regs: Regs, maps: Maps) -> Vec<Insn> {
-    let mut b = Builder::syscall(exit, regs);
-    b.jump_end(asm::jne_imm(R1, SYS_FUTEX, 0));
-    b.push(asm::ldx64(R1, R3, regs.si));
-    b.push(asm::and_imm(R1, FUTEX_CMD_MASK));
-    b.push(asm::jeq_imm(R1, FUTEX_LOCK_PI, 1));
-    b.jump_end(asm::jne_imm(R1, FUTEX_LOCK_PI2, 0));
-    let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
-    b.prologue(kind, maps, AlsoIf::No, Whose::Current);
-    b.current();
-    if exit {
-        b.arg(1, OFF_A, false);
-    } else {
-        b.push(asm::st32(R7, OFF_A, 0));
-    }
-    b.finish()
-}
-
 pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) -> Vec<Insn> {
     // Wakeups and migrations of tasks on traced CPUs are recorded wherever they happen: a
     // watched thread's waker may run on a CPU that is not traced.
@@ -731,372 +674,4 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
         _ => {}
     }
     b.finish()
-}
-
-/// Why a program the recorder can do without was not attached (said in the run's list of
-/// what is missing).
-#[derive(Debug)]
-pub(crate) enum AttachError {
-    /// The PI lock function is not in the kernel's BTF.
-    NotInBtf,
-    /// It is, with another prototype than the program reads.
-    Prototype,
-    /// No such tracepoint in this kernel.
-    NoTracepoint(&'static str),
-    /// BTF lacks the registers the program reads (which).
-    NoRegs(&'static str),
-    /// The kernel refused the program (on tracepoint `tp`, if one), with the verifier's
-    /// last line.
-    Load {
-        tp: Option<&'static str>,
-        error: rtlab_sys::SysError,
-        verifier: Option<String>,
-    },
-    /// It could not be attached.
-    Attach {
-        tp: Option<&'static str>,
-        error: rtlab_sys::SysError,
-    },
-    /// The PI lock function's probes, and why not.
-    LockFunction(Box<AttachError>),
-    /// Neither the function's probes nor the system calls'.
-    LockSyscalls {
-        function: Box<AttachError>,
-        syscalls: Box<AttachError>,
-    },
-}
-
-impl std::fmt::Display for AttachError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = |tp: &Option<&str>| tp.map(|t| format!("{t}: ")).unwrap_or_default();
-        match self {
-            AttachError::NotInBtf => f.write_str("not in this kernel's BTF"),
-            AttachError::Prototype => f.write_str("an unexpected prototype"),
-            AttachError::NoTracepoint(tp) => write!(f, "no {tp} tracepoint"),
-            AttachError::NoRegs(which) => write!(f, "BTF has no pt_regs.{which}"),
-            AttachError::Load {
-                tp,
-                error,
-                verifier,
-            } => {
-                let last = verifier.as_ref().map(|l| format!(": {l}"));
-                write!(f, "{}{error}{}", at(tp), last.unwrap_or_default())
-            }
-            AttachError::Attach { tp, error } => write!(f, "{}{error}", at(tp)),
-            AttachError::LockFunction(why) => write!(f, "{LOCK_PI_FN}: {why}"),
-            AttachError::LockSyscalls { function, syscalls } => {
-                write!(f, "{function}; {syscalls}")
-            }
-        }
-    }
-}
-
-/// A refused program's error, with the verifier's last line.
-fn refused(tp: Option<&'static str>, e: rtlab_sys::bpf::LoadError) -> AttachError {
-    let last = e.log.lines().rev().find(|l| !l.trim().is_empty());
-    AttachError::Load {
-        tp,
-        error: e.error,
-        verifier: last.map(str::to_string),
-    }
-}
-
-/// Loads and attaches the two PI lock probes: at `futex_lock_pi` where the kernel allows
-/// function probes, else (when `syscalls`) on the system calls; or says why not.
-pub(super) fn attach_lock_probes(
-    btf: &Btf,
-    maps: Maps,
-    syscalls: bool,
-) -> Result<(LockProbes, Vec<(Program, OwnedFd)>), AttachError> {
-    let function = (|| {
-        let func = btf.func_id(LOCK_PI_FN).ok_or(AttachError::NotInBtf)?;
-        if btf.func_params(LOCK_PI_FN) != Some(LOCK_PI_ARGS) {
-            return Err(AttachError::Prototype);
-        }
-        [false, true]
-            .into_iter()
-            .map(|exit| {
-                let insns = lock_function_program(exit, maps);
-                let p = Program::load_function_probe(&insns, func, exit)
-                    .map_err(|e| refused(None, e))?;
-                let link = p
-                    .attach_raw_tracepoint(None)
-                    .map_err(|error| AttachError::Attach { tp: None, error })?;
-                Ok((p, link))
-            })
-            .collect::<Result<Vec<_>, AttachError>>()
-    })();
-    let function = match function {
-        Ok(v) => return Ok((LockProbes::Function, v)),
-        Err(why) => Box::new(AttachError::LockFunction(Box::new(why))),
-    };
-    if !syscalls {
-        return Err(*function);
-    }
-    let attached = match Regs::from_btf(btf) {
-        Some(regs) => attach_syscall_programs(btf, |exit| lock_syscall_program(exit, regs, maps)),
-        None => Err(AttachError::NoRegs("orig_ax/si")),
-    };
-    attached
-        .map(|v| (LockProbes::Syscalls, v))
-        .map_err(|syscalls| AttachError::LockSyscalls {
-            function,
-            syscalls: Box::new(syscalls),
-        })
-}
-
-/// Loads `program(false)` on `sys_enter` and `program(true)` on `sys_exit` and attaches them.
-fn attach_syscall_programs(
-    btf: &Btf,
-    program: impl Fn(bool) -> Vec<Insn>,
-) -> Result<Vec<(Program, OwnedFd)>, AttachError> {
-    [("sys_enter", false), ("sys_exit", true)]
-        .into_iter()
-        .map(|(tp, exit)| attach_typed(btf, tp, &program(exit)))
-        .collect()
-}
-
-/// Loads `insns` as a typed program on raw tracepoint `tp` and attaches it, or says why not.
-fn attach_typed(
-    btf: &Btf,
-    tp: &'static str,
-    insns: &[Insn],
-) -> Result<(Program, OwnedFd), AttachError> {
-    let id = btf
-        .typedef_id(&format!("btf_trace_{tp}"))
-        .ok_or(AttachError::NoTracepoint(tp))?;
-    let p = Program::load_btf_raw_tracepoint(insns, id).map_err(|e| refused(Some(tp), e))?;
-    let link = p
-        .attach_raw_tracepoint(None)
-        .map_err(|error| AttachError::Attach {
-            tp: Some(tp),
-            error,
-        })?;
-    Ok((p, link))
-}
-
-/// The system calls a thread waits in, whose return to user space ends a watched thread's
-/// delay (its own view: the program sees its lateness when its wait returns): x86-64's
-/// numbers. Programs on every system call's entry and exit (`raw_syscalls`; function probes
-/// would cost other calls nothing, but not every kernel allows them) keep these calls and,
-/// through a set of processes in the kernel (`watched`), only the watched processes' (a
-/// thread they start is seen from its first call): any other call leaves after a few
-/// compares, before the clock is read.
-pub(super) const WAIT_CALLS: &[i32] = &[
-    SYS_CLOCK_NANOSLEEP,
-    SYS_NANOSLEEP,
-    SYS_FUTEX,
-    449,                 // futex_waitv
-    232,                 // epoll_wait
-    281,                 // epoll_pwait
-    441,                 // epoll_pwait2
-    7,                   // poll
-    271,                 // ppoll
-    23,                  // select
-    270,                 // pselect6
-    0,                   // read: a timerfd's (or a pipe's, a socket's) reader waits in it
-    SYS_RT_SIGTIMEDWAIT, // sigwaitinfo, sigtimedwait (a POSIX timer's signal)
-];
-pub(super) const SYS_CLOCK_NANOSLEEP: i32 = 230;
-pub(super) const SYS_NANOSLEEP: i32 = 35;
-pub(super) const SYS_RT_SIGTIMEDWAIT: i32 = 128;
-/// A stack slot for the call's number.
-const FP_CALL: i16 = -24;
-
-/// `sys_enter(struct pt_regs *, long id)` / `sys_exit(struct pt_regs *, long ret)` for the
-/// wait calls of the threads of the processes in map `watched`: the thread (CUR) and the call's number (A); at
-/// the entry of `clock_nanosleep` its clock (PID1), flags (PRIO1) and the requested time
-/// (PID2..X, a timespec read from the caller's memory), of `nanosleep` the requested time
-/// (PID1 = -1: relative, CLOCK_MONOTONIC), of `futex` its operation (PID1) and, for a wait
-/// (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`), its timeout (PID2..X, where it has one), of a
-/// readiness wait its timeout (`epoll_wait`'s, `epoll_pwait`'s and `poll`'s milliseconds in
-/// PID1; `epoll_pwait2`'s, `ppoll`'s, `pselect6`'s, `select`'s and `rt_sigtimedwait`'s
-/// request in PID2..X); at the exit the result (X).
-pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32) -> Vec<Insn> {
-    let mut b = Builder::syscall(exit, regs);
-    // One of the wait calls, or leave: a jump over the rest of the chain for each.
-    let n = WAIT_CALLS.len();
-    for (i, &call) in WAIT_CALLS.iter().enumerate() {
-        b.push(asm::jeq_imm(R1, call, (n - i) as i16));
-    }
-    b.jump_end(asm::ja(0));
-    b.push(asm::stx64(R10, FP_CALL, R1));
-    // The calling thread's process (the upper half of pid_tgid) must be a watched one.
-    b.push(asm::call(helper::GET_CURRENT_PID_TGID));
-    b.push(asm::mov(R8, R0));
-    b.push(asm::rsh_imm(R8, 32));
-    b.lookup(watched, R8);
-    let kind = if exit { K_WAIT_EXIT } else { K_WAIT_ENTER };
-    b.prologue(kind, maps, AlsoIf::Any, Whose::Watched);
-    b.current();
-    b.push(asm::ldx64(R1, R10, FP_CALL));
-    b.push(asm::stx32(R7, OFF_A, R1));
-    if exit {
-        b.arg(1, OFF_X, true);
-        return b.finish();
-    }
-    b.push(asm::st32(R7, OFF_PID1, 0));
-    b.push(asm::st32(R7, OFF_PRIO1, 0));
-    b.push(asm::st64(R7, OFF_PID2, 0));
-    b.push(asm::st64(R7, OFF_X, 0));
-    b.push(asm::ldx64(R3, R6, 0));
-    // A readiness wait's timeout, relative to its entry: in milliseconds (an int, negative
-    // for none) to PID1, or a timespec (select's a timeval) read from the caller's memory
-    // to PID2..X like a sleep's request (NULL for none: the read fails and leaves zeros).
-    for (call, reg) in [(232, regs.r10), (281, regs.r10), (7, regs.dx)] {
-        b.push(asm::jne_imm(R1, call, 3));
-        b.push(asm::ldx64(R2, R3, reg));
-        b.push(asm::stx32(R7, OFF_PID1, R2));
-        b.jump_finish(asm::ja(0));
-    }
-    let mut to_read = Vec::new();
-    for (call, reg) in [
-        (441, regs.r10),
-        (271, regs.dx),
-        (270, regs.r8),
-        (23, regs.r8),
-        (SYS_RT_SIGTIMEDWAIT, regs.dx),
-    ] {
-        b.push(asm::jne_imm(R1, call, 2));
-        b.push(asm::ldx64(R3, R3, reg));
-        to_read.push(b.insns.len());
-        b.push(asm::ja(0));
-    }
-    // futex: its operation; for a wait, its timeout (a user pointer, NULL for none: the
-    // read then fails and leaves zeros) at r10; any other operation is done.
-    let not_futex = b.insns.len();
-    b.push(asm::jne_imm(R1, SYS_FUTEX, 0));
-    b.push(asm::ldx64(R2, R3, regs.si));
-    b.push(asm::stx32(R7, OFF_PID1, R2));
-    b.push(asm::and_imm(R2, FUTEX_CMD_MASK));
-    b.push(asm::jeq_imm(R2, FUTEX_WAIT, 1));
-    b.jump_finish(asm::jne_imm(R2, FUTEX_WAIT_BITSET, 0));
-    b.push(asm::ldx64(R3, R3, regs.r10));
-    let futex_read = b.insns.len();
-    b.push(asm::ja(0));
-    b.insns[not_futex].off = (b.insns.len() - not_futex - 1) as i16;
-    // nanosleep: relative, its request at di; clock_nanosleep: clock, flags, request at dx.
-    b.push(asm::jne_imm(R1, SYS_NANOSLEEP, 3));
-    b.push(asm::st32(R7, OFF_PID1, -1));
-    b.push(asm::ldx64(R3, R3, regs.di));
-    b.push(asm::ja(6));
-    b.jump_finish(asm::jne_imm(R1, SYS_CLOCK_NANOSLEEP, 0));
-    b.push(asm::ldx64(R2, R3, regs.di));
-    b.push(asm::stx32(R7, OFF_PID1, R2));
-    b.push(asm::ldx64(R2, R3, regs.si));
-    b.push(asm::stx32(R7, OFF_PRIO1, R2));
-    b.push(asm::ldx64(R3, R3, regs.dx));
-    for at in to_read.into_iter().chain([futex_read]) {
-        b.insns[at].off = (b.insns.len() - at - 1) as i16;
-    }
-    // Every way the request (a user pointer) is in R3.
-    b.push(asm::mov(R1, R7));
-    b.push(asm::add_imm(R1, OFF_PID2 as i32));
-    b.push(asm::mov_imm(R2, 16));
-    b.push(asm::call(helper::PROBE_READ_USER));
-    b.finish()
-}
-
-/// Loads and attaches the wait-call programs, recording for the threads in map `watched`.
-pub(super) fn attach_wait_probes(
-    btf: &Btf,
-    maps: Maps,
-    watched: i32,
-) -> Result<Vec<(Program, OwnedFd)>, AttachError> {
-    let regs = Regs::from_btf(btf).ok_or(AttachError::NoRegs("orig_ax/di/si/dx/r10/r8"))?;
-    attach_syscall_programs(btf, |exit| wait_call_program(exit, regs, maps, watched))
-}
-
-/// A USDT probe's program (a uprobe's: its context the thread's registers): the thread, its
-/// process (PID1), `index` (A: which attached probe), and two of its arguments where in
-/// registers or constant (X, 64 bits; PID2, the low 32). Recorded on every CPU; with
-/// `watched`, only in the processes of that map.
-pub(super) fn usdt_program(
-    index: u32,
-    args: [Option<&crate::usdt::Arg>; 2],
-    maps: Maps,
-    watched: Option<i32>,
-) -> Vec<Insn> {
-    use crate::usdt::Arg;
-    let mut b = Builder::start(false);
-    if let Some(watched) = watched {
-        b.push(asm::call(helper::GET_CURRENT_PID_TGID));
-        b.push(asm::mov(R8, R0));
-        b.push(asm::rsh_imm(R8, 32));
-        b.lookup(watched, R8);
-    }
-    b.prologue(K_USDT, maps, AlsoIf::Any, Whose::Current);
-    b.current();
-    b.push(asm::rsh_imm(R0, 32));
-    b.push(asm::stx32(R7, OFF_PID1, R0));
-    b.push(asm::st32(R7, OFF_A, index as i32));
-    for (arg, (dst, wide)) in args.iter().zip([(OFF_X, true), (OFF_PID2, false)]) {
-        match arg.copied().unwrap_or(Arg::Unsupported) {
-            Arg::Register { regs_offset, .. } => {
-                b.push(asm::ldx64(R1, R6, regs_offset));
-                b.push(if wide {
-                    asm::stx64(R7, dst, R1)
-                } else {
-                    asm::stx32(R7, dst, R1)
-                });
-            }
-            Arg::Constant(c) => {
-                b.extend(asm::ld_imm64(R1, c as u64));
-                b.push(if wide {
-                    asm::stx64(R7, dst, R1)
-                } else {
-                    asm::stx32(R7, dst, R1)
-                });
-            }
-            Arg::Unsupported => {
-                b.push(asm::mov_imm(R1, 0));
-                b.push(if wide {
-                    asm::stx64(R7, dst, R1)
-                } else {
-                    asm::stx32(R7, dst, R1)
-                });
-            }
-        }
-    }
-    b.finish()
-}
-
-/// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`: a process
-/// started by a watched one is watched from its first instruction (its process added to the
-/// set in map `watched`, before it can run), so a command's children (a wrapper script's
-/// program) lose no period to the time user space takes to find them. Records nothing.
-pub(super) fn fork_program(watched: i32, tgid: i32) -> Vec<Insn> {
-    let mut b = Builder::start(true);
-    b.push(asm::ldx64(R3, R6, 0));
-    b.push(asm::ldx32(R1, R3, tgid as i16));
-    b.lookup(watched, R1);
-    b.push(asm::ldx64(R3, R6, 8));
-    b.push(asm::ldx32(R1, R3, tgid as i16));
-    b.push(asm::stx32(R10, FP_KEY, R1));
-    b.push(asm::st32(R10, FP_OWN, 1));
-    b.extend(asm::ld_map_fd(R1, watched));
-    b.push(asm::mov(R2, R10));
-    b.push(asm::add_imm(R2, FP_KEY as i32));
-    b.push(asm::mov(R3, R10));
-    b.push(asm::add_imm(R3, FP_OWN as i32));
-    b.push(asm::mov_imm(R4, 0));
-    b.push(asm::call(helper::MAP_UPDATE_ELEM));
-    b.finish_without_record()
-}
-
-/// Loads and attaches [`fork_program`], or says why not.
-pub(super) fn attach_fork_probe(
-    btf: &Btf,
-    watched: i32,
-    tgid: i32,
-) -> Result<(Program, OwnedFd), AttachError> {
-    attach_typed(btf, "sched_process_fork", &fork_program(watched, tgid))
-}
-
-/// A CPU's entry in the `cpus` map.
-pub(super) fn cpu_entry(traced: bool, ring: usize) -> [u8; CPU_ENTRY as usize] {
-    let mut e = [0; CPU_ENTRY as usize];
-    e[CPU_TRACED as usize..][..4].copy_from_slice(&(traced as u32).to_ne_bytes());
-    e[CPU_RING as usize..][..4].copy_from_slice(&(ring as u32 + 1).to_ne_bytes());
-    e
 }
