@@ -7,7 +7,7 @@ impl Recorder {
     /// The names of the tasks that ended, from their end records, before any record is
     /// decoded: their earlier events in these records are named by them (their /proc entries
     /// are gone).
-    pub(super) fn name_the_ended(&mut self, records: &[Drained]) {
+    pub(super) fn name_the_ended(&mut self, records: &[Drained], now_ns: u64) {
         let u32_at =
             |r: &[u8], o: i16| u32::from_ne_bytes(r[o as usize..][..4].try_into().unwrap());
         for r in records.iter().flatten() {
@@ -19,7 +19,7 @@ impl Recorder {
             let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
             if pid > 0 && !name.is_empty() {
                 let name = String::from_utf8_lossy(name).into_owned();
-                self.comms.insert(pid as i64, name.into());
+                self.names.ended(pid as i64, name.into(), now_ns);
             }
         }
     }
@@ -201,17 +201,7 @@ impl Recorder {
 
     /// A task's name: `swapper/N` for the idle task, else `/proc/<tid>/comm`.
     pub(super) fn comm(&mut self, pid: i64, cpu: u16) -> std::sync::Arc<str> {
-        // The idle tasks' names share the cache under negative keys (no task has pid -1-N).
-        let key = if pid == 0 { -1 - cpu as i64 } else { pid };
-        self.comms
-            .entry(key)
-            .or_insert_with(|| match pid {
-                0 => format!("swapper/{cpu}").into(),
-                _ => rtlab_sys::procfs::task_comm(pid)
-                    .unwrap_or_else(|| crate::event::ENDED_TASK.into())
-                    .into(),
-            })
-            .clone()
+        self.names.get(pid, cpu, rtlab_sys::procfs::task_comm)
     }
 
     /// A timer's expiry `raw` as CLOCK_MONOTONIC time, given that it expired at `ts_ns`: a

@@ -12,8 +12,8 @@
 //! of that (bench/RESULTS.md, issue 8). The programs record numbers only: TIDs and priorities
 //! read from `struct task_struct` at the offsets the kernel's BTF gives. Names are looked up in
 //! user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached, refreshed every
-//! second; a task that ended before the reader saw it is named by its end record, or, where that
-//! was lost, `ended task`, where ftrace writes `<...>`), IRQ names in
+//! second; a task that ended before the reader saw it is named by its end record for two
+//! seconds, or, where that was lost, `ended task`, where ftrace writes `<...>`), IRQ names in
 //! `/proc/interrupts`, NMI handlers and timer functions in `/proc/kallsyms`.
 //!
 //! What one event costs here (a pipe ping-pong on one CPU, measured while building this):
@@ -203,6 +203,7 @@ mod attach;
 mod call_programs;
 mod decode;
 mod jvm;
+mod names;
 mod optional;
 mod programs;
 mod record;
@@ -288,11 +289,10 @@ pub(crate) struct Recorder {
     /// Each libjvm.so's clock function, as a file offset (by device and inode; None: none).
     jvm_clocks: HashMap<(u64, u64), Option<u64>>,
     vmop_names: HashMap<u64, std::sync::Arc<str>>,
-    comms: HashMap<i64, std::sync::Arc<str>>,
+    names: names::Names,
     /// Timer functions' names by address (a few, each named on every expiry).
     timer_functions: HashMap<u64, std::sync::Arc<str>>,
-    comms_since: u64,
-    /// Other clocks' lead over CLOCK_MONOTONIC (`clock_offsets_ns`), refreshed with `comms`.
+    /// Other clocks' lead over CLOCK_MONOTONIC (`clock_offsets_ns`), refreshed with the names.
     clock_offsets: [i64; 3],
 }
 
@@ -425,9 +425,8 @@ impl Recorder {
             clock_links: Vec::new(),
             jvm_clocks: HashMap::new(),
             vmop_names: HashMap::new(),
-            comms: HashMap::new(),
+            names: names::Names::default(),
             timer_functions: HashMap::new(),
-            comms_since: 0,
             clock_offsets: rtlab_sys::time::clock_offsets_ns(),
         })
     }
@@ -590,12 +589,10 @@ impl Recorder {
         }
         let n = records.len();
         let now = rtlab_sys::time::monotonic_now_ns();
-        if now > self.comms_since + 1_000_000_000 {
-            self.comms.clear();
-            self.comms_since = now;
+        if self.names.refresh(now) {
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
-        self.name_the_ended(&records);
+        self.name_the_ended(&records, now);
         let others_only = self.own_slots.is_some();
         let mut lost_before: Option<(u16, u64, u64, bool)> = None;
         for r in records.iter() {
