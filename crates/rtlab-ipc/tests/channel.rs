@@ -231,6 +231,22 @@ fn several_producer_processes_share_an_mpsc_channel() {
     assert_eq!(rx.recv(&mut buf, None).unwrap_err(), IpcError::PeerDied);
 }
 
+/// Where a child process is: its state and wait channel, and its kernel stack when readable.
+fn where_is(pid: i32) -> String {
+    let read = |what: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/{what}"))
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|e| format!("({e})"))
+    };
+    let stat = read("stat");
+    let state = stat.rsplit(')').next().unwrap_or("").trim().chars().next();
+    format!(
+        "pid {pid} state {state:?} wchan {} stack [{}]",
+        read("wchan"),
+        read("stack")
+    )
+}
+
 #[test]
 fn an_mpsc_producer_killed_holding_the_lock_does_not_stop_the_others() {
     use rtlab_ipc::{ChannelOptions, Variant};
@@ -275,7 +291,15 @@ fn an_mpsc_producer_killed_holding_the_lock_does_not_stop_the_others() {
             i += 1;
             let n = rx
                 .recv(&mut buf, Some(monotonic_now_ns() + 5 * SECOND))
-                .unwrap_or_else(|e| panic!("round {round}, message {i}: {e}"));
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "round {round}, message {i} (victim killed at {killed_at:?}): {e}; {}; \
+                         victim {}; survivor {}",
+                        ch.state(),
+                        where_is(victim),
+                        where_is(survivor)
+                    )
+                });
             let tagged = whole(&buf[..n]);
             let (p, seq) = ((tagged >> 48) as usize, tagged & ((1 << 48) - 1));
             assert_eq!(

@@ -75,72 +75,7 @@ fn report_html_is_self_contained_has_the_plots_and_renders_cleanly() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 
-    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    else {
-        return skip(
-            "report in a browser",
-            "no chromium (apt-get install chromium)",
-        );
-    };
-    let url = format!("file://{}", out_dir.join("report.html").display());
-    // The screenshots stay with the build as the suite's artefacts, to look at.
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let base = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--enable-logging=stderr",
-        "--v=0",
-    ];
-    let dom = Command::new(browser)
-        .args(base)
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    let dom_text = String::from_utf8_lossy(&dom.stdout);
-    assert!(
-        dom_text.matches("<svg class=\"chart\"").count() >= 4,
-        "the browser's DOM has the charts"
-    );
-    // A wide screen and a narrow one (the charts scale down with the page).
-    for width in [1400, 700] {
-        let shot = shots.join(format!("report-{width}.png"));
-        let rendered = Command::new(browser)
-            .args(base)
-            .arg(format!("--window-size={width},2400"))
-            .arg(format!("--screenshot={}", shot.display()))
-            .arg(&url)
-            .output()
-            .unwrap();
-        let log = String::from_utf8_lossy(&rendered.stderr);
-        for line in log
-            .lines()
-            .chain(String::from_utf8_lossy(&dom.stderr).lines())
-        {
-            assert!(
-                !line.contains("CONSOLE")
-                    && !line.contains("ERR_FILE")
-                    && !line.contains("Uncaught"),
-                "{line}"
-            );
-        }
-        let png = std::fs::read(&shot).expect("a screenshot");
-        assert!(
-            png.starts_with(b"\x89PNG") && png.len() > 20_000,
-            "{width}: {} bytes",
-            png.len()
-        );
-    }
+    render_in_browser(&out_dir.join("report.html"), "report", 2400);
 }
 
 #[test]
@@ -167,4 +102,78 @@ fn a_quick_survey_writes_the_html_report_with_its_plots() {
         .iter()
         .any(|n| n == "check/preempt_model"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("report.html"));
+    // The whole page, down to the last section's bar charts.
+    render_in_browser(&out_dir.join("report.html"), "survey", 12_000);
+}
+
+/// Renders `html` in headless chromium (when installed): its DOM has the charts, no console
+/// error, and screenshots at a wide and a narrow width are kept under
+/// `target/report-screenshots/{name}-{width}.png` (the suite's artefacts, to look at), each
+/// `height` pixels tall.
+fn render_in_browser(html: &Path, name: &str, height: u32) {
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        return skip(
+            &format!("{name} in a browser"),
+            "no chromium (apt-get install chromium)",
+        );
+    };
+    let url = format!("file://{}", html.display());
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let dom = Command::new(browser)
+        .args(base)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom_text.matches("<svg class=\"chart\"").count() >= 4,
+        "{name}: the browser's DOM has the charts"
+    );
+    // A wide screen and a narrow one (the charts scale down with the page).
+    for width in [1400, 700] {
+        let shot = shots.join(format!("{name}-{width}.png"));
+        let rendered = Command::new(browser)
+            .args(base)
+            .arg(format!("--window-size={width},{height}"))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(&url)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&rendered.stderr);
+        for line in log
+            .lines()
+            .chain(String::from_utf8_lossy(&dom.stderr).lines())
+        {
+            assert!(
+                !line.contains("CONSOLE")
+                    && !line.contains("ERR_FILE")
+                    && !line.contains("Uncaught"),
+                "{name}: {line}"
+            );
+        }
+        let png = std::fs::read(&shot).expect("a screenshot");
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 20_000,
+            "{name} at {width}: {} bytes",
+            png.len()
+        );
+    }
 }

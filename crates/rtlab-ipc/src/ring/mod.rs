@@ -648,6 +648,33 @@ impl ShmChannel {
         Ok(Receiver::new(self))
     }
 
+    /// A one-line snapshot of the shared state (positions, waiting flags, attached pids, the
+    /// producers' lock word), for an error report when a peer seems stuck.
+    pub fn state(&self) -> String {
+        let h = self.header();
+        let (head, tail) = (
+            h.head.load(Ordering::Relaxed),
+            h.tail.load(Ordering::Relaxed),
+        );
+        let pids: Vec<String> = self
+            .producer_slots()
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .filter(|&p| p != 0)
+            .map(|p| p.to_string())
+            .collect();
+        format!(
+            "head {head}, tail {tail} ({} bytes queued), consumer waiting {}, producer \
+             waiting {}, consumer pid {}, producer pids [{}], producers' lock {:?}",
+            head.wrapping_sub(tail),
+            h.consumer_waiting.load(Ordering::Relaxed),
+            h.producer_waiting.load(Ordering::Relaxed),
+            h.consumer_pid.load(Ordering::Relaxed),
+            pids.join(", "),
+            h.producer_lock,
+        )
+    }
+
     /// The consumer's pid once a receiver was created in some process, else 0.
     pub fn receiver_attached_pid(&self) -> u32 {
         self.header().consumer_pid.load(Ordering::Relaxed)

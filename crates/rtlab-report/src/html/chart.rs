@@ -40,9 +40,31 @@ struct Frame {
     legend: Vec<(String, Marker)>,
 }
 
-/// Legend rows' height and an entry's width per character (the legend font's, about).
+/// Legend rows' height, the legend's font size, and the space between two entries.
 const LEGEND_ROW: f64 = 16.0;
-const LEGEND_CHAR: f64 = 6.2;
+const LEGEND_FONT: f64 = 11.0;
+const LEGEND_GAP: f64 = 12.0;
+
+/// How wide `text` is drawn in the legend's font, in pixels: the advance widths of DejaVu
+/// Sans (Linux browsers' usual sans-serif, and wider than the others) by class of character,
+/// each class at its widest, so that an entry never runs into the next ("mmap/private/mmap"
+/// is half as wide again as "illicit/little/fill").
+fn legend_text_width(text: &str) -> f64 {
+    let em: f64 = text
+        .chars()
+        .map(|c| match c {
+            'i' | 'j' | 'l' | 'I' | '\'' | '|' => 0.30,
+            ' ' | '.' | ',' | ':' | ';' | '/' | '!' => 0.34,
+            'f' | 't' | 'r' | '(' | ')' | '[' | ']' | '-' => 0.42,
+            'm' | 'W' | '@' | '%' => 1.0,
+            'w' | 'M' => 0.87,
+            'a'..='z' | '0'..='9' | '_' | '=' | '+' | '?' | '<' | '>' | '#' | '$' => 0.64,
+            'A'..='Z' | '&' => 0.78,
+            _ => 1.0,
+        })
+        .sum();
+    em * LEGEND_FONT
+}
 
 impl Frame {
     fn new(title: &str) -> Frame {
@@ -107,7 +129,8 @@ impl Frame {
     fn draw_legend(&mut self) -> f64 {
         let (mut x, mut row) = (ML, 0.0);
         for (n, marker) in std::mem::take(&mut self.legend) {
-            let w = 24.0 + LEGEND_CHAR * n.chars().count() as f64;
+            // The marker and its space (14), the text, the gap to the next entry.
+            let w = 14.0 + legend_text_width(&n) + LEGEND_GAP;
             if x > ML && x + w > W - MR {
                 x = ML;
                 row += 1.0;
@@ -292,6 +315,21 @@ pub(super) fn histogram_chart(title: &str, series: &[(String, LatencyHistogram)]
 
 /// Latency over time: the worst latency of each window per series (when the run recorded
 /// a timeline), with the explained outliers marked on top (causes on hover).
+/// Ticks for a time axis from 0 to `tmax` seconds: a step of 1, 2 or 5 times a power of
+/// ten giving 3 to 5 intervals, and the decimals its labels need (so that no two labels read
+/// alike and none is rounded: 0.15 s is not written 0.1 s).
+fn time_step(tmax: f64) -> (f64, usize) {
+    let raw = tmax / 4.0;
+    let p = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|&s| s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * p);
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    (step, decimals)
+}
+
 pub(super) fn time_chart(
     title: &str,
     timelines: &[(String, u64, Vec<u64>)],
@@ -310,9 +348,12 @@ pub(super) fn time_chart(
         .chain(outliers.iter().map(|o| o.at_ns as f64 / 1e9))
         .fold(0.001f64, f64::max);
     let mut f = Frame::new(title);
-    for i in 0..=4 {
-        let t = tmax * i as f64 / 4.0;
-        f.x_tick(px(t, 0.0, tmax, ML, W - MR), &format!("{t:.1} s"));
+    let (step, decimals) = time_step(tmax);
+    let mut k = 0.0;
+    while k * step <= tmax * (1.0 + 1e-9) {
+        let t = k * step;
+        f.x_tick(px(t, 0.0, tmax, ML, W - MR), &format!("{t:.decimals$} s"));
+        k += 1.0;
     }
     let mut e = ya;
     while e <= yb {
@@ -457,6 +498,85 @@ mod tests {
                 t[at..].split('"').next()?.parse().ok()
             })
             .collect()
+    }
+
+    #[test]
+    fn time_ticks_are_round_and_their_labels_exact() {
+        assert_eq!(time_step(0.6), (0.2, 1));
+        assert_eq!(time_step(4.1), (2.0, 0));
+        assert_eq!(time_step(60.0), (20.0, 0));
+        assert_eq!(time_step(0.05), (0.02, 2));
+        let (step, _) = time_step(3600.0);
+        assert_eq!(step, 1000.0);
+        let o = Outlier {
+            series: "s".into(),
+            at_ns: 600_000_000,
+            latency_ns: 2_000_000,
+            causes: vec![],
+            cpu: None,
+            until_running_ns: None,
+            stacks: vec![],
+        };
+        let svg = time_chart("t", &[], &[&o]);
+        for label in ["0.0 s", "0.2 s", "0.4 s", "0.6 s"] {
+            assert!(svg.contains(&format!(">{label}<")), "{label}: {svg}");
+        }
+    }
+
+    #[test]
+    fn legend_entries_never_run_into_each_other_whatever_their_letters() {
+        assert!(
+            legend_text_width("mmap/private/mmap") > 1.5 * legend_text_width("illicit/little/fill")
+        );
+        let mut h = LatencyHistogram::new();
+        h.record(Nanos(5_000));
+        let names: Vec<(String, LatencyHistogram)> = [
+            "mmap/private/idle",
+            "mmap/private/mmap",
+            "mmap/shared/mmap",
+            "WWW/mmm/@%",
+        ]
+        .iter()
+        .map(|n| (n.to_string(), h.clone()))
+        .collect();
+        let svg = percentile_chart("t", &names);
+        // (x, y, name) of each entry's text: on one row, each starts past the end of the
+        // one before it, drawn at 11 px in DejaVu Sans (whose widest letter is under 1 em).
+        let texts: Vec<(f64, f64, String)> = svg
+            .split("<text ")
+            .filter(|t| t.contains("class=\"legend\""))
+            .map(|t| {
+                let attr = |a: &str| -> f64 {
+                    t.split(&format!("{a}=\""))
+                        .nth(1)
+                        .unwrap()
+                        .split('"')
+                        .next()
+                        .unwrap()
+                        .parse()
+                        .unwrap()
+                };
+                let name = t
+                    .split('>')
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                (attr("x"), attr("y"), name)
+            })
+            .collect();
+        assert_eq!(texts.len(), 4);
+        for pair in texts.windows(2) {
+            let ((x0, y0, n0), (x1, y1, _)) = (&pair[0], &pair[1]);
+            if y0 == y1 {
+                assert!(
+                    x1 - x0 >= legend_text_width(n0) + 10.0,
+                    "{n0} at {x0}, next at {x1}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -491,7 +491,7 @@ body{{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto
 h1{{font-size:22px}} h2{{font-size:19px;border-bottom:1px solid #ccc;padding-bottom:4px}} h3{{font-size:16px;margin-top:22px}}
 small{{color:#666;font-weight:normal}} .facts{{color:#444}}
 table{{border-collapse:collapse;margin:8px 0 14px}} td,th{{border:1px solid #ddd;padding:3px 8px;vertical-align:top;text-align:left}}
-table.num td{{text-align:right;white-space:nowrap}} table.num td:first-child{{text-align:left;white-space:normal}}
+table.num td{{text-align:right;white-space:nowrap}} table.num td:first-child{{text-align:left;white-space:normal;overflow-wrap:anywhere}}
 tr.fail td:nth-child(2){{color:#b00;font-weight:bold}} tr.warn td:nth-child(2){{color:#b60}} tr.ok td:nth-child(2){{color:#070}}
 code{{font-size:12px;background:#f4f4f4;padding:1px 3px}}
 .charts{{display:flex;flex-wrap:wrap;gap:12px}}
