@@ -143,7 +143,11 @@ fn a_killed_producer_is_reported_and_never_leaves_a_torn_message() {
                     );
                     break;
                 }
-                Err(e) => panic!("round {round} after {seq} messages: {e}"),
+                Err(e) => panic!(
+                    "round {round} after {seq} messages: {e}; {}; producer {}",
+                    ch.state(),
+                    where_is(child)
+                ),
             }
         }
         assert!(seq >= kill_after, "round {round}");
@@ -355,7 +359,11 @@ fn a_killed_consumer_never_hangs_the_producer_and_a_new_one_continues() {
                     );
                     break;
                 }
-                Err(e) => panic!("round {round} after {seq} messages: {e}"),
+                Err(e) => panic!(
+                    "round {round} after {seq} messages: {e}; {}; consumer {}",
+                    ch.state(),
+                    where_is(child)
+                ),
             }
         }
         rtlab_sys::process::wait_child(child).unwrap();

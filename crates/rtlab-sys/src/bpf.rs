@@ -458,6 +458,8 @@ pub mod asm {
         pub const GET_CURRENT_PID_TGID: i32 = 14;
         /// `bpf_get_current_comm` (the current task's name, NUL-padded).
         pub const GET_CURRENT_COMM: i32 = 16;
+        /// `bpf_get_current_task` (the current `task_struct`'s address).
+        pub const GET_CURRENT_TASK: i32 = 35;
         /// `bpf_probe_read_kernel`.
         pub const PROBE_READ_KERNEL: i32 = 113;
         /// `bpf_probe_read_user`.

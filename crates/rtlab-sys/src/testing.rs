@@ -38,6 +38,36 @@ fn log_skipped(path: &std::path::Path, binary: &str, test: &str, why: &str) {
     }
 }
 
+/// Makes i386 system call `nr` with three arguments through `int $0x80` from this 64-bit
+/// process, as a 32-bit program's calls reach the kernel (numbered as i386 numbers them);
+/// returns its result (`-ENOSYS` where the kernel runs no 32-bit calls). For tests of what
+/// reads system calls by number. The call must not touch memory through its arguments.
+#[cfg(target_arch = "x86_64")]
+pub fn i386_syscall(nr: i32, args: [i32; 3]) -> i64 {
+    let ret: i64;
+    // SAFETY: `int $0x80` clobbers nothing but eax (the result) and, with the kernel's
+    // compat entry, r8-r11 (saved as clobbered below); rbx is the compiler's, so it is
+    // swapped in and out by hand; the caller promises the call reads and writes no memory.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::arch::asm!(
+            "xchg {a:r}, rbx",
+            "int 0x80",
+            "xchg {a:r}, rbx",
+            a = inout(reg) args[0] as i64 => _,
+            inlateout("rax") nr as i64 => ret,
+            in("rcx") args[1] as i64,
+            in("rdx") args[2] as i64,
+            out("r8") _,
+            out("r9") _,
+            out("r10") _,
+            out("r11") _,
+        );
+    }
+    // The result is eax's, sign-extended.
+    ret as i32 as i64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -113,8 +113,9 @@ pub(crate) enum Source {
         pipe: std::fs::File,
         buf: Vec<u8>,
         partial: String,
-        /// Losses waiting for the next event of their CPU.
-        lost: Vec<(u16, u64)>,
+        /// How far it was read, in all and per CPU; the losses it reported and those the
+        /// kernel counted.
+        cpus: Box<crate::instance::PipeCpus>,
         /// The instance's directory (a JVM's uprobe events are enabled there), the libjvm.so
         /// files probed (by device and inode), and the processes of the threads whose JVM
         /// probes fired (the text names the thread only).
@@ -127,12 +128,18 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// When `cpu`'s events were all read up to (`u64::MAX`: as far as the text source has
-    /// any, which merges every CPU's in one stream).
+    /// When `cpu`'s events were all read up to (the text source merges every CPU's in one
+    /// stream, in time order: the same for all, but for a CPU whose events the kernel lost
+    /// and the pipe has not said so yet).
     fn read_until(&self, cpu: u16) -> u64 {
         match self {
             Source::Bpf(r) => r.read_until(cpu),
-            Source::Text { .. } => u64::MAX,
+            Source::Text { cpus, dir, .. } => {
+                match cpus.unreported_loss_from(dir, cpu, monotonic_now_ns()) {
+                    Some(newest) => newest.min(cpus.read_ns),
+                    None => cpus.read_ns,
+                }
+            }
         }
     }
 
@@ -155,20 +162,28 @@ impl Source {
                 pipe,
                 buf,
                 partial,
-                lost,
+                cpus,
                 processes,
                 ..
             } => {
+                let asked = monotonic_now_ns();
                 let got = match pipe.read(buf) {
                     Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        // Empty: everything written before the read was read.
+                        cpus.read_ns = cpus.read_ns.max(asked);
+                        0
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
                     Err(e) => return Err(TraceError::Pipe(e)),
                 };
                 if got > 0 {
                     partial.push_str(&String::from_utf8_lossy(&buf[..got]));
                     let complete = partial.rfind('\n').map_or(0, |i| i + 1);
-                    parse_text(&partial[..complete], lost, &mut |mut e, line| {
+                    // (Out while the events go by, each noted in `cpus`.)
+                    let mut pending = std::mem::take(&mut cpus.pending_lost);
+                    parse_text(&partial[..complete], &mut pending, &mut |mut e, line| {
+                        cpus.seen(e.cpu, e.ts_ns, e.kind.lost());
                         if let Kind::Jvm { process, .. } = &mut e.kind {
                             let tid = e.current_pid;
                             *process = *processes
@@ -177,6 +192,7 @@ impl Source {
                         }
                         f(e, keep_raw.then(|| line.to_string()))
                     });
+                    cpus.pending_lost = pending;
                     partial.drain(..complete);
                 }
                 Ok(got)
@@ -296,14 +312,15 @@ impl Pending {
     /// Those ready at `now`: the trace of their CPU reached [`SETTLE_NS`] past their wake
     /// (and every traced CPU's rings were read that far: a blocked thread's peer may be on
     /// any, and a ring of every task's events can lag the watched threads' own), or they
-    /// waited [`GIVE_UP_NS`], or the run ends.
+    /// waited [`GIVE_UP_NS`], or the run ends and the last read found nothing more (a reader
+    /// behind at the end reads on first: what it has not read is not a silence).
     /// (`read_through`: where every traced CPU's rings were last read up to.)
     fn take_ready(
         &mut self,
         histories: &[History],
         read_through: u64,
         now: u64,
-        stopping: bool,
+        (stopping, drained): (bool, bool),
     ) -> Vec<Request> {
         let mut ready = Vec::new();
         self.0.retain(|&(r, asked)| {
@@ -312,7 +329,7 @@ impl Pending {
                 && histories
                     .get(r.cpu as usize)
                     .is_some_and(|h| h.newest_ns >= through);
-            let go = caught_up || now > asked + GIVE_UP_NS || stopping;
+            let go = caught_up || now > asked + GIVE_UP_NS || (stopping && drained);
             if go {
                 ready.push(r);
             }
@@ -637,8 +654,13 @@ pub(crate) fn read_loop(
             lost.store(r.lost(), Ordering::Relaxed);
         }
         take_requests(&rx, &mut pending, &mut out);
-        let (read, now) = (source.read_through(histories.len()), monotonic_now_ns());
-        let ready = pending.take_ready(&histories, read, now, stopping);
+        // (Only asked with requests pending: the text source then reads the kernel's counts.)
+        let read = match pending.is_empty() {
+            true => 0,
+            false => source.read_through(histories.len()),
+        };
+        let now = monotonic_now_ns();
+        let ready = pending.take_ready(&histories, read, now, (stopping, got == 0));
         let context = (&*histories, &traced, &source);
         explain_ready(
             ready,

@@ -173,6 +173,10 @@ impl WatchState {
     /// series limit, counted once per thread and kind).
     pub(super) fn pair_of(&mut self, tid: i64, kind: DelayKind) -> Option<Pair> {
         let w = self.threads.get(&tid)?;
+        // `--rt-only`: a thread's delays while it is time-sharing are not watched.
+        if self.spec.rt_only && !w.rt {
+            return None;
+        }
         let k = kind as usize;
         if let Some(p) = w.pairs[k] {
             return Some(p);

@@ -85,6 +85,12 @@ impl WatchState {
             return;
         }
         w.rt = rt;
+        if self.spec.rt_only && !rt {
+            // Not watched while time-sharing (`--rt-only`): no series of that class; made
+            // real-time again, it finds its series by name.
+            w.pairs = Default::default();
+            return;
+        }
         let (name, pairs) = (w.name.clone(), w.pairs);
         for (k, pair) in pairs.iter().enumerate() {
             let Some(p) = pair else { continue };

@@ -464,20 +464,7 @@ fn attributable(doc: &serde_json::Value) -> serde_json::Value {
 /// it cannot together make at least 3, and the run counted events lost or unread.
 fn hog_outliers_attributed(doc: &serde_json::Value, test: &str) -> Option<Vec<serde_json::Value>> {
     let kept = hog_outliers(&attributable(doc), 2_000_000);
-    let runs = hog_runs(doc);
-    let unknown_hog = doc["outliers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            let late = o["latency_ns"].as_u64().unwrap();
-            late > 2_000_000 && overlap_ns(o, &runs) * 2 >= late
-        })
-        .filter(|o| {
-            let top = &o["causes"][0];
-            top["reason"] == "events_lost" || top["reason"] == "unread"
-        })
-        .count();
+    let unknown_hog = hog_outliers_not_known(doc, 2_000_000);
     let run_lost = doc["warnings"].as_array().is_some_and(|w| {
         w.iter()
             .any(|w| w.as_str().is_some_and(|w| w.contains("trace events")))

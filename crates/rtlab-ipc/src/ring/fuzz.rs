@@ -9,8 +9,18 @@ use proptest::prelude::*;
 const CAPACITY: usize = 4096;
 const MAX: usize = 256;
 const DEADLINE_NS: u64 = 2_000_000;
-/// Generous: scheduling noise, not a performance bound.
+/// Generous: scheduling noise, not a performance bound. A call that ignored its deadline
+/// would spin (its own CPU time grows past this) or sleep forever (its wall time passes
+/// [`HANG_NS`]); one the machine did not run meanwhile (beside a storm of other work) did
+/// neither, so its wall time alone is held only to the hang bound.
 const LATE_NS: u64 = 500_000_000;
+const HANG_NS: u64 = 20_000_000_000;
+
+/// The calling thread's CPU time.
+fn cpu_now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
 
 #[derive(Debug, Clone)]
 enum Scribble {
@@ -49,10 +59,14 @@ fn apply(ch: &ShmChannel, s: &Scribble) {
 }
 
 fn bounded<T>(what: &str, f: impl FnOnce(Option<u64>) -> T) -> T {
-    let start = monotonic_now_ns();
+    let (start, cpu_start) = (monotonic_now_ns(), cpu_now_ns());
     let out = f(Some(start + DEADLINE_NS));
-    let took = monotonic_now_ns() - start;
-    assert!(took < DEADLINE_NS + LATE_NS, "{what} took {took} ns");
+    let (took, ran) = (monotonic_now_ns() - start, cpu_now_ns() - cpu_start);
+    assert!(
+        ran < DEADLINE_NS + LATE_NS,
+        "{what} ran {ran} ns (in {took} ns)"
+    );
+    assert!(took < HANG_NS, "{what} took {took} ns");
     out
 }
 

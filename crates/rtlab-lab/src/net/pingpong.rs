@@ -103,7 +103,12 @@ impl Experiment for PingPong {
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
         let start = monotonic_now_ns();
-        let end = start.saturating_add(duration);
+        // The run's end and its warmup's, counted from the connection (on a busy machine
+        // connecting can take a good part of a short run).
+        let measured_from_now = move || {
+            let connected = monotonic_now_ns();
+            (connected.saturating_add(duration), connected + warmup)
+        };
         let peer = running.peer.clone();
         let (hist, lost) = std::thread::scope(|scope| {
             let report = reporter.as_ref().map(|r| (r, 0u16));
@@ -128,11 +133,11 @@ impl Experiment for PingPong {
                         };
                         let s = connect(&peer, &hello)?;
                         let quickack = cfg.options.quickack;
-                        pingpong_tcp(s, cfg.size, (end, start + warmup), quickack, report)
+                        pingpong_tcp(s, cfg.size, measured_from_now(), quickack, report)
                     }
                     Proto::Udp => {
                         let (s, _session) = connect_udp(&peer, &cfg.options)?;
-                        pingpong_udp(s, cfg.size, (end, start + warmup), report)
+                        pingpong_udp(s, cfg.size, measured_from_now(), report)
                     }
                 }
             });
@@ -157,21 +162,25 @@ impl Experiment for PingPong {
                 format!("pingpong: {lost} UDP replies lost (200 ms timeout)"),
             );
         }
-        if !hist.is_empty() {
-            outcome.series.push(
-                Series::distribution(format!("{}pingpong/rtt", self.prefix), "rtt", &hist)?
-                    .with_config("proto", cfg.proto.as_str())
-                    .with_config("size_bytes", cfg.size)
-                    .with_config("wire_bytes", cfg.size.max(wire::HEADER_LEN))
-                    .with_config("policy", policy.as_str())
-                    .with_config("prio", prio)
-                    .with_config("options", cfg.options.to_json())
-                    .with_config("topology", running.facts.clone())
-                    .with_config("lost", lost)
-                    .with_config("warmup_ns", warmup)
-                    .with_config("sysctls", tcp_sysctls()),
-            );
+        if hist.is_empty() {
+            return Err(LabError::Setup(format!(
+                "pingpong: no round trip completed in {} after the warmup (the peer did not answer in time)",
+                Nanos(duration)
+            )));
         }
+        outcome.series.push(
+            Series::distribution(format!("{}pingpong/rtt", self.prefix), "rtt", &hist)?
+                .with_config("proto", cfg.proto.as_str())
+                .with_config("size_bytes", cfg.size)
+                .with_config("wire_bytes", cfg.size.max(wire::HEADER_LEN))
+                .with_config("policy", policy.as_str())
+                .with_config("prio", prio)
+                .with_config("options", cfg.options.to_json())
+                .with_config("topology", running.facts.clone())
+                .with_config("lost", lost)
+                .with_config("warmup_ns", warmup)
+                .with_config("sysctls", tcp_sysctls()),
+        );
         drop(running);
         Ok(outcome)
     }

@@ -612,7 +612,18 @@ impl<'a> Attribution<'a> {
             self.step(e);
         }
         match last {
-            Some(prev) if prev < self.t1 => self.slice(prev, self.t1, false),
+            // After the last event: what is known of it (lost, not read yet) before a silence.
+            Some(prev) if prev < self.t1 => {
+                for (a, b, span) in split_by(&self.known, prev, self.t1) {
+                    match span {
+                        Some(span) => {
+                            let key = self.span_key(span);
+                            self.add(key, a, b)
+                        }
+                        None => self.slice(a, b, false),
+                    }
+                }
+            }
             Some(_) => {}
             None => self.add(
                 Key::new(CauseKind::Unexplained, None, Reason::NoEventInWindow),

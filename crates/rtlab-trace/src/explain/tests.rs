@@ -1183,6 +1183,44 @@ fn a_notified_thread_with_events_lost_before_its_wakeup_says_lost_not_its_notifi
 }
 
 #[test]
+fn after_the_last_event_read_the_unread_or_lost_is_said_not_a_silence_of_the_host() {
+    // The reader behind: this CPU's events read only to 40.000 (a busy task switched in),
+    // the thread's wake at 40.030 not read yet. Before, the stretch past the last event was
+    // charged as a silence while the task ran ("the vCPU was not running").
+    let mut ev = spin_then_w_at_40_030("40.000000");
+    ev.truncate(1);
+    let late = w_late_from(40_010_000_000);
+    let behind = Rules {
+        unread_from: Some(40_000_000_000),
+        ..rules(true)
+    };
+    let causes = attribute(&ev, None, &late, &behind);
+    assert!(
+        causes.iter().all(|c| c.reason == Some(ReasonCode::Unread)),
+        "{causes:?}"
+    );
+    assert_eq!(
+        causes.iter().map(|c| c.duration_ns).sum::<u64>(),
+        20_000_000
+    );
+    // Events lost after the last one read (the kernel's mark comes with the CPU's next
+    // event, not read yet): lost, not a silence.
+    ev.push(Event {
+        cpu: 0,
+        ts_ns: 40_000_000_001,
+        current_pid: -1,
+        kind: Kind::Lost(300),
+    });
+    let causes = attribute(&ev, None, &late, &rules(true));
+    assert!(
+        causes
+            .iter()
+            .all(|c| c.reason == Some(ReasonCode::EventsLost)),
+        "{causes:?}"
+    );
+}
+
+#[test]
 fn a_stretch_the_reader_had_not_read_is_said_unread_not_a_silence_of_the_host() {
     // Explained while the reader was behind: this CPU's events read only up to 40.010, so
     // nothing after it is known, and the stretch to the wake is no silence of the CPU's.

@@ -6,6 +6,11 @@ use super::*;
 
 /// A stack slot for the call's number.
 const FP_CALL: i16 = -24;
+/// A stack slot for the calling thread's `thread_info.status`.
+const FP_STATUS: i16 = -32;
+/// x86's `TS_COMPAT` in `thread_info.status`: the thread is in a 32-bit system call (a 32-bit
+/// program's, or `int $0x80`), whose numbers are i386's (its 7 is `waitpid`, not `poll`).
+const TS_COMPAT: i32 = 0x0002;
 
 /// A function probe's program: the calling thread, and at the entry whether it only tries
 /// (A = trylock), at the return the result (A).
@@ -29,6 +34,9 @@ pub(super) struct Regs {
     pub(super) r10: i16,
     /// Its fifth.
     pub(super) r8: i16,
+    /// Where a task's `thread_info.status` lies in its `task_struct` (x86; `None` elsewhere,
+    /// where there is no 32-bit call to tell apart).
+    pub(super) thread_status: Option<i16>,
 }
 
 impl Regs {
@@ -40,7 +48,28 @@ impl Regs {
             dx: btf.offset_of("pt_regs", "dx")? as i16,
             r10: btf.offset_of("pt_regs", "r10")? as i16,
             r8: btf.offset_of("pt_regs", "r8")? as i16,
+            thread_status: btf
+                .offset_of("task_struct", "thread_info.status")
+                .map(|o| o as i16),
         })
+    }
+}
+
+impl Builder {
+    /// Leaves when the calling thread is in a 32-bit system call: its numbers and arguments
+    /// are not the ones the program matched.
+    fn leave_if_32_bit_call(&mut self, thread_status: Option<i16>) {
+        let Some(status) = thread_status else { return };
+        self.push(asm::call(helper::GET_CURRENT_TASK));
+        self.push(asm::mov(R3, R0));
+        self.push(asm::add_imm(R3, status as i32));
+        self.push(asm::mov(R1, R10));
+        self.push(asm::add_imm(R1, FP_STATUS as i32));
+        self.push(asm::mov_imm(R2, 4));
+        self.push(asm::call(helper::PROBE_READ_KERNEL));
+        self.push(asm::ldx32(R1, R10, FP_STATUS));
+        self.push(asm::and_imm(R1, TS_COMPAT));
+        self.jump_end(asm::jne_imm(R1, 0, 0));
     }
 }
 
@@ -54,6 +83,7 @@ pub(super) fn lock_syscall_program(exit: bool, regs: Regs, maps: Maps) -> Vec<In
     b.push(asm::and_imm(R1, FUTEX_CMD_MASK));
     b.push(asm::jeq_imm(R1, FUTEX_LOCK_PI, 1));
     b.jump_end(asm::jne_imm(R1, FUTEX_LOCK_PI2, 0));
+    b.leave_if_32_bit_call(regs.thread_status);
     let kind = if exit { K_LOCK_PI_DONE } else { K_LOCK_PI };
     b.prologue(kind, maps, AlsoIf::No, Whose::Current);
     b.current();
@@ -88,6 +118,7 @@ pub(super) fn wait_call_program(exit: bool, regs: Regs, maps: Maps, watched: i32
     b.push(asm::mov(R8, R0));
     b.push(asm::rsh_imm(R8, 32));
     b.lookup(watched, R8);
+    b.leave_if_32_bit_call(regs.thread_status);
     let kind = if exit { K_WAIT_EXIT } else { K_WAIT_ENTER };
     b.prologue(kind, maps, AlsoIf::Any, Whose::Watched);
     b.current();

@@ -4,22 +4,34 @@
 use super::*;
 
 impl Recorder {
-    /// The names of the tasks that ended, from their end records, before any record is
-    /// decoded: their earlier events in these records are named by them (their /proc entries
-    /// are gone).
-    pub(super) fn name_the_ended(&mut self, records: &[Drained], now_ns: u64) {
+    /// The names the records carry, before any record is decoded: of the tasks that ended
+    /// (their earlier events in these records are named by them: their /proc entries are
+    /// gone), and of the tasks made or given a new program (a name to fall back on when the
+    /// task's /proc entry is gone and its end record not read yet).
+    pub(super) fn learn_names(&mut self, records: &[Drained], now_ns: u64) {
         let u32_at =
             |r: &[u8], o: i16| u32::from_ne_bytes(r[o as usize..][..4].try_into().unwrap());
         for r in records.iter().flatten() {
-            if u32_at(r, OFF_KIND) as i32 != K_EXIT {
+            let kind = u32_at(r, OFF_KIND) as i32;
+            if !matches!(kind, K_EXIT | K_FORK | K_EXEC) {
                 continue;
             }
-            let pid = u32_at(r, OFF_CUR);
             let name = &r[OFF_PID1 as usize..OFF_X as usize];
             let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-            if pid > 0 && !name.is_empty() {
-                let name = String::from_utf8_lossy(name).into_owned();
-                self.names.ended(pid as i64, name.into(), now_ns);
+            let pid = match kind {
+                K_FORK => u32_at(r, OFF_A),
+                _ => u32_at(r, OFF_CUR),
+            };
+            if pid == 0 || name.is_empty() {
+                continue;
+            }
+            let name: std::sync::Arc<str> = String::from_utf8_lossy(name).into();
+            match kind {
+                K_EXIT => self.names.ended(pid as i64, name, now_ns),
+                _ => {
+                    let ts = u64::from_ne_bytes(r[OFF_TS as usize..][..8].try_into().unwrap());
+                    self.names.born(pid as i64, name, ts, now_ns)
+                }
             }
         }
     }

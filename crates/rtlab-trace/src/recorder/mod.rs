@@ -13,7 +13,8 @@
 //! read from `struct task_struct` at the offsets the kernel's BTF gives. Names are looked up in
 //! user space, off the measured CPUs: task names in `/proc/<tid>/comm` (cached, refreshed every
 //! second; a task that ended before the reader saw it is named by its end record for two
-//! seconds, or, where that was lost, `ended task`, where ftrace writes `<...>`), IRQ names in
+//! seconds, or by its fork or exec record where the end record comes later, or, where all
+//! were lost, `ended task`, where ftrace writes `<...>`), IRQ names in
 //! `/proc/interrupts`, NMI handlers and timer functions in `/proc/kallsyms`.
 //!
 //! What one event costs here (a pipe ping-pong on one CPU, measured while building this):
@@ -68,8 +69,15 @@ const K_USDT: i32 = 14;
 /// A task's end (`sched_process_exit`), its name in the 16 bytes from `OFF_PID1`: a task that
 /// ended before its events were read has no /proc entry to name it by.
 const K_EXIT: i32 = 15;
+/// A task made (`sched_process_fork`, A the child's TID) and a program started
+/// (`sched_process_exec`), the name the task then has in the 16 bytes from `OFF_PID1` (at a
+/// fork the parent's, which the child carries until it execs or renames itself): a task
+/// that ended before its other events were read, and whose end record came later, is still
+/// named.
+const K_FORK: i32 = 16;
+const K_EXEC: i32 = 17;
 /// Vector `i` entry is `K_VECTOR + 2i`, its exit `K_VECTOR + 2i + 1`.
-const K_VECTOR: i32 = 16;
+const K_VECTOR: i32 = 18;
 
 /// The IRQ vectors traced (x86 names; absent elsewhere, which is reported, not fatal). Not
 /// `local_timer`: its entry and exit would be two of the four events on every timer wakeup
@@ -592,7 +600,7 @@ impl Recorder {
         if self.names.refresh(now) {
             self.clock_offsets = rtlab_sys::time::clock_offsets_ns();
         }
-        self.name_the_ended(&records, now);
+        self.learn_names(&records, now);
         let others_only = self.own_slots.is_some();
         let mut lost_before: Option<(u16, u64, u64, bool)> = None;
         for r in records.iter() {

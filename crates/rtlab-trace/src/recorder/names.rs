@@ -11,13 +11,18 @@ pub(super) const REFRESH_NS: u64 = 1_000_000_000;
 pub(super) const ENDED_KEEP_NS: u64 = 2 * REFRESH_NS;
 
 /// The recorder's names: a live task's from /proc (read once per refresh), an ended task's
-/// from its end record (kept [`ENDED_KEEP_NS`]), an idle task's `swapper/<cpu>`, and
-/// [`ENDED_TASK`](crate::event::ENDED_TASK) where none of those is known.
+/// from its end record (kept [`ENDED_KEEP_NS`]), an idle task's `swapper/<cpu>`; a task
+/// gone from /proc whose end record was not read yet, by the name its fork or exec record
+/// gave it (kept as long); [`ENDED_TASK`](crate::event::ENDED_TASK) where none is known.
 #[derive(Debug, Default)]
 pub(super) struct Names {
     known: HashMap<i64, Arc<str>>,
     /// Names from end records, with when each was read.
     ended: HashMap<i64, (Arc<str>, u64)>,
+    /// Names from fork and exec records (a fallback: a live task may rename itself), with
+    /// when each was read and the record's time (the rings are read one by one, so a task's
+    /// exec may be read before its fork).
+    born: HashMap<i64, (Arc<str>, u64, u64)>,
     refreshed_ns: u64,
 }
 
@@ -30,8 +35,9 @@ impl Names {
         }
         self.refreshed_ns = now_ns;
         self.known.clear();
-        self.ended
-            .retain(|_, (_, at)| now_ns.saturating_sub(*at) < ENDED_KEEP_NS);
+        let young = |at: u64| now_ns.saturating_sub(at) < ENDED_KEEP_NS;
+        self.ended.retain(|_, (_, at)| young(*at));
+        self.born.retain(|_, (_, at, _)| young(*at));
         let ended = self
             .ended
             .iter()
@@ -46,8 +52,25 @@ impl Names {
         self.ended.insert(pid, (name, now_ns));
     }
 
+    /// Task `pid` was made, or started a program, as `name` at `ts_ns` (its fork or exec
+    /// record, read at `now_ns`); the latest record names it.
+    pub(super) fn born(&mut self, pid: i64, name: Arc<str>, ts_ns: u64, now_ns: u64) {
+        match self.born.get(&pid) {
+            Some(&(_, _, seen)) if seen > ts_ns => {}
+            _ => {
+                self.born.insert(pid, (name, now_ns, ts_ns));
+            }
+        }
+    }
+
+    /// The name `pid`'s fork or exec record gave it, if one was read.
+    #[cfg(test)]
+    pub(super) fn born_as(&self, pid: i64) -> Option<&str> {
+        self.born.get(&pid).map(|b| &*b.0)
+    }
+
     /// `pid`'s name (0: the idle task of `cpu`), from `read` (a live task's /proc entry) when
-    /// not known yet.
+    /// not known yet, else from its fork or exec record.
     pub(super) fn get(
         &mut self,
         pid: i64,
@@ -60,9 +83,11 @@ impl Names {
             .entry(key)
             .or_insert_with(|| match pid {
                 0 => format!("swapper/{cpu}").into(),
-                _ => read(pid)
-                    .unwrap_or_else(|| crate::event::ENDED_TASK.into())
-                    .into(),
+                _ => match (read(pid), self.born.get(&pid)) {
+                    (Some(name), _) => name.into(),
+                    (None, Some((name, _, _))) => name.clone(),
+                    (None, None) => crate::event::ENDED_TASK.into(),
+                },
             })
             .clone()
     }
@@ -86,6 +111,26 @@ mod tests {
         assert_eq!(&*n.get(42, 0, gone), "worker");
         assert!(n.refresh(4 * REFRESH_NS + 4));
         assert_eq!(&*n.get(42, 0, gone), crate::event::ENDED_TASK);
+    }
+
+    #[test]
+    fn a_task_gone_from_proc_before_its_end_record_is_named_by_its_fork_or_exec() {
+        let mut n = Names::default();
+        assert!(n.refresh(REFRESH_NS + 1));
+        n.born(50, "sh".into(), 10, REFRESH_NS + 2);
+        // The exec read before the fork (another CPU's ring): the later record wins.
+        n.born(51, "sleep".into(), 12, REFRESH_NS + 2);
+        n.born(51, "sh".into(), 11, REFRESH_NS + 3);
+        // Alive: /proc wins (a thread renames itself after it is made).
+        assert_eq!(&*n.get(50, 0, |_| Some("worker".into())), "worker");
+        // Gone: the last of its fork and exec records.
+        assert_eq!(&*n.get(51, 0, |_| None), "sleep");
+        assert_eq!(&*n.get(52, 0, |_| None), crate::event::ENDED_TASK);
+        // Kept as long as an end record's name.
+        assert!(n.refresh(2 * REFRESH_NS + 2));
+        assert_eq!(&*n.get(51, 0, |_| None), "sleep");
+        assert!(n.refresh(4 * REFRESH_NS + 4));
+        assert_eq!(&*n.get(51, 0, |_| None), crate::event::ENDED_TASK);
     }
 
     #[test]

@@ -542,6 +542,8 @@ pub(super) fn probes() -> Vec<Probe> {
         p("softirq_exit", K_SOFTIRQ_EXIT, 1),
         p("nmi_handler", K_NMI, 3),
         p("sched_process_exit", K_EXIT, 1),
+        p("sched_process_fork", K_FORK, 2),
+        p("sched_process_exec", K_EXEC, 3),
     ];
     for (i, name) in VECTORS.iter().enumerate() {
         v.push(p(&format!("{name}_entry"), K_VECTOR + 2 * i as i32, 1));
@@ -600,8 +602,8 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
         (K_WAKING, Some(cpu)) if direct => AlsoIf::TaskCpu(cpu),
         (K_WAKING, _) => AlsoIf::Any,
         (K_MIGRATE, _) => AlsoIf::ArgCpu(1),
-        // (A task's end, wherever: its events may be on a traced CPU.)
-        (K_EXIT, _) => AlsoIf::Any,
+        // (A task's end, birth or new program, wherever: its events may be on a traced CPU.)
+        (K_EXIT | K_FORK | K_EXEC, _) => AlsoIf::Any,
         _ => AlsoIf::No,
     };
     // Whose event it is, for the watched processes' rings.
@@ -651,9 +653,13 @@ pub(super) fn program(probe: &Probe, t: &TaskOffsets, maps: Maps, direct: bool) 
                 b.insns[at].off = (b.insns.len() - at - 1) as i16;
             }
         }
-        K_EXIT => {
-            // The ending task and its name, into the record's 16 bytes from OFF_PID1.
+        K_EXIT | K_FORK | K_EXEC => {
+            // The ending (forking, exec'ing) task and its name, into the record's 16 bytes
+            // from OFF_PID1; a fork's child (parent, child) in A.
             b.current();
+            if probe.kind == K_FORK {
+                b.task_field(1, t.pid, OFF_A, 4);
+            }
             b.push(asm::mov(R1, R7));
             b.push(asm::add_imm(R1, OFF_PID1 as i32));
             b.push(asm::mov_imm(R2, 16));

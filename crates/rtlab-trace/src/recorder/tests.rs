@@ -224,13 +224,30 @@ impl Napper {
         }
     }
 
-    /// Wakes it five times, 2 ms apart, then lets it settle for 2 ms.
+    /// Wakes it five times, each once it sleeps (or after 100 ms: on a busy machine it may
+    /// wait that long for its CPU), then lets it settle for 2 ms.
     fn wake_five(&self) {
         for _ in 0..5 {
+            let until = rtlab_sys::time::monotonic_now_ns() + 100_000_000;
             std::thread::sleep(std::time::Duration::from_millis(2));
+            while !self.asleep() && rtlab_sys::time::monotonic_now_ns() < until {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             self.go.as_ref().unwrap().send(()).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+
+    /// Whether it sleeps now (its state in /proc is `S`).
+    fn asleep(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid));
+        stat.ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('S'))
+            })
+            .unwrap_or(false)
     }
 }
 
@@ -941,18 +958,26 @@ fn stacks_no_kept_event_refers_to_are_removed_from_the_stack_map() {
     assert_eq!(r.forget_stacks(u64::MAX, now + 1), 0);
 }
 
+/// A recorder of every usable CPU, when this runs as root on two or more (else says why not).
+fn recorder_on_two_cpus() -> Option<Recorder> {
+    two_cpus_as_root()?;
+    let all = rtlab_sys::affinity::usable_cpus();
+    let cpus = all.as_slice();
+    match Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::No, false) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            rtlab_sys::testing::say_skipped(&e.to_string());
+            None
+        }
+    }
+}
+
 #[test]
 fn a_task_that_ended_before_its_events_were_read_is_named_by_its_end() {
     // A short-lived task (a shell loop's `sleep`, a pool's worker) is gone from /proc by the
     // time its events are read: its name comes from its end, never `<...>`.
-    if two_cpus_as_root().is_none() {
+    let Some(mut r) = recorder_on_two_cpus() else {
         return;
-    }
-    let all = rtlab_sys::affinity::usable_cpus();
-    let cpus = all.as_slice();
-    let mut r = match Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::No, false) {
-        Ok(r) => r,
-        Err(e) => return rtlab_sys::testing::say_skipped(&e.to_string()),
     };
     if r.missing
         .iter()
@@ -984,4 +1009,75 @@ fn a_task_that_ended_before_its_events_were_read_is_named_by_its_end() {
     });
     assert!(!names.is_empty(), "no switch of the task seen");
     assert!(names.iter().all(|n| n == "rtlab-ends"), "{names:?}");
+}
+
+#[test]
+fn a_program_started_and_ended_between_two_reads_is_named_by_its_exec() {
+    // Its /proc entry gone and its end record possibly in a later read: the fork and exec
+    // records name it (the exec's name, the later one, whichever ring is read first).
+    let Some(mut r) = recorder_on_two_cpus() else {
+        return;
+    };
+    let missing: Vec<String> = r.missing.iter().map(|m| m.to_string()).collect();
+    if ["sched_process_fork", "sched_process_exec"]
+        .iter()
+        .any(|p| missing.iter().any(|m| m == p))
+    {
+        return rtlab_sys::testing::say_skipped("no sched_process_fork or _exec here");
+    }
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let mut spawned = std::process::Command::new("sleep")
+            .arg("0.002")
+            .spawn()
+            .unwrap();
+        pids.push(spawned.id() as i64);
+        spawned.wait().unwrap();
+    }
+    r.drain(|_| {});
+    for pid in pids {
+        assert_eq!(r.names.born_as(pid), Some("sleep"), "pid {pid}");
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn a_32_bit_system_call_is_not_read_as_the_64_bit_call_of_its_number() {
+    // i386's call 230 (`lgetxattr`, on a NULL path: EFAULT at once) has the number of
+    // x86-64's `clock_nanosleep`; only the real sleep after it is a wait.
+    let Some(mut r) = recorder_on_every_cpu(
+        |cpus| Recorder::start(cpus, &CpuMask::of(cpus), true, LockWaits::No, true),
+        |r| r.records_wait_calls(),
+    ) else {
+        return;
+    };
+    r.set_watched(&[std::process::id()].into_iter().collect())
+        .unwrap();
+    let tid = rtlab_sys::futex::current_tid() as i64;
+    let compat = rtlab_sys::testing::i386_syscall(SYS_CLOCK_NANOSLEEP, [0, 0, 0]);
+    let deadline = rtlab_sys::time::monotonic_now_ns() + 1_000_000;
+    rtlab_sys::time::sleep_until_monotonic_ns(deadline).unwrap();
+    let mut events = Vec::new();
+    r.drain(|e| events.push(e));
+    r.set_watched(&Default::default()).unwrap();
+    if compat == -38 {
+        return rtlab_sys::testing::say_skipped("no 32-bit system calls here (ia32_emulation)");
+    }
+    assert_eq!(compat, -14, "i386's lgetxattr ran (EFAULT)");
+    let asked: Vec<Option<u64>> = events
+        .iter()
+        .filter(|e| e.current_pid == tid)
+        .filter_map(|e| match e.kind {
+            Kind::WaitEnter {
+                call: SYS_CLOCK_NANOSLEEP,
+                deadline_ns,
+            } => Some(deadline_ns),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![Some(deadline)],
+        "only the 64-bit sleep is a wait"
+    );
 }

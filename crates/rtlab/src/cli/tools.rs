@@ -30,7 +30,8 @@ pub struct WatchArgs {
     /// a TID (default: all).
     #[arg(long = "thread", value_name = "PATTERN")]
     pub threads: Vec<String>,
-    /// Only threads with a real-time policy (SCHED_FIFO, SCHED_RR).
+    /// Only threads with a real-time policy (SCHED_FIFO, SCHED_RR), and only their delays
+    /// while real-time.
     #[arg(long)]
     pub rt_only: bool,
     /// How long to watch (default: until Ctrl-C, SIGTERM or the process's exit).

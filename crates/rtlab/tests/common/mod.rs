@@ -189,30 +189,44 @@ pub fn overlap_ns(outlier: &Value, runs: &[(u64, u64)]) -> u64 {
 /// The outliers later than `over_ns` that the injected hog caused: at least half of their
 /// lateness overlaps the hog's recorded runs. Others (a host stall on this VM, say) are real
 /// but not what the test injected, so they are left out of its assertions; so are those whose
-/// trace events the kernel lost (the run itself says it cannot explain them: the reader fell
-/// behind, e.g. when a compile shares its CPU).
+/// trace events the kernel lost or the reader had not read when it explained them (the run
+/// itself says it cannot explain them: the reader fell behind, e.g. when a compile or a storm
+/// of context switches shares its CPU).
 pub fn hog_outliers(doc: &Value, over_ns: u64) -> Vec<Value> {
+    hog_caused(doc, over_ns).0
+}
+
+/// How many of the outliers later than `over_ns` that the injected hog caused the run says
+/// it cannot explain (their events lost, or not read yet: the reader fell behind).
+pub fn hog_outliers_not_known(doc: &Value, over_ns: u64) -> usize {
+    hog_caused(doc, over_ns).1
+}
+
+/// The outliers later than `over_ns` that the hog caused: those the run could explain, and
+/// how many it says it cannot.
+fn hog_caused(doc: &Value, over_ns: u64) -> (Vec<Value>, usize) {
     let runs = hog_runs(doc);
     assert!(
         !runs.is_empty(),
         "the hog recorded no runs: {:?}",
         doc["load"]
     );
-    doc["outliers"]
+    let (unknown, known): (Vec<&Value>, Vec<&Value>) = doc["outliers"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|o| {
             let late = o["latency_ns"].as_u64().unwrap();
-            let lost = o["causes"].as_array().unwrap().iter().any(|c| {
-                c["detail"]
-                    .as_str()
-                    .is_some_and(|d| d.contains("trace events lost here"))
-            });
-            late > over_ns && overlap_ns(o, &runs) * 2 >= late && !lost
+            late > over_ns && overlap_ns(o, &runs) * 2 >= late
         })
-        .cloned()
-        .collect()
+        .partition(|o| {
+            o["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["reason"] == "events_lost" || c["reason"] == "unread")
+        });
+    (known.into_iter().cloned().collect(), unknown.len())
 }
 
 /// The share of `outlier`'s lateness that its causes put on the host (hypervisor gaps).
