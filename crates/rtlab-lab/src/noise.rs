@@ -101,7 +101,8 @@ struct Spun {
     /// Gaps over the threshold, and their sum.
     interruptions: u64,
     lost_ns: u64,
-    /// From its first clock read to its last.
+    /// Its first clock read (0: it never began), and from it to its last.
+    first_ns: u64,
     spun_ns: u64,
     timeline: Vec<u64>,
     setup_error: Option<String>,
@@ -127,6 +128,7 @@ fn spin(
         hist: LatencyHistogram::new(),
         interruptions: 0,
         lost_ns: 0,
+        first_ns: 0,
         spun_ns: 0,
         timeline: Vec::new(),
         setup_error: None,
@@ -155,6 +157,7 @@ fn spin(
         return out;
     }
     let first = monotonic_now_ns();
+    out.first_ns = first;
     let end = first.saturating_add(plan.duration);
     let mut last = first;
     let mut n = 0u64;
@@ -260,15 +263,20 @@ impl Experiment for Noise {
             std::thread::sleep(std::time::Duration::from_nanos(TICK_NS));
             observer.tick(Nanos(monotonic_now_ns() - began), common.duration, &live);
         }
+        let spuns = (handles.into_iter().enumerate())
+            .map(|(i, h)| {
+                (h.join()).map_err(|_| LabError::Thread(format!("{} panicked", live[i].name)))
+            })
+            .collect::<Result<Vec<Spun>, LabError>>()?;
         if let Some(session) = session {
             session.finish(&cpus, observer, &mut outcome);
-            outcome.measured_from(began);
+            // From when the spinners began (each sees the gate open a little after it does,
+            // later on a busy machine), as their durations count.
+            let first = spuns.iter().map(|s| s.first_ns).filter(|&f| f > 0).min();
+            outcome.measured_from(first.unwrap_or(began));
         }
         let step = timeline_step(common.duration.get());
-        for (i, handle) in handles.into_iter().enumerate() {
-            let spun = handle
-                .join()
-                .map_err(|_| LabError::Thread(format!("{} panicked", live[i].name)))?;
+        for (i, spun) in spuns.into_iter().enumerate() {
             if let Some(e) = spun.setup_error {
                 return Err(LabError::Setup(format!("{}: {e}", live[i].name)));
             }

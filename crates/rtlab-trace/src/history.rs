@@ -579,6 +579,14 @@ mod tests {
         let tid = std::thread::spawn(rtlab_sys::futex::current_tid)
             .join()
             .unwrap() as i64;
+        // Joined once it ran its last code; the kernel lets its /proc entry go a moment
+        // later (longer on a busy machine).
+        let gone_by = rtlab_sys::time::monotonic_now_ns() + 2_000_000_000;
+        while std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
+            && rtlab_sys::time::monotonic_now_ns() < gone_by
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let t = find_task(&[History::default()], tid);
         assert_eq!((&*t.comm, t.pid), (crate::event::ENDED_TASK, tid));
         // One that lives is named by /proc.

@@ -152,7 +152,10 @@ impl PipeCpus {
     pub(crate) fn unreported_loss_from(&self, dir: &Path, cpu: u16, now_ns: u64) -> Option<u64> {
         let c = cpu as usize;
         let mut counted = self.counted.borrow_mut();
-        if now_ns >= counted.0 + COUNTS_EVERY_NS {
+        // (A CPU the pipe gave nothing of yet is read up to nothing when the kernel lost
+        // events there: its counts are read too.)
+        let cpus = self.reported.len().max(c + 1);
+        if now_ns >= counted.0 + COUNTS_EVERY_NS || counted.1.len() < cpus {
             let overrun = |c: usize| {
                 let stats = std::fs::read_to_string(dir.join(format!("per_cpu/cpu{c}/stats")));
                 stats.ok().and_then(|s| {
@@ -161,13 +164,12 @@ impl PipeCpus {
                         .and_then(|n| n.trim().parse::<u64>().ok())
                 })
             };
-            counted.1 = (0..self.reported.len())
-                .map(|c| overrun(c).unwrap_or(0))
-                .collect();
+            counted.1 = (0..cpus).map(|c| overrun(c).unwrap_or(0)).collect();
             counted.0 = now_ns;
         }
         let kernel = *counted.1.get(c)?;
-        (kernel > self.reported[c]).then_some(self.newest_ns[c])
+        let reported = self.reported.get(c).copied().unwrap_or(0);
+        (kernel > reported).then(|| self.newest_ns.get(c).copied().unwrap_or(0))
     }
 }
 
@@ -354,6 +356,12 @@ mod tests {
         assert_eq!(
             p.unreported_loss_from(dir.path(), 0, COUNTS_EVERY_NS + 3),
             None
+        );
+        // A CPU the pipe gave nothing of, whose events the kernel lost: nothing is known.
+        stats(2, 7);
+        assert_eq!(
+            p.unreported_loss_from(dir.path(), 2, COUNTS_EVERY_NS + 4),
+            Some(0)
         );
     }
 }

@@ -597,14 +597,7 @@ pub(crate) fn read_loop(
     // recorder's are formatted only for the windows written (formatting every event would
     // slow the reader until it loses events).
     let keep_raw = options.trace_out.is_some() && matches!(source, Source::Text { .. });
-    if let Some(dir) = &options.trace_out {
-        std::fs::create_dir_all(dir)
-            .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
-            .map_err(|error| TraceError::TraceOut {
-                path: dir.clone(),
-                error,
-            })?;
-    }
+    make_trace_out(options)?;
     let mut histories = Histories::default();
     let mut traced = TracedLog::new(match &source {
         Source::Bpf(r) => r.traced().clone(),
@@ -612,6 +605,9 @@ pub(crate) fn read_loop(
     });
     let mut pending = Pending::default();
     let mut out = ReaderOut::default();
+    // The watcher ends its run once (its flush, at the first drain after the stop); the
+    // reader may read on after it, for the explanations still waiting, offering it nothing.
+    let mut flushed = false;
     // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
     // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
@@ -622,7 +618,10 @@ pub(crate) fn read_loop(
         let drained_at = monotonic_now_ns();
         // Each event goes to a watcher, then to the history (which takes the
         // events of its threads as they are read; one lock per poll).
-        let mut watching = watch.map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut watching = watch
+            .filter(|_| !flushed)
+            .map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
+        flushed |= stopping;
         let text = matches!(source, Source::Text { .. });
         let got = source.poll(keep_raw, &mut |e, raw| {
             if let (true, Kind::Lost(n)) = (text, &e.kind) {
@@ -690,6 +689,20 @@ pub(crate) fn read_loop(
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
     }
+}
+
+/// Makes the directory the raw windows go to (`--trace-out`), if asked for, and checks that
+/// it is the user's own.
+fn make_trace_out(options: &Options) -> Result<(), TraceError> {
+    if let Some(dir) = &options.trace_out {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| rtlab_sys::fs::check_dir_owner(dir))
+            .map_err(|error| TraceError::TraceOut {
+                path: dir.clone(),
+                error,
+            })?;
+    }
+    Ok(())
 }
 
 /// Explains the requests whose windows are complete: to the watch, which keeps its own (the
@@ -894,5 +907,91 @@ mod tests {
         assert_eq!((u.from_ns, u.lost), (120, 1));
         let u = loss_within(1, &events, 210, 280).unwrap();
         assert_eq!((u.from_ns, u.lost), (210, 9));
+    }
+
+    /// A watch that asks for one explanation at its end and counts its ends.
+    #[derive(Debug, Default)]
+    struct Ends {
+        flushes: usize,
+        explained: usize,
+    }
+
+    impl Watcher for Ends {
+        fn wants(&self) -> crate::watcher::Wants {
+            Default::default()
+        }
+        fn offer(&mut self, _e: &Event) {}
+        fn drained(&mut self, drained_at: u64, stopping: bool, ask: &mut dyn FnMut(Request)) {
+            if stopping {
+                self.flushes += 1;
+                ask(Request {
+                    series: 0,
+                    cpu: 0,
+                    tid: 1,
+                    deadline_ns: drained_at - 2_000_000,
+                    woke_ns: drained_at - 1_000_000,
+                    running_ns: None,
+                    wait: crate::wait::Wait::Timer,
+                    slack_ns: 0,
+                });
+            }
+        }
+        fn follow(&mut self, _source: &mut dyn crate::watcher::Probes) {}
+        fn reader_cpus(&self, _now_ns: u64) -> Option<Vec<usize>> {
+            None
+        }
+        fn series_name(&self, _index: u16) -> Option<String> {
+            Some("w".into())
+        }
+        fn explained(&mut self, _series: u16, _o: Outlier) {
+            self.explained += 1;
+        }
+        fn just_attached(&self, _now_ns: u64) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_watch_is_ended_once_however_long_the_reader_reads_on_for_its_explanations() {
+        // The reader reads on after the stop until the explanations asked for at the watch's
+        // end are done; the watch's end (its flush) must not run again meanwhile.
+        let dir = tempfile::tempdir().unwrap();
+        let pipe_path = dir.path().join("trace_pipe");
+        // Five reads' worth of text (not events: the reader only has to read on).
+        std::fs::write(&pipe_path, "not an event\n".repeat(1600)).unwrap();
+        let source = Source::Text {
+            pipe: std::fs::File::open(&pipe_path).unwrap(),
+            buf: vec![0u8; 4096],
+            partial: String::new(),
+            cpus: Default::default(),
+            dir: dir.path().to_path_buf(),
+            jvm_files: Default::default(),
+            processes: Default::default(),
+        };
+        let (_tx, rx) = mpsc::channel::<Request>();
+        let (stop, threshold, lost) = (AtomicBool::new(true), AtomicU64::new(0), AtomicU64::new(0));
+        let ends = Mutex::new(Ends::default());
+        let shared = Shared {
+            stop: &stop,
+            threshold: &threshold,
+            lost: &lost,
+            watch: Some(&ends),
+        };
+        let options = Options {
+            backend: crate::Backend::Tracefs,
+            threshold_ns: Some(0),
+            top: 10,
+            trace_out: None,
+            reader_cpus: vec![],
+            series_names: vec![],
+            started_ns: 0,
+            waits: vec![],
+            rings: None,
+            stacks: false,
+        };
+        let rules = crate::rules();
+        read_loop(source, rx, shared, &options, &rules).unwrap();
+        let ends = ends.into_inner().unwrap();
+        assert_eq!((ends.flushes, ends.explained), (1, 1));
     }
 }

@@ -164,7 +164,7 @@ impl Experiment for PingPong {
         }
         if hist.is_empty() {
             return Err(LabError::Setup(format!(
-                "pingpong: no round trip completed in {} after the warmup (the peer did not answer in time)",
+                "pingpong: no round trip completed in {} after the warmup (stopped before one did, or the peer did not answer)",
                 Nanos(duration)
             )));
         }

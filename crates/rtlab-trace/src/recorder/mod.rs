@@ -602,27 +602,32 @@ impl Recorder {
         }
         self.learn_names(&records, now);
         let others_only = self.own_slots.is_some();
+        // The loss sits where the lost records may begin: just after the last record read
+        // from its ring (or the ring was last read to its head; before the first event after
+        // it), so that whatever consumes the events in time order forgets what the lost ones
+        // might have ended before it meets any later event. A loss no decoded event follows
+        // (the rest of its ring's records were task starts and ends, or none) is still said.
+        let lost_event = |(cpu, n, since, own): (u16, u64, u64, bool), next_ns: u64| Event {
+            cpu,
+            ts_ns: (since + 1).min(next_ns.saturating_sub(1)).max(1),
+            current_pid: -1,
+            kind: match others_only && !own {
+                true => Kind::LostOthers(n),
+                false => Kind::Lost(n),
+            },
+        };
         let mut lost_before: Option<(u16, u64, u64, bool)> = None;
         for r in records.iter() {
             match r {
-                Err(lost) => lost_before = Some(*lost),
+                Err(lost) => {
+                    if let Some(earlier) = lost_before.replace(*lost) {
+                        f(lost_event(earlier, u64::MAX));
+                    }
+                }
                 Ok(r) => {
                     if let Some(e) = self.decode(r) {
-                        // The loss sits where the lost records may begin: just after the last
-                        // record read from its ring (or the ring was last read to its head;
-                        // before the first event after it),
-                        // so that whatever consumes the events in time order forgets what
-                        // the lost ones might have ended before it meets any later event.
-                        if let Some((cpu, n, since, own)) = lost_before.take() {
-                            f(Event {
-                                cpu,
-                                ts_ns: (since + 1).min(e.ts_ns.saturating_sub(1)).max(1),
-                                current_pid: -1,
-                                kind: match others_only && !own {
-                                    true => Kind::LostOthers(n),
-                                    false => Kind::Lost(n),
-                                },
-                            });
+                        if let Some(lost) = lost_before.take() {
+                            f(lost_event(lost, e.ts_ns));
                         }
                         f(e);
                         if let Some(stack) = self.stack_after.take() {
@@ -631,6 +636,9 @@ impl Recorder {
                     }
                 }
             }
+        }
+        if let Some(lost) = lost_before.take() {
+            f(lost_event(lost, u64::MAX));
         }
         self.records = records;
         n

@@ -55,6 +55,14 @@ impl Names {
     /// Task `pid` was made, or started a program, as `name` at `ts_ns` (its fork or exec
     /// record, read at `now_ns`); the latest record names it.
     pub(super) fn born(&mut self, pid: i64, name: Arc<str>, ts_ns: u64, now_ns: u64) {
+        // Named `ended task` before this record was read: looked up again.
+        if self
+            .known
+            .get(&pid)
+            .is_some_and(|n| &**n == crate::event::ENDED_TASK)
+        {
+            self.known.remove(&pid);
+        }
         match self.born.get(&pid) {
             Some(&(_, _, seen)) if seen > ts_ns => {}
             _ => {
@@ -126,6 +134,9 @@ mod tests {
         // Gone: the last of its fork and exec records.
         assert_eq!(&*n.get(51, 0, |_| None), "sleep");
         assert_eq!(&*n.get(52, 0, |_| None), crate::event::ENDED_TASK);
+        // Its record read after it was first asked for (its ring read later): named now.
+        n.born(52, "worker".into(), 13, REFRESH_NS + 4);
+        assert_eq!(&*n.get(52, 0, |_| None), "worker");
         // Kept as long as an end record's name.
         assert!(n.refresh(2 * REFRESH_NS + 2));
         assert_eq!(&*n.get(51, 0, |_| None), "sleep");
