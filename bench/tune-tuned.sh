@@ -5,13 +5,28 @@
 # then each section's plugin is asked whether it takes each option. Exit 0 when tuned takes
 # every one.
 #
+# With LIVE=1, tuned itself then applies the profile: its daemon runs in the foreground
+# (no D-Bus, no socket) from the unpacked package, every path it keeps state in redirected
+# into a temporary directory, and `rtlab check` is asked before, while the profile is applied,
+# and after tuned stopped (tuned puts back what it changed when it stops). Each check the
+# profile is for must pass while it is applied and be as before after. This changes the
+# machine for the seconds it runs (the values are also saved and put back by this script if
+# tuned did not); it needs python3-linux-procfs and python3-pyudev (tuned's own imports).
+#
 #   bench/tune-tuned.sh                 # the plan of this machine
 #   bench/tune-tuned.sh STATE.json      # what `rtlab tune --apply --state STATE.json` kept
+#   LIVE=1 bench/tune-tuned.sh          # and applied by tuned, checked by rtlab check
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  [ -n "${tuned_pid:-}" ] && kill "$tuned_pid" 2>/dev/null && wait "$tuned_pid" 2>/dev/null
+  [ -f "$work/saved" ] && restore_saved
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 (cd "$work" && apt-get download -q tuned >/dev/null 2>&1) || { echo "skipped: tuned could not be downloaded (apt-get download tuned)" >&2; exit 0; }
 dpkg-deb -x "$work"/tuned_*.deb "$work/root"
 version=$(dpkg-deb -f "$work"/tuned_*.deb Version)
@@ -21,7 +36,7 @@ mkdir -p "$work/profiles/rtlab-rt"
 "$RTLAB" tune "${state[@]}" --export tuned "$work/profiles/rtlab-rt"
 echo "# tuned $version (Debian, unpacked), $(uname -r), $(date -u +%FT%TZ)"
 cat "$work/profiles/rtlab-rt/tuned.conf"
-python3 - "$work" <<'PY'
+(python3 - "$work" <<'PY'
 import importlib, inspect, sys, types
 work = sys.argv[1]
 sys.path.insert(0, f"{work}/root/usr/lib/python3/dist-packages")
@@ -57,3 +72,7 @@ for name, unit in profile.units.items():
 print("tuned reads the profile; every option is its plugins'" if not unknown else f"{unknown} options tuned does not know")
 sys.exit(1 if unknown else 0)
 PY
+) && static=0 || static=$?
+[ "${LIVE:-0}" = 1 ] || exit "$static"
+. bench/tune-tuned-live.sh
+exit "$static"

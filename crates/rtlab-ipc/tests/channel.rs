@@ -244,10 +244,42 @@ fn where_is(pid: i32) -> String {
     };
     let stat = read("stat");
     let state = stat.rsplit(')').next().unwrap_or("").trim().chars().next();
+    // Run and run-queue time (schedstat: ns on the CPU, ns waiting for it) over 100 ms: a
+    // child starved of its CPU waits, one blocked does neither.
+    let schedstat = || -> Vec<u64> {
+        read("schedstat")
+            .split(' ')
+            .filter_map(|v| v.parse().ok())
+            .collect()
+    };
+    let before = schedstat();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after = schedstat();
+    let grew = |i: usize| match (before.get(i), after.get(i)) {
+        (Some(b), Some(a)) => format!("{} us", a.saturating_sub(*b) / 1000),
+        _ => "?".into(),
+    };
+    let status = read("status");
+    let field = |name: &str| {
+        status
+            .split(' ')
+            .skip_while(|w| *w != name)
+            .nth(1)
+            .unwrap_or("?")
+            .to_string()
+    };
     format!(
-        "pid {pid} state {state:?} wchan {} stack [{}]",
+        "pid {pid} state {state:?} syscall [{}] wchan {} stack [{}]; in 100 ms: ran {}, waited \
+         for a CPU {}; switches {} voluntary {} forced; signals pending {} / {}",
+        read("syscall"),
         read("wchan"),
-        read("stack")
+        read("stack"),
+        grew(0),
+        grew(1),
+        field("voluntary_ctxt_switches:"),
+        field("nonvoluntary_ctxt_switches:"),
+        field("SigPnd:"),
+        field("ShdPnd:"),
     )
 }
 

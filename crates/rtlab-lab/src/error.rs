@@ -101,7 +101,11 @@ pub enum LabError {
 impl LabError {
     /// True when the user gave an impossible configuration (exit 2 rather than 1).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, LabError::Config(_) | LabError::BadConfig { .. })
+        match self {
+            LabError::Config(_) | LabError::BadConfig { .. } => true,
+            LabError::Load(l) => l.is_bad_input(),
+            _ => false,
+        }
     }
 
     /// `what` failed with `source`.

@@ -169,6 +169,9 @@ pub enum SpecError {
     /// `mmap:0`.
     #[error("mmap: SIZE must be above 0")]
     ZeroSize,
+    /// `alloc:0`.
+    #[error("alloc: RATE must be above 0 (leave it out for no limit)")]
+    ZeroRate,
     /// An mmap size over half the machine's memory.
     #[error("mmap: SIZE must be at most half of this machine's memory ({total_mib} MiB)")]
     SizeOverHalf {
@@ -311,9 +314,10 @@ impl FromStr for LoadSpec {
                         })
                     })
                     .transpose()?;
-                LoadKind::Alloc {
-                    rate: rate.filter(|&r| r > 0),
+                if rate == Some(0) {
+                    return Err(SpecError::ZeroRate);
                 }
+                LoadKind::Alloc { rate }
             }
             "fork" => {
                 no_extra("fork:N", args.get(1..).unwrap_or(&[]))?;
@@ -541,6 +545,7 @@ mod tests {
             ("io:5:6", "unexpected ':5:6' after 'io'"),
             ("cpu:95%", "cpu:P% needs P from 1 to 90 (the CPU's own work needs the rest), got '95'"),
             ("mmap:0", "mmap: SIZE must be above 0"),
+            ("alloc:0", "alloc: RATE must be above 0 (leave it out for no limit)"),
             ("gc:1:2:3", "gc takes gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms"),
             ("gc:0", "gc: PRIO must be 1-99, got '0'"),
             ("gc:20:5ms", "gc: expected BURST/PERIOD, got '5ms' (gc[:PRIO[:BURST/PERIOD]], e.g. gc:20:5ms/100ms)"),

@@ -31,6 +31,20 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// The load as written cannot run on this machine (a CPU it may not use, a size it cannot
+    /// map): the user's input, not a failure of the run.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            LoadError::Start {
+                reason: StartError::CpuUnavailable(_) | StartError::SizeTooLarge,
+                ..
+            }
+        )
+    }
+}
+
 /// Why one load did not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

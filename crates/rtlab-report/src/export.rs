@@ -54,6 +54,17 @@ pub fn check_writable_file(path: &Path) -> Result<(), ReportError> {
             source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
         });
     }
+    if fs::metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_block_device()
+    }) {
+        return Err(ReportError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(
+                "is a block device (a result written there would overwrite the disk)",
+            ),
+        });
+    }
     let dir = rtlab_sys::fs::parent_dir(path);
     rtlab_sys::fs::check_dir_owner(&dir).map_err(io_err(&dir))?;
     let (_, probe) =
@@ -65,8 +76,24 @@ pub fn check_writable_file(path: &Path) -> Result<(), ReportError> {
 /// Creates `dir` if needed and fails unless files can be written in it (and root or the
 /// invoking user owns it).
 pub fn check_writable_dir(dir: &Path) -> Result<(), ReportError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(ReportError::Io {
+            path: dir.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                "is a file, not a directory",
+            ),
+        });
+    }
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    check_writable_file(&dir.join("x"))
+    // (The probe's own name is not the user's: errors name the directory.)
+    check_writable_file(&dir.join("x")).map_err(|e| match e {
+        ReportError::Io { source, .. } => ReportError::Io {
+            path: dir.display().to_string(),
+            source,
+        },
+        e => e,
+    })
 }
 
 /// One output format.

@@ -30,6 +30,10 @@ fn parse_scaled(
     if number.is_empty() {
         return Err(ParseError(format!("'{text}' is not a {what} ({hint})")));
     }
+    // A bare zero needs no unit: zero of any unit.
+    if unit.trim().is_empty() && number.parse::<f64>().is_ok_and(|v| v == 0.0) {
+        return Ok(0);
+    }
     let scale = units
         .iter()
         .find(|(u, _)| u.eq_ignore_ascii_case(unit.trim()))

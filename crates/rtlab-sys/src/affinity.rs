@@ -24,6 +24,10 @@ impl CpuList {
                     .map_err(|_| CpuListError::NotANumber(s.to_string()))
             };
             match part.split_once('-') {
+                // "-1", "1-": a range needs both ends; said of the whole part.
+                Some((lo, hi)) if lo.trim().is_empty() || hi.trim().is_empty() => {
+                    return Err(CpuListError::NotANumber(part.to_string()));
+                }
                 Some((lo, hi)) => {
                     let (lo, hi) = (parse_one(lo)?, parse_one(hi)?);
                     if lo > hi {
@@ -221,6 +225,28 @@ pub fn online_cpus() -> CpuList {
         .unwrap_or_else(usable_cpus)
 }
 
+/// The CPU rtlab suggests for real-time work where none is named (`rtlab check`, `rtlab
+/// tune`): the last CPU the kernel isolates (`isolcpus=`) that this process's cpuset allows,
+/// else the last CPU its cpuset allows (a container's), else the last one online. Not this
+/// process's own affinity: a shell kept off the real-time CPUs (tuned's `isolated_cores`
+/// moves every task off them) would make rtlab judge a housekeeping CPU instead.
+pub fn suggested_rt_cpu() -> usize {
+    let allowed = crate::cgroup::cpuset_effective(&crate::cgroup::Membership::of_self())
+        .and_then(|s| CpuList::parse(&s).ok())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(online_cpus);
+    let isolated = std::fs::read_to_string("/sys/devices/system/cpu/isolated")
+        .ok()
+        .and_then(|s| CpuList::parse(s.trim()).ok())
+        .unwrap_or_default();
+    let isolated_allowed = (isolated.as_slice().iter().copied())
+        .rev()
+        .find(|c| allowed.as_slice().contains(c));
+    isolated_allowed
+        .or_else(|| allowed.as_slice().last().copied())
+        .unwrap_or(0)
+}
+
 /// The CPUs this process may run on (its affinity mask, which already excludes offline CPUs).
 pub fn usable_cpus() -> CpuList {
     match sched_getaffinity(None) {
@@ -287,6 +313,11 @@ mod tests {
         assert_eq!(CpuList::parse("0-3,6").unwrap().to_string(), "0-3,6");
         for bad in ["", "a", "3-1", "-1", "1,,2", "0-999999999"] {
             assert!(CpuList::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+        // An open range is named whole (it was "'' is not a CPU number").
+        for open in ["-1", "1-"] {
+            let said = CpuList::parse(open).unwrap_err().to_string();
+            assert!(said.starts_with(&format!("'{open}' is not")), "{said}");
         }
     }
 

@@ -64,8 +64,54 @@ pub fn parent_dir(path: &Path) -> PathBuf {
 /// Writes `bytes` to `path` atomically and safely: a new file under an unguessable name in
 /// the same directory (mode 0644 less the umask), fsync, then `rename(2)` onto `path`. A crash
 /// leaves the old file or the whole new one; a link planted at `path` is replaced, not
-/// followed; the temporary file is removed on failure.
+/// followed; the temporary file is removed on failure. A device or a FIFO that root or the
+/// user made there (or a link of theirs to one) is written into instead, as a stream
+/// (`--json /dev/stdout`): never replaced by a file ([`is_stream`]).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if is_stream(path)? {
+        return OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes));
+    }
+    replace(path, bytes)
+}
+
+/// Whether `path` is a stream to write into: a character device, a FIFO or a socket that a
+/// trusted user ([`trusted_uids`]) made, or reached by a link of theirs. Not for anything
+/// another user made (a FIFO planted in a shared directory would block the run or read the
+/// result: it is replaced), a plain file or a link to one (replaced, as ever), or nothing
+/// there. A block device or a directory is an error: a result written there would
+/// overwrite a disk, or cannot be.
+fn is_stream(path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(own) = std::fs::symlink_metadata(path) else {
+        return Ok(false);
+    };
+    if own.file_type().is_file() || !trusted_uids().contains(&own.uid()) {
+        return Ok(false);
+    }
+    let Ok(what) = std::fs::metadata(path) else {
+        return Ok(false);
+    };
+    let kind = what.file_type();
+    if kind.is_block_device() {
+        return Err(io::Error::other(
+            "is a block device (a result written there would overwrite the disk)",
+        ));
+    }
+    if kind.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        ));
+    }
+    Ok(!kind.is_file())
+}
+
+/// The rename of a new file onto `path` ([`write_atomically`]).
+fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -377,6 +423,17 @@ pub fn reopen_to_read(found: &rustix::fd::OwnedFd) -> io::Result<File> {
 mod tests {
     use super::*;
 
+    fn make_fifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn open_regular_opens_a_file_and_never_a_fifo_or_a_device() {
         let dir = tempfile::tempdir().unwrap();
@@ -384,14 +441,7 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         assert!(open_regular(&file).is_ok());
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        make_fifo(&fifo);
         // (A plain open would wait for a writer.)
         let e = open_regular(&fifo).unwrap_err();
         assert_eq!(e.to_string(), "not a regular file");
@@ -425,6 +475,42 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"<html>");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+    }
+
+    #[test]
+    fn write_atomically_writes_into_a_device_or_fifo_and_never_replaces_it() {
+        // Regression: `--json /dev/full` (or /dev/stdout) renamed a file onto the device node.
+        let dir = tempfile::tempdir().unwrap();
+        // Devices, through a link here (a failure replaces only the link): written into.
+        let null = dir.path().join("null");
+        std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+        write_atomically(&null, b"{}").unwrap();
+        assert!(std::fs::symlink_metadata(&null).unwrap().is_symlink());
+        let full = dir.path().join("full");
+        std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+        let e = write_atomically(&full, b"{}").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+        assert!(std::fs::symlink_metadata(&full).unwrap().is_symlink());
+        // A FIFO the user made: a stream to its reader.
+        let fifo = dir.path().join("fifo");
+        make_fifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_atomically(&fifo, b"through").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through");
+        // One another user planted is replaced (opening it would wait for a reader).
+        if rustix::process::geteuid().as_raw() == 0 {
+            let planted = dir.path().join("planted");
+            make_fifo(&planted);
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+            write_atomically(&planted, b"result").unwrap();
+            assert_eq!(std::fs::read(&planted).unwrap(), b"result");
+            std::fs::remove_file(&planted).unwrap();
+        }
+        let names = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(names, 3, "no file added beside them");
     }
 
     #[test]

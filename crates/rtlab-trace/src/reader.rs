@@ -166,16 +166,20 @@ impl Source {
                 processes,
                 ..
             } => {
-                let asked = monotonic_now_ns();
-                let got = match pipe.read(buf) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        // Empty: everything written before the read was read.
-                        cpus.read_ns = cpus.read_ns.max(asked);
-                        0
+                // A read a signal interrupted is made again: it said nothing of the pipe
+                // (taken as empty, it would count as drained at the stop).
+                let got = loop {
+                    let asked = monotonic_now_ns();
+                    match pipe.read(buf) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            // Empty: everything written before the read was read.
+                            cpus.read_ns = cpus.read_ns.max(asked);
+                            break 0;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(TraceError::Pipe(e)),
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
-                    Err(e) => return Err(TraceError::Pipe(e)),
                 };
                 if got > 0 {
                     partial.push_str(&String::from_utf8_lossy(&buf[..got]));
@@ -636,6 +640,7 @@ pub(crate) fn read_loop(
         })?;
         histories.settle();
         let mut move_to = None;
+        let mut held_from = u64::MAX;
         if let Some(mut w) = watching {
             let mut ask = |r: Request| {
                 out.over_threshold += 1;
@@ -647,6 +652,7 @@ pub(crate) fn read_loop(
                 traced: &mut traced,
             });
             move_to = w.reader_cpus(drained_at);
+            held_from = w.held_from().saturating_sub(LEAD_NS);
         }
         place_reader(move_to, &mut placed);
         if let Source::Bpf(r) = &source {
@@ -669,11 +675,12 @@ pub(crate) fn read_loop(
             &mut out,
         )?;
         let now = monotonic_now_ns();
-        histories.trim(pending.keep_from(), now);
+        let keep_from = pending.keep_from().min(held_from);
+        histories.trim(keep_from, now);
         // The kernel stacks no event kept refers to any more (past the history's reach).
         if let Source::Bpf(r) = &mut source {
             let reach = now.saturating_sub(STACKS_KEPT_NS);
-            r.forget_stacks(pending.keep_from().min(reach), now);
+            r.forget_stacks(keep_from.min(reach), now);
         }
         if stopping && pending.is_empty() {
             return Ok(out);

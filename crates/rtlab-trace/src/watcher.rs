@@ -48,6 +48,13 @@ pub trait Watcher: Send + std::fmt::Debug {
     fn logged_stops(&self, _tid: i64, _from_ns: u64, _to_ns: u64) -> LoggedStops {
         LoggedStops::default()
     }
+
+    /// The earliest deadline of a delay it holds before asking for its explanation (a JVM's
+    /// log not yet read past it), u64::MAX for none: the reader keeps the events from
+    /// before it, as it keeps those of the explanations asked for.
+    fn held_from(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// A JVM's safepoints from its own log, for one explanation (see

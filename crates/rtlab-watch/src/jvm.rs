@@ -87,9 +87,15 @@ const LOGGED_KEPT_NS: u64 = 10_000_000_000;
 /// How long after a safepoint's end its line may be written: the VM thread logs it after it
 /// lets the Java threads go, and a real-time Java thread may then hold the VM thread's CPU.
 const LOG_WRITE_LAG_NS: u64 = 100_000_000;
-/// How long an explanation waits for a JVM's log at most (one whose log could not be turned
-/// on never tells).
+/// How long an explanation waits for a JVM's log at most when its follower has stopped (the
+/// log could not be turned on, or the JVM ended: nothing more will be read).
 const LOG_WAIT_MAX_NS: u64 = 500_000_000;
+/// How long it waits at most for a follower still at work: the follower is one of rtlab's
+/// time-sharing threads, and beside a busy machine such a thread waits for a CPU (beside a
+/// storm of context switches, for up to 0.7 s at a time here); what it has not read yet is
+/// not a log that says nothing.
+const LOG_WAIT_READING_NS: u64 = 2_000_000_000;
+const _: () = assert!(LOG_WRITE_LAG_NS < LOG_WAIT_MAX_NS && LOG_WAIT_MAX_NS < LOG_WAIT_READING_NS);
 
 impl Jvms {
     /// Looks for libjvm.so in the processes in scope now (each for a while after it was first
@@ -240,13 +246,18 @@ impl Jvms {
     pub(crate) fn log_covers(&self, process: u32, woke_ns: u64, now_ns: u64) -> bool {
         // (A JVM with probes is explained by them, its log only compared.)
         let explained_by_log = self.logs.follows(process) && !self.witnessed.contains(&process);
-        if !explained_by_log || now_ns >= woke_ns + LOG_WAIT_MAX_NS {
+        if !explained_by_log {
             return true;
         }
-        self.logged.get(&process).is_some_and(|l| {
+        let read = self.logged.get(&process).is_some_and(|l| {
             let latest = l.stops.back().map_or(0, |s| s.end_ns);
             latest >= woke_ns || l.read_ns >= woke_ns + LOG_WRITE_LAG_NS
-        })
+        });
+        let wait = match self.logs.reading(process) {
+            true => LOG_WAIT_READING_NS,
+            false => LOG_WAIT_MAX_NS,
+        };
+        read || now_ns >= woke_ns + wait
     }
 
     /// JVM `process`'s logged safepoints over `from_ns..to_ns`, and its VM thread.
@@ -454,9 +465,17 @@ mod tests {
         };
         k.logged.entry(p).or_default().stops.push_back(stop);
         assert!(k.log_covers(p, woke, woke + 1));
-        // Never read (its log could not be turned on): not past the longest wait.
+        // Never read (its log could not be turned on): while its follower is at work, up to
+        // the longer wait (a follower held off its CPU is not a log that says nothing);
+        // once it has stopped, the shorter.
         let mut n = Jvms::default();
         n.logs.follow(p);
+        let began = std::time::Instant::now();
+        while n.logs.reading(p) && began.elapsed() < std::time::Duration::from_secs(10) {
+            assert!(!n.log_covers(p, woke, woke + LOG_WAIT_READING_NS - 1));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!n.logs.reading(p), "its follower ends (no such process)");
         assert!(!n.log_covers(p, woke, woke + LOG_WAIT_MAX_NS - 1));
         assert!(n.log_covers(p, woke, woke + LOG_WAIT_MAX_NS));
     }

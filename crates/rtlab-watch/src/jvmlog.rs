@@ -58,6 +58,7 @@ pub(crate) struct Followers {
 /// observer thread the explanations still find alive) until told to exit.
 #[derive(Debug)]
 struct Follower {
+    pid: u32,
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     exit: Arc<AtomicBool>,
@@ -87,6 +88,7 @@ impl Followers {
         let [stop, done, exit] = flags;
         match spawned {
             Ok(thread) => self.threads.push(Follower {
+                pid,
                 stop,
                 done,
                 exit,
@@ -99,6 +101,12 @@ impl Followers {
     /// Whether JVM `pid`'s log is followed (or was tried).
     pub(crate) fn follows(&self, pid: u32) -> bool {
         self.started.contains(&pid)
+    }
+
+    /// Whether JVM `pid`'s follower is still at work (turning its log on, or reading it):
+    /// not done, whatever became of it.
+    pub(crate) fn reading(&self, pid: u32) -> bool {
+        (self.threads.iter()).any(|f| f.pid == pid && !f.done.load(Ordering::Acquire))
     }
 
     /// What was found since the last call.

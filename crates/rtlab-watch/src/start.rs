@@ -137,4 +137,11 @@ impl Watcher for WatchState {
             self.jvms.logged_over(p, (from_ns, to_ns))
         })
     }
+
+    fn held_from(&self) -> u64 {
+        (self.held_requests.iter())
+            .map(|(_, r)| r.deadline_ns)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
 }

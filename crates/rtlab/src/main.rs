@@ -69,6 +69,8 @@ fn exit_code_for(err: &anyhow::Error) -> u8 {
         e.downcast_ref::<BadInput>().is_some()
             || e.downcast_ref::<rtlab_lab::LabError>()
                 .is_some_and(|l| l.is_bad_input())
+            || e.downcast_ref::<rtlab_load::LoadError>()
+                .is_some_and(|l| l.is_bad_input())
     });
     if bad_input {
         2
@@ -98,9 +100,19 @@ fn main() -> ExitCode {
         Ok(Status::GateHit) => ExitCode::from(3),
         Ok(Status::Exit(code)) => ExitCode::from(code),
         Err(err) => {
-            // One line: the chain joined, no backtrace.
-            let text: Vec<String> = err.chain().map(said).collect();
-            eprintln!("error: {}", text.join(": "));
+            // One line: the chain joined, no backtrace; a cause its error already says
+            // ("path: reason", then the reason) is said once.
+            let mut text = String::new();
+            for part in err.chain().map(said) {
+                if text.ends_with(&part) {
+                    continue;
+                }
+                if !text.is_empty() {
+                    text.push_str(": ");
+                }
+                text.push_str(&part);
+            }
+            eprintln!("error: {text}");
             ExitCode::from(exit_code_for(&err))
         }
     }

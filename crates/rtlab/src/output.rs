@@ -287,13 +287,24 @@ impl Outputs {
         if self.json_to_stdout() {
             eprint!("{table}");
         } else {
-            print!("{table}");
-            let _ = std::io::stdout().flush();
+            print_table(&table)?;
         }
         for line in gate_lines {
             eprintln!("{}", printable(&line));
         }
         Ok(status)
+    }
+}
+
+/// The final table on stdout: a write that fails (a full disk, a closed terminal) fails the
+/// run, one whose reader went away (`| head`) does not.
+fn print_table(table: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(table.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write the results to stdout: {e}"))
+        }
+        _ => Ok(()),
     }
 }
 

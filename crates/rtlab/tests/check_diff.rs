@@ -229,3 +229,37 @@ fn diff_flags_runs_of_another_length_load_or_machine_and_a_max_from_fewer_sample
         );
     }
 }
+
+#[test]
+fn check_judges_the_real_time_cpu_whatever_cpus_it_is_kept_to() {
+    // Regression: with a tuned profile's isolated_cores applied every task, the shell that
+    // runs rtlab too, is kept off the real-time CPU, and check judged the CPU it ran on.
+    let online = rtlab_sys::affinity::online_cpus();
+    let isolated = std::fs::read_to_string("/sys/devices/system/cpu/isolated").unwrap_or_default();
+    if online.len() < 2
+        || !isolated.trim().is_empty()
+        || !std::path::Path::new("/usr/bin/taskset").exists()
+    {
+        return skip(
+            "check's real-time CPU",
+            "needs 2 CPUs, none isolated, and taskset",
+        );
+    }
+    let first = online.as_slice()[0].to_string();
+    let last = *online.as_slice().last().unwrap();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", &first])
+        .arg(rtlab_path())
+        .arg("check")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("irq_affinity"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains(&format!("on CPU {last} ")) || line.contains("skipped"),
+        "kept to CPU {first}, check judged: {line}"
+    );
+}

@@ -574,7 +574,7 @@ fn man_out_dir_writes_a_page_per_command_and_refuses_a_missing_directory() {
     }
     assert_bad_input(
         &["man", "--out-dir", "/nonexistent/man1"],
-        &["--out-dir", "not a directory"],
+        &["--out-dir", "no such directory"],
     );
     assert_bad_input(&["man", "--out-dir", "/tmp", "watch"], &["--out-dir"]);
 }

@@ -79,6 +79,13 @@ fn bad_arguments_exit_2_with_one_line_naming_the_argument() {
         (&["--policy", "other", "--prio", "5"], "--prio"),
         (&["--json", "/nonexistent-dir/x.json"], "--json"),
         (&["--interval", "1ns"], "--interval"),
+        // Longer than the run, or so long that Ctrl-C would wait for it (it hung for days).
+        (&["--interval", "200d"], "--interval"),
+        (&["--interval", "100ms"], "--interval"),
+        (&["--fail-above", "0s"], "--fail-above"),
+        (&["--cpus", "-1"], "--cpus"),
+        (&["--load", "alloc:0"], "--load"),
+        (&["--trace-out", "/proc/no-such-dir"], "--trace-out"),
         (&["--threads", "0"], "--threads"),
         (&["--fail-above", "soon"], "--fail-above"),
         (&["--no-such-option"], "--no-such-option"),
@@ -108,6 +115,61 @@ fn bad_arguments_exit_2_with_one_line_naming_the_argument() {
             "{stderr}"
         );
         assert!(out.stdout.is_empty(), "{args:?} printed results");
+    }
+}
+
+#[test]
+fn inputs_a_command_cannot_run_are_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // A document a later rtlab wrote: this one's, its schema version raised.
+    let newer = dir.path().join("newer.json");
+    let made = rtlab()
+        .args(["check", "--json", newer.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(newer.exists(), "{made:?}");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&newer).unwrap()).unwrap();
+    doc["schema_version"] = 999.into();
+    std::fs::write(&newer, doc.to_string()).unwrap();
+    let newer = newer.to_str().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = busy.local_addr().unwrap().to_string();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["diff", newer, newer], &["schema version 999"]),
+        (&["report", newer], &["schema version 999"]),
+        (
+            &["lock", "--processes", "--impl", "std", "--duration", "1s"],
+            &["--processes", "std"],
+        ),
+        (
+            &["load", "hog:99:3ms/200ms:4095", "--duration", "1s"],
+            &["CPU 4095 is not available"],
+        ),
+        (&["net", "serve", "--listen", &busy], &["--listen", &busy]),
+        (
+            &[
+                "net",
+                "pingpong",
+                "--topology",
+                "netns",
+                "--netns-sysctl",
+                "net.=1",
+            ],
+            &["--netns-sysctl"],
+        ),
+        (
+            &["slack", "set", "--pid", "2", "--all", "1us"],
+            &["kernel thread"],
+        ),
+        (
+            &["slack", "set", "--pid", "1", "--thread", "", "1us"],
+            &["--thread"],
+        ),
+        (&["man", "--out-dir", newer], &["not a directory"]),
+    ];
+    for (args, needles) in cases {
+        assert_bad_input(args, needles);
     }
 }
 

@@ -198,11 +198,14 @@ fn watched_beside_collections(jdk: &Path, java_home: &Path, g1: bool, witness: W
     let doc = load_valid_document(&json);
     // Every safepoint the JVM logged, in order, with its operation, and its length
     // within 5 % (or 5 us for the short ones: timed at the VM thread's own clock reads,
-    // as the JVM times them). Through its own log, those after the watch turned the log on
-    // (in the JVM's first seconds: a started JVM catches SIGQUIT within milliseconds; where
-    // it does not take the first one, the second comes 2.5 s later).
+    // as the JVM times them): those after the watch found the JVM it started. Through its
+    // probes, once the watch has seen libjvm in the new process's mappings and attached
+    // them; through its own log, once it turned the log on (a started JVM catches SIGQUIT
+    // within milliseconds; where it does not take the first one, the second comes 2.5 s
+    // later). Beside a busy machine either can miss a collection of the JVM's first
+    // second; none after its first three.
     let all = logged_with_uptime(&log);
-    let after = |up: f64| witness == Witness::Probes || up > 3.0;
+    let after = |up: f64| up > 3.0;
     let first = all.iter().position(|l| after(l.0)).unwrap_or(all.len());
     let seen: Vec<(String, u64)> = doc["verdict"]["jvm_safepoints"]["latest"]
         .as_array()
@@ -222,14 +225,9 @@ fn watched_beside_collections(jdk: &Path, java_home: &Path, g1: bool, witness: W
     let collection = |op: &str| COLLECTIONS.contains(&op);
     let collections = all.iter().filter(|l| collection(&l.1 .0)).count();
     assert!(collections >= 10, "{}: {all:?}", jdk.display());
-    // (Through the log, those before the second may or may not be seen: the last ones.)
-    let logged: Vec<(String, u64)> = match witness {
-        Witness::Probes => all.iter().map(|l| l.1.clone()).collect(),
-        Witness::Log => {
-            let k = all.len().saturating_sub(seen.len()).min(first);
-            all[k..].iter().map(|l| l.1.clone()).collect()
-        }
-    };
+    // (Those of the first seconds may or may not be seen: the last ones are compared.)
+    let k = all.len().saturating_sub(seen.len()).min(first);
+    let logged: Vec<(String, u64)> = all[k..].iter().map(|l| l.1.clone()).collect();
     assert_eq!(
         seen.len(),
         logged.len(),
@@ -498,10 +496,19 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2000));
     // A uprobe writes its breakpoint into a private copy of the code's page: such pages show
-    // as anonymous in the library's code mapping.
-    let (watched, unwatched) = (probed_code_kb(jvm.id()), probed_code_kb(other.id()));
+    // as anonymous in the library's code mapping. Looked at while the watch runs (beside a
+    // busy machine it may take it a while to find the JVM and attach).
+    let mut watch = watch;
+    let began = std::time::Instant::now();
+    let (mut watched, mut unwatched) = (0, 0);
+    while watched == 0 && began.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if watch.try_wait().unwrap().is_some() {
+            break;
+        }
+        (watched, unwatched) = (probed_code_kb(jvm.id()), probed_code_kb(other.id()));
+    }
     let out = watch.wait_with_output().unwrap();
     for p in [&mut jvm, &mut other] {
         let _ = p.kill();
@@ -586,6 +593,25 @@ fn through_tracefs_a_jvms_safepoints_are_seen_as_it_logs_them_and_its_uprobe_eve
     }
 }
 
+/// The periods a loop's own log (`deadline lateness` per line, ns) shows it waited for:
+/// those whose deadline was after the end of the period before.
+fn waited_periods(log: &Path) -> u64 {
+    let periods: Vec<(u64, u64)> = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace().map(|w| w.parse::<i64>().ok());
+            Some((it.next()??.max(0) as u64, it.next()??.max(0) as u64))
+        })
+        .collect();
+    let mut waited = 0;
+    for w in periods.windows(2) {
+        let ((due, late), (next, _)) = (w[0], w[1]);
+        waited += u64::from(next > due + late);
+    }
+    waited
+}
+
 #[test]
 fn a_jvm_running_virtual_threads_is_said_to_be_timed_through_its_unparker_and_carriers() {
     let test = "watch of a JVM running virtual threads";
@@ -596,6 +622,7 @@ fn a_jvm_running_virtual_threads_is_said_to_be_timed_through_its_unparker_and_ca
     for jdk in &jdks {
         let dir = periodic_classes(jdk);
         let json = dir.path().join("w.json");
+        let own_log = dir.path().join("periods.log");
         let out = Command::new(rtlab_path())
             .args(["watch", "--quiet", "--json"])
             .arg(&json)
@@ -605,6 +632,7 @@ fn a_jvm_running_virtual_threads_is_said_to_be_timed_through_its_unparker_and_ca
             .arg(dir.path())
             .args(["Periodic", "3", "1000"])
             .env("HOW", "virtual")
+            .env("LOG", &own_log)
             .output()
             .unwrap();
         let (stdout, stderr) = (
@@ -628,15 +656,19 @@ fn a_jvm_running_virtual_threads_is_said_to_be_timed_through_its_unparker_and_ca
         assert!(stdout.contains("VirtualThread-unparker"), "{stdout}");
         // The threads it names are watched: the timed waits of the thread that keeps the
         // virtual thread's parks (JDK 21's unparker, JDK 25's pool's delay scheduler) are
-        // measured, most of the 3 000 periods.
+        // measured, most of the periods the loop waited for (from its own log: a period
+        // whose deadline had passed when the one before ended made no wait; beside a busy
+        // machine a time-sharing JVM makes many such).
+        let waited = waited_periods(&own_log);
+        assert!(waited >= 100, "{waited} periods waited for");
         let doc = load_valid_document(&json);
         let timed = doc["series"].as_array().unwrap().iter().any(|s| {
             let name = s["name"].as_str().unwrap_or("");
             (name.starts_with("VirtualThread-u:") || name.starts_with("ForkJoinPool-1-:"))
                 && name.ends_with("/timer")
-                && s["count"].as_u64().unwrap_or(0) >= 2000
+                && s["count"].as_u64().unwrap_or(0) * 3 >= waited * 2
         });
-        assert!(timed, "{:?}", series_names(&doc));
+        assert!(timed, "{waited} waited for: {:?}", series_names(&doc));
     }
     if ran == 0 {
         skip(test, "no JDK 21 or later under /usr/lib/jvm");
@@ -661,10 +693,12 @@ fn with_jvm_log_the_jvms_own_log_is_a_second_witness_that_agrees_with_the_probes
         let w = &doc["verdict"]["jvm_witnesses"];
         let compared = w["compared"].as_u64().unwrap_or(0);
         // The collections after the log was turned on (in the JVM's first second), every
-        // 250 ms for 4 s, and the JVM's own small safepoints: most of those it logged.
+        // 250 ms for 4 s, and the JVM's own small safepoints: most of those it logged (a
+        // time-sharing JVM beside a busy machine makes fewer: 7 in one run beside a storm
+        // of context switches, all compared).
         let logged = logged_safepoints(&log).len() as u64;
         assert!(
-            compared >= 8 && compared * 10 >= logged * 6,
+            compared >= 5 && compared * 10 >= logged * 6,
             "{}: {compared} compared of {logged} logged: {w}\n{stdout}",
             jdk.display()
         );

@@ -49,11 +49,10 @@ fn cmdline_value(key: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_string))
 }
 
-/// The CPU rtlab suggests for real-time work: the last usable one (CPU 0 takes most
-/// housekeeping).
+/// The CPU rtlab suggests for real-time work: the last isolated one, else the last one
+/// (CPU 0 takes most housekeeping); see [`rtlab_sys::affinity::suggested_rt_cpu`].
 fn rt_cpu() -> usize {
-    let cpus = rtlab_sys::affinity::usable_cpus();
-    *cpus.as_slice().last().unwrap_or(&0)
+    rtlab_sys::affinity::suggested_rt_cpu()
 }
 
 fn check(

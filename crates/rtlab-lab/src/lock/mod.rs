@@ -154,6 +154,22 @@ impl LockExperiment {
                 "nothing to measure: no implementation or no CPU".into(),
             ));
         }
+        let any = Sched {
+            policy: rtlab_sys::sched::Policy::Other,
+            prio: 0,
+        };
+        if config.processes && config.impls.iter().all(|&i| shared_kind(i, any).is_err()) {
+            return Err(LabError::Config(format!(
+                "--processes measures locks in shared memory; {} cannot be shared between \
+                 processes (give one of the glibc, rtlab-pi, rtlab-robust or sysv-sem ones)",
+                config
+                    .impls
+                    .iter()
+                    .map(|i| i.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         Ok(LockExperiment {
             config,
             prefix: String::new(),

@@ -102,11 +102,13 @@ impl Experiment for PingPong {
             )
         });
         let reporter = session.as_ref().and_then(|s| s.reporter());
-        let start = monotonic_now_ns();
         // The run's end and its warmup's, counted from the connection (on a busy machine
-        // connecting can take a good part of a short run).
+        // connecting can take a good part of a short run); so is the progress shown.
+        let connected_ns = std::sync::atomic::AtomicU64::new(0);
+        let connected_at = &connected_ns;
         let measured_from_now = move || {
             let connected = monotonic_now_ns();
+            connected_at.store(connected, std::sync::atomic::Ordering::Relaxed);
             (connected.saturating_add(duration), connected + warmup)
         };
         let peer = running.peer.clone();
@@ -142,11 +144,12 @@ impl Experiment for PingPong {
                 }
             });
             while !h.is_finished() {
-                observer.tick(
-                    Nanos((monotonic_now_ns() - start).min(duration)),
-                    common.duration,
-                    &[],
-                );
+                let connected = connected_ns.load(std::sync::atomic::Ordering::Relaxed);
+                let done = match connected {
+                    0 => 0,
+                    t => monotonic_now_ns().saturating_sub(t).min(duration),
+                };
+                observer.tick(Nanos(done), common.duration, &[]);
                 std::thread::sleep(Duration::from_millis(100));
             }
             h.join()

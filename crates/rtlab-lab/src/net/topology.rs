@@ -331,7 +331,8 @@ pub fn netns_sysctl(setting: &str) -> Result<(std::path::PathBuf, String), super
         && key
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_')
-        && !key.contains("..");
+        && !key.contains("..")
+        && !key.ends_with('.');
     if !valid || value.is_empty() {
         return Err(super::ValueError::NotNet(setting.to_string()));
     }

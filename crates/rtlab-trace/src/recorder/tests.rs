@@ -783,14 +783,25 @@ fn timer_waits_alone_need_no_sched_waking() {
         return;
     }
     assert_eq!(wakings, 0, "sched_waking left out");
+    // (Beside a storm of switches the ring of every task's events overflows: the expiries
+    // lost with them cannot be counted; as in the test of the thread's own switches.)
+    if r.lost() > 0 {
+        let why = format!("{} events lost beside this load", r.lost());
+        return rtlab_sys::testing::say_skipped(&why);
+    }
     let named: Vec<&Event> = events
         .iter()
         .filter(|e| e.kind.woken().is_some_and(|t| t.pid == tid))
         .collect();
+    let mine: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.current_pid == tid || e.kind.woken().is_some_and(|t| t.pid == tid))
+        .collect();
     assert!(
         named.len() >= 19,
-        "{} of 20 sleeps: {events:?}",
-        named.len()
+        "{} of 20 sleeps (of {} events, the thread's: {mine:?})",
+        named.len(),
+        events.len()
     );
     assert!(named
         .iter()

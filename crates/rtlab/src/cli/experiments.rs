@@ -33,7 +33,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
     pub policy: Option<Policy>,
     /// Exit 3 when any measured latency exceeds DUR (a CI gate).
-    #[arg(long, value_name = "DUR", value_parser = duration_arg, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_hyphen_values = true)]
     pub fail_above: Option<Nanos>,
     /// Print only the final table (warnings still go to stderr).
     #[arg(long, short)]
@@ -65,7 +65,8 @@ pub struct WakeupArgs {
     /// The interval of --hlog.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, requires = "hlog")]
     pub interval_log: Nanos,
-    /// Period between wakeups.
+    /// Period between wakeups (shorter than --duration, at most 10s: a run stops at each
+    /// thread's next wakeup).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Nanos,
     /// Wake all threads at the same instants, on whole multiples of the interval (default:
@@ -115,26 +116,33 @@ pub struct TraceArgs {
 impl TraceArgs {
     /// The settings for `explain` (asked for by the caller's own flags or by these), every
     /// sample over `threshold` or the worst `top`, `default_top` when --top is not given.
+    /// `--trace-out` is checked (made, and written to once) before anything runs.
     fn settings(
         &self,
         explain: bool,
         threshold: Option<Nanos>,
         default_top: usize,
-    ) -> Option<rtlab_lab::explain::ExplainSettings> {
-        (explain || self.trace_out.is_some() || self.top.is_some()).then(|| {
-            rtlab_lab::explain::ExplainSettings {
-                threshold,
-                top: self.top.map_or(default_top, usize::from),
-                trace_out: self.trace_out.clone(),
-                backend: self.explain_with,
-            }
-        })
+    ) -> Result<Option<rtlab_lab::explain::ExplainSettings>, crate::BadInput> {
+        if let Some(dir) = &self.trace_out {
+            rtlab_report::check_writable_dir(dir)
+                .map_err(|e| crate::BadInput(format!("--trace-out {e}")))?;
+        }
+        Ok(
+            (explain || self.trace_out.is_some() || self.top.is_some()).then(|| {
+                rtlab_lab::explain::ExplainSettings {
+                    threshold,
+                    top: self.top.map_or(default_top, usize::from),
+                    trace_out: self.trace_out.clone(),
+                    backend: self.explain_with,
+                }
+            }),
+        )
     }
 }
 
 impl ExplainArgs {
     /// The settings, when any of the options asks for explaining.
-    pub fn settings(&self) -> Option<rtlab_lab::explain::ExplainSettings> {
+    pub fn settings(&self) -> Result<Option<rtlab_lab::explain::ExplainSettings>, crate::BadInput> {
         self.trace.settings(
             self.explain || self.threshold.is_some(),
             self.threshold,
@@ -162,7 +170,9 @@ pub struct NoiseArgs {
 impl NoiseArgs {
     /// The explainer's settings: every interruption over the threshold, the longest `top`
     /// (default 100) kept.
-    pub fn explain_settings(&self) -> Option<rtlab_lab::explain::ExplainSettings> {
+    pub fn explain_settings(
+        &self,
+    ) -> Result<Option<rtlab_lab::explain::ExplainSettings>, crate::BadInput> {
         self.trace.settings(self.explain, Some(self.threshold), 100)
     }
 }
@@ -191,7 +201,8 @@ pub struct InvertArgs {
     /// Work the low-priority owner does inside the lock.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub hold: Nanos,
-    /// Period of the high-priority thread's lock requests.
+    /// Period of the high-priority thread's lock requests (shorter than --duration, at most
+    /// 10s).
     #[arg(long, value_name = "DUR", default_value = "10ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub period: Nanos,
     /// Medium-priority hogs (default: one per CPU in --cpus).
@@ -222,7 +233,7 @@ pub struct MmapArgs {
     /// Bytes the disturbing thread maps, touches and unmaps per cycle.
     #[arg(long, value_name = "SIZE", default_value = "100MiB", value_parser = parse_size_arg)]
     pub size: u64,
-    /// Period of the real-time thread's timed waits.
+    /// Period of the real-time thread's timed waits (shorter than --duration, at most 10s).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = positive_duration, allow_hyphen_values = true)]
     pub interval: Nanos,
     /// Waiters to compare, comma-separated (default: all).

@@ -377,8 +377,8 @@ pub(super) const CHECK_HELP: &str = "\
 Checks (read-only: nothing is changed): preempt_model (and, on a PREEMPT_DYNAMIC kernel, its
 run-time switch in debugfs), rt_throttling, fair_server (Linux 6.12+: the time each CPU lends
 SCHED_OTHER work over real-time threads, from debugfs), cpu_isolation
-(isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU, the
-last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
+(isolcpus/nohz_full/rcu_nocbs), irq_affinity (device IRQs allowed on the suggested RT CPU: the
+last isolated one, else the last one), cpufreq_governor, c_states, transparent_hugepages, damon, swap, rlimits (MEMLOCK,
 RTPRIO), cgroup (the container's cpuset against the isolated CPUs, its real-time budget, a
 Kubernetes pod's QoS class, irqbalance's banned CPUs), net_stack (who processes received
 packets), clocksource, virtualization (steal time since boot), timer_slack, numa, tracing.

@@ -71,10 +71,10 @@ pub struct NetPathArgs {
     #[arg(long, value_name = "BYTE", value_parser = parse_tos)]
     pub tos: Option<u8>,
     /// SO_SNDBUF (the bounded-time TCP study used 2MiB).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = positive_size_arg)]
     pub sndbuf: Option<u64>,
     /// SO_RCVBUF.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = positive_size_arg)]
     pub rcvbuf: Option<u64>,
     /// TCP_THIN_LINEAR_TIMEOUTS: no exponential backoff of the first retransmission timeouts.
     #[arg(long)]
@@ -145,7 +145,7 @@ pub struct NetServeArgs {
     #[arg(long, value_name = "N", default_value = "16", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_connections: u32,
     /// Largest socket buffer, echoed message or reverse-stream message a client may ask for.
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size_arg)]
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = positive_size_arg)]
     pub max_buffer: u64,
     /// A connection with nothing to read (or whose client does not read) for this long ends.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]

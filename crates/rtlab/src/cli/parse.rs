@@ -64,6 +64,14 @@ pub(super) fn parse_size_arg(text: &str) -> Result<u64, String> {
     rtlab_stats::parse_size(text).map_err(|e| e.to_string())
 }
 
+/// A size that must be above 0 (a buffer, a limit).
+pub(super) fn positive_size_arg(text: &str) -> Result<u64, String> {
+    match parse_size_arg(text)? {
+        0 => Err("must be above 0".into()),
+        n => Ok(n),
+    }
+}
+
 pub(super) fn parse_pid(text: &str) -> Result<i32, String> {
     match text.parse::<i64>() {
         Ok(p) if (1..=i32::MAX as i64).contains(&p) => Ok(p as i32),

@@ -196,7 +196,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "IDS", value_delimiter = ',', value_parser = parse_tunable)]
     pub only: Vec<String>,
     /// The real-time CPUs: interrupts move off them, their fair server, governor and idle
-    /// states are set (default: the last usable CPU, as rtlab check assumes).
+    /// states are set (default: the last isolated CPU, else the last CPU of this machine or
+    /// container, as rtlab check assumes).
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<rtlab_sys::affinity::CpuList>,
     /// Set the timer slack of every thread of process PID to 1 ns (timer_slack).

@@ -26,8 +26,11 @@ pub fn man(args: ManArgs) -> anyhow::Result<Status> {
     command.build();
     if let Some(dir) = &args.out_dir {
         if !dir.is_dir() {
-            let why = format!("--out-dir {}: not a directory", dir.display());
-            return Err(BadInput(why).into());
+            let what = match dir.exists() {
+                true => "not a directory",
+                false => "no such directory",
+            };
+            return Err(BadInput(format!("--out-dir {}: {what}", dir.display())).into());
         }
         let written = write_pages(dir, command, "rtlab".into())?;
         eprintln!("rtlab man: {written} pages in {}", dir.display());

@@ -17,6 +17,7 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
         .into());
     }
     let common = args.common.validate_with(crate::cli::defaults::INVERT)?;
+    common.check_period("--period", args.period)?;
     let cpus = if explicit_cpus {
         common.cpus.clone()
     } else {
@@ -69,9 +70,9 @@ pub fn run(args: InvertArgs) -> anyhow::Result<Status> {
         variants: if args.variants.is_empty() {
             Variant::ALL.to_vec()
         } else {
-            args.variants
+            super::once_each(args.variants)
         },
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     console.note(&format!(
         "invert: CPUs {cpus}, hold {}, high every {}, hogs spin {} of {}, for {}",

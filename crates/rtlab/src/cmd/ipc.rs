@@ -49,13 +49,13 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
     } else {
         (cpus[0], cpus[1])
     };
-    let sizes: Vec<usize> = args.sizes.iter().map(|&s| s as usize).collect();
+    let sizes: Vec<usize> = super::once_each(args.sizes.iter().map(|&s| s as usize).collect());
     let experiment = IpcExperiment::new(IpcConfig {
         mechanisms: {
             let mut chosen = if args.mechanisms.is_empty() {
                 Mechanism::all()
             } else {
-                args.mechanisms
+                super::once_each(args.mechanisms)
             };
             if args.busy_poll {
                 for m in Mechanism::busy_polling() {
@@ -70,7 +70,7 @@ pub fn run(args: IpcArgs) -> anyhow::Result<Status> {
         cpus: pair,
         policy: common.policy,
         prio: common.prio,
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     let mut console = common.console();
     console.note(&format!(

@@ -26,7 +26,7 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
     let impls = if args.impls.is_empty() {
         Impl::ALL.to_vec()
     } else {
-        args.impls
+        super::once_each(args.impls)
     };
     let common = args.common.validate_with(crate::cli::defaults::LOCK)?;
     let experiment = LockExperiment::new(LockConfig {
@@ -36,7 +36,7 @@ pub fn run(args: LockArgs) -> anyhow::Result<Status> {
             policy: common.policy,
             prio: common.prio,
         },
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
         processes: args.processes,
     })?;
     let mut console = common.console();

@@ -54,6 +54,7 @@ pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
     let explicit_cpus = args.common.cpus.is_some();
     let explicit_mlock = args.common.mlock;
     let mut common = args.common.validate_with(crate::cli::defaults::MMAP)?;
+    common.check_period("--interval", args.interval)?;
     common.config.mlock = explicit_mlock;
     let cpu = if explicit_cpus {
         common.cpus.as_slice()[0]
@@ -71,7 +72,7 @@ pub fn run(args: MmapArgs) -> anyhow::Result<Status> {
         } else {
             args.waiters
         },
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     let mut console = common.console();
     console.note(&format!(

@@ -83,6 +83,14 @@ pub fn read_doc(path: &std::path::Path) -> Result<rtlab_stats::result::ResultDoc
             path.display()
         ))
     })?;
+    let known = rtlab_stats::result::SCHEMA_VERSION;
+    if doc.schema_version != known {
+        return Err(BadInput(format!(
+            "{}: a result document of schema version {}; this rtlab reads version {known}",
+            path.display(),
+            doc.schema_version
+        )));
+    }
     doc.check_decode_work()
         .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     Ok(doc)
@@ -156,6 +164,43 @@ impl Common {
     /// `--status-every` elsewhere, nothing but warnings with `--quiet`.
     pub fn console(&self) -> crate::output::Console {
         crate::output::Console::new(self.quiet).status_every(self.status_every)
+    }
+}
+
+/// A list option's values, each once, in the order first given (`--impl std,std` measures
+/// std once).
+pub fn once_each<T: PartialEq>(values: Vec<T>) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::with_capacity(values.len());
+    for v in values {
+        if !kept.contains(&v) {
+            kept.push(v);
+        }
+    }
+    kept
+}
+
+/// The longest period a measuring thread may wait between two wakeups: Ctrl-C and SIGTERM
+/// stop a run when each thread next wakes, so a longer one would not stop in reasonable time.
+const LONGEST_PERIOD: Nanos = Nanos(10_000_000_000);
+
+impl Common {
+    /// Checks a measuring thread's period (`option`, e.g. `--interval`) against the run: at
+    /// most [`LONGEST_PERIOD`] and shorter than the run, or no wakeup would be measured.
+    pub fn check_period(&self, option: &str, period: Nanos) -> Result<(), BadInput> {
+        if period > LONGEST_PERIOD {
+            return Err(BadInput(format!(
+                "{option} {period}: at most {LONGEST_PERIOD} (a run stops at each thread's next \
+                 wakeup, so Ctrl-C would wait that long)"
+            )));
+        }
+        let duration = self.config.duration;
+        if period >= duration {
+            return Err(BadInput(format!(
+                "{option} {period} is not shorter than --duration {duration}: no wakeup would be \
+                 measured (give a longer --duration or a shorter {option})"
+            )));
+        }
+        Ok(())
     }
 }
 

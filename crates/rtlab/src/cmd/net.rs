@@ -16,6 +16,22 @@ pub fn run(args: NetArgs) -> anyhow::Result<Status> {
     }
 }
 
+/// Each `--netns-sysctl` well-formed and a setting this kernel has (its namespaced net.*
+/// settings exist in this namespace too), before any namespace is made.
+fn check_netns_sysctls(settings: &[String]) -> Result<(), BadInput> {
+    for s in settings {
+        let (path, _) = rtlab_lab::net::topology::netns_sysctl(s)
+            .map_err(|e| BadInput(format!("--netns-sysctl {e}")))?;
+        if !path.is_file() {
+            return Err(BadInput(format!(
+                "--netns-sysctl {s}: this kernel has no such setting ({} is not a file)",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Where the peer is; `cpus` (the measuring threads') also take a threaded NAPI's threads.
 fn topology(path: &NetPathArgs, cpus: &[usize]) -> Result<Topology, BadInput> {
     let netns_only = path.mtu.is_some()
@@ -27,7 +43,9 @@ fn topology(path: &NetPathArgs, cpus: &[usize]) -> Result<Topology, BadInput> {
             "--mtu, --loss, --netns-sysctl and --napi apply to --topology netns, not to --peer {peer}"
         ))),
         (Some(peer), _) => Ok(Topology::Remote(peer)),
-        (None, "netns") => Ok(Topology::Netns {
+        (None, "netns") => {
+            check_netns_sysctls(&path.netns_sysctl)?;
+            Ok(Topology::Netns {
             mtu: path.mtu,
             loss_pct: path.loss,
             sysctls: path.netns_sysctl.clone(),
@@ -35,7 +53,8 @@ fn topology(path: &NetPathArgs, cpus: &[usize]) -> Result<Topology, BadInput> {
                 mode,
                 cpus: cpus.to_vec(),
             }),
-        }),
+        })
+        }
         (None, _) if netns_only => Err(BadInput(
             "--mtu, --loss, --netns-sysctl and --napi need --topology netns".into(),
         )),
@@ -86,7 +105,7 @@ fn run_streams(args: NetRunArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         cpus: common.cpus.as_slice().to_vec(),
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     let mut console = common.console();
     let labels: Vec<&str> = streams
@@ -137,7 +156,7 @@ fn pingpong(args: NetPingPongArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         cpus: common.cpus.as_slice().to_vec(),
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     let mut console = common.console();
     console.note(&format!(
@@ -169,6 +188,9 @@ fn serve(args: NetServeArgs) -> anyhow::Result<Status> {
         idle_timeout: std::time::Duration::from_nanos(args.idle_timeout.get()),
         token: None,
     };
+    // An address in use or not on this machine is the user's choice: said as bad input.
+    std::net::TcpListener::bind(args.listen)
+        .map_err(|e| BadInput(format!("--listen {}: {e}", args.listen)))?;
     let server = match PeerServer::start(args.listen, limits) {
         Ok(s) => s,
         Err(e) => anyhow::bail!("{e}"),

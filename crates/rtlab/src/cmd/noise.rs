@@ -59,7 +59,7 @@ pub fn interruption_lines(series: &[Series]) -> String {
 
 pub fn run(args: NoiseArgs) -> anyhow::Result<Status> {
     let explicit_cpus = args.common.cpus.is_some();
-    let explain = args.explain_settings();
+    let explain = args.explain_settings()?;
     let explaining = explain.is_some();
     let threshold = args.threshold;
     let mut common = args.common.validate_with(crate::cli::defaults::NOISE)?;

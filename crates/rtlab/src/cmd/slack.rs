@@ -77,6 +77,15 @@ fn set(
     if !all && tid.is_none() && thread.is_none() {
         return Err(BadInput("say which threads: --all, --tid TID or --thread NAME".into()).into());
     }
+    if thread.as_deref().is_some_and(|n| n.is_empty()) {
+        return Err(BadInput("--thread is empty: give a thread's name (or --all)".into()).into());
+    }
+    if pid > 0 && rtlab_sys::procfs::is_kernel_thread(pid as u32) {
+        return Err(BadInput(format!(
+            "--pid {pid} is a kernel thread: its timer slack is the kernel's to set"
+        ))
+        .into());
+    }
     let threads = list(pid)?;
     let chosen: Vec<&ThreadInfo> = threads
         .iter()
@@ -169,7 +178,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<Status> {
         cpu,
         fifo_row: true,
         prefix: String::new(),
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
     })?;
     let mut console = common.console();
     console.note(&format!(

@@ -51,14 +51,13 @@ fn printed(plan: &Plan, checks: &[rtlab_lab::check::Check], cfg: &TuneConfig) ->
     out
 }
 
-/// What to tune: the real-time CPUs (`--cpus`, else the last usable CPU, as check assumes),
+/// What to tune: the real-time CPUs (`--cpus`, else the one check suggests),
 /// `--only`'s fixes and `--pid`'s process.
 fn config(args: &TuneArgs) -> TuneConfig {
-    let usable = rtlab_sys::affinity::usable_cpus();
     TuneConfig {
         rt_cpus: match &args.cpus {
             Some(list) => list.as_slice().to_vec(),
-            None => vec![*usable.as_slice().last().unwrap_or(&0)],
+            None => vec![rtlab_sys::affinity::suggested_rt_cpu()],
         },
         only: (!args.only.is_empty()).then(|| args.only.clone()),
         slack_pid: args.pid,
@@ -93,6 +92,12 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     if let Some(pid) = args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}/task")).is_dir() {
             return Err(BadInput(format!("--pid {pid}: no such process")).into());
+        }
+        if rtlab_sys::procfs::is_kernel_thread(pid) {
+            return Err(BadInput(format!(
+                "--pid {pid} is a kernel thread: its timer slack is the kernel's to set"
+            ))
+            .into());
         }
     }
     let cfg = config(&args);

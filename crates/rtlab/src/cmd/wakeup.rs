@@ -11,6 +11,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
     let common = args
         .common
         .validate_until_stopped(crate::cli::defaults::WAKEUP)?;
+    common.check_period("--interval", args.interval)?;
     let placement = match args.threads {
         Some(n) => Placement::Threads(n, explicit_cpus.then(|| common.cpus.clone())),
         None => Placement::PerCpu(common.cpus.clone()),
@@ -21,7 +22,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
         policy: common.policy,
         prio: common.prio,
         aligned: args.aligned,
-        explain: args.explain.settings(),
+        explain: args.explain.settings()?,
         interval_log: args.hlog.is_some().then_some(args.interval_log),
     })?;
     if let Some(path) = &args.hlog {
@@ -58,7 +59,7 @@ pub fn run(args: WakeupArgs) -> anyhow::Result<Status> {
     let mut doc = result_doc("wakeup", record);
     let mut table = rtlab_report::table::summary(&doc);
     table.push_str(&crate::output::outlier_lines(&doc));
-    if args.explain.settings().is_none() {
+    if args.explain.settings()?.is_none() {
         table.push_str(&super::explain_hint(&doc, "wakeup"));
     }
     common.outputs.finish(&mut doc, &table)

@@ -46,6 +46,9 @@ fn checked(
     if let Some(path) = &args.samples {
         rtlab_report::check_writable_file(path).map_err(|e| BadInput(format!("--samples {e}")))?;
     }
+    if let Some(dir) = &args.trace_out {
+        rtlab_report::check_writable_dir(dir).map_err(|e| BadInput(format!("--trace-out {e}")))?;
+    }
     let listener = args
         .metrics
         .map(|addr| {

@@ -44,6 +44,13 @@ pub(super) fn target(args: &WatchArgs) -> anyhow::Result<Target<'_>> {
         return Ok(Target::Pid(pid));
     }
     if let Some(cg) = &args.cgroup {
+        if cg.trim().is_empty() {
+            return Err(BadInput(
+                "--cgroup is empty: give a cgroup's path or a pod's UID (--all watches every thread)"
+                    .into(),
+            )
+            .into());
+        }
         return cgroup_dir(cg)
             .map(Target::Cgroup)
             .map_err(|e| BadInput(format!("--cgroup {cg}: {e}")).into());
