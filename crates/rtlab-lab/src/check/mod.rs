@@ -139,7 +139,9 @@ fn irq_affinity() -> Check {
             format!(
                 "for i in {}; do echo {} > /proc/irq/$i/smp_affinity_list; done (rtlab tune \
                  --only irq_affinity does; and stop irqbalance or set \
-                 IRQBALANCE_BANNED_CPULIST={cpu})",
+                 IRQBALANCE_BANNED_CPULIST={cpu}); an interrupt the kernel spreads itself (a \
+                 multi-queue device's) refuses that write, and only booting with \
+                 isolcpus=managed_irq,{cpu} keeps it off",
                 on_rt.join(" "),
                 others(cpu)
             )

@@ -102,7 +102,14 @@ fn tuned(changes: &[Change], src: &Source) -> Export {
             | Knob::IdleState { .. } => {
                 sysfs.push(format!("{} = {}", c.knob.path().display(), c.after))
             }
-            Knob::IrqAffinity { .. } => irqs = true,
+            Knob::IrqAffinity { .. } => {
+                // (The interrupts the kernel manages refuse tuned's writes as rtlab's: only
+                // the command line keeps them off, as the realtime profile's isolcpus does.)
+                if !irqs {
+                    boot.push("isolcpus=managed_irq,${isolated_cores}".into());
+                }
+                irqs = true
+            }
             Knob::PreemptModel => boot.push(format!("preempt={}", c.after)),
             Knob::TimerSlack { .. } => out.cannot.push(("timer_slack", slack_why())),
             Knob::FairServerRuntime { .. } => out.cannot.push((
@@ -149,7 +156,9 @@ fn cmdline(changes: &[Change], src: &Source) -> Export {
     let mut out = Export::default();
     let rt = list(src.rt_cpus);
     let mut params = vec![
-        format!("isolcpus={rt}"),
+        // (managed_irq: the interrupts the kernel spreads itself, which no write moves,
+        // kept off them too; domain: what isolcpus=CPUS alone means.)
+        format!("isolcpus=managed_irq,domain,{rt}"),
         format!("nohz_full={rt}"),
         format!("rcu_nocbs={rt}"),
     ];
@@ -274,10 +283,18 @@ mod tests {
             "/sys/devices/system/cpu/cpu1/cpuidle/state2/disable = 1",
             "[irqbalance]\nbanned_cpus=${isolated_cores}",
             "[scheduler]\nisolated_cores=${isolated_cores}",
-            "[bootloader]\ncmdline_rtlab=+preempt=full",
+            "[bootloader]\ncmdline_rtlab=+",
         ] {
             assert!(text.contains(line), "{line}\n{text}");
         }
+        // The interrupts tuned cannot move (the kernel manages them) kept off at boot.
+        let boot = text.split("cmdline_rtlab=+").nth(1).unwrap();
+        let params: Vec<&str> = boot.lines().next().unwrap().split(' ').collect();
+        assert_eq!(
+            params,
+            ["isolcpus=managed_irq,${isolated_cores}", "preempt=full"],
+            "{text}"
+        );
         assert_eq!(text.matches("[irqbalance]").count(), 1);
         let ids: Vec<_> = e.cannot.iter().map(|c| c.0).collect();
         assert_eq!(ids, ["timer_slack", "fair_server"]);
@@ -288,7 +305,7 @@ mod tests {
         let e = export(Format::Cmdline, &kept(), &src());
         assert_eq!(
             e.printed,
-            "isolcpus=1 nohz_full=1 rcu_nocbs=1 irqaffinity=0 preempt=full \
+            "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0 preempt=full \
              sysctl.kernel.sched_rt_runtime_us=-1"
         );
         assert!(e.files.is_empty());

@@ -533,8 +533,23 @@ fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), LabError> {
         // A laid-out file on a disk keeps its old tail unless cut (a kernel file replaces).
         file.set_len(0)?;
     }
-    Ok(file.write_all(format!("{value}\n").as_bytes())?)
+    file.write_all(format!("{value}\n").as_bytes())
+        .map_err(|e| match knob {
+            // (EPERM: the kernel's answer for an interrupt whose affinity it manages.)
+            Knob::IrqAffinity { .. } if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                LabError::Setup(MANAGED_IRQ.into())
+            }
+            _ => LabError::Os(e),
+        })
 }
+
+/// Why an interrupt's CPUs could not be changed, as the kernel refuses it (EPERM, also to
+/// root) for the interrupts it spreads over the CPUs itself: a multi-queue device's (a block
+/// device's or a NIC's queues, virtio's `-req.N`), whose affinity only the command line moves.
+pub const MANAGED_IRQ: &str = "the kernel manages this interrupt's CPUs itself, as it does \
+    for a multi-queue device's queues, and refuses to move it at run time; booting with \
+    isolcpus=managed_irq,CPUS keeps it off the real-time CPUs: rtlab tune --export cmdline \
+    prints the line";
 
 /// Writes `state` to `file` atomically (a reader sees the old file or the new, never a part).
 pub fn save(state: &State, file: &Path) -> Result<(), LabError> {
