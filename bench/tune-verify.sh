@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # rtlab tune --verify on this machine: each run-time fix measured alone against the machine as
 # found, in interleaved rounds, kept only where it measurably helped; idle, then beside
-# `stress-ng --cpu 2`; then with a program's own lateness as the measure (examples/c/periodic.c
-# at SCHED_OTHER under rtlab watch, beside the same load). Each run ends with every value it
+# `stress-ng --cpu 2`: by timed wakeups, by a running program watched (--pid: its timer slack
+# measured too) and, beside the load, by a program started anew in each block (--verify-with);
+# the program is examples/c/periodic.c at SCHED_OTHER. Each run ends with every value it
 # did not keep as it was found; the script reverts what a run kept before the next one and
 # checks, at the end, that every file tune may touch reads as before (exit 1 if one does not).
 #
@@ -27,8 +28,8 @@ trap cleanup EXIT
 gcc -O2 -pthread -o "$WORK/periodic" examples/c/periodic.c
 snapshot > "$WORK/machine-before"
 echo "host: $(uname -r), $(nproc) CPUs; $ROUNDS rounds of $BLOCK blocks"
-# A process whose timer slack --pid asks to change: the measurement does not run it, so the
-# run must say so and take it back.
+# A running program (SCHED_OTHER, 1 ms periods) whose timer slack --pid asks to change: with
+# --pid, each block watches it (rtlab watch --pid), so its slack is measured with the rest.
 "$WORK/periodic" 100000 1000 >/dev/null &
 SLACKPID=$!
 verify() {  # verify LABEL [ARGS...]
@@ -44,10 +45,12 @@ verify() {  # verify LABEL [ARGS...]
   [ -f "$state" ] && "$RTLAB" tune --revert "$state" >/dev/null && echo "(reverted what it kept before the next run)"
   return 0
 }
-verify idle --pid "$SLACKPID"
+verify idle
+verify idle-running-program --pid "$SLACKPID"
 setsid stress-ng --cpu 2 --quiet >/dev/null 2>&1 & LOADPID=$!
 sleep 1
-verify stress-ng --pid "$SLACKPID"
+verify stress-ng
+verify stress-ng-running-program --pid "$SLACKPID"
 verify stress-ng-own-program --verify-with -- "$WORK/periodic" 100 1000
 kill -- -"$LOADPID" 2>/dev/null || true; LOADPID=
 kill "$SLACKPID" 2>/dev/null || true

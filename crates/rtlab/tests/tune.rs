@@ -658,3 +658,76 @@ fn verify_reports_each_fix_in_one_valid_document_and_keeps_only_what_it_says() {
         assert_eq!(snapshot(), before);
     }
 }
+
+/// The timer slack of every thread of `pid` (ns), as /proc shows it.
+fn slacks(pid: u32) -> Vec<String> {
+    let mut s: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("timerslack_ns")).ok())
+        .map(|v| v.trim().to_string())
+        .collect();
+    s.sort();
+    s
+}
+
+#[test]
+fn verify_with_a_pid_measures_that_process_and_so_its_timer_slack() {
+    let test = "tune --verify --pid";
+    if !is_root() {
+        return skip(test, "needs root (writes /proc/PID/task/*/timerslack_ns)");
+    }
+    // A program that waits on timers: 1 ms sleeps (Debian's Python, as a user's would be).
+    let Ok(mut app) = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import time\nwhile True:\n    time.sleep(0.001)"])
+        .spawn()
+    else {
+        return skip(test, "no /usr/bin/python3");
+    };
+    let _serial = realtime_serial();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = slacks(app.id());
+    let dir = tempfile::tempdir().unwrap();
+    let (state, json) = (dir.path().join("s.json"), dir.path().join("doc.json"));
+    let _revert = RevertOnDrop(&state);
+    let out = rtlab()
+        .args([
+            "tune", "--apply", "--verify", "--rounds", "6", "--block", "500ms",
+        ])
+        .args(["--only", "timer_slack", "--pid", &app.id().to_string()])
+        .arg("--state")
+        .arg(&state)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let code = out.status.code();
+    let fix = if code == Some(0) || code == Some(3) {
+        load_valid_document(&json)["verdict"]["verify"]["fixes"][0].clone()
+    } else {
+        serde_json::Value::Null
+    };
+    let kept = fix["kept"] == true;
+    let during = slacks(app.id());
+    if kept {
+        tune_with_state(&["tune", "--revert"], &state);
+    }
+    let after = slacks(app.id());
+    let _ = app.kill();
+    let _ = app.wait();
+    assert!(code == Some(0) || code == Some(3), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(" under rtlab watch --pid"), "{said}");
+    // Measured, in every round, by watching the process it changes.
+    assert_eq!(fix["id"], "timer_slack", "{fix}");
+    assert_ne!(fix["effect"], "not measured", "{fix}");
+    assert_eq!(fix["blocks"].as_array().map(Vec::len), Some(6), "{fix}");
+    assert!(fix["p99_ratio"]["median"].as_f64().unwrap() > 0.0, "{fix}");
+    // What it kept is on until reverted, what it did not is as found.
+    match kept {
+        true => assert!(during.iter().all(|s| s == "1"), "{during:?}"),
+        false => assert_eq!(during, before),
+    }
+    assert_eq!(after, before);
+}

@@ -470,7 +470,9 @@ measurable, such as another process's timer slack), unless --keep-all. One block
 and one with the kept fixes are explained (rtlab wakeup --top 10), and the causes of their
 outliers compared kind by kind. FILE ends holding the kept changes only (removed when none
 was kept); exit 3 when no fix helped. --verify-with -- CMD measures your own program instead:
-each block runs it anew under rtlab watch and takes the worst p99 and max of its threads.
+each block runs it anew under rtlab watch and takes the worst p99 and max of its threads;
+with --pid PID and no --verify-with, each block watches that running process (rtlab watch
+--pid PID), so the timer slack --pid changes is measured with the rest.
 --load SPEC runs a load beside every block. Ctrl-C or SIGTERM stop the run and revert every
 change; should the run die any other way (SIGKILL, a crash), a guard process it started
 reverts FILE. Fixes are measured one at a time: one that helps only beside another shows as
@@ -488,6 +490,7 @@ Examples:
   rtlab tune --export cmdline --cpus 2-3                kernel parameters, alone on stdout
   sudo rtlab tune --apply --verify --state t.json --load cpu     keep what measurably helps
   sudo rtlab tune --apply --verify --state t.json --verify-with -- ./my-rt-app --config x
+  sudo rtlab tune --apply --verify --state t.json --pid $(pgrep -o my-rt-app)
 A before/after: rtlab survey --out before; rtlab tune --apply --state t.json; rtlab survey
 --out after; rtlab diff before/report.json after/report.json; rtlab tune --revert t.json";
 

@@ -200,7 +200,8 @@ pub struct TuneArgs {
     /// container, as rtlab check assumes).
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<rtlab_sys::affinity::CpuList>,
-    /// Set the timer slack of every thread of process PID to 1 ns (timer_slack).
+    /// Set the timer slack of every thread of process PID to 1 ns (timer_slack). With
+    /// --verify (and no --verify-with), each block measures that process (rtlab watch --pid).
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Carry the fixes to the next boot and to other machines: `tuned DIR` writes a tuned

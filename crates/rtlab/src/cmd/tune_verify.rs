@@ -133,12 +133,37 @@ pub fn run(
     report(args, &v, &state, &kept, file, (started, took))
 }
 
+/// What the blocks measure: timed wakeups, the user's program started anew in each, or the
+/// running process --pid names (the one whose timer slack the plan changes).
+#[derive(Debug, Clone, PartialEq)]
+enum Measured {
+    Wakeups,
+    Command(Vec<String>),
+    Process(u32),
+}
+
+impl Measured {
+    fn of(args: &TuneArgs) -> Measured {
+        match (args.verify_with, args.pid) {
+            (true, _) => Measured::Command(args.command.clone()),
+            (false, Some(pid)) => Measured::Process(pid),
+            (false, None) => Measured::Wakeups,
+        }
+    }
+
+    /// Its threads' delays, through `rtlab watch`.
+    fn watched(&self) -> bool {
+        *self != Measured::Wakeups
+    }
+}
+
 /// Why a fix cannot be measured by the blocks (None: it can).
 fn unmeasured(id: &str, args: &TuneArgs) -> Option<String> {
-    (id == "timer_slack").then(|| {
+    let pid = args.pid.unwrap_or(0);
+    (id == "timer_slack" && Measured::of(args) != Measured::Process(pid)).then(|| {
         format!(
-            "it changes the threads of process {}, which the measurement does not run",
-            args.pid.unwrap_or(0)
+            "it changes the threads of process {pid}, which the measurement does not run \
+             (without --verify-with, --verify measures that process itself)"
         )
     })
 }
@@ -158,9 +183,10 @@ fn intro(args: &TuneArgs, groups: &[Changes], unmeasured: &[Option<String>]) -> 
         args.rounds,
         measured + 1,
         args.block,
-        match args.verify_with {
-            true => format!("{} under rtlab watch", args.command.join(" ")),
-            false => "rtlab wakeup on the real-time CPUs".into(),
+        match Measured::of(args) {
+            Measured::Command(c) => format!("{} under rtlab watch", c.join(" ")),
+            Measured::Process(pid) => format!("process {pid} under rtlab watch --pid"),
+            Measured::Wakeups => "rtlab wakeup on the real-time CPUs".into(),
         },
         (secs / 60.0).ceil()
     )
@@ -386,7 +412,8 @@ fn closing(v: &verify::Verification, state: &State, kept: &[&str], file: &Path) 
     out
 }
 
-/// Runs one block: `rtlab wakeup` on the real-time CPUs, or `rtlab watch -- CMD`.
+/// Runs one block: `rtlab wakeup` on the real-time CPUs, `rtlab watch -- CMD` or `rtlab watch
+/// --pid PID`.
 struct BlockRun {
     exe: PathBuf,
     args: Vec<String>,
@@ -402,9 +429,11 @@ struct BlockRun {
 impl BlockRun {
     fn new(args: &TuneArgs, rt_cpus: &[usize], dir: PathBuf) -> BlockRun {
         let exe = std::env::current_exe().unwrap_or_else(|_| "rtlab".into());
-        let mut a: Vec<String> = match args.verify_with {
-            true => vec!["watch".into()],
-            false => vec![
+        let measured = Measured::of(args);
+        let mut a: Vec<String> = match &measured {
+            Measured::Command(_) => vec!["watch".into()],
+            Measured::Process(pid) => vec!["watch".into(), "--pid".into(), pid.to_string()],
+            Measured::Wakeups => vec![
                 "wakeup".into(),
                 "--cpus".into(),
                 rtlab_sys::affinity::CpuList::from(rt_cpus.to_vec()).to_string(),
@@ -416,8 +445,11 @@ impl BlockRun {
             args: a,
             block: args.block,
             dir,
-            watch: args.verify_with,
-            command: args.command.clone(),
+            watch: measured.watched(),
+            command: match measured {
+                Measured::Command(c) => c,
+                _ => vec![],
+            },
             n: 0,
         }
     }
@@ -440,7 +472,7 @@ impl verify::Measure for BlockRun {
         if explain && !self.watch {
             cmd.args(["--top", "10"]);
         }
-        if self.watch {
+        if !self.command.is_empty() {
             cmd.arg("--").args(&self.command);
         }
         let stderr = std::fs::File::create(&err).map_err(|e| e.to_string())?;
