@@ -468,6 +468,19 @@ fn verify_takes_back_a_planted_fix_that_hurts() {
     assert_eq!((v.baseline.len(), hogged.blocks.len()), (10, 10));
 }
 
+/// `rtlab tune --apply --verify --rounds 6 ARGS --state STATE --json JSON`, to its end.
+fn verify_run(args: &[&str], state: &Path, json: &Path) -> std::process::Output {
+    rtlab()
+        .args(["tune", "--apply", "--verify", "--rounds", "6"])
+        .args(args)
+        .arg("--state")
+        .arg(state)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap()
+}
+
 /// `rtlab tune --apply --verify --only IDS` on the machine, in the background.
 fn verify_in_background(only: &str, state: &Path) -> std::process::Child {
     std::process::Command::new(rtlab_path())
@@ -604,16 +617,7 @@ fn verify_reports_each_fix_in_one_valid_document_and_keeps_only_what_it_says() {
     let state = dir.path().join("verify.json");
     let json = dir.path().join("doc.json");
     let _revert = RevertOnDrop(&state);
-    let out = rtlab()
-        .args([
-            "tune", "--apply", "--verify", "--rounds", "6", "--block", "300ms", "--only", &only,
-        ])
-        .arg("--state")
-        .arg(&state)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = verify_run(&["--block", "300ms", "--only", &only], &state, &json);
     let code = out.status.code();
     assert!(code == Some(0) || code == Some(3), "{out:?}");
     let doc = load_valid_document(&json);
@@ -691,17 +695,9 @@ fn verify_with_a_pid_measures_that_process_and_so_its_timer_slack() {
     let dir = tempfile::tempdir().unwrap();
     let (state, json) = (dir.path().join("s.json"), dir.path().join("doc.json"));
     let _revert = RevertOnDrop(&state);
-    let out = rtlab()
-        .args([
-            "tune", "--apply", "--verify", "--rounds", "6", "--block", "500ms",
-        ])
-        .args(["--only", "timer_slack", "--pid", &app.id().to_string()])
-        .arg("--state")
-        .arg(&state)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let pid = app.id().to_string();
+    let args = ["--block", "500ms", "--only", "timer_slack", "--pid", &pid];
+    let out = verify_run(&args, &state, &json);
     let code = out.status.code();
     let fix = if code == Some(0) || code == Some(3) {
         load_valid_document(&json)["verdict"]["verify"]["fixes"][0].clone()
