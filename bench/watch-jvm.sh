@@ -25,6 +25,10 @@
 #   WITNESS=log                `--jvm-log`: the JVM's own log read beside its probes too; the
 #                              stops both told and those whose two totals differ by over 5 %
 #                              are added up at the end
+#   CONTAINER=1                each JVM in a container of its own: its own mount and pid
+#                              namespace and its own /tmp (`unshare --mount --pid --fork
+#                              --mount-proc`, a tmpfs on /tmp), watched from outside; with
+#                              PROBES=none its log is turned on through its own /tmp
 #   KEEP=DIR                   keep each run's files (the watch's JSON, the JVM's safepoint
 #                              log, the program's output) in DIR/<jdk>-<gc>-<run>/
 set -euo pipefail
@@ -34,7 +38,8 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "run as root (eBPF, uprobes, SCHED_FIFO)" >&2; exit 2; fi
 # RTLAB=path runs a copy of the binary (a build elsewhere cannot replace it mid-run).
 if [ -z "${RTLAB:-}" ]; then cargo build --release -q; RTLAB=$PWD/target/release/rtlab; fi
-WORK=$(mktemp -d)
+# (Not under /tmp, which a container's own /tmp hides from the JVM inside.)
+WORK=$(mktemp -d /var/tmp/rtlab-watch-jvm.XXXXXX)
 LOADPID=
 DUMPS=
 cleanup() {
@@ -63,7 +68,7 @@ case $STOPS in
   dump) GC_MS=0 ;;
   *) echo "STOPS: gc or dump" >&2; exit 2 ;;
 esac
-echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}${CONTAINER:+, in a container}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 : >"$WORK/rows.txt"
 for jdk in /usr/lib/jvm/*/; do
   jdk=${jdk%/}
@@ -93,10 +98,13 @@ for jdk in /usr/lib/jvm/*/; do
             sleep 0.5
           done ) & DUMPS=$!
       fi
+      java=("$home/bin/java" -XX:+Use$gc "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes"
+        Periodic "$SECS" 1000 "$GC_MS" 100)
+      if [ -n "${CONTAINER:-}" ]; then
+        java=(unshare --mount --pid --fork --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' _ "${java[@]}")
+      fi
       "$RTLAB" watch "${JVM_LOG[@]}" --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
-        "$RTLAB" exec --policy fifo --prio 50 -- "$home/bin/java" -XX:+Use$gc \
-        "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes" Periodic "$SECS" 1000 "$GC_MS" 100 \
-        >"$WORK/out.txt" 2>/dev/null || true
+        "$RTLAB" exec --policy fifo --prio 50 -- "${java[@]}" >"$WORK/out.txt" 2>/dev/null || true
       if [ -n "$DUMPS" ]; then wait "$DUMPS" 2>/dev/null || true; DUMPS=; fi
       if [ -n "${KEEP:-}" ]; then
         kept="$KEEP/$(basename "$jdk")-$gc-$run"
