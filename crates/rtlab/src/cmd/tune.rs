@@ -157,22 +157,36 @@ pub fn run(args: TuneArgs) -> anyhow::Result<Status> {
     if count > 0 {
         print!(
             "{}",
-            changes_table(&state.changes, |c| match &c.error {
-                None => "changed".into(),
-                Some(e) => format!("failed: {e}"),
+            changes_table(&state.changes, |c| match c.applied {
+                true => "changed".into(),
+                false => "NOT changed (why: below)".into(),
             })
         );
     }
     print!("{tail}");
-    for c in state.changes.iter().filter(|c| !c.applied) {
-        eprintln!(
-            "warning: {} {}: not changed ({})",
-            c.id(),
-            c.path.display(),
-            c.error.as_deref().unwrap_or("?")
-        );
+    for line in refusals(&state.changes) {
+        eprintln!("{line}");
     }
     Ok(Status::Ok)
+}
+
+/// One warning per fix and reason for the changes not made (the files in the order tried):
+/// a machine with many interrupts the kernel manages has one reason for all of them.
+fn refusals(changes: &[Change]) -> Vec<String> {
+    let mut by_why: Vec<((&str, &str), Vec<String>)> = Vec::new();
+    for c in changes.iter().filter(|c| !c.applied) {
+        let key = (c.id(), c.error.as_deref().unwrap_or("no reason recorded"));
+        let file = c.path.display().to_string();
+        match by_why.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, files)) => files.push(file),
+            None => by_why.push((key, vec![file])),
+        }
+    }
+    (by_why.into_iter())
+        .map(|((id, why), files)| {
+            format!("warning: {id}: not changed: {} ({why})", files.join(", "))
+        })
+        .collect()
 }
 
 /// The directory `--export NAME DIR` writes to, made where it does not exist yet (as `mkdir`
@@ -306,4 +320,36 @@ fn revert(file: &std::path::Path) -> anyhow::Result<Status> {
     std::fs::remove_file(file)
         .map_err(|e| anyhow::anyhow!("restored, but cannot remove {}: {e}", file.display()))?;
     Ok(Status::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_lab::tune::Knob;
+
+    #[test]
+    fn changes_refused_for_one_reason_are_one_warning() {
+        let change = |irq: u32, error: Option<&str>| Change {
+            knob: Knob::IrqAffinity { irq },
+            path: format!("/proc/irq/{irq}/smp_affinity_list").into(),
+            before: "0-1".into(),
+            after: "0".into(),
+            applied: error.is_none(),
+            error: error.map(String::from),
+        };
+        let managed = tune::MANAGED_IRQ;
+        let changes = [
+            change(24, None),
+            change(36, Some(managed)),
+            change(37, Some("No such file or directory (os error 2)")),
+            change(38, Some(managed)),
+        ];
+        let lines = refusals(&changes);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with(
+            "warning: irq_affinity: not changed: /proc/irq/36/smp_affinity_list, \
+             /proc/irq/38/smp_affinity_list (the kernel manages"
+        ));
+        assert!(lines[1].contains("/proc/irq/37/smp_affinity_list (No such file"));
+    }
 }
