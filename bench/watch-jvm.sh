@@ -68,7 +68,7 @@ case $STOPS in
   dump) GC_MS=0 ;;
   *) echo "STOPS: gc or dump" >&2; exit 2 ;;
 esac
-echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}${CONTAINER:+, in a container}, $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
+echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}$([ "${CONTAINER:-0}" != 0 ] && echo ', in a container'), $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 : >"$WORK/rows.txt"
 for jdk in /usr/lib/jvm/*/; do
   jdk=${jdk%/}
@@ -100,7 +100,7 @@ for jdk in /usr/lib/jvm/*/; do
       fi
       java=("$home/bin/java" -XX:+Use$gc "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes"
         Periodic "$SECS" 1000 "$GC_MS" 100)
-      if [ -n "${CONTAINER:-}" ]; then
+      if [ "${CONTAINER:-0}" != 0 ]; then
         java=(unshare --mount --pid --fork --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' _ "${java[@]}")
       fi
       "$RTLAB" watch "${JVM_LOG[@]}" --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \

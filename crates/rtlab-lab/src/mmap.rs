@@ -245,16 +245,22 @@ fn slice(
         })
         .into_iter()
         .collect();
-    let loads = rtlab_load::start(
-        &specs,
-        Nanos(end.saturating_sub(monotonic_now_ns()) + 5_000_000_000),
-    )?;
     let interval = cfg.interval.get();
-    let measured = std::thread::scope(|s| {
-        s.spawn(|| -> Result<LatencyHistogram, LabError> {
-            enter(cfg.cpu, cfg.policy, cfg.prio)?;
+    // The measuring thread is made (its stack mapped, its histogram allocated) before the
+    // load starts: made after, it would wait for the mmap_lock the load holds, and a slice
+    // could end before its first wait (beside a busy machine, none of a slice's waits).
+    let ready = std::sync::Barrier::new(2);
+    let no_load = std::sync::atomic::AtomicBool::new(false);
+    let (measured, loads) = std::thread::scope(|s| {
+        let waiting = s.spawn(|| -> Result<LatencyHistogram, LabError> {
+            let entered = enter(cfg.cpu, cfg.policy, cfg.prio);
             let tid = rtlab_sys::futex::current_tid() as i64;
             let mut local = LatencyHistogram::new();
+            ready.wait();
+            entered?;
+            if no_load.load(std::sync::atomic::Ordering::Acquire) {
+                return Ok(local);
+            }
             let mut next = monotonic_now_ns() + interval;
             while next < end && !rtlab_sys::signal::interrupted() {
                 waiter.wait_until(next);
@@ -266,12 +272,18 @@ fn slice(
                 next += (1 + missed) * interval;
             }
             Ok(local)
-        })
-        .join()
-        .map_err(|_| LabError::Panicked("measuring thread".into()))?
+        });
+        let loads = rtlab_load::start(
+            &specs,
+            Nanos(end.saturating_sub(monotonic_now_ns()) + 5_000_000_000),
+        );
+        no_load.store(loads.is_err(), std::sync::atomic::Ordering::Release);
+        ready.wait();
+        let measured = (waiting.join()).map_err(|_| LabError::Panicked("measuring thread".into()));
+        (measured, loads)
     });
-    drop(loads);
-    hist.merge(&measured?);
+    drop(loads?);
+    hist.merge(&measured??);
     Ok(())
 }
 

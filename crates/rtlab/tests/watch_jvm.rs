@@ -465,12 +465,14 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
     let _serial = realtime_serial();
     let dir = periodic_classes(&jdk);
     // Running already (started by something else), a collection every 200 ms, its
-    // safepoints in its own log (stamped with its uptime).
+    // safepoints in its own log (stamped with its System.nanoTime(): CLOCK_MONOTONIC).
     let log = dir.path().join("safepoints.log");
-    let spawned = std::time::Instant::now();
     let mut jvm = Command::new(jdk.join("bin/java"))
         .arg("-XX:+UseSerialGC")
-        .arg(format!("-Xlog:safepoint:file={}", log.display()))
+        .arg(format!(
+            "-Xlog:safepoint:file={}:uptime,timenanos",
+            log.display()
+        ))
         .arg("-cp")
         .arg(dir.path())
         .args(["Periodic", "8", "1000", "200", "20"])
@@ -501,7 +503,7 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let watch_spawned = spawned.elapsed().as_secs_f64();
+    let watch_spawned = rtlab_sys::time::monotonic_now_ns();
     // A uprobe writes its breakpoint into a private copy of the code's page: such pages show
     // as anonymous in the library's code mapping. Looked at while the watch runs (beside a
     // busy machine it may take it a while to find the JVM and attach).
@@ -515,8 +517,9 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         }
         (watched, unwatched) = (probed_code_kb(jvm.id()), probed_code_kb(other.id()));
     }
-    // From here the probes were in place (seconds since the JVM was started).
-    let probed = spawned.elapsed().as_secs_f64();
+    // From here the probes were in place (the first of them: a tenth of a second more for
+    // the rest).
+    let probed = rtlab_sys::time::monotonic_now_ns() + 100_000_000;
     let out = watch.wait_with_output().unwrap();
     for p in [&mut jvm, &mut other] {
         let _ = p.kill();
@@ -532,20 +535,22 @@ fn a_running_jvm_watched_by_pid_gets_its_probes_and_its_safepoints_counted() {
         .as_u64()
         .unwrap_or(0);
     // Every safepoint the JVM logged while the probes were in place was seen: those it
-    // logged after the probes were found and before the watch's 3 s were over (they count
-    // from its start, after its spawn). Times are the JVM's uptime, which starts after the
-    // JVM was spawned: an uptime is never later than the time since the spawn, and half a
-    // second is left for the JVM's start. Beside a busy load the time-sharing JVM gets to
-    // fewer collections than the 15 of an idle machine.
-    let logged = logged_with_uptime(&log);
-    let until = watch_spawned + 3.0 - 0.5;
+    // logged (at their end) after the probes were found and before the watch's 3 s were
+    // over (they count from its start, after its spawn). Beside a busy load the time-sharing
+    // JVM gets to fewer collections than the 15 of an idle machine.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let logged: Vec<u64> = (text.lines())
+        .filter(|l| l.contains("Safepoint \""))
+        .filter_map(|l| l.split("s][").nth(1)?.split("ns]").next()?.parse().ok())
+        .collect();
+    let until = watch_spawned + 3_000_000_000;
     let window = (logged.iter())
-        .filter(|l| l.0 >= probed && l.0 <= until)
+        .filter(|&&t| t >= probed && t <= until)
         .count() as u64;
     assert!(
         seen >= window.max(1),
-        "{seen} safepoints seen, {window} logged between {probed:.2} s and {until:.2} s: \
-         {logged:?}\n{stdout}"
+        "{seen} safepoints seen, {window} logged between {probed} ns and {until} ns: \
+         {text}\n{stdout}"
     );
     assert!(
         series_names(&doc)

@@ -7,8 +7,15 @@
 //! that CPU: that is what tune changes and what decides where it goes next. Where it is
 //! delivered now (`effective_affinity_list`, one CPU of the allowed set on x86) is shown
 //! beside it, but it may move within the allowed set at any time, so it decides nothing.
+//!
+//! Some interrupts cannot be moved at all: those whose CPUs the kernel manages itself (a
+//! multi-queue device's queues, spread over the CPUs when the device starts), per-CPU ones and
+//! those a driver pinned. Since Linux 6.12 the kernel makes their `smp_affinity_list`
+//! read-only (mode 0444) and refuses a write with EPERM (EIO before); that mode is how they
+//! are told apart without writing anything.
 
 use rtlab_sys::affinity::CpuList;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// One device IRQ and where it may run.
@@ -20,6 +27,9 @@ pub struct DeviceIrq {
     pub allowed: CpuList,
     /// Where it is delivered now (`effective_affinity_list`, where the kernel has it).
     pub effective: Option<CpuList>,
+    /// Its allowed set may be written (false: the kernel keeps it where it is, its file
+    /// read-only).
+    pub movable: bool,
 }
 
 impl DeviceIrq {
@@ -56,10 +66,13 @@ pub fn device_irqs(root: &Path) -> Vec<DeviceIrq> {
             if !has_handler {
                 return None;
             }
+            let allowed = dir.join("smp_affinity_list");
+            let mode = std::fs::metadata(&allowed).ok()?.permissions().mode();
             Some(DeviceIrq {
                 irq,
-                allowed: cpu_list(&dir.join("smp_affinity_list"))?,
+                allowed: cpu_list(&allowed)?,
                 effective: cpu_list(&dir.join("effective_affinity_list")),
+                movable: mode & 0o200 != 0,
             })
         })
         .collect();
@@ -89,6 +102,9 @@ mod tests {
         lay("31", "0-1\n", "1\n", true);
         lay("32", "0\n", "0\n", true);
         lay("0", "0-1\n", "0\n", false);
+        // IRQ 31's CPUs are the kernel's (a managed queue's): its file is read-only.
+        let fixed = root.path().join("proc/irq/31/smp_affinity_list");
+        std::fs::set_permissions(&fixed, std::fs::Permissions::from_mode(0o444)).unwrap();
         std::fs::write(root.path().join("proc/irq/default_smp_affinity"), "3").unwrap();
         let irqs = device_irqs(root.path());
         assert_eq!(irqs.iter().map(|i| i.irq).collect::<Vec<_>>(), [30, 31, 32]);
@@ -103,5 +119,7 @@ mod tests {
             "IRQ 30 may run on CPU 1 though delivered to 0"
         );
         assert_eq!(irqs.iter().filter(|i| i.delivered_on(&[1])).count(), 1);
+        let movable: Vec<u32> = irqs.iter().filter(|i| i.movable).map(|i| i.irq).collect();
+        assert_eq!(movable, [30, 32]);
     }
 }

@@ -113,12 +113,32 @@ fn irq_affinity() -> Check {
             50,
         );
     }
-    let on_rt: Vec<String> = irqs
-        .iter()
-        .filter(|i| i.allowed_on(&[cpu]))
-        .map(|i| i.irq.to_string())
-        .collect();
+    let on_rt: Vec<&irq::DeviceIrq> = irqs.iter().filter(|i| i.allowed_on(&[cpu])).collect();
+    let numbers = |movable: bool| -> Vec<String> {
+        (on_rt.iter())
+            .filter(|i| i.movable == movable)
+            .map(|i| i.irq.to_string())
+            .collect()
+    };
+    let (movable, kept) = (numbers(true), numbers(false));
     let delivered = irqs.iter().filter(|i| i.delivered_on(&[cpu])).count();
+    let mut fix = Vec::new();
+    if !movable.is_empty() {
+        fix.push(format!(
+            "for i in {}; do echo {} > /proc/irq/$i/smp_affinity_list; done (rtlab tune \
+             --only irq_affinity does; and stop irqbalance or set \
+             IRQBALANCE_BANNED_CPULIST={cpu})",
+            movable.join(" "),
+            others(cpu)
+        ));
+    }
+    if !kept.is_empty() {
+        fix.push(format!(
+            "the kernel places IRQ {} itself: boot with isolcpus=managed_irq,{cpu} and it \
+             moves them to the other CPUs where their queues allow",
+            kept.join(", ")
+        ));
+    }
     check(
         "irq_affinity",
         if on_rt.is_empty() {
@@ -128,24 +148,20 @@ fn irq_affinity() -> Check {
         },
         format!(
             "{} of {} device IRQs (those with a handler in /proc/irq) may run on CPU {cpu} \
-             (smp_affinity_list); {delivered} are delivered there now (effective_affinity_list)",
+             (smp_affinity_list){}; {delivered} are delivered there now \
+             (effective_affinity_list)",
             on_rt.len(),
-            irqs.len()
+            irqs.len(),
+            match kept.len() {
+                0 => String::new(),
+                n => format!(
+                    ", {n} of them kept there by the kernel, which manages their CPUs (a \
+                     multi-queue device's queues; their file is read-only)"
+                ),
+            }
         ),
         why,
-        if on_rt.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "for i in {}; do echo {} > /proc/irq/$i/smp_affinity_list; done (rtlab tune \
-                 --only irq_affinity does; and stop irqbalance or set \
-                 IRQBALANCE_BANNED_CPULIST={cpu}); an interrupt the kernel spreads itself (a \
-                 multi-queue device's) refuses that write, and only booting with \
-                 isolcpus=managed_irq,{cpu} keeps it off",
-                on_rt.join(" "),
-                others(cpu)
-            )
-        },
+        fix.join("; "),
         70,
     )
 }

@@ -104,7 +104,8 @@ fn tuned(changes: &[Change], src: &Source) -> Export {
             }
             Knob::IrqAffinity { .. } => {
                 // (The interrupts the kernel manages refuse tuned's writes as rtlab's: only
-                // the command line keeps them off, as the realtime profile's isolcpus does.)
+                // the command line moves them off, where their queues allow. managed_irq
+                // alone: no scheduler isolation, which is not a fix tune kept.)
                 if !irqs {
                     boot.push("isolcpus=managed_irq,${isolated_cores}".into());
                 }

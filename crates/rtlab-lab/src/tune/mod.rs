@@ -455,20 +455,33 @@ fn plan_irq_affinity(plan: &mut Plan, root: &Path, rt: &[usize]) {
         return;
     }
     let target = cpu_list(&housekeeping);
+    let mut kept = Vec::new();
     for irq in crate::check::irq::device_irqs(root) {
-        if irq.allowed_on(rt) {
-            plan.change(Knob::IrqAffinity { irq: irq.irq }, root, target.clone());
+        match (irq.allowed_on(rt), irq.movable) {
+            (true, true) => plan.change(Knob::IrqAffinity { irq: irq.irq }, root, target.clone()),
+            (true, false) => kept.push(irq.irq.to_string()),
+            _ => {}
         }
     }
-    if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
-        plan.printed.push((
-            "irq_affinity".into(),
-            format!(
-                "irqbalance is running and will move interrupts back: set \
-                 IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance and restart it",
-                cpu_list(rt)
-            ),
+    let mut notes = Vec::new();
+    if !kept.is_empty() {
+        // (Written anyway, the kernel would refuse: EPERM, also to root.)
+        notes.push(format!(
+            "the kernel places IRQ {} itself (their smp_affinity_list is read-only): boot with \
+             isolcpus=managed_irq,{} and it moves them to the other CPUs where their queues allow",
+            kept.join(", "),
+            cpu_list(rt)
         ));
+    }
+    if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
+        notes.push(format!(
+            "irqbalance is running and will move interrupts back: set \
+             IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance and restart it",
+            cpu_list(rt)
+        ));
+    }
+    if !notes.is_empty() {
+        plan.printed.push(("irq_affinity".into(), notes.join("; ")));
     }
 }
 
@@ -534,22 +547,36 @@ fn write(knob: &Knob, root: &Path, value: &str) -> Result<(), LabError> {
         file.set_len(0)?;
     }
     file.write_all(format!("{value}\n").as_bytes())
-        .map_err(|e| match knob {
-            // (EPERM: the kernel's answer for an interrupt whose affinity it manages.)
-            Knob::IrqAffinity { .. } if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                LabError::Setup(MANAGED_IRQ.into())
+        .map_err(|e| match (knob, e.raw_os_error()) {
+            // (The kernel's answer for an interrupt it does not let be moved: EPERM since
+            // Linux 6.12, EIO before.)
+            (Knob::IrqAffinity { .. }, Some(code)) if code == EPERM || code == EIO => {
+                LabError::Setup(format!("{e}: {IRQ_KEPT}"))
             }
             _ => LabError::Os(e),
         })
 }
 
-/// Why an interrupt's CPUs could not be changed, as the kernel refuses it (EPERM, also to
-/// root) for the interrupts it spreads over the CPUs itself: a multi-queue device's (a block
-/// device's or a NIC's queues, virtio's `-req.N`), whose affinity only the command line moves.
-pub const MANAGED_IRQ: &str = "the kernel manages this interrupt's CPUs itself, as it does \
-    for a multi-queue device's queues, and refuses to move it at run time; booting with \
-    isolcpus=managed_irq,CPUS keeps it off the real-time CPUs: rtlab tune --export cmdline \
-    prints the line";
+const EPERM: i32 = 1;
+const EIO: i32 = 5;
+const ESRCH: i32 = 3;
+
+/// `e`, from writing `knob`, says the thread it belongs to has exited (its /proc files gone).
+pub(crate) fn is_gone(knob: &Knob, e: &LabError) -> bool {
+    let LabError::Os(io) = e else {
+        return false;
+    };
+    matches!(knob, Knob::TimerSlack { .. })
+        && (io.kind() == std::io::ErrorKind::NotFound || io.raw_os_error() == Some(ESRCH))
+}
+
+/// Why an interrupt's CPUs could not be changed: the kernel refuses it (also to root) for
+/// the interrupts it places itself: a multi-queue device's queues (a block device's or a
+/// NIC's, virtio's `-req.N`), per-CPU ones, those a driver pinned.
+pub const IRQ_KEPT: &str = "the kernel does not let this interrupt be moved at run time: it \
+    manages its CPUs, as for a multi-queue device's queues, or the interrupt is per-CPU; for a \
+    managed one, booting with isolcpus=managed_irq,CPUS has the kernel move it to the other \
+    CPUs where its queue allows, and rtlab tune --export cmdline prints that line";
 
 /// Writes `state` to `file` atomically (a reader sees the old file or the new, never a part).
 pub fn save(state: &State, file: &Path) -> Result<(), LabError> {

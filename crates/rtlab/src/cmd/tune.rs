@@ -184,7 +184,7 @@ fn refusals(changes: &[Change]) -> Vec<String> {
     }
     (by_why.into_iter())
         .map(|((id, why), files)| {
-            format!("warning: {id}: not changed: {} ({why})", files.join(", "))
+            format!("warning: {id}: not changed: {}: {why}", files.join(", "))
         })
         .collect()
 }
@@ -337,7 +337,7 @@ mod tests {
             applied: error.is_none(),
             error: error.map(String::from),
         };
-        let managed = tune::MANAGED_IRQ;
+        let managed = &format!("Operation not permitted (os error 1): {}", tune::IRQ_KEPT);
         let changes = [
             change(24, None),
             change(36, Some(managed)),
@@ -348,8 +348,8 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with(
             "warning: irq_affinity: not changed: /proc/irq/36/smp_affinity_list, \
-             /proc/irq/38/smp_affinity_list (the kernel manages"
+             /proc/irq/38/smp_affinity_list: Operation not permitted"
         ));
-        assert!(lines[1].contains("/proc/irq/37/smp_affinity_list (No such file"));
+        assert!(lines[1].contains("/proc/irq/37/smp_affinity_list: No such file"));
     }
 }

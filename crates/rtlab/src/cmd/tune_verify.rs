@@ -423,6 +423,8 @@ struct BlockRun {
     watch: bool,
     /// The program `--verify-with` runs.
     command: Vec<String>,
+    /// The running process --pid names, when it is what is measured.
+    pid: Option<u32>,
     n: usize,
 }
 
@@ -446,6 +448,10 @@ impl BlockRun {
             block: args.block,
             dir,
             watch: measured.watched(),
+            pid: match measured {
+                Measured::Process(pid) => Some(pid),
+                _ => None,
+            },
             command: match measured {
                 Measured::Command(c) => c,
                 _ => vec![],
@@ -484,6 +490,12 @@ impl verify::Measure for BlockRun {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
         let status = wait_or_stop(child)?;
+        if let Some(pid) = self.pid {
+            // A block whose process ended part-way measured less than a block.
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(format!("process {pid} exited during the measurement"));
+            }
+        }
         let text = std::fs::read_to_string(&json).map_err(|_| {
             let said = std::fs::read_to_string(&err).unwrap_or_default();
             format!(
@@ -541,7 +553,8 @@ fn parse_block(text: &str, watch: bool, explain: bool) -> Result<Block, String> 
     if f.count == 0 {
         return Err(match watch {
             true => "the watched program's threads had no measured delay in a block (does it \
-                     wait for timers, and run as long as a block?)"
+                     wait for timers, and run as long as a block; with --pid, is it still \
+                     running?)"
                 .into(),
             false => "a block measured no wakeup".into(),
         });

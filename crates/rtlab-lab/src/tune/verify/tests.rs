@@ -240,10 +240,9 @@ fn too_few_rounds_decide_nothing() {
     assert!(v.kept().is_empty());
 }
 
-#[test]
-fn a_group_of_changes_is_written_on_and_back_off() {
-    let root = tempfile::tempdir().unwrap();
-    let r = root.path();
+/// RT throttling's change (sched_rt_runtime_us 950000 -> -1) laid out under `r`: the file and
+/// its group.
+fn rt_throttling_in(r: &std::path::Path) -> (std::path::PathBuf, Vec<Changes>) {
     let runtime = r.join("proc/sys/kernel/sched_rt_runtime_us");
     std::fs::create_dir_all(runtime.parent().unwrap()).unwrap();
     std::fs::write(&runtime, "950000\n").unwrap();
@@ -252,7 +251,13 @@ fn a_group_of_changes_is_written_on_and_back_off() {
         name: super::super::RtSysctl::SchedRtRuntimeUs,
     };
     plan.change(knob, r, "-1");
-    let mut groups = Changes::grouped_in(plan.changes, r.to_path_buf());
+    (runtime, Changes::grouped_in(plan.changes, r.to_path_buf()))
+}
+
+#[test]
+fn a_group_of_changes_is_written_on_and_back_off() {
+    let root = tempfile::tempdir().unwrap();
+    let (runtime, mut groups) = rt_throttling_in(root.path());
     assert_eq!(groups.len(), 1);
     let g = &mut groups[0];
     assert_eq!(g.id(), "rt_throttling");
@@ -261,4 +266,44 @@ fn a_group_of_changes_is_written_on_and_back_off() {
     assert!(g.changes[0].applied);
     g.set(false).unwrap();
     assert_eq!(std::fs::read_to_string(&runtime).unwrap(), "950000\n");
+}
+
+#[test]
+fn a_thread_that_exits_during_the_run_is_left_out_not_an_error() {
+    // A laid-out process of two threads (each /proc/<tid>/timerslack_ns), one of which exits
+    // after the first round: its file goes, the run goes on with the other.
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    let mut plan = super::super::Plan::default();
+    for tid in [41, 42] {
+        let file = r.join(format!("proc/{tid}/timerslack_ns"));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "50000\n").unwrap();
+        plan.change(super::super::Knob::TimerSlack { tid }, r, "1");
+    }
+    let mut groups = Changes::grouped_in(plan.changes, r.to_path_buf());
+    let g = &mut groups[0];
+    assert_eq!(g.id(), "timer_slack");
+    g.set(true).unwrap();
+    g.set(false).unwrap();
+    std::fs::remove_dir_all(r.join("proc/42")).unwrap();
+    g.set(true).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/41/timerslack_ns")).unwrap(),
+        "1\n"
+    );
+    assert_eq!(
+        g.changes[1].error.as_deref(),
+        Some("its thread exited during the run")
+    );
+    g.set(false).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/41/timerslack_ns")).unwrap(),
+        "50000\n"
+    );
+    // Any other failure still ends the run (a setting whose file went is not a thread's).
+    let (runtime, mut groups) = rt_throttling_in(r);
+    groups[0].set(true).unwrap();
+    std::fs::remove_file(&runtime).unwrap();
+    assert!(groups[0].set(false).is_err());
 }
