@@ -134,9 +134,10 @@ fn irq_affinity() -> Check {
     }
     if !kept.is_empty() {
         fix.push(format!(
-            "the kernel places IRQ {} itself: boot with isolcpus=managed_irq,{cpu} and it \
-             moves them to the other CPUs where their queues allow",
-            kept.join(", ")
+            "the kernel places {} itself: booting with isolcpus=managed_irq,{cpu} has the kernel move \
+             {}",
+            crate::tune::irqs_named(&kept),
+            crate::tune::moved_where_allowed(kept.len())
         ));
     }
     check(

@@ -438,6 +438,22 @@ fn plan_fair_server(plan: &mut Plan, root: &Path, rt: &[usize]) {
     }
 }
 
+/// "IRQ 36" or "IRQs 36, 37".
+pub(crate) fn irqs_named(irqs: &[String]) -> String {
+    match irqs.len() {
+        1 => format!("IRQ {}", irqs[0]),
+        _ => format!("IRQs {}", irqs.join(", ")),
+    }
+}
+
+/// Where `isolcpus=managed_irq` moves `n` interrupts the kernel manages.
+pub(crate) fn moved_where_allowed(n: usize) -> &'static str {
+    match n {
+        1 => "it to the other CPUs where its queue allows",
+        _ => "them to the other CPUs where their queues allow",
+    }
+}
+
 /// Device interrupts that may run on a real-time CPU move to the other CPUs
 /// ([`crate::check::irq`], the same count `rtlab check` gives).
 fn plan_irq_affinity(plan: &mut Plan, root: &Path, rt: &[usize]) {
@@ -467,10 +483,11 @@ fn plan_irq_affinity(plan: &mut Plan, root: &Path, rt: &[usize]) {
     if !kept.is_empty() {
         // (Written anyway, the kernel would refuse: EPERM, also to root.)
         notes.push(format!(
-            "the kernel places IRQ {} itself (their smp_affinity_list is read-only): boot with \
-             isolcpus=managed_irq,{} and it moves them to the other CPUs where their queues allow",
-            kept.join(", "),
-            cpu_list(rt)
+            "the kernel places {} itself (read-only smp_affinity_list): booting with \
+             isolcpus=managed_irq,{} has the kernel move {}",
+            irqs_named(&kept),
+            cpu_list(rt),
+            moved_where_allowed(kept.len())
         ));
     }
     if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {

@@ -161,8 +161,14 @@ fn the_plan_reads_a_laid_out_machine() {
         ("proc/sys/kernel/sched_rt_runtime_us", "950000\n"),
         ("proc/irq/9/smp_affinity_list", "0-1\n"),
         ("proc/irq/9/acpi/spurious", ""),
+        ("proc/irq/36/smp_affinity_list", "0-1\n"),
+        ("proc/irq/36/virtio1-req.0/x", ""),
         ("sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n"),
     ]);
+    // IRQ 36's CPUs are the kernel's (a managed queue's): its file is read-only.
+    use std::os::unix::fs::PermissionsExt;
+    let fixed = root.path().join("proc/irq/36/smp_affinity_list");
+    std::fs::set_permissions(&fixed, std::fs::Permissions::from_mode(0o444)).unwrap();
     let cfg = TuneConfig {
         rt_cpus: vec![1],
         only: None,
@@ -174,6 +180,16 @@ fn the_plan_reads_a_laid_out_machine() {
     assert!(knobs.contains(&Knob::Damon { kdamond: 0 }), "{plan:?}");
     if rtlab_sys::affinity::usable_cpus().as_slice().len() > 1 {
         assert!(knobs.contains(&Knob::IrqAffinity { irq: 9 }), "{plan:?}");
+        assert!(!knobs.contains(&Knob::IrqAffinity { irq: 36 }), "{plan:?}");
+        let note = (plan.printed.iter())
+            .find(|(id, _)| id == "irq_affinity")
+            .map(|(_, n)| n.as_str())
+            .unwrap_or("");
+        assert!(
+            note.starts_with("the kernel places IRQ 36 itself")
+                && note.contains("isolcpus=managed_irq,1 has the kernel move it "),
+            "{note}"
+        );
     }
 }
 
