@@ -672,14 +672,27 @@ mod tests {
             "cpu:30%",
             "gc:10:2ms/20ms",
         ] {
-            let started = std::time::Instant::now();
-            let (reports, _) = run_for(spec, 300);
+            // Runs until it has done some work (a time-sharing load beside a busy machine,
+            // or beside the real-time spinners of the tests running with this one, may get
+            // no CPU for a while), then is stopped: it must stop promptly.
+            let specs = [spec.parse::<LoadSpec>().unwrap()];
+            let loads = start(&specs, Nanos::from_secs(60)).unwrap();
+            let began = std::time::Instant::now();
+            std::thread::sleep(Duration::from_millis(100));
+            while loads.progress()[0].work == 0 && began.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let stopping = std::time::Instant::now();
+            let reports = loads.stop();
             assert!(
-                started.elapsed() < Duration::from_secs(5),
+                stopping.elapsed() < Duration::from_secs(5),
                 "{spec} did not stop promptly"
             );
             assert_eq!(reports.len(), 1);
-            assert!(reports[0].work > 0, "{spec} did no work: {reports:?}");
+            assert!(
+                reports[0].work > 0,
+                "{spec} did no work in 20 s: {reports:?}"
+            );
         }
     }
 
