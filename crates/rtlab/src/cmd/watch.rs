@@ -308,9 +308,12 @@ fn announce(
     }
     // (A command started here has no threads of its own yet.)
     for p in s.unmatched().into_iter().filter(|_| running) {
-        let w = format!(
-            "--thread {p}: no thread of process {pid} matches now; watching for one to appear"
-        );
+        // (pid 0: every process, or a cgroup's.)
+        let of = match pid {
+            0 => String::new(),
+            pid => format!(" of process {pid}"),
+        };
+        let w = format!("--thread {p}: no thread{of} matches now; watching for one to appear");
         eprintln!("warning: {w}");
         warnings.push(w);
     }
