@@ -97,7 +97,18 @@ bad = 0
 for c in before:
     if c in expect or len({before[c], during.get(c), after.get(c)}) > 1:
         print(f"| {c} | {before[c]} | {during.get(c)} | {after.get(c)} |")
+import re
+def kernel_kept_only(value):
+    # "19 of 19 device IRQs ... may run on CPU 1 (...), 1 of them kept there by the kernel":
+    # every IRQ still there is one the kernel keeps (its affinity read-only): moved as far as
+    # any run-time tool can; only the boot parameter check names moves those.
+    m = re.match(r"(\d+) of \d+ device IRQs", value)
+    k = re.search(r", (\d+) of them kept there by the kernel", value)
+    return bool(m and k and m.group(1) == k.group(1))
 for c in expect:
+    if c == "irq_affinity" and kernel_kept_only(values.get(("during", c), "")):
+        print(f"irq_affinity: every interrupt that can be moved was; the kernel keeps the rest ({values[('during', c)]})")
+        continue
     if during.get(c) != "ok":
         print(f"NOT FIXED by tuned: {c} ({during.get(c)} while the profile was applied: {values.get(('during', c), '')})")
         bad += 1
