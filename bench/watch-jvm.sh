@@ -101,7 +101,7 @@ for jdk in /usr/lib/jvm/*/; do
       java=("$home/bin/java" -XX:+Use$gc "-Xlog:safepoint:file=$WORK/sp.log" -cp "$WORK/classes"
         Periodic "$SECS" 1000 "$GC_MS" 100)
       if [ "${CONTAINER:-0}" != 0 ]; then
-        java=(unshare --mount --pid --fork --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' _ "${java[@]}")
+        java=(unshare --mount --pid --fork --kill-child --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' _ "${java[@]}")
       fi
       "$RTLAB" watch "${JVM_LOG[@]}" --thread rt-loop --threshold 1ms --top 200 --quiet --json "$WORK/w.json" -- \
         "$RTLAB" exec --policy fifo --prio 50 -- "${java[@]}" >"$WORK/out.txt" 2>/dev/null || true
