@@ -133,12 +133,7 @@ fn irq_affinity() -> Check {
         ));
     }
     if !kept.is_empty() {
-        fix.push(format!(
-            "the kernel places {} itself: booting with isolcpus=managed_irq,{cpu} has the kernel move \
-             {}",
-            crate::tune::irqs_named(&kept),
-            crate::tune::moved_where_allowed(kept.len())
-        ));
+        fix.push(crate::tune::kept_irqs_note(&kept, &cpu.to_string()));
     }
     check(
         "irq_affinity",

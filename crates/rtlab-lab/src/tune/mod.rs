@@ -438,20 +438,23 @@ fn plan_fair_server(plan: &mut Plan, root: &Path, rt: &[usize]) {
     }
 }
 
-/// "IRQ 36" or "IRQs 36, 37".
-pub(crate) fn irqs_named(irqs: &[String]) -> String {
-    match irqs.len() {
-        1 => format!("IRQ {}", irqs[0]),
-        _ => format!("IRQs {}", irqs.join(", ")),
-    }
-}
-
-/// Where `isolcpus=managed_irq` moves `n` interrupts the kernel manages.
-pub(crate) fn moved_where_allowed(n: usize) -> &'static str {
-    match n {
-        1 => "it to the other CPUs where its queue allows",
-        _ => "them to the other CPUs where their queues allow",
-    }
+/// What check and tune say of the interrupts (`kept`, by number) that the kernel keeps on
+/// the real-time CPUs `rt`: the boot parameter that moves them.
+pub(crate) fn kept_irqs_note(kept: &[String], rt: &str) -> String {
+    let (named, moved) = match kept.len() {
+        1 => (
+            format!("IRQ {}", kept[0]),
+            "it to the other CPUs where its queue allows",
+        ),
+        _ => (
+            format!("IRQs {}", kept.join(", ")),
+            "them to the other CPUs where their queues allow",
+        ),
+    };
+    format!(
+        "the kernel places {named} itself (read-only smp_affinity_list): booting with \
+         isolcpus=managed_irq,{rt} has the kernel move {moved}"
+    )
 }
 
 /// Device interrupts that may run on a real-time CPU move to the other CPUs
@@ -482,13 +485,7 @@ fn plan_irq_affinity(plan: &mut Plan, root: &Path, rt: &[usize]) {
     let mut notes = Vec::new();
     if !kept.is_empty() {
         // (Written anyway, the kernel would refuse: EPERM, also to root.)
-        notes.push(format!(
-            "the kernel places {} itself (read-only smp_affinity_list): booting with \
-             isolcpus=managed_irq,{} has the kernel move {}",
-            irqs_named(&kept),
-            cpu_list(rt),
-            moved_where_allowed(kept.len())
-        ));
+        notes.push(kept_irqs_note(&kept, &cpu_list(rt)));
     }
     if !rtlab_sys::procfs::pids_named("irqbalance").is_empty() {
         notes.push(format!(

@@ -467,10 +467,11 @@ its block's p99 and max over the same round's block without it: the median ratio
 95 % interval over the rounds. It is kept when one of the two intervals lies wholly under 1
 and neither wholly over 1 (helped); every other fix is reverted (hurt, unclear, or not
 measurable, such as the timer slack of a process the blocks do not run), unless
---keep-all. One block at the start and one with the kept fixes are explained (rtlab wakeup --top 10), and the causes of their
-outliers compared kind by kind. FILE ends holding the kept changes only (removed when none
-was kept); exit 3 when no fix helped. --verify-with -- CMD measures your own program instead:
-each block runs it anew under rtlab watch and takes the worst p99 and max of its threads;
+--keep-all. One block at the start and one with the kept fixes are explained (rtlab wakeup
+--top 10), and the causes of their outliers compared kind by kind. FILE ends holding the
+kept changes only (removed when none was kept); exit 3 when no fix helped. --verify-with --
+CMD measures your own program instead: each block runs it anew under rtlab watch and takes
+the worst p99 and max of its threads;
 with --pid PID and no --verify-with, each block watches that running process (rtlab watch
 --pid PID), so the timer slack --pid changes is measured with the rest.
 --load SPEC runs a load beside every block. Ctrl-C or SIGTERM stop the run and revert every
