@@ -3,6 +3,7 @@
 #
 #   sudo bench/watch.sh [BLOCKS] [SECONDS]        (defaults: 20 blocks of 3 s)
 #   sudo SECTIONS=2 bench/watch.sh 60            (only the cost, section 2)
+#   sudo SECTIONS=2 JVM=0 bench/watch.sh 60      (the cost on the C loop alone)
 #
 # The watched program is examples/c/periodic.c: a thread named rt-loop that sleeps to 1 ms
 # absolute deadlines and measures its own lateness, run at SCHED_FIFO 80 (rtlab exec).
@@ -114,12 +115,15 @@ cost() {
   : >"$WORK/alone.txt"
   : >"$WORK/watched.txt"
   for b in $(seq 1 "$BLOCKS"); do
-    "$@" "$SECS" 1000 >>"$WORK/alone.txt" 2>/dev/null
+    # The order alternates (A B, then B A), so a drift of the host within a round is not
+    # charged to one arm.
+    if (( b % 2 )); then "$@" "$SECS" 1000 >>"$WORK/alone.txt" 2>/dev/null; fi
     "$@" "$SECS" 1000 >>"$WORK/watched.txt" 2>/dev/null &
     prog=$!
     sleep 0.05
     "$RTLAB" watch --pid "$prog" --thread rt-loop --quiet --json "$WORK/w$b.json" >/dev/null 2>>"$WORK/watch.err" || true
     wait "$prog" || true
+    if (( b % 2 == 0 )); then "$@" "$SECS" 1000 >>"$WORK/alone.txt" 2>/dev/null; fi
   done
   python3 - "$WORK" "$BLOCKS" "$label" <<'PY'
 import json, sys
@@ -160,13 +164,13 @@ cost "the program free to run on any CPU (every CPU traced; the reader shares th
 # CPU 1.
 cost "the program pinned to CPU 0 (CPU 0 traced, the reader on CPU 1)" "$RTLAB" exec --cpus 0 --policy fifo --prio 80 -- "$WORK/periodic"
 # A JDK: the last with javac under /usr/lib/jvm by name.
-JDK=$(ls -d /usr/lib/jvm/*/ 2>/dev/null | while read -r j; do [ -x "$j/bin/javac" ] && [ ! -L "${j%/}" ] && echo "${j%/}"; done | sort -V | tail -1)
+JDK=$([ "${JVM:-1}" = 0 ] || ls -d /usr/lib/jvm/*/ 2>/dev/null | while read -r j; do [ -x "$j/bin/javac" ] && [ ! -L "${j%/}" ] && echo "${j%/}"; done | sort -V | tail -1)
 if [ -n "$JDK" ]; then
   mkdir -p "$WORK/classes" && "$JDK/bin/javac" -d "$WORK/classes" examples/java/Periodic.java
   cost "a JVM ($(basename "$JDK")), rt-loop parking, free to run on any CPU (clock probe and HotSpot's probes attached)" \
     "$RTLAB" exec --policy fifo --prio 80 -- "$JDK/bin/java" -cp "$WORK/classes" Periodic
 else
-  echo "### a JVM: skipped: no JDK with javac under /usr/lib/jvm"
+  echo "### a JVM: skipped: JVM=0, or no JDK with javac under /usr/lib/jvm"
 fi
 if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || true; LOADPID=; fi
 fi

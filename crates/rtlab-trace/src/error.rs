@@ -52,7 +52,7 @@ pub enum TraceError {
     #[error("the explainer's reader panicked")]
     ReaderPanicked,
     /// The tracefs pipe could not be read.
-    #[error("reading trace_pipe: {0}")]
+    #[error("reading the tracing instance's ring buffers: {0}")]
     Pipe(std::io::Error),
     /// An outlier's window could not be written, or its directory made.
     #[error("--trace-out {path}: {error}")]

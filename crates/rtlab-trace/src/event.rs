@@ -1,4 +1,5 @@
-//! Parsing `trace_pipe` text lines into events.
+//! The events the explainer reads, and their `trace_pipe` text form (what `--trace-out`
+//! writes, and tests read back).
 //!
 //! A line is `COMM-PID [CPU] FLAGS SECONDS.MICROS: EVENT: FIELDS`, e.g.
 //! `  rtlab-hog-42  [000] d.h2.  1234.567890: irq_handler_entry: irq=11 name=virtio0`.
@@ -51,10 +52,10 @@ pub enum Kind {
     HrtimerEntry {
         /// The expiry function (`hrtimer_wakeup` for a sleeping task).
         function: std::sync::Arc<str>,
-        /// The task a sleep timer wakes (the eBPF recorder names it; the text event does not).
+        /// The task a sleep timer wakes (the eBPF recorder names it; the tracefs event does not).
         task: Option<Task>,
         /// The expiry the timer was set for (CLOCK_MONOTONIC ns; the eBPF recorder reads it,
-        /// the text event does not carry it).
+        /// the tracefs event does not carry it).
         expires_ns: Option<u64>,
         /// How much later the kernel may fire it (the timer slack; 0 where not known).
         slack_ns: u64,
@@ -178,6 +179,11 @@ pub const ENDED_TASK: &str = "ended task";
 /// and `alarm` (`it_real_fn`: SIGALRM). The threads it wakes, in the same interrupt right
 /// after its expiry, waited for the time it was set for: their `timer` delay runs from there.
 pub const FILE_OR_SIGNAL_TIMERS: [&str; 3] = ["timerfd_tmrproc", "posix_timer_fn", "it_real_fn"];
+
+/// The kernel's softirq vectors by number (`softirq_entry`'s `vec`).
+pub const SOFTIRQS: &[&str] = &[
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
 
 /// The wait calls that only say a file is ready (x86-64's `epoll_wait`, `epoll_pwait`,
 /// `epoll_pwait2`, `poll`, `ppoll`, `select`, `pselect6`): what woke the thread is taken by
@@ -453,41 +459,6 @@ fn task(fields: &str, prefix: &str) -> Option<Task> {
     })
 }
 
-/// Parses `trace_pipe`'s loss line, `CPU:3 [LOST 120 EVENTS]` (printed before the next event
-/// of that CPU once its ring buffer overran): the CPU and the count.
-pub fn parse_lost_line(line: &str) -> Option<(u16, u64)> {
-    let rest = line.trim().strip_prefix("CPU:")?;
-    let (cpu, rest) = rest.split_once(' ')?;
-    let n = rest.strip_prefix("[LOST ")?.strip_suffix(" EVENTS]")?;
-    Some((cpu.parse().ok()?, n.parse().ok()?))
-}
-
-/// Turns `trace_pipe` text into events, marking each loss (`Kind::Lost`) just before the
-/// next event of its CPU (the loss line itself has no time). `pending` carries losses whose
-/// CPU has no event yet to the next call. `f` gets each event and the line it came from.
-pub fn parse_text(text: &str, pending: &mut Vec<(u16, u64)>, f: &mut dyn FnMut(Event, &str)) {
-    for line in text.lines() {
-        if let Some((cpu, n)) = parse_lost_line(line) {
-            match pending.iter_mut().find(|(c, _)| *c == cpu) {
-                Some((_, total)) => *total += n,
-                None => pending.push((cpu, n)),
-            }
-        } else if let Some(e) = parse_line(line) {
-            if let Some(i) = pending.iter().position(|(c, _)| *c == e.cpu) {
-                let (cpu, n) = pending.swap_remove(i);
-                let lost = Event {
-                    cpu,
-                    ts_ns: e.ts_ns.saturating_sub(1),
-                    current_pid: -1,
-                    kind: Kind::Lost(n),
-                };
-                f(lost, &format!("CPU:{cpu} [LOST {n} EVENTS]"));
-            }
-            f(e, line);
-        }
-    }
-}
-
 /// Parses one `trace_pipe` line; `None` for lines that are not events (comments, garbage).
 pub fn parse_line(line: &str) -> Option<Event> {
     // The CPU field: " [ddd] ".
@@ -706,32 +677,6 @@ pub fn format_line_as(e: &Event, current: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_loss_is_marked_before_the_next_event_of_its_cpu() {
-        assert_eq!(parse_lost_line("CPU:3 [LOST 120 EVENTS]"), Some((3, 120)));
-        assert_eq!(parse_lost_line("CPU:x [LOST 1 EVENTS]"), None);
-        let text = "\
-<idle>-0 [001] d..2. 10.000001: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=5 next_prio=120
-CPU:0 [LOST 7 EVENTS]
-CPU:0 [LOST 3 EVENTS]
-a-5 [001] d..2. 10.000002: sched_switch: prev_comm=a prev_pid=5 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
-";
-        let mut pending = Vec::new();
-        let mut got = Vec::new();
-        parse_text(text, &mut pending, &mut |e, _| got.push(e));
-        assert_eq!(got.len(), 2, "no CPU 0 event yet: {got:?}");
-        assert_eq!(pending, vec![(0, 10)]);
-        parse_text(
-            "<idle>-0 [000] d.h1. 10.000050: irq_handler_exit: irq=11 ret=handled\n",
-            &mut pending,
-            &mut |e, _| got.push(e),
-        );
-        assert_eq!(got.len(), 4);
-        assert_eq!((got[2].cpu, got[2].ts_ns), (0, 10_000_050_000 - 1));
-        assert_eq!(got[2].kind, Kind::Lost(10));
-        assert!(pending.is_empty());
-    }
 
     #[test]
     fn real_lines_parse() {

@@ -22,7 +22,6 @@ const HARD_CAP_EVENTS: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub(crate) struct History {
     pub(crate) events: VecDeque<Event>,
-    pub(crate) raw: VecDeque<String>,
     /// The task current before the oldest kept event.
     pub(crate) base: Option<Task>,
     pub(crate) newest_ns: u64,
@@ -41,7 +40,7 @@ impl History {
         explain::tick_grid(&self.ticks.iter().copied().collect::<Vec<u64>>())
     }
 
-    pub(crate) fn push(&mut self, e: Event, raw: Option<String>) {
+    pub(crate) fn push(&mut self, e: Event) {
         self.newest_ns = self.newest_ns.max(e.ts_ns);
         if let Kind::HrtimerEntry { function, .. } = &e.kind {
             if explain::is_tick(function) {
@@ -51,21 +50,7 @@ impl History {
                 self.ticks.push_back(e.ts_ns);
             }
         }
-        let Some(r) = raw else {
-            self.pending.push(e);
-            return;
-        };
-        // (The text source: each event with its line, as it comes.)
-        self.settle();
-        let at = if self.events.back().is_some_and(|l| l.ts_ns > e.ts_ns) {
-            self.events.partition_point(|x| x.ts_ns <= e.ts_ns)
-        } else {
-            self.events.len()
-        };
-        self.events.insert(at, e);
-        if at <= self.raw.len() {
-            self.raw.insert(at, r);
-        }
+        self.pending.push(e);
     }
 
     /// Merges the events of a drain in, in time order. They come a ring at a time (the
@@ -87,7 +72,6 @@ impl History {
         } else {
             // The kept events after the batch's first go back in merged (a few, usually).
             let tail: Vec<Event> = self.events.drain(at..).collect();
-            self.raw.truncate(self.raw.len().min(at));
             let (mut a, mut b) = (tail.into_iter().peekable(), batch.drain(..).peekable());
             loop {
                 let take_a = match (a.peek(), b.peek()) {
@@ -127,7 +111,6 @@ impl History {
                     self.base = Some(next);
                 }
             }
-            self.raw.pop_front();
         }
         if let Some(through_ns) = dropped {
             self.cut = Some(crate::explain::Cut {
@@ -138,7 +121,6 @@ impl History {
         // Give back what a burst took (a watch runs for days).
         if self.events.capacity() > 4 * self.events.len().max(4096) {
             self.events.shrink_to(2 * self.events.len());
-            self.raw.shrink_to(2 * self.raw.len());
         }
     }
 }
@@ -277,23 +259,15 @@ pub(crate) fn peer_window(
     })
 }
 
-/// Every traced CPU's events in `[from, to]` (with the kernel's lines where the text source
-/// kept them), in time order.
-pub(crate) fn window_events(
-    histories: &[History],
-    from: u64,
-    to: u64,
-) -> Vec<(Event, Option<String>)> {
-    let mut out: Vec<(Event, Option<String>)> = Vec::new();
+/// Every traced CPU's events in `[from, to]`, in time order.
+pub(crate) fn window_events(histories: &[History], from: u64, to: u64) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
     for h in histories {
         let start = h.events.partition_point(|e| e.ts_ns < from);
         let end = h.events.partition_point(|e| e.ts_ns <= to).max(start);
-        let kept = h.raw.len() == h.events.len();
-        for i in start..end {
-            out.push((h.events[i].clone(), kept.then(|| h.raw[i].clone())));
-        }
+        out.extend(h.events.range(start..end).cloned());
     }
-    out.sort_by_key(|(e, _)| e.ts_ns);
+    out.sort_by_key(|e| e.ts_ns);
     out
 }
 
@@ -599,14 +573,14 @@ mod tests {
     fn a_drains_events_are_merged_in_time_order_those_kept_first_at_equal_times() {
         let mut h = History::default();
         for (ts, m) in [(10, "a"), (20, "b"), (30, "c")] {
-            h.push(at(ts, m), None);
+            h.push(at(ts, m));
         }
         assert!(h.events.is_empty(), "not before the drain is over");
         h.settle();
         // The next drain: the watched processes' ring first (25, 40), then every task's,
         // behind it (20, 35), with an IRQ's record stored after a later one (33 after 35).
         for (ts, m) in [(25, "d"), (40, "e"), (20, "f"), (35, "g"), (33, "h")] {
-            h.push(at(ts, m), None);
+            h.push(at(ts, m));
         }
         h.settle();
         let want = [
@@ -623,7 +597,7 @@ mod tests {
         assert_eq!(marks(&h), want);
         assert_eq!(h.newest_ns, 40);
         // Older than the retention: dropped at the trim after the drain, and said.
-        h.push(at(40 + RETENTION_NS + 1, "i"), None);
+        h.push(at(40 + RETENTION_NS + 1, "i"));
         h.settle();
         assert_eq!(marks(&h).len(), 9, "not at the merge");
         h.trim(u64::MAX, 50 + RETENTION_NS);
@@ -644,7 +618,7 @@ mod tests {
         // past the count and older than RECENT_NS goes.
         let burst = |h: &mut History| {
             for i in 0..3 * MAX_EVENTS as u64 {
-                h.push(at(1 + i * 10_000, "x"), None);
+                h.push(at(1 + i * 10_000, "x"));
             }
             h.settle();
         };
@@ -696,7 +670,7 @@ mod tests {
             jvm(50_000_000, SafepointEnd, 7),
             jvm(50_010_000, ParkEnd, tid),
         ] {
-            h.push(e, None);
+            h.push(e);
         }
         h.settle();
         let r = crate::request::Request {

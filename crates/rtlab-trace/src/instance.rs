@@ -1,14 +1,19 @@
 //! The tracefs source: a private instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC
-//! timestamps, only the traced CPUs) whose `trace_pipe` the reader consumes as text.
+//! timestamps, only the traced CPUs) whose ring buffers the reader consumes raw ([`Pages`]).
 
 use crate::error::TraceError;
 use std::path::{Path, PathBuf};
+
+mod pages;
+pub(crate) use pages::Pages;
+#[cfg(test)]
+pub(crate) use pages::PAGES_PER_POLL;
 
 /// Events the explainer enables (category/name); missing ones are listed, not fatal. Each
 /// costs the measured CPU a few hundred ns per occurrence on a VM, so only those the
 /// attribution uses are on (not `timer/hrtimer_expire_entry` nor `power/cpu_idle`, which
 /// would add three events to every wakeup of an idle CPU).
-const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "sched/sched_switch",
     "sched/sched_waking",
     "sched/sched_migrate_task",
@@ -110,74 +115,11 @@ impl Instance {
     }
 }
 
-/// What the text pipe told of each CPU (its newest event read, the losses it reported),
-/// against what the kernel counted lost there. The pipe says a CPU lost events only with
-/// that CPU's next event, which a reader behind has not read yet; meanwhile the other CPUs'
-/// events, read in time order, may already be past an outlier whose own CPU's events were
-/// overwritten: without the kernel's count that CPU would look silent.
-#[derive(Debug, Default)]
-pub(crate) struct PipeCpus {
-    /// How far every CPU's events were read: the newest event's time (the pipe gives them
-    /// merged in time order), or the time of a read that found the pipe empty.
-    pub(crate) read_ns: u64,
-    /// Losses the pipe reported, waiting for the next event of their CPU.
-    pub(crate) pending_lost: Vec<(u16, u64)>,
-    newest_ns: Vec<u64>,
-    reported: Vec<u64>,
-    /// The kernel's per-CPU overrun counts, and when they were last read.
-    counted: std::cell::RefCell<(u64, Vec<u64>)>,
-}
-
-/// How often the kernel's counts are read while asked for.
-const COUNTS_EVERY_NS: u64 = 10_000_000;
-
-impl PipeCpus {
-    /// An event (or a loss mark) read from the pipe.
-    pub(crate) fn seen(&mut self, cpu: u16, ts_ns: u64, lost: Option<u64>) {
-        self.read_ns = self.read_ns.max(ts_ns);
-        let c = cpu as usize;
-        if self.newest_ns.len() <= c {
-            self.newest_ns.resize(c + 1, 0);
-            self.reported.resize(c + 1, 0);
-        }
-        match lost {
-            Some(n) => self.reported[c] += n,
-            None => self.newest_ns[c] = self.newest_ns[c].max(ts_ns),
-        }
-    }
-
-    /// Where `cpu`'s events stop being known when the kernel counted more of them lost than
-    /// the pipe has reported: its newest event read (the rest was overwritten, or waits
-    /// behind its loss mark). `dir` is the instance's.
-    pub(crate) fn unreported_loss_from(&self, dir: &Path, cpu: u16, now_ns: u64) -> Option<u64> {
-        let c = cpu as usize;
-        let mut counted = self.counted.borrow_mut();
-        // (A CPU the pipe gave nothing of yet is read up to nothing when the kernel lost
-        // events there: its counts are read too.)
-        let cpus = self.reported.len().max(c + 1);
-        if now_ns >= counted.0 + COUNTS_EVERY_NS || counted.1.len() < cpus {
-            let overrun = |c: usize| {
-                let stats = std::fs::read_to_string(dir.join(format!("per_cpu/cpu{c}/stats")));
-                stats.ok().and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("overrun:"))
-                        .and_then(|n| n.trim().parse::<u64>().ok())
-                })
-            };
-            counted.1 = (0..cpus).map(|c| overrun(c).unwrap_or(0)).collect();
-            counted.0 = now_ns;
-        }
-        let kernel = *counted.1.get(c)?;
-        let reported = self.reported.get(c).copied().unwrap_or(0);
-        (kernel > reported).then(|| self.newest_ns.get(c).copied().unwrap_or(0))
-    }
-}
-
 impl Drop for Instance {
     fn drop(&mut self) {
         let _ = write(&self.dir.join("tracing_on"), "0");
         let _ = write(&self.dir.join("events/enable"), "0");
-        // The kernel refuses to remove an instance while a reader holds trace_pipe open;
+        // The kernel refuses to remove an instance while a reader holds a pipe of it open;
         // the reader is joined before this runs.
         let _ = std::fs::remove_dir(&self.dir);
         rtlab_sys::tracefs::remove_uprobe_group(&uprobe_group());
@@ -320,48 +262,6 @@ mod tests {
                 "p:rtlab_{}/hotspot_vmops__begin_3 /lib/libjvm.so:0x129a072 op=+0(%r14):ustring",
                 rtlab_sys::tracefs::run_tag()
             )
-        );
-    }
-
-    #[test]
-    fn a_cpu_the_kernel_lost_events_of_is_known_only_to_its_newest_event_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let stats = |cpu: usize, overrun: u64| {
-            let d = dir.path().join(format!("per_cpu/cpu{cpu}"));
-            std::fs::create_dir_all(&d).unwrap();
-            let text = format!("entries: 9\noverrun: {overrun}\ncommit overrun: 0\n");
-            std::fs::write(d.join("stats"), text).unwrap();
-        };
-        let mut p = PipeCpus::default();
-        p.seen(0, 100, None);
-        p.seen(1, 250, None);
-        stats(0, 0);
-        stats(1, 0);
-        assert_eq!(p.unreported_loss_from(dir.path(), 0, 1), None);
-        // CPU 0 overwrote 40 events after its newest read (100); the pipe says so only with
-        // its next event. Known after the counts are read again, not before.
-        stats(0, 40);
-        assert_eq!(p.unreported_loss_from(dir.path(), 0, 2), None);
-        assert_eq!(
-            p.unreported_loss_from(dir.path(), 0, COUNTS_EVERY_NS + 2),
-            Some(100)
-        );
-        assert_eq!(
-            p.unreported_loss_from(dir.path(), 1, COUNTS_EVERY_NS + 2),
-            None
-        );
-        // The pipe's mark for them, then its next event: known again.
-        p.seen(0, 399, Some(40));
-        p.seen(0, 400, None);
-        assert_eq!(
-            p.unreported_loss_from(dir.path(), 0, COUNTS_EVERY_NS + 3),
-            None
-        );
-        // A CPU the pipe gave nothing of, whose events the kernel lost: nothing is known.
-        stats(2, 7);
-        assert_eq!(
-            p.unreported_loss_from(dir.path(), 2, COUNTS_EVERY_NS + 4),
-            Some(0)
         );
     }
 }

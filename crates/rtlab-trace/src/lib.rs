@@ -168,7 +168,7 @@ impl Explainer {
         };
         let backend = match source {
             Source::Bpf(_) => Backend::Bpf,
-            Source::Text { .. } => Backend::Tracefs,
+            Source::Tracefs { .. } => Backend::Tracefs,
         };
         let recorder_lost = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::sync_channel(4096);
@@ -288,7 +288,7 @@ fn start_recorder(
     recorder::Recorder::start_with(cpus, &traced, setup)
 }
 
-/// A private tracefs instance on `cpus` and its `trace_pipe`, where the eBPF recorder could
+/// A private tracefs instance on `cpus` and its ring buffers, where the eBPF recorder could
 /// not start (`bpf`: why, said with the tracefs error where that fails too).
 fn open_tracefs(cpus: &[usize], bpf: Option<&str>) -> Result<(Instance, Source), TraceError> {
     let both = |e: TraceError| match bpf {
@@ -299,16 +299,10 @@ fn open_tracefs(cpus: &[usize], bpf: Option<&str>) -> Result<(Instance, Source),
         None => e,
     };
     let inst = Instance::create(cpus, 8192).map_err(both)?;
-    let path = inst.dir.join("trace_pipe");
-    let pipe =
-        rtlab_sys::fs::open_nonblocking(&path).map_err(|e| both(TraceError::io(&path, e)))?;
-    let dir = inst.dir.clone();
-    let source = Source::Text {
-        pipe,
-        buf: vec![0u8; 4096],
-        partial: String::new(),
-        cpus: Default::default(),
-        dir,
+    let pages = crate::instance::Pages::open(&inst.dir, crate::instance::EVENTS).map_err(both)?;
+    let source = Source::Tracefs {
+        pages: Box::new(pages),
+        dir: inst.dir.clone(),
         jvm_files: Default::default(),
         processes: Default::default(),
     };

@@ -2,7 +2,7 @@
 //! threads' reports, and explains each once the trace has caught up with it.
 
 use crate::error::TraceError;
-use crate::event::{format_line, format_line_as, parse_text, Event, Kind};
+use crate::event::{format_line_as, Event, Kind};
 use crate::history::{
     find_task, last_waker, late_window, peer_window, stacks_of, wakings_elsewhere, window_events,
     with_jvm_stops, History,
@@ -17,7 +17,6 @@ use crate::{explain, recorder};
 use rtlab_stats::result::{Cause, CauseKind, Outlier};
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::time::monotonic_now_ns;
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -45,8 +44,8 @@ pub(crate) struct ReaderOut {
 pub(crate) struct SavedWindow {
     path: PathBuf,
     header: String,
-    /// Every traced CPU's events in time order, with the kernel's text where kept.
-    events: Vec<(Event, Option<String>)>,
+    /// Every traced CPU's events in time order.
+    events: Vec<Event>,
 }
 
 impl SavedWindow {
@@ -74,7 +73,7 @@ impl SavedWindow {
         let mut text = self.header.clone();
         // The tasks' names as the window's scheduler events give them.
         let mut names: std::collections::HashMap<i64, &str> = Default::default();
-        for (e, _) in &self.events {
+        for e in &self.events {
             match &e.kind {
                 Kind::Switch { prev, next, .. } => {
                     names.insert(prev.pid, &prev.comm);
@@ -86,14 +85,9 @@ impl SavedWindow {
                 _ => {}
             }
         }
-        for (e, raw) in &self.events {
-            match raw {
-                Some(line) => text.push_str(line),
-                None => {
-                    let current = names.get(&e.current_pid).copied();
-                    text.push_str(&format_line_as(e, current));
-                }
-            }
+        for e in &self.events {
+            let current = names.get(&e.current_pid).copied();
+            text.push_str(&format_line_as(e, current));
             text.push('\n');
         }
         // Never through a link planted at the predictable name (rtlab runs as root).
@@ -108,17 +102,12 @@ impl SavedWindow {
 
 /// Where the reader gets events.
 pub(crate) enum Source {
-    /// trace_pipe text.
-    Text {
-        pipe: std::fs::File,
-        buf: Vec<u8>,
-        partial: String,
-        /// How far it was read, in all and per CPU; the losses it reported and those the
-        /// kernel counted.
-        cpus: Box<crate::instance::PipeCpus>,
+    /// A tracefs instance's ring buffers, read raw.
+    Tracefs {
+        pages: Box<crate::instance::Pages>,
         /// The instance's directory (a JVM's uprobe events are enabled there), the libjvm.so
         /// files probed (by device and inode), and the processes of the threads whose JVM
-        /// probes fired (the text names the thread only).
+        /// probes fired (the events name the thread only).
         dir: PathBuf,
         jvm_files: std::collections::HashSet<(u64, u64)>,
         processes: std::collections::HashMap<i64, u32>,
@@ -128,18 +117,11 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// When `cpu`'s events were all read up to (the text source merges every CPU's in one
-    /// stream, in time order: the same for all, but for a CPU whose events the kernel lost
-    /// and the pipe has not said so yet).
+    /// When `cpu`'s events were all read up to.
     fn read_until(&self, cpu: u16) -> u64 {
         match self {
             Source::Bpf(r) => r.read_until(cpu),
-            Source::Text { cpus, dir, .. } => {
-                match cpus.unreported_loss_from(dir, cpu, monotonic_now_ns()) {
-                    Some(newest) => newest.min(cpus.read_ns),
-                    None => cpus.read_ns,
-                }
-            }
+            Source::Tracefs { pages, .. } => pages.read_until(cpu),
         }
     }
 
@@ -151,78 +133,36 @@ impl Source {
             .unwrap_or(u64::MAX)
     }
 
-    /// Hands newly arrived events (and their raw text) to `f`; returns how many arrived.
-    fn poll(
-        &mut self,
-        keep_raw: bool,
-        f: &mut dyn FnMut(Event, Option<String>),
-    ) -> Result<usize, TraceError> {
+    /// Hands newly arrived events to `f`; returns how many records (eBPF) or pages
+    /// (tracefs) arrived.
+    fn poll(&mut self, f: &mut dyn FnMut(Event)) -> Result<usize, TraceError> {
         match self {
-            Source::Text {
-                pipe,
-                buf,
-                partial,
-                cpus,
-                processes,
-                ..
-            } => {
-                // A read a signal interrupted is made again: it said nothing of the pipe
-                // (taken as empty, it would count as drained at the stop).
-                let got = loop {
-                    let asked = monotonic_now_ns();
-                    match pipe.read(buf) {
-                        Ok(n) => break n,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            // Empty: everything written before the read was read.
-                            cpus.read_ns = cpus.read_ns.max(asked);
-                            break 0;
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(TraceError::Pipe(e)),
-                    }
-                };
-                if got > 0 {
-                    partial.push_str(&String::from_utf8_lossy(&buf[..got]));
-                    let complete = partial.rfind('\n').map_or(0, |i| i + 1);
-                    // (Out while the events go by, each noted in `cpus`.)
-                    let mut pending = std::mem::take(&mut cpus.pending_lost);
-                    parse_text(&partial[..complete], &mut pending, &mut |mut e, line| {
-                        cpus.seen(e.cpu, e.ts_ns, e.kind.lost());
-                        if let Kind::Jvm { process, .. } = &mut e.kind {
-                            let tid = e.current_pid;
-                            *process = *processes
-                                .entry(tid)
-                                .or_insert_with(|| rtlab_sys::procfs::process_of(tid).unwrap_or(0));
-                        }
-                        f(e, keep_raw.then(|| line.to_string()))
-                    });
-                    cpus.pending_lost = pending;
-                    partial.drain(..complete);
+            Source::Tracefs {
+                pages, processes, ..
+            } => pages.poll(&mut |mut e| {
+                if let Kind::Jvm { process, .. } = &mut e.kind {
+                    let tid = e.current_pid;
+                    *process = *processes
+                        .entry(tid)
+                        .or_insert_with(|| rtlab_sys::procfs::process_of(tid).unwrap_or(0));
                 }
-                Ok(got)
-            }
-            Source::Bpf(r) => Ok(r.drain(|e| {
-                let raw = keep_raw.then(|| format_line(&e));
-                f(e, raw)
-            })),
+                f(e)
+            }),
+            Source::Bpf(r) => Ok(r.drain(f)),
         }
     }
 
-    /// How long to sleep when nothing arrived: the text pipe is read in small pieces and
-    /// often; the eBPF rings hold seconds of events, and every poll is a wakeup of a CPU.
+    /// How long to sleep when nothing arrived: the rings hold seconds of events, and every
+    /// poll is a wakeup of a CPU.
     fn idle_ms(&self) -> u64 {
-        match self {
-            Source::Text { .. } => 2,
-            Source::Bpf(_) => 10,
-        }
+        10
     }
 }
 
-/// The per-CPU histories, and the kernel's text of the event offered next where kept.
+/// The per-CPU histories.
 #[derive(Debug, Default)]
 pub(crate) struct Histories {
     per_cpu: Vec<History>,
-    raw: Option<String>,
 }
 
 impl std::ops::Deref for Histories {
@@ -256,7 +196,7 @@ impl Histories {
         if self.per_cpu.len() <= cpu {
             self.per_cpu.resize_with(cpu + 1, History::default);
         }
-        self.per_cpu[cpu].push(e, self.raw.take());
+        self.per_cpu[cpu].push(e);
     }
 }
 
@@ -391,7 +331,7 @@ impl Probes for Follow<'_> {
     ) -> Result<usize, crate::usdt::ProbeError> {
         match &mut *self.source {
             Source::Bpf(r) => r.probe_jvm(lib, pid),
-            Source::Text { dir, jvm_files, .. } => probe_jvm_text(dir, jvm_files, lib),
+            Source::Tracefs { dir, jvm_files, .. } => probe_jvm_text(dir, jvm_files, lib),
         }
     }
 
@@ -406,7 +346,7 @@ impl Probes for Follow<'_> {
     ) -> Option<Result<bool, crate::usdt::ProbeError>> {
         match &mut *self.source {
             Source::Bpf(r) => Some(r.probe_jvm_clock(lib, pid)),
-            Source::Text { .. } => None,
+            Source::Tracefs { .. } => None,
         }
     }
 
@@ -597,23 +537,17 @@ pub(crate) fn read_loop(
     if !options.reader_cpus.is_empty() {
         place_reader(Some(options.reader_cpus.clone()), &mut placed);
     }
-    // The text source keeps each window's lines as the kernel wrote them; the eBPF
-    // recorder's are formatted only for the windows written (formatting every event would
-    // slow the reader until it loses events).
-    let keep_raw = options.trace_out.is_some() && matches!(source, Source::Text { .. });
     make_trace_out(options)?;
     let mut histories = Histories::default();
     let mut traced = TracedLog::new(match &source {
         Source::Bpf(r) => r.traced().clone(),
-        Source::Text { .. } => CpuMask::every(),
+        Source::Tracefs { .. } => CpuMask::every(),
     });
     let mut pending = Pending::default();
     let mut out = ReaderOut::default();
     // The watcher ends its run once (its flush, at the first drain after the stop); the
     // reader may read on after it, for the explanations still waiting, offering it nothing.
     let mut flushed = false;
-    // Text reads are small (4 KiB): the kernel formats the text inside each read, and on a
-    // non-preemptible kernel a long read would hold a measured CPU when there is no spare one.
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         // The requests sent before this drain first: their windows are kept through it
@@ -626,12 +560,11 @@ pub(crate) fn read_loop(
             .filter(|_| !flushed)
             .map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
         flushed |= stopping;
-        let text = matches!(source, Source::Text { .. });
-        let got = source.poll(keep_raw, &mut |e, raw| {
-            if let (true, Kind::Lost(n)) = (text, &e.kind) {
+        let tracefs = matches!(source, Source::Tracefs { .. });
+        let got = source.poll(&mut |e| {
+            if let (true, Kind::Lost(n)) = (tracefs, &e.kind) {
                 lost.fetch_add(*n, Ordering::Relaxed);
             }
-            histories.raw = raw;
             // The history keeps every event: it is offered each one last, so none is copied.
             if let Some(w) = watching.as_deref_mut() {
                 w.offer(&e);
@@ -659,7 +592,6 @@ pub(crate) fn read_loop(
             lost.store(r.lost(), Ordering::Relaxed);
         }
         take_requests(&rx, &mut pending, &mut out);
-        // (Only asked with requests pending: the text source then reads the kernel's counts.)
         let read = match pending.is_empty() {
             true => 0,
             false => source.read_through(histories.len()),

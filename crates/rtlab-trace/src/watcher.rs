@@ -81,7 +81,7 @@ pub struct Wants {
     pub processes: HashSet<u32>,
 }
 
-/// What a watch may change in the event source while it runs. The tracefs text source
+/// What a watch may change in the event source while it runs. The tracefs source
 /// takes JVM probes only (for every process), never a set of watched processes, and traces
 /// every CPU it started on.
 pub trait Probes {

@@ -12,7 +12,7 @@
 //! a `clock_nanosleep`, `nanosleep`, timed futex wait such as Java's `parkNanos`, or an
 //! `epoll_wait`/`poll` timeout: every sleep the kernel ends with `hrtimer_wakeup`) to the
 //! moment it ran: what a periodic loop loses each period, the timer interrupt's own path
-//! included. The eBPF recorder reads the expiry from the timer itself (the text fallback
+//! included. The eBPF recorder reads the expiry from the timer itself (the tracefs fallback
 //! cannot, and measures `wakeup` only). A `timerfd`, a POSIX timer or `setitimer` wakes its
 //! thread through a file or a signal, not as its sleep timer: the thread woken in that
 //! timer's interrupt waited for its expiry, and its `timer` delay runs from there too

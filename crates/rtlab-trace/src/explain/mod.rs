@@ -385,8 +385,8 @@ fn known_spans(
     let mut last: Option<u64> = None;
     let mut state = Cpu::new(cpu, base);
     // A loss: nothing is known from this CPU's last event before its mark to its first
-    // after it (the mark may sit anywhere between: the text source's where the kernel
-    // noticed, the recorder's just after the last record it read from that ring).
+    // after it (the mark may sit anywhere between: both sources put it just after the last
+    // event they read from that CPU's ring).
     let mut lost: Option<(u64, u64)> = None;
     for e in events.iter().filter(|e| e.cpu == cpu) {
         if let Some(n) = e.kind.lost() {

@@ -127,14 +127,13 @@ fn a_watch_is_ended_once_however_long_the_reader_reads_on_for_its_explanations()
     // The reader reads on after the stop until the explanations asked for at the watch's
     // end are done; the watch's end (its flush) must not run again meanwhile.
     let dir = tempfile::tempdir().unwrap();
-    let pipe_path = dir.path().join("trace_pipe");
-    // Five reads' worth of text (not events: the reader only has to read on).
-    std::fs::write(&pipe_path, "not an event\n".repeat(1600)).unwrap();
-    let source = Source::Text {
-        pipe: std::fs::File::open(&pipe_path).unwrap(),
-        buf: vec![0u8; 4096],
-        partial: String::new(),
-        cpus: Default::default(),
+    let pipe_path = dir.path().join("trace_pipe_raw");
+    // Five polls' worth of pages (with no events: the reader only has to read on).
+    let pages = 4 * crate::instance::PAGES_PER_POLL + 1;
+    std::fs::write(&pipe_path, vec![0u8; pages * 4096]).unwrap();
+    let file = std::fs::File::open(&pipe_path).unwrap();
+    let source = Source::Tracefs {
+        pages: Box::new(crate::instance::Pages::over(dir.path(), vec![(0, file)])),
         dir: dir.path().to_path_buf(),
         jvm_files: Default::default(),
         processes: Default::default(),

@@ -26,7 +26,7 @@
 
 use crate::btf::Btf;
 use crate::error::TraceError;
-use crate::event::{Event, JvmProbe, Kind, Task, TaskState};
+use crate::event::{Event, JvmProbe, Kind, Task, TaskState, SOFTIRQS};
 use rtlab_sys::affinity::CpuMask;
 use rtlab_sys::bpf::asm::{self, helper, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use rtlab_sys::bpf::{Insn, Map, MappedArray, Program};
@@ -90,10 +90,6 @@ const VECTORS: &[&str] = &[
     "call_function_single",
     "irq_work",
     "x86_platform_ipi",
-];
-
-const SOFTIRQS: &[&str] = &[
-    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
 ];
 
 /// Slots per CPU (a power of two), 3.5 MiB: a fifth of a second of a CPU saturated by a
