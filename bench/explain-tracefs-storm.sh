@@ -9,7 +9,8 @@
 # --threshold 1ms --load hog:99:3ms/200ms:0 --duration 3s --explain --explain-with tracefs`.
 # Per binary: events the kernel lost (the run's warning), outliers over 1 ms, how many name
 # rtlab-hog as their largest cause, how many say their trace was lost or not read, and the
-# rtlab process's CPU time per second of run (user + system, from /proc).
+# rtlab process's CPU time per second of run (user + system), and the machine's context
+# switches per second over the run (/proc/stat), the storm's rate.
 set -euo pipefail
 ROUNDS=${1:-5}
 shift || true
@@ -27,23 +28,25 @@ n=${#BINS[@]}
 for r in $(seq 1 "$ROUNDS"); do
   for k in $(seq 0 $((n - 1))); do
     i=$(( (k + r) % n ))
+    awk '/^ctxt/ {print $2}' /proc/stat >"$WORK/ctxt-$i-$r"
     /usr/bin/time -f "%U %S %e" -o "$WORK/time-$i-$r" "${BINS[$i]}" wakeup --cpus 0 --threshold 1ms \
       --load hog:99:3ms/200ms:0 --duration 3s --explain --explain-with tracefs --top 1000 \
       --quiet --json "$WORK/run-$i-$r.json" >/dev/null 2>>"$WORK/err-$i" || true
+    awk '/^ctxt/ {print $2}' /proc/stat >>"$WORK/ctxt-$i-$r"
   done
 done
 /usr/bin/python3 - "$WORK" "$ROUNDS" "${BINS[@]}" <<'PY'
 import json, re, sys
 work, rounds, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print("\n| build | round | events lost | outliers over 1 ms | named rtlab-hog | lost or not read | rtlab CPU ms/s |")
-print("|---|---|---|---|---|---|---|")
+print("\n| build | round | events lost | outliers over 1 ms | named rtlab-hog | lost or not read | rtlab CPU ms/s | switches/s |")
+print("|---|---|---|---|---|---|---|---|")
 for i, b in enumerate(bins):
     tot = [0, 0, 0, 0]
     for r in range(1, rounds + 1):
         try:
             d = json.load(open(f"{work}/run-{i}-{r}.json"))
         except (OSError, ValueError) as e:
-            print(f"| {b} | {r} | no result ({e}) | | | | |")
+            print(f"| {b} | {r} | no result ({e}) | | | | | |")
             continue
         lost = sum(int(m) for w in d["warnings"]
                    for m in re.findall(r"the kernel lost (\d+) trace events", w))
@@ -52,8 +55,10 @@ for i, b in enumerate(bins):
         unknown = sum(1 for o in outs if any(c["kind"] in ("events_lost", "unread") for c in o["causes"]))
         u, s, e = (float(x) for x in open(f"{work}/time-{i}-{r}").read().split()[-3:])
         cpu = 1000 * (u + s) / max(e, 1e-9)
+        c0, c1 = (int(x) for x in open(f"{work}/ctxt-{i}-{r}").read().split())
+        rate = (c1 - c0) / max(e, 1e-9)
         for j, v in enumerate((lost, len(outs), named, unknown)):
             tot[j] += v
-        print(f"| {b} | {r} | {lost} | {len(outs)} | {named} | {unknown} | {cpu:.0f} |")
-    print(f"| {b} | all | {tot[0]} | {tot[1]} | {tot[2]} | {tot[3]} | |")
+        print(f"| {b} | {r} | {lost} | {len(outs)} | {named} | {unknown} | {cpu:.0f} | {rate:,.0f} |")
+    print(f"| {b} | all | {tot[0]} | {tot[1]} | {tot[2]} | {tot[3]} | | |")
 PY

@@ -109,7 +109,7 @@ pub fn describe_lines(
 
 /// `text` in lines of at most `width` columns from `indent`, broken at spaces (a word longer
 /// than a line stays whole), the rest of it two further in.
-fn wrapped(text: &str, indent: usize, width: usize) -> Vec<String> {
+pub fn wrapped(text: &str, indent: usize, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = " ".repeat(indent);
     let mut empty = true;
@@ -230,6 +230,12 @@ fn words(mechanism: Mechanism, who: &str, detail: Option<&str>) -> String {
         }
         Mechanism::Other(kind) => format!("{} ({})", kind_words(kind), kind.as_str()),
     }
+}
+
+/// A kind of cause for a count of them: its plain words, then its name (`another task on the
+/// CPU (preemption)`).
+pub fn kind_named(kind: CauseKind) -> String {
+    format!("{} ({})", kind_words(kind), kind.as_str())
 }
 
 /// What a kind of cause is, in plain words (the kernel's name follows in parentheses).

@@ -441,6 +441,12 @@ pub fn irq_names() -> std::collections::HashMap<u32, String> {
         .collect()
 }
 
+/// Whether a read of a process's /proc files failed because the process ended (its entry
+/// gone, or going: `ESRCH` from a file of an exiting process).
+pub fn is_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
 /// The kernel's text symbols by address (`/proc/kallsyms`; empty where the addresses are
 /// hidden).
 pub fn kernel_text_symbols() -> Vec<(u64, String)> {

@@ -146,8 +146,11 @@ impl Library {
     /// very file of its maps line, the process still the one read). None: it maps none.
     pub fn of_process(pid: u32) -> Result<Option<Library>, ProbeError> {
         let shown = || PathBuf::from(format!("/proc/{pid}/maps: libjvm.so"));
-        let opened =
-            rtlab_sys::procfs::open_mapped(pid, "libjvm.so").map_err(|e| io(&shown(), e))?;
+        let opened = match rtlab_sys::procfs::open_mapped(pid, "libjvm.so") {
+            // Ended while it was read (a shell loop's short-lived tasks): no JVM there.
+            Err(e) if rtlab_sys::procfs::is_gone(&e) => return Ok(None),
+            other => other.map_err(|e| io(&shown(), e))?,
+        };
         Ok(opened.map(|m| Library {
             root_owned: m.root_owned(),
             shown: PathBuf::from(&m.mapping.path),

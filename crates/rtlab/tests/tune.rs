@@ -666,16 +666,6 @@ fn verify_reports_each_fix_in_one_valid_document_and_keeps_only_what_it_says() {
     }
 }
 
-/// A child process killed (and reaped) when the test ends, however it ends.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The timer slack of every thread of `pid` (ns), as /proc shows it (each thread's own file is
 /// /proc/<tid>/timerslack_ns: there is none under task/).
 fn slacks(pid: u32) -> Vec<String> {

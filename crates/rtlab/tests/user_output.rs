@@ -160,3 +160,57 @@ fn the_readme_names_studies_not_seed_or_issue_numbers_nor_source_files() {
         "cargo install --locked --path crates/rtlab          # rtlab"
     ));
 }
+
+/// `tools/test` (the README's test command) run with `cargo` standing for a stub that logs
+/// `skipped` lines as the tests do and exits with `status`: its stdout and its exit status.
+fn test_command_with(skipped: &[&str], status: i32) -> (String, Option<i32>) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let logged: String = skipped
+        .iter()
+        .map(|l| format!("echo '{l}' >> \"$RTLAB_SKIPPED_LOG\"\n"))
+        .collect();
+    let cargo = dir.path().join("cargo");
+    std::fs::write(&cargo, format!("#!/bin/sh\n{logged}exit {status}\n")).unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(root.join("tools/test"))
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .output()
+        .unwrap();
+    (String::from_utf8(out.stdout).unwrap(), out.status.code())
+}
+
+#[test]
+fn the_test_command_ends_with_every_skipped_test_and_why_and_keeps_cargos_status() {
+    // The same test logged twice (a retry) is listed once; the list is on stdout, last.
+    let (out, status) = test_command_with(
+        &[
+            "watch: a_jvm_test: no JDK 21+",
+            "fleet: the_deb_builds: needs dpkg-deb (apt-get install dpkg-dev)",
+            "watch: a_jvm_test: no JDK 21+",
+        ],
+        0,
+    );
+    assert_eq!(status, Some(0), "{out}");
+    assert!(
+        out.ends_with(
+            "skipped: 2 tests passed without running what they test here:\n  \
+             fleet: the_deb_builds: needs dpkg-deb (apt-get install dpkg-dev)\n  \
+             watch: a_jvm_test: no JDK 21+\n"
+        ),
+        "{out}"
+    );
+    let (out, status) = test_command_with(&[], 101);
+    assert_eq!(status, Some(101), "a failing run stays failed: {out}");
+    assert!(
+        out.ends_with("skipped: none (every test ran what it tests)\n"),
+        "{out}"
+    );
+}

@@ -33,7 +33,10 @@ pub fn verdict(rows: &[SurveyRow]) -> String {
                     .map_or("-".into(), |r| format!("{r:.1}x")),
             ]);
         }
-        readings.push_str(&format!("{}: {}\n", row.area, row.reading));
+        for line in crate::cause::wrapped(&format!("{}: {}", row.area, row.reading), 0, 120) {
+            readings.push_str(&line);
+            readings.push('\n');
+        }
     }
     format!("{}\n{readings}", t.render())
 }
@@ -64,5 +67,25 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("lock").count(), 1, "lock has no row: {text}");
+    }
+
+    #[test]
+    fn a_long_reading_is_broken_into_lines_of_120_columns() {
+        let long = "the mlocked arm's p99 was 3.1x the plain one's while the load ran, \
+                    its worst waits came from page faults of the measuring thread, "
+            .repeat(4);
+        let text = verdict(&[SurveyRow::reading(
+            rtlab_stats::area::Area::Mmap,
+            long.clone(),
+        )]);
+        let lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("mmap:"))
+            .collect();
+        assert!(lines.len() > 2, "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 120), "{text}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("  ")), "{text}");
+        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        assert_eq!(words.join(" "), format!("mmap: {}", long.trim_end()));
     }
 }

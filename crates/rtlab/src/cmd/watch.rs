@@ -330,9 +330,9 @@ fn announce(
             }
             rtlab_watch::Scope::Process { children: false } => format!("process {pid}"),
             rtlab_watch::Scope::Cgroup(dir) => format!(
-                "cgroup {} ({} process(es) now)",
+                "cgroup {}, {} now",
                 dir.display(),
-                s.watched_processes().len()
+                counted(s.watched_processes().len(), "process", "processes")
             ),
             rtlab_watch::Scope::All => format!(
                 "every process ({} now{})",
@@ -344,21 +344,24 @@ fn announce(
                 }
             ),
         };
+        let until = if args.duration.is_some() {
+            "until --duration ends, or Ctrl-C"
+        } else if pid == 0 {
+            "until Ctrl-C or SIGTERM"
+        } else {
+            "until it exits, or Ctrl-C"
+        };
         eprintln!(
-            "rtlab watch: {what}, {} thread(s) now, CPU(s) {} traced{} ({}); Ctrl-C ends",
-            s.watched_threads(),
+            "rtlab watch: {what}, {} now; {until}",
+            counted(s.watched_threads(), "thread", "threads")
+        );
+        eprintln!(
+            "  tracing CPU {}{}",
             CpuList::from(traced),
             if wanted.is_some() {
-                " (where the watched threads may run; --all-cpus for all)"
+                ": where the watched threads may run (--all-cpus for every CPU)"
             } else {
                 ""
-            },
-            if args.duration.is_some() {
-                "until --duration"
-            } else if pid == 0 {
-                "until Ctrl-C or SIGTERM"
-            } else {
-                "until it exits"
             }
         );
     }
@@ -599,6 +602,11 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
+/// `n` and the word for one or for many (`1 thread`, `3 threads`).
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The run's worst outliers, explained, and every explained one counted by main cause.
 fn summary_lines(
     summary: &rtlab_stats::result::OutlierSummary,
@@ -613,7 +621,7 @@ fn summary_lines(
         summary.explained
     );
     out.push_str(&crate::output::described(worst));
-    out.push_str("explained outliers by main cause:");
+    out.push_str("explained outliers by main cause:\n");
     let mut by_cause: Vec<_> = summary
         .by_cause
         .iter()
@@ -621,24 +629,30 @@ fn summary_lines(
         .collect();
     by_cause.sort_by_key(|(_, t)| std::cmp::Reverse(t.outliers));
     for (kind, t) in by_cause {
-        out.push_str(&format!(
-            " {} {} (max {});",
-            kind.as_str(),
+        let line = format!(
+            "{}: {} (max {})",
+            rtlab_report::cause::kind_named(*kind),
             t.outliers,
             Nanos(t.max_ns)
-        ));
+        );
+        for l in rtlab_report::cause::wrapped(&line, 2, 120) {
+            out.push_str(&l);
+            out.push('\n');
+        }
     }
-    out.pop();
-    out.push('\n');
     if !summary.by_task.is_empty() {
         let mut tasks: Vec<_> = summary.by_task.iter().collect();
         tasks.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
-        out.push_str("  by task:");
-        for (task, n) in tasks.iter().take(8) {
-            out.push_str(&format!(" {} {n},", rtlab_report::printable(task)));
+        let named: Vec<String> = tasks
+            .iter()
+            .take(8)
+            .map(|(task, n)| format!("{} {n}", rtlab_report::printable(task)))
+            .collect();
+        let line = format!("by task: {}", named.join(", "));
+        for l in rtlab_report::cause::wrapped(&line, 2, 120) {
+            out.push_str(&l);
+            out.push('\n');
         }
-        out.pop();
-        out.push('\n');
     }
     out
 }

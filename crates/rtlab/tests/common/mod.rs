@@ -622,3 +622,13 @@ pub fn instance_of(instances: &Path, pid: u32) -> Option<PathBuf> {
                 .is_some_and(|n| n.starts_with(&format!("rtlab-{pid}_")))
         })
 }
+
+/// A child process killed (and reaped) when the test ends, however it ends.
+pub struct KilledOnDrop(pub std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
