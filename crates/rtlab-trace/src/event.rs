@@ -409,7 +409,7 @@ impl Task {
 pub struct Event {
     /// CPU it happened on.
     pub cpu: u16,
-    /// CLOCK_MONOTONIC, ns (microsecond resolution in text output).
+    /// CLOCK_MONOTONIC, ns.
     pub ts_ns: u64,
     /// The task that was current (for `Waking`: the waker).
     pub current_pid: i64,

@@ -80,8 +80,7 @@ impl Instance {
         };
         write(&inst.dir.join("trace_clock"), "mono")?;
         write(&inst.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
-        let mask: u128 = cpus.iter().fold(0, |m, &c| m | (1u128 << c.min(127)));
-        write(&inst.dir.join("tracing_cpumask"), &format!("{mask:x}"))?;
+        write(&inst.dir.join("tracing_cpumask"), &cpumask_text(cpus))?;
         for (i, ev) in EVENTS.iter().enumerate() {
             let enable = inst.dir.join("events").join(ev).join("enable");
             if write(&enable, "1").is_err() {
@@ -127,6 +126,18 @@ impl Drop for Instance {
             let _ = rtlab_sys::tracefs::unmount();
         }
     }
+}
+
+/// A CPU mask as the kernel reads one: hex, in groups of 32 CPUs separated by commas (it
+/// refuses a group of more than eight digits).
+fn cpumask_text(cpus: &[usize]) -> String {
+    let groups = cpus.iter().max().map_or(1, |&c| c / 32 + 1);
+    let mut words = vec![0u32; groups];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    let text: Vec<String> = words.iter().rev().map(|w| format!("{w:08x}")).collect();
+    text.join(",")
 }
 
 /// The group of this run's uprobe events (a JVM's probes), removed with the instance.
@@ -234,6 +245,14 @@ pub(crate) fn probe_jvm(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_mask_is_written_in_groups_of_32_cpus() {
+        assert_eq!(cpumask_text(&[0]), "00000001");
+        assert_eq!(cpumask_text(&[1, 3]), "0000000a");
+        assert_eq!(cpumask_text(&[0, 33, 64]), "00000001,00000002,00000001");
+        assert_eq!(cpumask_text(&[]), "00000000");
+    }
 
     #[test]
     fn a_vm_operations_name_is_fetched_from_the_register_its_note_gives() {

@@ -298,8 +298,17 @@ fn open_tracefs(cpus: &[usize], bpf: Option<&str>) -> Result<(Instance, Source),
         },
         None => e,
     };
-    let inst = Instance::create(cpus, 8192).map_err(both)?;
-    let pages = crate::instance::Pages::open(&inst.dir, crate::instance::EVENTS).map_err(both)?;
+    let mut inst = Instance::create(cpus, 8192).map_err(both)?;
+    let (pages, undecodable) =
+        crate::instance::Pages::open(&inst.dir, cpus, crate::instance::EVENTS).map_err(both)?;
+    for ev in undecodable {
+        if ev == "sched/sched_switch" {
+            return Err(both(TraceError::Unsupported(
+                "this kernel's sched_switch records are not laid out as rtlab reads them".into(),
+            )));
+        }
+        inst.missing.push(crate::error::Missing::Event(ev));
+    }
     let source = Source::Tracefs {
         pages: Box::new(pages),
         dir: inst.dir.clone(),

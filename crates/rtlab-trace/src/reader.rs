@@ -133,8 +133,8 @@ impl Source {
             .unwrap_or(u64::MAX)
     }
 
-    /// Hands newly arrived events to `f`; returns how many records (eBPF) or pages
-    /// (tracefs) arrived.
+    /// Hands newly arrived events to `f`; returns how many records arrived (eBPF), or on how
+    /// many CPUs pages were left to read (tracefs): 0 when there was nothing more.
     fn poll(&mut self, f: &mut dyn FnMut(Event)) -> Result<usize, TraceError> {
         match self {
             Source::Tracefs {
@@ -331,7 +331,19 @@ impl Probes for Follow<'_> {
     ) -> Result<usize, crate::usdt::ProbeError> {
         match &mut *self.source {
             Source::Bpf(r) => r.probe_jvm(lib, pid),
-            Source::Tracefs { dir, jvm_files, .. } => probe_jvm_text(dir, jvm_files, lib),
+            Source::Tracefs {
+                dir,
+                jvm_files,
+                pages,
+                ..
+            } => {
+                let probed = probe_jvm_text(dir, jvm_files, lib);
+                // (Defined, or defined and taken back: ids may have been handed out again.)
+                if !matches!(probed, Ok(0)) {
+                    pages.uprobes_changed();
+                }
+                probed
+            }
         }
     }
 
@@ -579,7 +591,13 @@ pub(crate) fn read_loop(
                 out.over_threshold += 1;
                 pending.push(r, drained_at);
             };
-            w.drained(drained_at, stopping, &mut ask);
+            // (The tracefs source reads a CPU's ring at most so far per poll: the watch
+            // merges the CPUs' events in time order only up to where all were read.)
+            let read_all_to = match &source {
+                Source::Tracefs { pages, .. } => pages.read_through(),
+                Source::Bpf(_) => u64::MAX,
+            };
+            w.drained(drained_at.min(read_all_to), stopping, &mut ask);
             w.follow(&mut Follow {
                 source: &mut source,
                 traced: &mut traced,

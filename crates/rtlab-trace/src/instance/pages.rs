@@ -27,6 +27,8 @@ const TIME_STAMP: u32 = 31;
 const TS_MSB: u64 = 0xf8 << 56;
 /// `sched_switch`'s `prev_state` when the task was preempted (the kernel's `TASK_REPORT_MAX`).
 const PREEMPTED_STATE: i64 = 0x100;
+/// The kernel's `ENODEV`: a read of a CPU's pipe that has no ring buffer.
+const ENODEV: i32 = 19;
 /// Task names kept for sharing at most (a few MiB).
 const MAX_NAMES: usize = 65_536;
 /// Pages read from one CPU per poll, so one CPU's flood does not keep the others waiting.
@@ -371,8 +373,8 @@ struct CpuPipe {
     /// Every event of this CPU written before this time was read (or counted lost): the
     /// newest event's, or the time a read began that found the ring empty.
     read_ns: u64,
-    /// The kernel's count of this CPU's lost events, as far as pages told of it.
-    lost: u64,
+    /// When the last read that found the ring empty began.
+    emptied_at: u64,
 }
 
 /// Every CPU's ring buffer of a tracefs instance, read raw.
@@ -382,7 +384,8 @@ pub(crate) struct Pages {
     cpus: Vec<CpuPipe>,
     header: PageHeader,
     buf: Vec<u8>,
-    layouts: HashMap<u16, Arc<Layout>>,
+    /// By event id.
+    layouts: Vec<Option<Arc<Layout>>>,
     /// Ids looked up in the instance's events and found to be none of the known.
     unknown: HashSet<u16>,
     common_pid: Field,
@@ -394,24 +397,21 @@ pub(crate) struct Pages {
 }
 
 impl Pages {
-    /// The raw pipes of every CPU of instance `dir`, and the layouts of the events in
-    /// `events` (category/name) this kernel has.
-    pub(crate) fn open(dir: &Path, events: &[&str]) -> Result<Pages, TraceError> {
+    /// The raw pipes of instance `dir`'s CPUs `cpus` (the traced ones: a CPU offline when the
+    /// instance was made has no ring to read), and the layouts of the events in `events`
+    /// (category/name) this kernel has; with the events enabled whose records it cannot
+    /// decode here (a field renamed or retyped by this kernel).
+    pub(crate) fn open(
+        dir: &Path,
+        cpus: &[usize],
+        events: &[&str],
+    ) -> Result<(Pages, Vec<String>), TraceError> {
         let mut files = Vec::new();
-        let per_cpu = dir.join("per_cpu");
-        let entries = std::fs::read_dir(&per_cpu).map_err(|e| TraceError::io(&per_cpu, e))?;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(cpu) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("cpu")?.parse().ok())
-            else {
-                continue;
-            };
-            let path = entry.path().join("trace_pipe_raw");
+        for &cpu in cpus {
+            let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
             let file =
                 rtlab_sys::fs::open_nonblocking(&path).map_err(|e| TraceError::io(&path, e))?;
-            files.push((cpu, file));
+            files.push((cpu as u16, file));
         }
         let mut pages = Pages::over(dir, files);
         pages.header = std::fs::read_to_string(dir.join("events/header_page"))
@@ -421,11 +421,17 @@ impl Pages {
             .ok()
             .and_then(|t| t.trim().parse::<usize>().ok())
             .unwrap_or(4);
-        pages.buf = vec![0; (subbuf_kb * 1024).max(4096)];
+        // A read gives one page, whole when the buffer holds one: room for the largest page
+        // a kernel without this file may use (64 KiB, its page size on some arm64 kernels).
+        pages.buf = vec![0; (subbuf_kb * 1024).max(64 * 1024)];
+        let mut undecodable = Vec::new();
         for ev in events {
-            pages.learn(&dir.join("events").join(ev).join("format"));
+            let format = dir.join("events").join(ev).join("format");
+            if format.exists() && pages.learn(&format).is_none() {
+                undecodable.push(ev.to_string());
+            }
         }
-        Ok(pages)
+        Ok((pages, undecodable))
     }
 
     /// Pages read from `files` (CPU, file): no layouts known yet.
@@ -439,12 +445,12 @@ impl Pages {
                     cpu,
                     file,
                     read_ns: 0,
-                    lost: 0,
+                    emptied_at: 0,
                 })
                 .collect(),
             header: PageHeader::default(),
             buf: vec![0; 4096],
-            layouts: HashMap::new(),
+            layouts: Vec::new(),
             unknown: HashSet::new(),
             common_pid: Field {
                 offset: 4,
@@ -463,7 +469,11 @@ impl Pages {
         if let Some(pid) = f.get("common_pid") {
             self.common_pid = pid;
         }
-        self.layouts.insert(id, Arc::new(layout));
+        let i = id as usize;
+        if self.layouts.len() <= i {
+            self.layouts.resize(i + 1, None);
+        }
+        self.layouts[i] = Some(Arc::new(layout));
         Some(id)
     }
 
@@ -484,39 +494,71 @@ impl Pages {
         }
     }
 
+    /// The run's uprobe events changed (a JVM's probes defined, or taken back): ids are
+    /// looked up again (the kernel hands a removed event's id to the next one).
+    pub(crate) fn uprobes_changed(&mut self) {
+        self.unknown.clear();
+        for l in &mut self.layouts {
+            if l.as_deref()
+                .is_some_and(|l| matches!(l, Layout::Jvm { .. }))
+            {
+                *l = None;
+            }
+        }
+    }
+
+    /// Where every CPU's events were all read up to.
+    pub(crate) fn read_through(&self) -> u64 {
+        self.cpus
+            .iter()
+            .map(|p| p.read_ns)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// When `cpu`'s events were all read up to; `u64::MAX` for a CPU it has no pipe of.
     pub(crate) fn read_until(&self, cpu: u16) -> u64 {
         self.cpus
-            .iter()
-            .find(|p| p.cpu == cpu)
-            .map_or(u64::MAX, |p| p.read_ns)
+            .binary_search_by_key(&cpu, |p| p.cpu)
+            .map_or(u64::MAX, |i| self.cpus[i].read_ns)
     }
 
     /// Reads each CPU's new pages (at most [`PAGES_PER_POLL`] each) and hands their events
     /// to `f`, a loss (`Kind::Lost`) just after the last event read before it; returns how
-    /// many pages were read.
+    /// many CPUs it left pages unread on (0: every ring was read to empty).
     pub(crate) fn poll(&mut self, f: &mut dyn FnMut(Event)) -> Result<usize, TraceError> {
-        let mut pages = 0;
+        let mut behind = 0;
         for i in 0..self.cpus.len() {
+            let mut emptied = false;
             for _ in 0..PAGES_PER_POLL {
                 let asked = rtlab_sys::time::monotonic_now_ns();
                 let got = match self.cpus[i].file.read(&mut self.buf) {
                     Ok(n) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    // (ENODEV: a CPU with no ring, offline when the instance was made.)
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.raw_os_error() == Some(ENODEV) =>
+                    {
+                        0
+                    }
                     Err(e) => return Err(TraceError::Pipe(e)),
                 };
                 if got == 0 {
-                    // Empty: everything written before the read was read.
+                    // Empty: everything written before the previous empty read was read. (Not
+                    // before this one: a record's time is taken when it is reserved, and an
+                    // interrupt, or the host stopping the vCPU, may delay its commit.)
                     let p = &mut self.cpus[i];
-                    p.read_ns = p.read_ns.max(asked);
+                    p.read_ns = p.read_ns.max(p.emptied_at);
+                    p.emptied_at = asked;
+                    emptied = true;
                     break;
                 }
-                pages += 1;
                 self.page(i, got, f);
             }
+            behind += usize::from(!emptied);
         }
-        Ok(pages)
+        Ok(behind)
     }
 
     /// The page in `buf[..len]`, of the `i`-th CPU.
@@ -524,7 +566,7 @@ impl Pages {
         let buf = std::mem::take(&mut self.buf);
         let (cpu, header) = (self.cpus[i].cpu, self.header);
         let missed = page_missed(&buf[..len], &header);
-        let mut lost = (missed != Missed::None).then(|| self.lost_count(i, missed));
+        let mut lost = (missed != Missed::None).then(|| Pages::lost_count(missed));
         // The loss sits just after the last event read before it (and before this page's
         // first), as the eBPF recorder places its own.
         let lost_event = |n: u64, after: u64, before: u64| Event {
@@ -550,24 +592,12 @@ impl Pages {
     }
 
     /// How many were lost before a page that says some were: its count, or where the page
-    /// had no room for it, the kernel's count for the CPU less what pages said before.
-    fn lost_count(&mut self, i: usize, missed: Missed) -> u64 {
-        let p = &mut self.cpus[i];
-        let n = match missed {
-            Missed::Counted(n) => n,
-            _ => {
-                let stats = self.dir.join(format!("per_cpu/cpu{}/stats", p.cpu));
-                let overrun = std::fs::read_to_string(stats).ok().and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("overrun:"))
-                        .and_then(|n| n.trim().parse::<u64>().ok())
-                });
-                // (At least one: the page says so.)
-                overrun.map_or(1, |o| o.saturating_sub(p.lost).max(1))
-            }
-        };
-        p.lost += n;
-        n
+    /// had no room for it, at least one (the run's total is the kernel's own count).
+    fn lost_count(missed: Missed) -> u64 {
+        match missed {
+            Missed::Counted(n) => n.max(1),
+            _ => 1,
+        }
     }
 
     fn name(&mut self, pid: i64, comm: &[u8]) -> Arc<str> {
@@ -608,10 +638,14 @@ impl Pages {
     /// Record `r` of `cpu` at `ts_ns` as an event; `None` for one of no known layout.
     fn decode(&mut self, cpu: u16, ts_ns: u64, r: &[u8]) -> Option<Event> {
         let id = u16::from_ne_bytes(r.get(..2)?.try_into().ok()?);
-        if !self.layouts.contains_key(&id) && !self.unknown.contains(&id) {
-            self.learn_id(id);
-        }
-        let layout = self.layouts.get(&id)?.clone();
+        let layout = match self.layouts.get(id as usize) {
+            Some(Some(l)) => l.clone(),
+            _ if self.unknown.contains(&id) => return None,
+            _ => {
+                self.learn_id(id);
+                self.layouts.get(id as usize)?.clone()?
+            }
+        };
         let current_pid = self.common_pid.int(r)?;
         let kind = match *layout {
             Layout::Switch { prev, state, next } => {
