@@ -29,6 +29,9 @@
 #                              namespace and its own /tmp (`unshare --mount --pid --fork
 #                              --mount-proc`, a tmpfs on /tmp), watched from outside; with
 #                              PROBES=none its log is turned on through its own /tmp
+#   JDKS=GLOB, GCS="SerialGC"  only the JDKs under /usr/lib/jvm whose directory matches GLOB
+#                              (default every one), only these collectors (default SerialGC
+#                              and G1GC)
 #   KEEP=DIR                   keep each run's files (the watch's JSON, the JVM's safepoint
 #                              log, the program's output) in DIR/<jdk>-<gc>-<run>/
 set -euo pipefail
@@ -70,7 +73,7 @@ case $STOPS in
 esac
 echo "# rtlab watch on a JVM vs its own figures: stops by ${STOPS}, load: ${LOAD:-none}, probes: ${PROBES}$([ "${CONTAINER:-0}" != 0 ] && echo ', in a container'), $RUNS runs x ${SECS}s, $(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
 : >"$WORK/rows.txt"
-for jdk in /usr/lib/jvm/*/; do
+for jdk in /usr/lib/jvm/${JDKS:-*}/; do
   jdk=${jdk%/}
   [ -L "$jdk" ] && continue
   [ -x "$jdk/bin/javac" ] && [ -f "$jdk/lib/server/libjvm.so" ] || continue
@@ -78,7 +81,7 @@ for jdk in /usr/lib/jvm/*/; do
   "$jdk/bin/javac" -d "$WORK/classes" examples/java/Periodic.java
   home=$jdk
   if [ "$PROBES" = none ]; then home=$WORK/np-$(basename "$jdk"); without_probes "$jdk" "$home"; fi
-  for gc in SerialGC G1GC; do
+  for gc in ${GCS:-SerialGC G1GC}; do
     for run in $(seq 1 "$RUNS"); do
       rm -f "$WORK/sp.log"
       if [ -n "${LOAD:-}" ]; then setsid $LOAD >/dev/null 2>&1 & LOADPID=$!; sleep 0.5; fi
