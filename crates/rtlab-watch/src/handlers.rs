@@ -66,7 +66,11 @@ impl WatchState {
     ) {
         self.fire(e.cpu, None);
         if let Some(w) = self.threads.get_mut(&prev.pid) {
-            if let Some(asleep) = w.wait.switched_out(e) {
+            let asleep = w.wait.switched_out(e);
+            if std::mem::take(&mut w.wait.wakeup_unseen) {
+                self.wakeup_unseen(prev.pid, e.cpu);
+            }
+            if let Some(asleep) = asleep {
                 self.clock_switched_out(prev.pid, asleep, e.ts_ns, request);
             }
         }
@@ -83,6 +87,13 @@ impl WatchState {
         for (kind, delay) in w.wait.switched_in(e) {
             self.sample_kind(kind, next.pid, delay, e, request);
         }
+    }
+
+    /// A wakeup of `tid` on `cpu` the trace did not have: counted, its delay unmeasured.
+    fn wakeup_unseen(&mut self, tid: i64, cpu: u16) {
+        self.wakeups_unseen += 1;
+        self.unseen_on.insert(cpu);
+        self.count_unmeasured(tid, DelayKind::Wakeup);
     }
 
     /// Thread `e.current_pid` returned from the kernel's wait for a PI futex: its `lock` delay.
@@ -277,8 +288,7 @@ impl WatchState {
             self.whole_ms.entry(tid).or_insert_with(|| w.name.clone());
         }
         if unseen {
-            self.wakeups_unseen += 1;
-            self.count_unmeasured(tid, DelayKind::Wakeup);
+            self.wakeup_unseen(tid, e.cpu);
         }
         let (ended, delays) = match returned {
             Returned::Unseen => return, // entered before the watch saw it: ended at its switch-in

@@ -221,6 +221,8 @@ pub struct WatchState {
     /// Wakeups of the watched threads the trace never showed (no loss counted): see
     /// [`model::ThreadWait::wakeup_unseen`].
     wakeups_unseen: u64,
+    /// The CPUs they were on.
+    unseen_on: std::collections::BTreeSet<u16>,
     /// The most threads watched at once.
     most_threads: usize,
     /// The longest delays of this interval so far, per kind (at most `spec.keep`, shortest
@@ -305,6 +307,7 @@ impl WatchState {
             refused: 0,
             abandoned: 0,
             wakeups_unseen: 0,
+            unseen_on: Default::default(),
             most_threads: 0,
             longest: Default::default(),
             book: OutlierBook::new(spec_keep),
@@ -479,9 +482,15 @@ impl WatchState {
 
     /// Wakeups of the watched threads that the trace never showed, though no event was
     /// counted lost: a wait call returned after its thread slept in it with no wakeup or
-    /// switch back in seen (each counted unmeasured in its `wakeup` series).
+    /// switch back in seen, or a thread left a CPU it was never seen to get (each counted
+    /// unmeasured in its `wakeup` series).
     pub fn wakeups_unseen(&self) -> u64 {
         self.wakeups_unseen
+    }
+
+    /// The CPUs of the wakeups the trace never showed.
+    pub fn wakeups_unseen_on(&self) -> Vec<usize> {
+        self.unseen_on.iter().map(|&c| c as usize).collect()
     }
 
     /// Events lost so far, by CPU: `[of the watched threads, of other tasks only]` (where

@@ -488,6 +488,49 @@ fn without_wait_calls_or_outside_one_a_delay_ends_at_the_switch_in() {
 }
 
 #[test]
+fn a_thread_that_leaves_a_cpu_it_was_never_seen_to_get_had_a_wakeup_the_trace_missed() {
+    // A kernel whose trace lacks the switch out of its idle task (tracefs on some VMs): the
+    // thread is woken, then seen leaving its CPU again with no switch onto it between. That
+    // wakeup's delay is unmeasured and counted, with its CPU; a wakeup while it was still on
+    // its CPU going to sleep is no such case.
+    let (tid, mut w) = watch_this_thread(0);
+    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    };
+    let waking = |ts: u64| {
+        ev(
+            1,
+            ts,
+            Kind::Waking {
+                task: task(tid),
+                target_cpu: 1,
+            },
+        )
+    };
+    w.offer(&ev(1, 1_000, switch(tid, TaskState::SLEEPING, 0)));
+    w.offer(&waking(10_000));
+    // (The switch that ran it is missing.)
+    w.offer(&ev(1, 12_000, switch(tid, TaskState::SLEEPING, 0)));
+    // Woken while still on its CPU going to sleep, then off it: seen throughout.
+    w.offer(&waking(20_000));
+    w.offer(&ev(1, 20_500, switch(0, TaskState::RUNNING, tid)));
+    w.offer(&waking(20_800));
+    w.offer(&ev(1, 21_000, switch(tid, TaskState::SLEEPING, 0)));
+    w.advance(RULES.merge_lag_ns + 30_000, &mut |_| {});
+    assert_eq!(w.wakeups_unseen(), 1);
+    assert_eq!(w.wakeups_unseen_on(), vec![1]);
+    let wakeup = w
+        .series()
+        .iter()
+        .find(|s| s.tid.is_some() && s.kind == DelayKind::Wakeup)
+        .unwrap();
+    assert_eq!(wakeup.unmeasured, 1);
+    assert_eq!((wakeup.total.len(), wakeup.total.max()), (1, Nanos(500)));
+}
+
+#[test]
 fn a_sleep_cut_short_by_a_signal_is_no_lateness() {
     let (tid, mut w) = watch_this_thread(0);
     w.offer(&own(

@@ -319,8 +319,11 @@ pub(crate) struct ThreadWait {
     /// It went to sleep in the wait call it is in.
     slept: bool,
     /// A wait call of it returned though it had slept in it and no wakeup or switch back in
-    /// was seen: events the trace never had (no loss counted), the wakeup's delay unmeasured.
+    /// was seen, or it left a CPU it was never seen to get: events the trace never had (no
+    /// loss counted), the wakeup's delay unmeasured.
     pub(crate) wakeup_unseen: bool,
+    /// Seen leaving a CPU, not seen getting one since.
+    off_cpu: bool,
 }
 
 /// A timer of `rtlab_trace::event::FILE_OR_SIGNAL_TIMERS` that fired: its expiry, when, and
@@ -347,6 +350,7 @@ impl ThreadWait {
             poll_timeouts: (0, 0),
             slept: false,
             wakeup_unseen: false,
+            off_cpu: false,
         }
     }
 
@@ -364,6 +368,11 @@ impl ThreadWait {
     /// It left its CPU at `e`: preempted (runnable from now on) or asleep. Returns whether
     /// it went to sleep, where the switch says.
     pub(crate) fn switched_out(&mut self, e: &Event) -> Option<bool> {
+        // Seen leaving a CPU before and not seen getting one since: the trace missed the
+        // switch that ran it (no loss counted), its wakeup's delay is not known.
+        if std::mem::replace(&mut self.off_cpu, true) {
+            self.wakeup_unseen = true;
+        }
         // An expiry seen before it left its CPU ended no wait of it (a sleep timer that fired
         // while it ran, woken otherwise, before it was cancelled), unless it came within the
         // wait call it is in (the timer fired before it was off its CPU, or it was preempted
@@ -436,6 +445,7 @@ impl ThreadWait {
     /// where it returns).
     pub(crate) fn switched_in(&mut self, e: &Event) -> Vec<(DelayKind, Delay)> {
         self.follow.step(e);
+        self.off_cpu = false;
         let mut delays = Vec::new();
         self.phase = match std::mem::take(&mut self.phase) {
             Phase::InWait { call } => Phase::OnCpu {
@@ -595,6 +605,8 @@ impl ThreadWait {
     /// Events were lost: the delays it had begun, which the lost events may have ended (a
     /// later end would measure them too long), each by kind.
     pub(crate) fn cut(&mut self) -> Vec<DelayKind> {
+        // (Where it is now is not known either.)
+        self.off_cpu = false;
         let mut cut = Vec::new();
         if let Some(r) = self.ready.take() {
             cut.extend(r.delays.into_iter().map(|(k, _)| k));

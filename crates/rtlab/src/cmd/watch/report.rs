@@ -204,9 +204,10 @@ pub(super) fn lost_line(s: &WatchState) -> String {
     let unseen = s.wakeups_unseen();
     if unseen > 0 {
         out.push_str(&format!(
-            "wakeups not in the trace: {unseen}, counted as unmeasured (a watched thread came \
-             back from a wait with no\n  wakeup seen and no event counted lost: its CPU's \
-             events then were not recorded)\n"
+            "wakeups not in the trace: {unseen} on CPU {}, counted as unmeasured\n  \
+             (a watched thread ran again with no wakeup or no switch onto its CPU seen, and no \
+             event counted lost)\n",
+            CpuList::from(s.wakeups_unseen_on())
         ));
     }
     if watched > 0 {
