@@ -531,6 +531,47 @@ fn a_thread_that_leaves_a_cpu_it_was_never_seen_to_get_had_a_wakeup_the_trace_mi
 }
 
 #[test]
+fn a_wakeup_the_trace_missed_in_a_wait_call_is_counted_once() {
+    // Asleep in its sleep call, its wakeup and the switch that ran it both missing: the call's
+    // return says so (counted there), and its next switch out is no second such wakeup.
+    let (tid, mut w) = watch_this_thread(0);
+    let switch = |prev: i64, next: i64| Kind::Switch {
+        prev: task(prev),
+        prev_state: TaskState::SLEEPING,
+        next: task(next),
+    };
+    let sleep = |ts: u64| {
+        own(
+            tid,
+            1,
+            ts,
+            Kind::WaitEnter {
+                call: CLOCK_NANOSLEEP,
+                deadline_ns: Some(ts + 1_000),
+            },
+        )
+    };
+    let back = |ts: u64| {
+        own(
+            tid,
+            1,
+            ts,
+            Kind::WaitExit {
+                call: CLOCK_NANOSLEEP,
+                ret: 0,
+            },
+        )
+    };
+    w.offer(&sleep(1_000));
+    w.offer(&ev(1, 1_100, switch(tid, 0)));
+    w.offer(&back(2_500));
+    w.offer(&sleep(3_000));
+    w.offer(&ev(1, 3_100, switch(tid, 0)));
+    w.advance(RULES.merge_lag_ns + 30_000, &mut |_| {});
+    assert_eq!(w.wakeups_unseen(), 1);
+}
+
+#[test]
 fn a_sleep_cut_short_by_a_signal_is_no_lateness() {
     let (tid, mut w) = watch_this_thread(0);
     w.offer(&own(

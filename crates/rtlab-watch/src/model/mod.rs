@@ -483,6 +483,8 @@ impl ThreadWait {
     /// pending ends now unless this is the read that takes it (returned: settle it at its
     /// own return).
     pub(crate) fn entered(&mut self, nr: i32, asked: Option<u64>, at: u64) -> Option<Ready> {
+        // (In a system call: on a CPU, whatever the switches said.)
+        self.off_cpu = false;
         let settle = match nr {
             SYS_READ => None,
             _ => self.ready.take(),
@@ -525,6 +527,9 @@ impl ThreadWait {
     /// asked for (no timer was armed: the period ran late) one from that time; a sleep cut
     /// short (a signal) no lateness; a wakeup within the call a `wakeup` delay from it.
     pub(crate) fn returned(&mut self, ret: i64, at: u64) -> Returned {
+        // (Back from a call: on a CPU. A switch onto it the trace missed is counted here, where
+        // it slept in the call, not again at its next switch out.)
+        self.off_cpu = false;
         let by_grid = std::mem::take(&mut self.by_grid);
         let slept = std::mem::take(&mut self.slept);
         let (call, woken, running) = match std::mem::take(&mut self.phase) {
