@@ -28,6 +28,15 @@ fn task(pid: i64) -> Task {
     }
 }
 
+/// `prev` leaves the CPU in `state`, `next` gets it.
+fn switch(prev: i64, state: TaskState, next: i64) -> Kind {
+    Kind::Switch {
+        prev: task(prev),
+        prev_state: state,
+        next: task(next),
+    }
+}
+
 fn ev(cpu: u16, ts_ns: u64, kind: Kind) -> Event {
     Event {
         cpu,
@@ -103,11 +112,6 @@ fn the_cpus_to_trace_are_where_the_watched_threads_may_run() {
 fn a_delay_runs_from_wakeup_or_preemption_to_the_switch_in_events_merged_in_time_order() {
     let (tid, mut w) = watch_this_thread(400);
     assert_eq!(w.watched_threads(), 1);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     // Woken on CPU 1 at 1000, on CPU 0 at 1500 (delivered first, as a drain of CPU 0
     // before CPU 1 would); preempted at 2000, back at 2300; asleep at 3000.
     w.offer(&ev(0, 1_500, switch(0, TaskState::RUNNING, tid)));
@@ -187,11 +191,6 @@ fn a_loss_abandons_pending_delays_instead_of_stretching_them() {
 #[test]
 fn a_timer_delay_runs_from_the_requested_expiry_and_a_stale_expiry_is_dropped() {
     let (tid, mut w) = watch_this_thread(700);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     let expiry = |expires: u64| Kind::HrtimerEntry {
         function: "hrtimer_wakeup".into(),
         task: Some(task(tid)),
@@ -388,11 +387,6 @@ fn in_a_wait_call_a_delay_ends_where_the_call_returns_to_user_space() {
     // not when the scheduler put it on a CPU.
     let (tid, mut w) = watch_this_thread(0);
     w.set_wait_calls(true);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     let enter = |deadline| Kind::WaitEnter {
         call: CLOCK_NANOSLEEP,
         deadline_ns: Some(deadline),
@@ -459,11 +453,6 @@ fn in_a_wait_call_a_delay_ends_where_the_call_returns_to_user_space() {
 #[test]
 fn without_wait_calls_or_outside_one_a_delay_ends_at_the_switch_in() {
     let (tid, mut w) = watch_this_thread(0);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     // Asleep (in a call the recorder does not see), timer at 10 000, on a CPU at 10 600.
     w.offer(&ev(0, 1_100, switch(tid, TaskState::SLEEPING, 0)));
     w.offer(&ev(0, 10_100, sleeper_timer(tid, 10_000)));
@@ -494,11 +483,6 @@ fn a_thread_that_leaves_a_cpu_it_was_never_seen_to_get_had_a_wakeup_the_trace_mi
     // wakeup's delay is unmeasured and counted, with its CPU; a wakeup while it was still on
     // its CPU going to sleep is no such case.
     let (tid, mut w) = watch_this_thread(0);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     let waking = |ts: u64| {
         ev(
             1,
@@ -535,11 +519,6 @@ fn a_wakeup_the_trace_missed_in_a_wait_call_is_counted_once() {
     // Asleep in its sleep call, its wakeup and the switch that ran it both missing: the call's
     // return says so (counted there), and its next switch out is no second such wakeup.
     let (tid, mut w) = watch_this_thread(0);
-    let switch = |prev: i64, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: TaskState::SLEEPING,
-        next: task(next),
-    };
     let sleep = |ts: u64| {
         own(
             tid,
@@ -563,10 +542,10 @@ fn a_wakeup_the_trace_missed_in_a_wait_call_is_counted_once() {
         )
     };
     w.offer(&sleep(1_000));
-    w.offer(&ev(1, 1_100, switch(tid, 0)));
+    w.offer(&ev(1, 1_100, switch(tid, TaskState::SLEEPING, 0)));
     w.offer(&back(2_500));
     w.offer(&sleep(3_000));
-    w.offer(&ev(1, 3_100, switch(tid, 0)));
+    w.offer(&ev(1, 3_100, switch(tid, TaskState::SLEEPING, 0)));
     w.advance(RULES.merge_lag_ns + 30_000, &mut |_| {});
     assert_eq!(w.wakeups_unseen(), 1);
 }
@@ -1210,11 +1189,6 @@ fn a_timer_that_wakes_through_a_file_or_a_signal_is_the_deadline_of_the_wait_it_
         target_cpu: 0,
     };
     let read = |ts, enter| read_call(tid, ts, enter);
-    let switch = |prev: i64, state: TaskState, next: i64| Kind::Switch {
-        prev: task(prev),
-        prev_state: state,
-        next: task(next),
-    };
     // Armed for 10 000: fires at 10 300, wakes it at 10 302, back from read() at 11 000.
     w.offer(&read(1_000, true));
     w.offer(&ev(0, 1_100, switch(tid, TaskState::SLEEPING, 0)));
